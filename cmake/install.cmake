@@ -1,0 +1,1 @@
+# Installation rules (headers, library, CMake package, pkg-config).

@@ -1,0 +1,95 @@
+// CP decomposition by alternating least squares (CP-ALS).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string_view>
+#include <vector>
+
+#include "tenfold/backend.hpp"
+#include "tenfold/ktensor.hpp"
+#include "tenfold/tensor.hpp"
+
+namespace tenfold {
+
+/// How the factor matrices are initialised.
+enum class CpInit {
+  random,  ///< entries uniform in [0, 1), from `seed`
+  nvecs,   ///< leading eigenvectors of each mode's Gram X_(n) X_(n)^T (random columns past I_n)
+  given,   ///< CpOptions::initial_factors
+};
+
+/// "random", "nvecs" or "given".
+std::string_view to_string(CpInit init);
+/// Parses the names above; throws InvalidArgument otherwise.
+CpInit parse_cp_init(std::string_view name);
+
+/// Why the iteration stopped.
+enum class CpStop { converged, max_iters, time_limit, callback };
+std::string_view to_string(CpStop stop);
+
+/// What the per-iteration callback sees.
+struct CpProgress {
+  int iteration = 0;     ///< 1-based
+  double fit = 0.0;      ///< 1 - ||X - M|| / ||X||
+  double delta = 0.0;    ///< |fit - previous fit| (the first iteration reports fit itself)
+  double seconds = 0.0;  ///< wall time since the start of the call
+};
+
+/// Options of cp_als. Defaults follow the Tensor Toolbox and GenTen except the
+/// tolerance, which is tighter.
+template <class T>
+struct CpOptions {
+  index_t rank = 1;            ///< number of components R >= 1
+  int max_iters = 100;         ///< outer iterations (sweeps over all modes), >= 1
+  double tol = 1e-6;           ///< stop when |change of fit| < tol (>= 0)
+  CpInit init = CpInit::random;
+  std::uint64_t seed = 0;      ///< seed of the random initialisation
+  /// Used when init == given: one I_n x R matrix per mode (weights are taken as one).
+  std::vector<Matrix<T>> initial_factors;
+  double ridge = 0.0;          ///< l2 regulariser added to the diagonal of each normal matrix
+  double time_limit = 0.0;     ///< seconds; 0 means none (checked after each iteration)
+  Backend backend = Backend::cpu;
+  /// Called after every iteration; return false to stop early.
+  std::function<bool(const CpProgress&)> callback;
+};
+
+/// Wall-clock seconds spent in each phase of the iteration.
+struct CpTimings {
+  double init = 0.0;    ///< setup and initialisation (incl. data transfer to the device)
+  double mttkrp = 0.0;  ///< matricised tensor times Khatri-Rao product
+  double gram = 0.0;    ///< factor Grams (syrk) and their Hadamard products
+  double solve = 0.0;   ///< normal-equation solves (Cholesky, or eigen fallback)
+  double other = 0.0;   ///< normalisation, fit, final arrangement
+  double total = 0.0;
+};
+
+/// Result of cp_als.
+template <class T>
+struct CpResult {
+  KTensor<T> model;            ///< normalised columns, weights sorted descending, sign-fixed
+  int iterations = 0;
+  bool converged = false;      ///< stop == CpStop::converged
+  CpStop stop = CpStop::max_iters;
+  double fit = 0.0;            ///< 1 - relative_error
+  double relative_error = 0.0; ///< ||X - M|| / ||X||
+  std::vector<double> fit_history;  ///< fit after each iteration
+  int eigen_fallbacks = 0;     ///< solves where Cholesky failed and the pseudo-inverse was used
+  CpTimings timings;
+};
+
+/// CP-ALS of a dense tensor (order >= 2, all sizes >= 1, finite entries).
+template <class T>
+CpResult<T> cp_als(TensorView<const T> x, const CpOptions<T>& options);
+
+template <class T>
+CpResult<T> cp_als(const Tensor<T>& x, const CpOptions<T>& options) {
+  return cp_als(x.view(), options);
+}
+
+/// CP-ALS of a tensor given in CP form (it is never formed): approximates a
+/// rank-S model by a rank-R one, at O(sum_n I_n S R) per iteration.
+template <class T>
+CpResult<T> cp_als(const KTensor<T>& x, const CpOptions<T>& options);
+
+}  // namespace tenfold

@@ -1,0 +1,52 @@
+// Exception hierarchy of Tenfold. Every error thrown by the library derives from
+// tenfold::Error (itself a std::runtime_error); messages name the offending value.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace tenfold {
+
+/// Base class of every exception the library throws.
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// An argument is out of its valid range (rank 0, NaN entry, bad option...).
+class InvalidArgument : public Error {
+ public:
+  using Error::Error;
+};
+
+/// Shapes of two arguments do not agree (factor rows vs. tensor mode size...).
+class DimensionMismatch : public InvalidArgument {
+ public:
+  using InvalidArgument::InvalidArgument;
+};
+
+/// A numerical step failed (non-finite result, eigensolver did not converge...).
+class NumericalError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// The requested feature (e.g. the CUDA backend) was not compiled into this build.
+class NotCompiled : public Error {
+ public:
+  using Error::Error;
+};
+
+/// A GPU runtime or library call failed, or no usable device is present.
+class DeviceError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// Reading or writing a file failed, or a file is malformed.
+class IoError : public Error {
+ public:
+  using Error::Error;
+};
+
+}  // namespace tenfold

@@ -1,0 +1,51 @@
+// File formats: NumPy .npy arrays, and atomic file replacement.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "tenfold/tensor.hpp"
+
+namespace tenfold::io {
+
+/// Element types Tenfold reads and writes.
+enum class DType { float32, float64 };
+
+/// What a .npy header says.
+struct NpyHeader {
+  int version_major = 1;             ///< format version 1, 2 or 3
+  DType dtype = DType::float64;      ///< '<f4' or '<f8' (also '|' / '=' on little-endian hosts)
+  bool fortran_order = false;
+  std::vector<index_t> shape;        ///< as NumPy shows it
+  std::size_t data_offset = 0;       ///< byte offset of the data in the file
+};
+
+/// Reads and validates the header of a .npy file (magic, version, dict, dtype,
+/// byte order, shape against the file size). Throws IoError naming the problem.
+NpyHeader read_npy_header(const std::filesystem::path& path);
+
+/// Loads a .npy file as a column-major tensor of element type T (converting from
+/// the stored dtype when it differs). A C-order array of NumPy shape (a, b, c)
+/// becomes a tensor of shape (c, b, a) holding the same memory order (modes
+/// reversed, no transposition); a Fortran-order array keeps its shape.
+/// `header`, when given, receives the file's header. Throws IoError.
+template <class T>
+Tensor<T> load_npy(const std::filesystem::path& path, NpyHeader* header = nullptr);
+
+/// Writes `x` as a Fortran-order .npy file (version 1 when the header fits,
+/// else 2) of NumPy shape x.dims(): NumPy sees the same array, no copy is made.
+/// Written atomically. Throws IoError.
+template <class T>
+void save_npy(const std::filesystem::path& path, TensorView<const T> x);
+
+/// Writes a file atomically: `writer` fills a temporary file in the same folder,
+/// which is flushed and renamed over `path` only if writer returns normally and
+/// every write succeeded; otherwise the temporary file is removed and `path` is
+/// untouched. Throws IoError (or what writer throws).
+void write_file_atomically(const std::filesystem::path& path,
+                           const std::function<void(std::ostream&)>& writer);
+
+}  // namespace tenfold::io

@@ -1,0 +1,77 @@
+// KTensor: a tensor in CP (Kruskal) form, sum_r lambda_r a_r^(0) o a_r^(1) o ...
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "tenfold/tensor.hpp"
+
+namespace tenfold {
+
+/// CP model: weights lambda (length R) and one I_n x R factor matrix per mode.
+template <class T>
+struct KTensor {
+  std::vector<T> weights;
+  std::vector<Matrix<T>> factors;
+
+  KTensor() = default;
+  KTensor(std::vector<T> w, std::vector<Matrix<T>> f)
+      : weights(std::move(w)), factors(std::move(f)) {}
+
+  int order() const { return static_cast<int>(factors.size()); }
+  index_t rank() const { return static_cast<index_t>(weights.size()); }
+  std::vector<index_t> dims() const;
+
+  /// Throws InvalidArgument / DimensionMismatch unless the model is well formed:
+  /// order >= 1, rank >= 1, every factor with R columns and at least one row.
+  void validate() const;
+
+  /// Dense tensor sum_r lambda_r a_r^(0) o ... (size prod I_n; mind the memory).
+  Tensor<T> full() const;
+
+  /// Frobenius norm from the factors' Gram matrices (no dense tensor), in double.
+  double norm() const;
+
+  /// <X, this>, without forming the model, accumulated in double.
+  double inner(TensorView<const T> x) const;
+};
+
+/// Options of factor_match_score.
+struct FmsOptions {
+  /// Multiply each component's congruence by the weight penalty
+  /// 1 - |l_a - l_b| / max(l_a, l_b) (as the Tensor Toolbox `score` does).
+  bool weight_penalty = false;
+};
+
+/// Factor match score of two CP models of the same shape (ranks may differ:
+/// the smaller is matched into the larger). Components are normalised, the
+/// congruence of a pair is the product over modes of |cosine| of their
+/// columns, the optimal one-to-one matching is found exactly (Hungarian
+/// algorithm), and the score is the mean congruence over matched pairs, in [0, 1].
+template <class T>
+double factor_match_score(const KTensor<T>& a, const KTensor<T>& b, const FmsOptions& options = {});
+
+/// Options of random_cp_tensor.
+struct RandomCpOptions {
+  std::vector<index_t> dims;   ///< mode sizes (order >= 2)
+  index_t rank = 1;            ///< number of components
+  double collinearity = 0.0;   ///< cosine between any two columns of a factor, in [0, 1)
+  double noise = 0.0;          ///< ||N|| / ||X_true||, >= 0
+  std::uint64_t seed = 0;
+};
+
+/// A planted CP problem: the true model and the tensor it generates plus noise.
+template <class T>
+struct RandomCpProblem {
+  KTensor<T> truth;     ///< unit-norm columns, weights from the factors' scales
+  Tensor<T> tensor;     ///< full(truth) + noise scaled to `noise` relative norm
+  double noise_norm = 0.0;  ///< ||tensor - full(truth)||
+};
+
+/// Random CP tensor with factors of prescribed column collinearity (Tomasi and
+/// Bro's construction: columns with pairwise cosine `collinearity` exactly) and
+/// Gaussian noise of prescribed relative norm. Deterministic for a given seed.
+template <class T>
+RandomCpProblem<T> random_cp_tensor(const RandomCpOptions& options);
+
+}  // namespace tenfold

@@ -1,0 +1,153 @@
+// Dense tensors and matrices: column-major storage, mode 0 fastest (as BLAS,
+// Fortran and the MATLAB Tensor Toolbox). A NumPy C-order array of shape
+// (a, b, c) is the same memory as a Tenfold tensor of shape (c, b, a).
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <span>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace tenfold {
+
+/// Signed index and size type used throughout the library.
+using index_t = std::int64_t;
+
+/// Product of the sizes; throws InvalidArgument on a negative size or on overflow.
+index_t checked_numel(std::span<const index_t> dims);
+
+/// Non-owning view of a dense column-major tensor. `T` may be const-qualified.
+template <class T>
+class TensorView {
+ public:
+  using value_type = std::remove_const_t<T>;
+
+  TensorView() = default;
+  /// Views `data`, which must hold checked_numel(dims) elements.
+  TensorView(T* data, std::vector<index_t> dims) : data_(data), dims_(std::move(dims)) {
+    numel_ = checked_numel(dims_);
+  }
+  /// A view of mutable data converts to a view of const data.
+  template <class U>
+    requires(std::is_const_v<T> && std::is_same_v<const U, T>)
+  TensorView(const TensorView<U>& other)  // NOLINT(google-explicit-constructor)
+      : data_(other.data()), dims_(other.dims()), numel_(other.numel()) {}
+
+  int order() const { return static_cast<int>(dims_.size()); }
+  index_t dim(int n) const { return dims_[static_cast<std::size_t>(n)]; }
+  const std::vector<index_t>& dims() const { return dims_; }
+  index_t numel() const { return numel_; }
+  T* data() const { return data_; }
+  T& operator[](index_t linear) const { return data_[linear]; }
+
+  /// Element at a multi-index (i_0, i_1, ...), column-major.
+  template <class... I>
+  T& operator()(I... idx) const {
+    return data_[offset({static_cast<index_t>(idx)...})];
+  }
+  /// Column-major linear offset of a multi-index (not bounds-checked).
+  index_t offset(std::initializer_list<index_t> idx) const {
+    index_t off = 0, stride = 1;
+    std::size_t n = 0;
+    for (index_t i : idx) {
+      off += i * stride;
+      stride *= dims_[n++];
+    }
+    return off;
+  }
+
+ private:
+  T* data_ = nullptr;
+  std::vector<index_t> dims_;
+  index_t numel_ = 0;
+};
+
+/// Owning dense column-major tensor of any order.
+template <class T>
+class Tensor {
+ public:
+  using value_type = T;
+
+  Tensor() = default;
+  /// Zero-filled tensor of the given sizes.
+  explicit Tensor(std::vector<index_t> dims)
+      : dims_(std::move(dims)), data_(static_cast<std::size_t>(checked_numel(dims_))) {}
+  /// Takes ownership of `data` (column-major); throws DimensionMismatch if sizes disagree.
+  Tensor(std::vector<index_t> dims, std::vector<T> data);
+
+  int order() const { return static_cast<int>(dims_.size()); }
+  index_t dim(int n) const { return dims_[static_cast<std::size_t>(n)]; }
+  const std::vector<index_t>& dims() const { return dims_; }
+  index_t numel() const { return static_cast<index_t>(data_.size()); }
+  T* data() { return data_.data(); }
+  const T* data() const { return data_.data(); }
+  std::vector<T>& values() { return data_; }
+  const std::vector<T>& values() const { return data_; }
+  T& operator[](index_t linear) { return data_[static_cast<std::size_t>(linear)]; }
+  const T& operator[](index_t linear) const { return data_[static_cast<std::size_t>(linear)]; }
+
+  template <class... I>
+  T& operator()(I... idx) {
+    return view()(idx...);
+  }
+  template <class... I>
+  const T& operator()(I... idx) const {
+    return view()(idx...);
+  }
+
+  TensorView<T> view() { return TensorView<T>(data_.data(), dims_); }
+  TensorView<const T> view() const { return TensorView<const T>(data_.data(), dims_); }
+  operator TensorView<const T>() const { return view(); }  // NOLINT(google-explicit-constructor)
+
+ private:
+  std::vector<index_t> dims_;
+  std::vector<T> data_;
+};
+
+/// Owning column-major matrix (rows x cols), used for factor matrices.
+template <class T>
+class Matrix {
+ public:
+  using value_type = T;
+
+  Matrix() = default;
+  /// Zero-filled rows x cols matrix; throws InvalidArgument on negative sizes or overflow.
+  Matrix(index_t rows, index_t cols);
+  /// Takes ownership of column-major `data`; throws DimensionMismatch if sizes disagree.
+  Matrix(index_t rows, index_t cols, std::vector<T> data);
+
+  index_t rows() const { return rows_; }
+  index_t cols() const { return cols_; }
+  index_t size() const { return rows_ * cols_; }
+  T* data() { return data_.data(); }
+  const T* data() const { return data_.data(); }
+  T* col(index_t j) { return data_.data() + j * rows_; }
+  const T* col(index_t j) const { return data_.data() + j * rows_; }
+  T& operator()(index_t i, index_t j) { return data_[static_cast<std::size_t>(i + j * rows_)]; }
+  const T& operator()(index_t i, index_t j) const {
+    return data_[static_cast<std::size_t>(i + j * rows_)];
+  }
+  std::vector<T>& values() { return data_; }
+  const std::vector<T>& values() const { return data_; }
+
+ private:
+  index_t rows_ = 0;
+  index_t cols_ = 0;
+  std::vector<T> data_;
+};
+
+/// Frobenius norm, accumulated in double.
+template <class T>
+double norm(TensorView<const T> x);
+
+/// Throws InvalidArgument naming the first NaN or Inf entry (as a multi-index), if any.
+template <class T>
+void check_finite(TensorView<const T> x, const char* what);
+
+/// Tensor with the same shape whose entries are `x` converted to U.
+template <class U, class T>
+Tensor<U> convert(TensorView<const T> x);
+
+}  // namespace tenfold

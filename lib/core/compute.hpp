@@ -1,0 +1,118 @@
+// Internal compute-backend interface: the primitives every algorithm is written
+// over (see docs/primitives.md). Pointers passed to these functions are memory
+// of the backend (host memory for cpu, device memory for cuda) unless a
+// parameter name says `host`. Matrices are column-major with a leading dimension.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <utility>
+
+#include "tenfold/backend.hpp"
+#include "tenfold/tensor.hpp"
+
+namespace tenfold::detail {
+
+enum class Op { none, trans };
+enum class ColumnNorm { two, max_or_one };
+
+template <class T>
+class Compute {
+ public:
+  virtual ~Compute() = default;
+  virtual Backend kind() const = 0;
+  /// Waits until all work queued on the backend has finished (phase timers).
+  virtual void synchronize() = 0;
+
+  // --- memory ---------------------------------------------------------------
+  /// n elements (n >= 0; n == 0 may return nullptr). Throws DeviceError/bad_alloc.
+  virtual T* allocate(std::size_t n) = 0;
+  virtual void deallocate(T* p) noexcept = 0;
+  virtual void upload(T* dst, const T* host_src, std::size_t n) = 0;
+  virtual void download(T* host_dst, const T* src, std::size_t n) = 0;
+  virtual void copy(T* dst, const T* src, std::size_t n) = 0;
+  virtual void fill(T* dst, std::size_t n, T value) = 0;
+
+  // --- dense linear algebra ---------------------------------------------------
+  /// C = alpha op(A) op(B) + beta C; op(A) is m x k, op(B) is k x n.
+  virtual void gemm(Op ta, Op tb, index_t m, index_t n, index_t k, T alpha, const T* a, index_t lda,
+                    const T* b, index_t ldb, T beta, T* c, index_t ldc) = 0;
+  /// `batch` independent gemms; operand i starts at a + i*stride_a, etc.
+  virtual void gemm_strided_batched(Op ta, Op tb, index_t m, index_t n, index_t k, T alpha,
+                                    const T* a, index_t lda, index_t stride_a, const T* b,
+                                    index_t ldb, index_t stride_b, T beta, T* c, index_t ldc,
+                                    index_t stride_c, index_t batch) = 0;
+  /// C = alpha op(A)^T op(A) + beta C, C n x n, both triangles filled on return.
+  /// trans == Op::trans: A is k x n and C = A^T A; Op::none: A is n x k and C = A A^T.
+  virtual void syrk(Op trans, index_t n, index_t k, T alpha, const T* a, index_t lda, T beta, T* c,
+                    index_t ldc) = 0;
+  /// Cholesky A = L L^T in place (lower triangle). Returns false when A is not
+  /// (numerically) positive definite; A is then unspecified.
+  virtual bool potrf(index_t n, T* a, index_t lda) = 0;
+  /// B = B (L L^T)^{-1} for the factor of potrf; B is m x n.
+  virtual void potrs_right(index_t n, const T* l, index_t ldl, index_t m, T* b, index_t ldb) = 0;
+  /// Symmetric eigen-decomposition: A (n x n) is overwritten by the eigenvectors,
+  /// host_w receives the eigenvalues in ascending order. Throws NumericalError on failure.
+  virtual void syevd(index_t n, T* a, index_t lda, T* host_w) = 0;
+
+  // --- element-wise and reductions -------------------------------------------
+  /// y = x .* y (n elements).
+  virtual void hadamard(std::size_t n, const T* x, T* y) = 0;
+  /// Khatri-Rao product C = A (.) B: C(i + ma*j, r) = A(i, r) * B(j, r); A is ma x r,
+  /// B is mb x r, C is (ma*mb) x r, all with leading dimension equal to rows.
+  virtual void khatri_rao(index_t ma, index_t mb, index_t r, const T* a, const T* b, T* c) = 0;
+  /// Normalises the columns of A (m x n) in place and writes their norms to lambda
+  /// (backend memory, n). two: 2-norm; max_or_one: max(max |a_ij|, 1). Zero columns stay.
+  virtual void normalize_columns(ColumnNorm kind, index_t m, index_t n, T* a, index_t lda,
+                                 T* lambda) = 0;
+  /// A(:, j) *= s[j] (s in backend memory).
+  virtual void scale_columns(index_t m, index_t n, T* a, index_t lda, const T* s) = 0;
+  /// A(i, i) += value for i < n.
+  virtual void add_diagonal(index_t n, T* a, index_t lda, T value) = 0;
+  /// sum x_i y_i, accumulated in double.
+  virtual double dot(std::size_t n, const T* x, const T* y) = 0;
+  /// sum x_i^2, accumulated in double.
+  virtual double sum_squares(std::size_t n, const T* x) = 0;
+};
+
+/// The compute backend of the given kind. cuda: throws NotCompiled in a build
+/// without it, DeviceError when no device can be used.
+template <class T>
+std::unique_ptr<Compute<T>> make_compute(Backend backend);
+
+/// Owning buffer of backend memory (RAII).
+template <class T>
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(Compute<T>& c, std::size_t n) : c_(&c), p_(c.allocate(n)), n_(n) {}
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  Buffer(Buffer&& o) noexcept
+      : c_(o.c_), p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
+  Buffer& operator=(Buffer&& o) noexcept {
+    if (this != &o) {
+      reset();
+      c_ = o.c_;
+      p_ = std::exchange(o.p_, nullptr);
+      n_ = std::exchange(o.n_, 0);
+    }
+    return *this;
+  }
+  ~Buffer() { reset(); }
+
+  T* get() const { return p_; }
+  std::size_t size() const { return n_; }
+  void reset() noexcept {
+    if (p_ != nullptr) c_->deallocate(p_);
+    p_ = nullptr;
+    n_ = 0;
+  }
+
+ private:
+  Compute<T>* c_ = nullptr;
+  T* p_ = nullptr;
+  std::size_t n_ = 0;
+};
+
+}  // namespace tenfold::detail

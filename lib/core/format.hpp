@@ -1,0 +1,17 @@
+// Formatting helpers for error messages.
+#pragma once
+
+#include <span>
+#include <string>
+
+#include "tenfold/tensor.hpp"
+
+namespace tenfold::detail {
+
+/// "(2, 3, 4)"
+std::string shape_string(std::span<const index_t> dims);
+
+/// Multi-index "(i0, i1, ...)" of a column-major linear offset into a tensor of shape dims.
+std::string index_string(std::span<const index_t> dims, index_t linear);
+
+}  // namespace tenfold::detail

@@ -1,0 +1,5 @@
+target_sources(tenfold PRIVATE
+  core/backend.cpp
+  core/format.cpp
+  core/ktensor.cpp
+  core/tensor.cpp)

@@ -1,0 +1,99 @@
+#include "tenfold/tensor.hpp"
+
+#include <cmath>
+#include <string>
+
+#include "core/format.hpp"
+#include "core/parallel.hpp"
+#include "tenfold/error.hpp"
+
+namespace tenfold {
+
+index_t checked_numel(std::span<const index_t> dims) {
+  index_t n = 1;
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    const index_t d = dims[i];
+    if (d < 0) {
+      throw InvalidArgument("size " + std::to_string(d) + " of mode " + std::to_string(i) +
+                            " is negative");
+    }
+    if (d != 0 && n > INT64_MAX / d) {
+      throw InvalidArgument("tensor of shape " + detail::shape_string(dims) +
+                            " has more elements than a 64-bit index can count");
+    }
+    n *= d;
+  }
+  return n;
+}
+
+template <class T>
+Tensor<T>::Tensor(std::vector<index_t> dims, std::vector<T> data)
+    : dims_(std::move(dims)), data_(std::move(data)) {
+  const index_t n = checked_numel(dims_);
+  if (static_cast<index_t>(data_.size()) != n) {
+    throw DimensionMismatch("tensor of shape " + detail::shape_string(dims_) + " needs " +
+                            std::to_string(n) + " values, got " + std::to_string(data_.size()));
+  }
+}
+
+template <class T>
+Matrix<T>::Matrix(index_t rows, index_t cols)
+    : rows_(rows), cols_(cols) {
+  const index_t dims[2] = {rows, cols};
+  data_.resize(static_cast<std::size_t>(checked_numel(dims)));
+}
+
+template <class T>
+Matrix<T>::Matrix(index_t rows, index_t cols, std::vector<T> data)
+    : rows_(rows), cols_(cols), data_(std::move(data)) {
+  const index_t dims[2] = {rows, cols};
+  const index_t n = checked_numel(dims);
+  if (static_cast<index_t>(data_.size()) != n) {
+    throw DimensionMismatch("matrix of shape " + std::to_string(rows) + "x" + std::to_string(cols) +
+                            " needs " + std::to_string(n) + " values, got " +
+                            std::to_string(data_.size()));
+  }
+}
+
+template <class T>
+double norm(TensorView<const T> x) {
+  const T* p = x.data();
+  return std::sqrt(detail::chunked_sum(static_cast<std::size_t>(x.numel()), [p](std::size_t i) {
+    return static_cast<double>(p[i]) * p[i];
+  }));
+}
+
+template <class T>
+void check_finite(TensorView<const T> x, const char* what) {
+  const T* p = x.data();
+  const index_t n = x.numel();
+  for (index_t i = 0; i < n; ++i) {
+    if (!std::isfinite(p[i])) {
+      throw InvalidArgument(std::string(what) + " has a non-finite entry (" +
+                            (std::isnan(p[i]) ? "NaN" : "Inf") + ") at index " +
+                            detail::index_string(x.dims(), i));
+    }
+  }
+}
+
+template <class U, class T>
+Tensor<U> convert(TensorView<const T> x) {
+  Tensor<U> y(x.dims());
+  for (index_t i = 0; i < x.numel(); ++i) y[i] = static_cast<U>(x[i]);
+  return y;
+}
+
+template class Tensor<float>;
+template class Tensor<double>;
+template class Matrix<float>;
+template class Matrix<double>;
+template double norm<float>(TensorView<const float>);
+template double norm<double>(TensorView<const double>);
+template void check_finite<float>(TensorView<const float>, const char*);
+template void check_finite<double>(TensorView<const double>, const char*);
+template Tensor<float> convert<float, float>(TensorView<const float>);
+template Tensor<float> convert<float, double>(TensorView<const double>);
+template Tensor<double> convert<double, float>(TensorView<const float>);
+template Tensor<double> convert<double, double>(TensorView<const double>);
+
+}  // namespace tenfold

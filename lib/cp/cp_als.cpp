@@ -1,0 +1,412 @@
+#include "cp/cp_als.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <string>
+
+#include "core/format.hpp"
+#include "core/random.hpp"
+#include "cp/dense_operand.hpp"
+#include "cp/kruskal_operand.hpp"
+#include "tenfold/error.hpp"
+
+namespace tenfold {
+namespace detail {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// All backend memory the iteration needs, allocated once.
+template <class T>
+struct AlsState {
+  AlsState(Compute<T>& c, const std::vector<index_t>& dims, index_t rank)
+      : r(rank), rr(static_cast<std::size_t>(rank * rank)) {
+    index_t imax = 0;
+    for (index_t d : dims) {
+      u.emplace_back(c, static_cast<std::size_t>(d * rank));
+      gram.emplace_back(c, rr);
+      imax = std::max(imax, d);
+    }
+    v = Buffer<T>(c, rr);
+    chol = Buffer<T>(c, rr);
+    pinv = Buffer<T>(c, rr);
+    m = Buffer<T>(c, static_cast<std::size_t>(imax * rank));
+    lambda = Buffer<T>(c, static_cast<std::size_t>(rank));
+    scratch = Buffer<T>(c, static_cast<std::size_t>(rank));
+    for (auto& b : u) {
+      ptrs.push_back(b.get());
+      cptrs.push_back(b.get());
+    }
+  }
+  index_t r;
+  std::size_t rr;
+  std::vector<Buffer<T>> u, gram;
+  std::vector<T*> ptrs;
+  std::vector<const T*> cptrs;
+  Buffer<T> v, chol, pinv, m, lambda, scratch;
+};
+
+// V = *_{m != n} G_m  (all G_m when n < 0)
+template <class T>
+void hadamard_of_grams(Compute<T>& c, AlsState<T>& s, int n) {
+  bool first = true;
+  for (int m = 0; m < static_cast<int>(s.gram.size()); ++m) {
+    if (m == n) continue;
+    if (first) {
+      c.copy(s.v.get(), s.gram[static_cast<std::size_t>(m)].get(), s.rr);
+      first = false;
+    } else {
+      c.hadamard(s.rr, s.gram[static_cast<std::size_t>(m)].get(), s.v.get());
+    }
+  }
+}
+
+// U = M V^{-1} for SPD V (Cholesky); if V is not numerically positive definite,
+// U = M V^+ with the eigenvalue-based pseudo-inverse. Returns true on fallback.
+template <class T>
+bool solve_normal_equations(Compute<T>& c, AlsState<T>& s, index_t rows, T* u) {
+  const index_t r = s.r;
+  c.copy(s.chol.get(), s.v.get(), s.rr);
+  if (c.potrf(r, s.chol.get(), r)) {
+    c.copy(u, s.m.get(), static_cast<std::size_t>(rows * r));
+    c.potrs_right(r, s.chol.get(), r, rows, u, rows);
+    return false;
+  }
+  // V = Q diag(w) Q^T; V^+ = Q diag(1/w_j for w_j > tol) Q^T.
+  std::vector<T> w(static_cast<std::size_t>(r));
+  c.copy(s.chol.get(), s.v.get(), s.rr);
+  c.syevd(r, s.chol.get(), r, w.data());
+  double wmax = 0.0;
+  for (T x : w) wmax = std::max(wmax, std::abs(static_cast<double>(x)));
+  const double tol = wmax * static_cast<double>(r) * std::numeric_limits<T>::epsilon();
+  for (T& x : w) x = static_cast<double>(x) > tol ? T(1) / x : T(0);
+  c.upload(s.scratch.get(), w.data(), w.size());
+  c.copy(s.pinv.get(), s.chol.get(), s.rr);
+  c.scale_columns(r, r, s.pinv.get(), r, s.scratch.get());
+  c.gemm(Op::none, Op::trans, r, r, r, T(1), s.pinv.get(), r, s.chol.get(), r, T(0), s.v.get(), r);
+  c.gemm(Op::none, Op::none, rows, r, r, T(1), s.m.get(), rows, s.v.get(), r, T(0), u, rows);
+  return true;
+}
+
+template <class T>
+void initialise(CpOperand<T>& x, Compute<T>& c, const CpOptions<T>& o, AlsState<T>& s) {
+  const auto& dims = x.dims();
+  const index_t r = s.r;
+  Rng rng(o.seed);
+  for (int n = 0; n < x.order(); ++n) {
+    const auto ni = static_cast<std::size_t>(n);
+    const index_t in = dims[ni];
+    const auto size = static_cast<std::size_t>(in * r);
+    if (o.init == CpInit::given) {
+      c.upload(s.u[ni].get(), o.initial_factors[ni].data(), size);
+      continue;
+    }
+    // Random entries in [0, 1); nvecs overwrites the leading min(R, I_n) columns.
+    std::vector<T> host(size);
+    for (T& v : host) v = static_cast<T>(rng.uniform());
+    c.upload(s.u[ni].get(), host.data(), size);
+    if (o.init == CpInit::nvecs && n > 0) {
+      // Leading eigenvectors of X_(n) X_(n)^T, largest first (mode 0 is solved first
+      // and needs no start).
+      Buffer<T> g(c, static_cast<std::size_t>(in * in));
+      std::vector<T> w(static_cast<std::size_t>(in));
+      x.mode_gram(n, g.get());
+      c.syevd(in, g.get(), in, w.data());
+      for (index_t j = 0; j < std::min(r, in); ++j) {
+        c.copy(s.u[ni].get() + j * in, g.get() + (in - 1 - j) * in, static_cast<std::size_t>(in));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+template <class T>
+void validate_cp_options(const CpOptions<T>& o, const std::vector<index_t>& dims) {
+  if (o.rank < 1) throw InvalidArgument("rank must be at least 1, got " + std::to_string(o.rank));
+  if (o.max_iters < 1) {
+    throw InvalidArgument("max_iters must be at least 1, got " + std::to_string(o.max_iters));
+  }
+  if (!(o.tol >= 0.0) || !std::isfinite(o.tol)) {
+    throw InvalidArgument("tol must be finite and >= 0, got " + std::to_string(o.tol));
+  }
+  if (!(o.ridge >= 0.0) || !std::isfinite(o.ridge)) {
+    throw InvalidArgument("ridge must be finite and >= 0, got " + std::to_string(o.ridge));
+  }
+  if (!(o.time_limit >= 0.0)) {
+    throw InvalidArgument("time_limit must be >= 0, got " + std::to_string(o.time_limit));
+  }
+  for (index_t d : dims) {
+    const index_t sizes[2] = {d, o.rank};
+    checked_numel(sizes);
+  }
+  const index_t rr[2] = {o.rank, o.rank};
+  checked_numel(rr);
+  if (o.init == CpInit::given) {
+    if (o.initial_factors.size() != dims.size()) {
+      throw DimensionMismatch("init = given needs " + std::to_string(dims.size()) +
+                              " initial factors, got " + std::to_string(o.initial_factors.size()));
+    }
+    for (std::size_t n = 0; n < dims.size(); ++n) {
+      const Matrix<T>& f = o.initial_factors[n];
+      if (f.rows() != dims[n] || f.cols() != o.rank) {
+        throw DimensionMismatch("initial factor " + std::to_string(n) + " is " +
+                                std::to_string(f.rows()) + "x" + std::to_string(f.cols()) +
+                                ", expected " + std::to_string(dims[n]) + "x" +
+                                std::to_string(o.rank));
+      }
+      check_finite(TensorView<const T>(f.data(), {f.rows(), f.cols()}),
+                   ("initial factor " + std::to_string(n)).c_str());
+    }
+  }
+}
+
+template <class T>
+CpResult<T> run_cp_als(CpOperand<T>& x, Compute<T>& c, const CpOptions<T>& o,
+                       Clock::time_point start) {
+  const auto& dims = x.dims();
+  const int order = x.order();
+  const index_t r = o.rank;
+  CpResult<T> res;
+  CpTimings& t = res.timings;
+
+  AlsState<T> s(c, dims, r);
+  initialise(x, c, o, s);
+  for (int n = 0; n < order; ++n) {
+    // G_n = U_n^T U_n
+    c.syrk(Op::trans, r, dims[static_cast<std::size_t>(n)], T(1), s.ptrs[static_cast<std::size_t>(n)],
+           dims[static_cast<std::size_t>(n)], T(0), s.gram[static_cast<std::size_t>(n)].get(), r);
+  }
+  const double norm_x2 = x.norm_squared();
+  const double norm_x = std::sqrt(norm_x2);
+  c.synchronize();
+  t.init = seconds_since(start);
+
+  auto timed = [&c](double& acc, auto&& step) {
+    const auto t0 = Clock::now();
+    step();
+    c.synchronize();
+    acc += seconds_since(t0);
+  };
+
+  double fit = 0.0;
+  for (int iter = 1; iter <= o.max_iters; ++iter) {
+    for (int n = 0; n < order; ++n) {
+      const auto ni = static_cast<std::size_t>(n);
+      const index_t in = dims[ni];
+      // M = X_(n) (U_{N-1} (.) ... (.) U_0 without U_n)
+      timed(t.mttkrp, [&] { x.mttkrp(n, s.cptrs, r, s.m.get()); });
+      // V = *_{m != n} U_m^T U_m (+ ridge I)
+      timed(t.gram, [&] {
+        hadamard_of_grams(c, s, n);
+        if (o.ridge > 0.0) c.add_diagonal(r, s.v.get(), r, static_cast<T>(o.ridge));
+      });
+      // U_n = M V^{-1}
+      timed(t.solve, [&] {
+        if (solve_normal_equations(c, s, in, s.ptrs[ni])) ++res.eigen_fallbacks;
+      });
+      // lambda = column norms (2-norm first, then max(max|.|, 1)); G_n = U_n^T U_n
+      timed(t.other, [&] {
+        c.normalize_columns(iter == 1 ? ColumnNorm::two : ColumnNorm::max_or_one, in, r, s.ptrs[ni],
+                            in, s.lambda.get());
+        x.factor_changed(n);
+      });
+      timed(t.gram, [&] { c.syrk(Op::trans, r, in, T(1), s.ptrs[ni], in, T(0), s.gram[ni].get(), r); });
+    }
+    // ||X - M||^2 = ||X||^2 + lambda^T (*_n G_n) lambda - 2 <M_{N-1} diag(lambda), U_{N-1}>
+    double resid2 = 0.0;
+    timed(t.other, [&] {
+      const auto last = static_cast<std::size_t>(order - 1);
+      hadamard_of_grams(c, s, -1);
+      c.gemm(Op::none, Op::none, r, 1, r, T(1), s.v.get(), r, s.lambda.get(), r, T(0),
+             s.scratch.get(), r);
+      const double norm_m2 = c.dot(static_cast<std::size_t>(r), s.lambda.get(), s.scratch.get());
+      c.scale_columns(dims[last], r, s.m.get(), dims[last], s.lambda.get());
+      const double inner =
+          c.dot(static_cast<std::size_t>(dims[last] * r), s.m.get(), s.ptrs[last]);
+      resid2 = std::max(0.0, norm_x2 + norm_m2 - 2.0 * inner);
+    });
+    const double new_fit = norm_x > 0.0 ? 1.0 - std::sqrt(resid2) / norm_x : 1.0;
+    if (!std::isfinite(new_fit)) {
+      throw NumericalError("CP-ALS produced a non-finite fit at iteration " + std::to_string(iter) +
+                           " (try ridge > 0 or a smaller rank)");
+    }
+    const double delta = iter == 1 ? new_fit : std::abs(new_fit - fit);
+    fit = new_fit;
+    res.fit_history.push_back(fit);
+    res.iterations = iter;
+    const double elapsed = seconds_since(start);
+    const bool go_on = !o.callback || o.callback(CpProgress{iter, fit, delta, elapsed});
+    if (iter > 1 && delta < o.tol) {
+      res.stop = CpStop::converged;
+      break;
+    }
+    if (!go_on) {
+      res.stop = CpStop::callback;
+      break;
+    }
+    if (o.time_limit > 0.0 && elapsed >= o.time_limit) {
+      res.stop = CpStop::time_limit;
+      break;
+    }
+    res.stop = CpStop::max_iters;
+  }
+
+  const auto t0 = Clock::now();
+  res.model.weights.resize(static_cast<std::size_t>(r));
+  c.download(res.model.weights.data(), s.lambda.get(), static_cast<std::size_t>(r));
+  for (int n = 0; n < order; ++n) {
+    const auto ni = static_cast<std::size_t>(n);
+    Matrix<T> f(dims[ni], r);
+    c.download(f.data(), s.ptrs[ni], static_cast<std::size_t>(f.size()));
+    res.model.factors.push_back(std::move(f));
+  }
+  arrange(res.model);
+  res.converged = res.stop == CpStop::converged;
+  res.fit = fit;
+  res.relative_error = 1.0 - fit;
+  t.other += seconds_since(t0);
+  t.total = seconds_since(start);
+  return res;
+}
+
+template <class T>
+void arrange(KTensor<T>& model) {
+  const index_t r = model.rank();
+  // Unit 2-norm columns, scale into the weights.
+  for (Matrix<T>& f : model.factors) {
+    for (index_t j = 0; j < r; ++j) {
+      double s = 0.0;
+      for (index_t i = 0; i < f.rows(); ++i) s += static_cast<double>(f(i, j)) * f(i, j);
+      s = std::sqrt(s);
+      if (s > 0.0) {
+        for (index_t i = 0; i < f.rows(); ++i) f(i, j) = static_cast<T>(f(i, j) / s);
+      }
+      model.weights[static_cast<std::size_t>(j)] *= static_cast<T>(s);
+    }
+  }
+  // Descending weights (stable, so ties keep their order).
+  std::vector<index_t> perm(static_cast<std::size_t>(r));
+  std::iota(perm.begin(), perm.end(), index_t{0});
+  std::stable_sort(perm.begin(), perm.end(), [&](index_t a, index_t b) {
+    return model.weights[static_cast<std::size_t>(a)] > model.weights[static_cast<std::size_t>(b)];
+  });
+  std::vector<T> w(static_cast<std::size_t>(r));
+  for (index_t j = 0; j < r; ++j) w[static_cast<std::size_t>(j)] = model.weights[static_cast<std::size_t>(perm[static_cast<std::size_t>(j)])];
+  model.weights = w;
+  for (Matrix<T>& f : model.factors) {
+    Matrix<T> g(f.rows(), r);
+    for (index_t j = 0; j < r; ++j)
+      std::copy_n(f.col(perm[static_cast<std::size_t>(j)]), f.rows(), g.col(j));
+    f = std::move(g);
+  }
+  // Signs: the largest-magnitude entry of each column positive, flipped in pairs;
+  // with an odd count, the column whose largest entry is smallest keeps its sign.
+  const int order = model.order();
+  for (index_t j = 0; j < r; ++j) {
+    std::vector<int> negative;
+    std::vector<double> peak(static_cast<std::size_t>(order));
+    for (int n = 0; n < order; ++n) {
+      const Matrix<T>& f = model.factors[static_cast<std::size_t>(n)];
+      index_t imax = 0;
+      for (index_t i = 1; i < f.rows(); ++i)
+        if (std::abs(f(i, j)) > std::abs(f(imax, j))) imax = i;
+      peak[static_cast<std::size_t>(n)] = std::abs(static_cast<double>(f(imax, j)));
+      if (f(imax, j) < 0) negative.push_back(n);
+    }
+    if (negative.size() % 2 == 1) {
+      auto keep = std::min_element(negative.begin(), negative.end(), [&](int a, int b) {
+        return peak[static_cast<std::size_t>(a)] < peak[static_cast<std::size_t>(b)];
+      });
+      negative.erase(keep);
+    }
+    for (int n : negative) {
+      Matrix<T>& f = model.factors[static_cast<std::size_t>(n)];
+      for (index_t i = 0; i < f.rows(); ++i) f(i, j) = -f(i, j);
+    }
+  }
+}
+
+template void validate_cp_options<float>(const CpOptions<float>&, const std::vector<index_t>&);
+template void validate_cp_options<double>(const CpOptions<double>&, const std::vector<index_t>&);
+template CpResult<float> run_cp_als<float>(CpOperand<float>&, Compute<float>&,
+                                           const CpOptions<float>&, Clock::time_point);
+template CpResult<double> run_cp_als<double>(CpOperand<double>&, Compute<double>&,
+                                             const CpOptions<double>&, Clock::time_point);
+template void arrange<float>(KTensor<float>&);
+template void arrange<double>(KTensor<double>&);
+
+}  // namespace detail
+
+std::string_view to_string(CpInit init) {
+  switch (init) {
+    case CpInit::random: return "random";
+    case CpInit::nvecs: return "nvecs";
+    case CpInit::given: return "given";
+  }
+  return "?";
+}
+
+CpInit parse_cp_init(std::string_view name) {
+  if (name == "random") return CpInit::random;
+  if (name == "nvecs") return CpInit::nvecs;
+  if (name == "given") return CpInit::given;
+  throw InvalidArgument("unknown init '" + std::string(name) + "' (expected random, nvecs or given)");
+}
+
+std::string_view to_string(CpStop stop) {
+  switch (stop) {
+    case CpStop::converged: return "converged";
+    case CpStop::max_iters: return "max_iters";
+    case CpStop::time_limit: return "time_limit";
+    case CpStop::callback: return "callback";
+  }
+  return "?";
+}
+
+template <class T>
+CpResult<T> cp_als(TensorView<const T> x, const CpOptions<T>& options) {
+  const auto start = detail::Clock::now();
+  if (x.order() < 2) {
+    throw InvalidArgument("CP-ALS needs a tensor of order >= 2, got order " +
+                          std::to_string(x.order()));
+  }
+  for (int n = 0; n < x.order(); ++n) {
+    if (x.dim(n) < 1) {
+      throw InvalidArgument("tensor of shape " + detail::shape_string(x.dims()) +
+                            " is empty (mode " + std::to_string(n) + " has size 0)");
+    }
+  }
+  check_finite(x, "tensor");
+  detail::validate_cp_options(options, x.dims());
+  auto c = detail::make_compute<T>(options.backend);
+  detail::DenseOperand<T> op(*c, x);
+  return detail::run_cp_als(op, *c, options, start);
+}
+
+template <class T>
+CpResult<T> cp_als(const KTensor<T>& x, const CpOptions<T>& options) {
+  const auto start = detail::Clock::now();
+  x.validate();
+  if (x.order() < 2) {
+    throw InvalidArgument("CP-ALS needs a tensor of order >= 2, got order " +
+                          std::to_string(x.order()));
+  }
+  detail::validate_cp_options(options, x.dims());
+  auto c = detail::make_compute<T>(options.backend);
+  detail::KruskalOperand<T> op(*c, x);
+  return detail::run_cp_als(op, *c, options, start);
+}
+
+template CpResult<float> cp_als<float>(TensorView<const float>, const CpOptions<float>&);
+template CpResult<double> cp_als<double>(TensorView<const double>, const CpOptions<double>&);
+template CpResult<float> cp_als<float>(const KTensor<float>&, const CpOptions<float>&);
+template CpResult<double> cp_als<double>(const KTensor<double>&, const CpOptions<double>&);
+
+}  // namespace tenfold

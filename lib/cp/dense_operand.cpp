@@ -1,0 +1,153 @@
+#include "cp/dense_operand.hpp"
+
+#include <algorithm>
+
+namespace tenfold::detail {
+
+template <class T>
+DenseOperand<T>::DenseOperand(Compute<T>& c, TensorView<const T> x)
+    : CpOperand<T>(c), dims_(x.dims()) {
+  if (c.kind() == Backend::cpu) {
+    x_ = x.data();
+  } else {
+    x_copy_ = Buffer<T>(c, static_cast<std::size_t>(x.numel()));
+    c.upload(x_copy_.get(), x.data(), static_cast<std::size_t>(x.numel()));
+    x_ = x_copy_.get();
+  }
+  const int order = static_cast<int>(dims_.size());
+  if (order == 2) {
+    lead_end_ = trail_begin_ = 1;
+  } else if (order == 3) {
+    lead_end_ = 2;
+    trail_begin_ = 1;
+  } else {
+    // Split into two blocks of at least two modes, as balanced in size as possible.
+    int best = 2;
+    for (int h = 2; h <= order - 2; ++h) {
+      if (std::max(prod(0, h), prod(h, order)) < std::max(prod(0, best), prod(best, order)))
+        best = h;
+    }
+    lead_end_ = trail_begin_ = best;
+  }
+}
+
+template <class T>
+index_t DenseOperand<T>::prod(int lo, int hi) const {
+  index_t p = 1;
+  for (int m = lo; m < hi; ++m) p *= dims_[static_cast<std::size_t>(m)];
+  return p;
+}
+
+template <class T>
+double DenseOperand<T>::norm_squared() {
+  if (norm_squared_ < 0.0) {
+    norm_squared_ = this->c_.sum_squares(static_cast<std::size_t>(prod(0, this->order())), x_);
+  }
+  return norm_squared_;
+}
+
+template <class T>
+void DenseOperand<T>::factor_changed(int m) {
+  if ((cached_ == Cached::leading && m >= lead_end_) ||
+      (cached_ == Cached::trailing && m < trail_begin_)) {
+    cached_ = Cached::none;
+  }
+}
+
+template <class T>
+const T* DenseOperand<T>::khatri_rao_range(std::span<const T* const> factors, int lo, int hi,
+                                           index_t rank) {
+  if (hi - lo == 1) return factors[static_cast<std::size_t>(lo)];
+  const auto total = static_cast<std::size_t>(prod(lo, hi) * rank);
+  T* bufs[2] = {ensure(this->c_, kr_, total), ensure(this->c_, kr_tmp_, total)};
+  // Built from the last mode down so that mode lo ends fastest, landing in kr_.
+  int target = (hi - lo - 1) % 2 == 1 ? 0 : 1;
+  const T* acc = factors[static_cast<std::size_t>(hi - 1)];
+  index_t acc_rows = dims_[static_cast<std::size_t>(hi - 1)];
+  for (int m = hi - 2; m >= lo; --m) {
+    const index_t rows = dims_[static_cast<std::size_t>(m)];
+    this->c_.khatri_rao(rows, acc_rows, rank, factors[static_cast<std::size_t>(m)], acc,
+                        bufs[target]);
+    acc = bufs[target];
+    acc_rows *= rows;
+    target ^= 1;
+  }
+  return acc;
+}
+
+template <class T>
+void DenseOperand<T>::finish(const T* y, int lo, int hi, int n, std::span<const T* const> factors,
+                             index_t rank, T* out) {
+  Compute<T>& c = this->c_;
+  const index_t jl = prod(lo, n), jn = dims_[static_cast<std::size_t>(n)], jr = prod(n + 1, hi);
+  const index_t jall = jl * jn * jr;
+  const T* v = y;
+  if (jr > 1) {
+    // V(:, r) = Y_r (Jl*Jn x Jr) * KR_right(:, r), one matrix-vector product per column.
+    const T* kr = khatri_rao_range(factors, n + 1, hi, rank);
+    T* dst = jl > 1 ? ensure(c, v_, static_cast<std::size_t>(jl * jn * rank)) : out;
+    c.gemm_strided_batched(Op::none, Op::none, jl * jn, 1, jr, T(1), y, jl * jn, jall, kr, jr, jr,
+                           T(0), dst, jl * jn, jl * jn, rank);
+    v = dst;
+  }
+  if (jl > 1) {
+    // out(:, r) = V_r (Jl x Jn)^T * KR_left(:, r).
+    const T* kr = khatri_rao_range(factors, lo, n, rank);
+    c.gemm_strided_batched(Op::trans, Op::none, jn, 1, jl, T(1), v, jl, jl * jn, kr, jl, jl, T(0),
+                           out, jn, jn, rank);
+  }
+}
+
+template <class T>
+void DenseOperand<T>::mttkrp(int n, std::span<const T* const> factors, index_t rank, T* out) {
+  Compute<T>& c = this->c_;
+  const int order = this->order();
+  if (rank != cached_rank_) cached_ = Cached::none;
+  cached_rank_ = rank;
+  if (n < lead_end_) {
+    // Leading block: Y = X_(lead x trail) * KR(U_{N-1}, ..., U_{lead_end}).
+    const index_t il = prod(0, lead_end_), ir = prod(lead_end_, order);
+    const bool single = lead_end_ == 1;
+    if (single || cached_ != Cached::leading) {
+      const T* kr = khatri_rao_range(factors, lead_end_, order, rank);
+      T* y = single ? out : ensure(c, y_, static_cast<std::size_t>(il * rank));
+      c.gemm(Op::none, Op::none, il, rank, ir, T(1), x_, il, kr, ir, T(0), y, il);
+      if (single) return;
+      cached_ = Cached::leading;
+    }
+    finish(y_.get(), 0, lead_end_, n, factors, rank, out);
+  } else {
+    // Trailing block: Y = X_(lead x trail)^T * KR(U_{trail_begin-1}, ..., U_0).
+    const index_t il = prod(0, trail_begin_), ir = prod(trail_begin_, order);
+    const bool single = trail_begin_ == order - 1;
+    if (single || cached_ != Cached::trailing) {
+      const T* kr = khatri_rao_range(factors, 0, trail_begin_, rank);
+      T* y = single ? out : ensure(c, y_, static_cast<std::size_t>(ir * rank));
+      c.gemm(Op::trans, Op::none, ir, rank, il, T(1), x_, il, kr, il, T(0), y, ir);
+      if (single) return;
+      cached_ = Cached::trailing;
+    }
+    finish(y_.get(), trail_begin_, order, n, factors, rank, out);
+  }
+}
+
+template <class T>
+void DenseOperand<T>::mode_gram(int n, T* out) {
+  Compute<T>& c = this->c_;
+  const index_t il = prod(0, n), in = dims_[static_cast<std::size_t>(n)];
+  const index_t ir = prod(n + 1, this->order());
+  if (il == 1) {
+    // X_(n) is X viewed as I_n x I_R.
+    c.syrk(Op::none, in, ir, T(1), x_, in, T(0), out, in);
+    return;
+  }
+  // X_(n) X_(n)^T = sum_k S_k^T S_k over the I_L x I_n slices S_k.
+  for (index_t k = 0; k < ir; ++k) {
+    c.syrk(Op::trans, in, il, T(1), x_ + k * il * in, il, k == 0 ? T(0) : T(1), out, in);
+  }
+}
+
+template class DenseOperand<float>;
+template class DenseOperand<double>;
+
+}  // namespace tenfold::detail

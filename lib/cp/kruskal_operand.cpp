@@ -1,0 +1,113 @@
+#include "cp/kruskal_operand.hpp"
+
+#include "cp/dense_operand.hpp"
+
+namespace tenfold::detail {
+
+template <class T>
+KruskalOperand<T>::KruskalOperand(Compute<T>& c, const KTensor<T>& x)
+    : CpOperand<T>(c), dims_(x.dims()), s_(x.rank()) {
+  for (const Matrix<T>& f : x.factors) {
+    a_.emplace_back(c, static_cast<std::size_t>(f.size()));
+    c.upload(a_.back().get(), f.data(), static_cast<std::size_t>(f.size()));
+  }
+  mu_ = Buffer<T>(c, static_cast<std::size_t>(s_));
+  c.upload(mu_.get(), x.weights.data(), static_cast<std::size_t>(s_));
+  cross_.resize(dims_.size());
+  valid_.assign(dims_.size(), false);
+}
+
+template <class T>
+void KruskalOperand<T>::weighted_product(int n, const std::vector<const T*>& blocks, index_t cols,
+                                         T* w) {
+  Compute<T>& c = this->c_;
+  const auto size = static_cast<std::size_t>(s_ * cols);
+  // mu_cols = mu 1^T (S x cols): every column is mu (filled once per width).
+  T* mc = ensure(c, mu_cols_, size);
+  if (mu_cols_width_ != cols) {
+    for (index_t j = 0; j < cols; ++j) c.copy(mc + j * s_, mu_.get(), static_cast<std::size_t>(s_));
+    mu_cols_width_ = cols;
+  }
+  // W = diag(mu) (*_{m != n} block_m)
+  c.copy(w, mc, size);
+  for (int m = 0; m < this->order(); ++m) {
+    if (m != n) c.hadamard(size, blocks[static_cast<std::size_t>(m)], w);
+  }
+}
+
+template <class T>
+double KruskalOperand<T>::norm_squared() {
+  Compute<T>& c = this->c_;
+  const auto ss = static_cast<std::size_t>(s_ * s_);
+  std::vector<Buffer<T>> grams;
+  std::vector<const T*> blocks;
+  for (int m = 0; m < this->order(); ++m) {
+    grams.emplace_back(c, ss);
+    c.syrk(Op::trans, s_, dims_[static_cast<std::size_t>(m)], T(1), a_[static_cast<std::size_t>(m)].get(),
+           dims_[static_cast<std::size_t>(m)], T(0), grams.back().get(), s_);
+    blocks.push_back(grams.back().get());
+  }
+  // ||X||^2 = mu^T (diag(mu) *_m G_m) 1 = sum of diag(mu) (*_m G_m) diag(mu).
+  Buffer<T> w(c, ss);
+  weighted_product(-1, blocks, s_, w.get());
+  c.scale_columns(s_, s_, w.get(), s_, mu_.get());
+  Buffer<T> ones(c, ss);
+  c.fill(ones.get(), ss, T(1));
+  return c.dot(ss, w.get(), ones.get());
+}
+
+template <class T>
+void KruskalOperand<T>::mttkrp(int n, std::span<const T* const> factors, index_t rank, T* out) {
+  Compute<T>& c = this->c_;
+  if (rank != cached_rank_) valid_.assign(dims_.size(), false);
+  cached_rank_ = rank;
+  std::vector<const T*> blocks(dims_.size());
+  for (int m = 0; m < this->order(); ++m) {
+    if (m == n) continue;
+    const auto mi = static_cast<std::size_t>(m);
+    if (!valid_[mi]) {
+      // C_m = A_m^T U_m (S x R)
+      T* cm = ensure(c, cross_[mi], static_cast<std::size_t>(s_ * rank));
+      c.gemm(Op::trans, Op::none, s_, rank, dims_[mi], T(1), a_[mi].get(), dims_[mi], factors[mi],
+             dims_[mi], T(0), cm, s_);
+      valid_[mi] = true;
+    }
+    blocks[mi] = cross_[mi].get();
+  }
+  T* w = ensure(c, w_, static_cast<std::size_t>(s_ * rank));
+  weighted_product(n, blocks, rank, w);
+  // out = A_n W
+  const auto ni = static_cast<std::size_t>(n);
+  c.gemm(Op::none, Op::none, dims_[ni], rank, s_, T(1), a_[ni].get(), dims_[ni], w, s_, T(0), out,
+         dims_[ni]);
+}
+
+template <class T>
+void KruskalOperand<T>::mode_gram(int n, T* out) {
+  Compute<T>& c = this->c_;
+  const auto ss = static_cast<std::size_t>(s_ * s_);
+  const auto ni = static_cast<std::size_t>(n);
+  std::vector<Buffer<T>> grams;
+  std::vector<const T*> blocks(dims_.size());
+  for (int m = 0; m < this->order(); ++m) {
+    if (m == n) continue;
+    grams.emplace_back(c, ss);
+    c.syrk(Op::trans, s_, dims_[static_cast<std::size_t>(m)], T(1),
+           a_[static_cast<std::size_t>(m)].get(), dims_[static_cast<std::size_t>(m)], T(0),
+           grams.back().get(), s_);
+    blocks[static_cast<std::size_t>(m)] = grams.back().get();
+  }
+  // X_(n) X_(n)^T = A_n diag(mu) (*_{m!=n} G_m) diag(mu) A_n^T
+  Buffer<T> w(c, ss), aw(c, static_cast<std::size_t>(dims_[ni] * s_));
+  weighted_product(n, blocks, s_, w.get());
+  c.scale_columns(s_, s_, w.get(), s_, mu_.get());
+  c.gemm(Op::none, Op::none, dims_[ni], s_, s_, T(1), a_[ni].get(), dims_[ni], w.get(), s_, T(0),
+         aw.get(), dims_[ni]);
+  c.gemm(Op::none, Op::trans, dims_[ni], dims_[ni], s_, T(1), aw.get(), dims_[ni], a_[ni].get(),
+         dims_[ni], T(0), out, dims_[ni]);
+}
+
+template class KruskalOperand<float>;
+template class KruskalOperand<double>;
+
+}  // namespace tenfold::detail

@@ -1,0 +1,44 @@
+// What CP-ALS needs from its input: MTTKRP for a mode, the squared norm, and the
+// mode Grams for the nvecs initialisation. Dense, Kruskal-form and Tucker-form
+// tensors each provide these at their own cost.
+#pragma once
+
+#include <span>
+#include <vector>
+
+#include "core/compute.hpp"
+
+namespace tenfold::detail {
+
+template <class T>
+class CpOperand {
+ public:
+  explicit CpOperand(Compute<T>& compute) : c_(compute) {}
+  virtual ~CpOperand() = default;
+  CpOperand(const CpOperand&) = delete;
+  CpOperand& operator=(const CpOperand&) = delete;
+
+  /// Mode sizes I_0, ..., I_{N-1}.
+  virtual const std::vector<index_t>& dims() const = 0;
+  int order() const { return static_cast<int>(dims().size()); }
+
+  /// ||X||^2, accumulated in double.
+  virtual double norm_squared() = 0;
+
+  /// out (I_n x R) = X_(n) (U_{N-1} (.) ... U_{n+1} (.) U_{n-1} ... (.) U_0), the factors
+  /// U_m (I_m x R, backend memory) given for every mode (factors[n] is not read).
+  /// Operands may cache partial contractions between calls: call factor_changed(m)
+  /// whenever U_m (or R) changes.
+  virtual void mttkrp(int n, std::span<const T* const> factors, index_t rank, T* out) = 0;
+
+  /// Invalidates cached contractions that involve factor m.
+  virtual void factor_changed(int m) = 0;
+
+  /// out (I_n x I_n) = X_(n) X_(n)^T.
+  virtual void mode_gram(int n, T* out) = 0;
+
+ protected:
+  Compute<T>& c_;
+};
+
+}  // namespace tenfold::detail

@@ -1,0 +1,4 @@
+target_sources(tenfold PRIVATE
+  cp/cp_als.cpp
+  cp/dense_operand.cpp
+  cp/kruskal_operand.cpp)

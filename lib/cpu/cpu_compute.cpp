@@ -1,0 +1,242 @@
+#include "cpu/cpu_compute.hpp"
+
+#include <cblas.h>
+#include <lapacke.h>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstring>
+#include <new>
+#include <string>
+#include <type_traits>
+
+#include "core/parallel.hpp"
+#include "tenfold/error.hpp"
+
+namespace tenfold::detail {
+namespace {
+
+
+int blas_int(index_t v, const char* what) {
+  if (v < 0 || v > INT_MAX) {
+    throw InvalidArgument(std::string("size ") + std::to_string(v) + " of " + what +
+                          " does not fit the 32-bit BLAS interface");
+  }
+  return static_cast<int>(v);
+}
+
+CBLAS_TRANSPOSE blas_op(Op op) { return op == Op::trans ? CblasTrans : CblasNoTrans; }
+
+}  // namespace
+
+template <class T>
+T* CpuCompute<T>::allocate(std::size_t n) {
+  if (n == 0) return nullptr;
+  return static_cast<T*>(::operator new[](n * sizeof(T), std::align_val_t{64}));
+}
+
+template <class T>
+void CpuCompute<T>::deallocate(T* p) noexcept {
+  ::operator delete[](p, std::align_val_t{64});
+}
+
+template <class T>
+void CpuCompute<T>::upload(T* dst, const T* host_src, std::size_t n) {
+  if (n > 0) std::memcpy(dst, host_src, n * sizeof(T));
+}
+
+template <class T>
+void CpuCompute<T>::download(T* host_dst, const T* src, std::size_t n) {
+  if (n > 0) std::memcpy(host_dst, src, n * sizeof(T));
+}
+
+template <class T>
+void CpuCompute<T>::copy(T* dst, const T* src, std::size_t n) {
+  if (n > 0) std::memcpy(dst, src, n * sizeof(T));
+}
+
+template <class T>
+void CpuCompute<T>::fill(T* dst, std::size_t n, T value) {
+  std::fill(dst, dst + n, value);
+}
+
+template <class T>
+void CpuCompute<T>::gemm(Op ta, Op tb, index_t m, index_t n, index_t k, T alpha, const T* a,
+                         index_t lda, const T* b, index_t ldb, T beta, T* c, index_t ldc) {
+  if (m == 0 || n == 0) return;
+  const int im = blas_int(m, "gemm m"), in = blas_int(n, "gemm n"), ik = blas_int(k, "gemm k");
+  const int ia = blas_int(lda, "gemm lda"), ib = blas_int(ldb, "gemm ldb"),
+            ic = blas_int(ldc, "gemm ldc");
+  if (n == 1) {
+    // Matrix-vector product: B is a k-vector with stride 1 (none) or ldb (trans).
+    const int incb = tb == Op::none ? 1 : ib;
+    const int rows = ta == Op::none ? im : ik, cols = ta == Op::none ? ik : im;
+    if constexpr (std::is_same_v<T, double>) {
+      cblas_dgemv(CblasColMajor, blas_op(ta), rows, cols, alpha, a, ia, b, incb, beta, c, 1);
+    } else {
+      cblas_sgemv(CblasColMajor, blas_op(ta), rows, cols, alpha, a, ia, b, incb, beta, c, 1);
+    }
+    return;
+  }
+  if constexpr (std::is_same_v<T, double>) {
+    cblas_dgemm(CblasColMajor, blas_op(ta), blas_op(tb), im, in, ik, alpha, a, ia, b, ib, beta, c,
+                ic);
+  } else {
+    cblas_sgemm(CblasColMajor, blas_op(ta), blas_op(tb), im, in, ik, alpha, a, ia, b, ib, beta, c,
+                ic);
+  }
+}
+
+template <class T>
+void CpuCompute<T>::gemm_strided_batched(Op ta, Op tb, index_t m, index_t n, index_t k, T alpha,
+                                         const T* a, index_t lda, index_t stride_a, const T* b,
+                                         index_t ldb, index_t stride_b, T beta, T* c, index_t ldc,
+                                         index_t stride_c, index_t batch) {
+  // Small products: one thread per product (OpenBLAS runs single-threaded inside
+  // an OpenMP region); large ones: threaded BLAS, one after the other.
+  const double work = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  const bool parallel_batch = batch > 1 && work < 262144.0;
+#pragma omp parallel for schedule(static) if (parallel_batch)
+  for (index_t i = 0; i < batch; ++i) {
+    gemm(ta, tb, m, n, k, alpha, a + i * stride_a, lda, b + i * stride_b, ldb, beta,
+         c + i * stride_c, ldc);
+  }
+}
+
+template <class T>
+void CpuCompute<T>::syrk(Op trans, index_t n, index_t k, T alpha, const T* a, index_t lda, T beta,
+                         T* c, index_t ldc) {
+  if (n == 0) return;
+  const int in = blas_int(n, "syrk n"), ik = blas_int(k, "syrk k");
+  const int ia = blas_int(lda, "syrk lda"), ic = blas_int(ldc, "syrk ldc");
+  // op == trans: C = A^T A with A k x n.
+  const CBLAS_TRANSPOSE t = trans == Op::trans ? CblasTrans : CblasNoTrans;
+  if constexpr (std::is_same_v<T, double>) {
+    cblas_dsyrk(CblasColMajor, CblasLower, t, in, ik, alpha, a, ia, beta, c, ic);
+  } else {
+    cblas_ssyrk(CblasColMajor, CblasLower, t, in, ik, alpha, a, ia, beta, c, ic);
+  }
+  for (index_t j = 0; j < n; ++j)
+    for (index_t i = 0; i < j; ++i) c[i + j * ldc] = c[j + i * ldc];
+}
+
+template <class T>
+bool CpuCompute<T>::potrf(index_t n, T* a, index_t lda) {
+  const int in = blas_int(n, "potrf n"), ia = blas_int(lda, "potrf lda");
+  lapack_int info;
+  if constexpr (std::is_same_v<T, double>) {
+    info = LAPACKE_dpotrf(LAPACK_COL_MAJOR, 'L', in, a, ia);
+  } else {
+    info = LAPACKE_spotrf(LAPACK_COL_MAJOR, 'L', in, a, ia);
+  }
+  if (info < 0) throw InvalidArgument("potrf: argument " + std::to_string(-info) + " is invalid");
+  return info == 0;
+}
+
+template <class T>
+void CpuCompute<T>::potrs_right(index_t n, const T* l, index_t ldl, index_t m, T* b,
+                                index_t ldb) {
+  if (m == 0 || n == 0) return;
+  const int in = blas_int(n, "potrs n"), im = blas_int(m, "potrs m");
+  const int il = blas_int(ldl, "potrs ldl"), ib = blas_int(ldb, "potrs ldb");
+  // B (L L^T)^{-1} = (B L^{-T}) L^{-1}: two triangular solves from the right.
+  if constexpr (std::is_same_v<T, double>) {
+    cblas_dtrsm(CblasColMajor, CblasRight, CblasLower, CblasTrans, CblasNonUnit, im, in, 1.0, l, il,
+                b, ib);
+    cblas_dtrsm(CblasColMajor, CblasRight, CblasLower, CblasNoTrans, CblasNonUnit, im, in, 1.0, l,
+                il, b, ib);
+  } else {
+    cblas_strsm(CblasColMajor, CblasRight, CblasLower, CblasTrans, CblasNonUnit, im, in, 1.0f, l,
+                il, b, ib);
+    cblas_strsm(CblasColMajor, CblasRight, CblasLower, CblasNoTrans, CblasNonUnit, im, in, 1.0f, l,
+                il, b, ib);
+  }
+}
+
+template <class T>
+void CpuCompute<T>::syevd(index_t n, T* a, index_t lda, T* host_w) {
+  if (n == 0) return;
+  const int in = blas_int(n, "syevd n"), ia = blas_int(lda, "syevd lda");
+  lapack_int info;
+  if constexpr (std::is_same_v<T, double>) {
+    info = LAPACKE_dsyevd(LAPACK_COL_MAJOR, 'V', 'L', in, a, ia, host_w);
+  } else {
+    info = LAPACKE_ssyevd(LAPACK_COL_MAJOR, 'V', 'L', in, a, ia, host_w);
+  }
+  if (info != 0) {
+    throw NumericalError("symmetric eigensolver (syevd) failed on a " + std::to_string(n) + "x" +
+                         std::to_string(n) + " matrix, info = " + std::to_string(info));
+  }
+}
+
+template <class T>
+void CpuCompute<T>::hadamard(std::size_t n, const T* x, T* y) {
+#pragma omp parallel for schedule(static) if (n > 65536)
+  for (std::size_t i = 0; i < n; ++i) y[i] *= x[i];
+}
+
+template <class T>
+void CpuCompute<T>::khatri_rao(index_t ma, index_t mb, index_t r, const T* a, const T* b, T* c) {
+  // C(:, q) = kron(B(:, q), A(:, q)).
+#pragma omp parallel for collapse(2) schedule(static) if (ma * mb * r > 65536)
+  for (index_t q = 0; q < r; ++q) {
+    for (index_t j = 0; j < mb; ++j) {
+      const T bj = b[j + q * mb];
+      const T* aq = a + q * ma;
+      T* cq = c + (j + q * mb) * ma;
+      for (index_t i = 0; i < ma; ++i) cq[i] = aq[i] * bj;
+    }
+  }
+}
+
+template <class T>
+void CpuCompute<T>::normalize_columns(ColumnNorm kind, index_t m, index_t n, T* a, index_t lda,
+                                      T* lambda) {
+#pragma omp parallel for schedule(static) if (m * n > 65536)
+  for (index_t j = 0; j < n; ++j) {
+    T* col = a + j * lda;
+    double s = 0.0;
+    if (kind == ColumnNorm::two) {
+      for (index_t i = 0; i < m; ++i) s += static_cast<double>(col[i]) * col[i];
+      s = std::sqrt(s);
+    } else {
+      for (index_t i = 0; i < m; ++i) s = std::max(s, static_cast<double>(std::abs(col[i])));
+      s = std::max(s, 1.0);
+    }
+    lambda[j] = static_cast<T>(s);
+    if (s > 0.0) {
+      const T inv = static_cast<T>(1.0 / s);
+      for (index_t i = 0; i < m; ++i) col[i] *= inv;
+    }
+  }
+}
+
+template <class T>
+void CpuCompute<T>::scale_columns(index_t m, index_t n, T* a, index_t lda, const T* s) {
+#pragma omp parallel for schedule(static) if (m * n > 65536)
+  for (index_t j = 0; j < n; ++j) {
+    T* col = a + j * lda;
+    for (index_t i = 0; i < m; ++i) col[i] *= s[j];
+  }
+}
+
+template <class T>
+void CpuCompute<T>::add_diagonal(index_t n, T* a, index_t lda, T value) {
+  for (index_t i = 0; i < n; ++i) a[i + i * lda] += value;
+}
+
+template <class T>
+double CpuCompute<T>::dot(std::size_t n, const T* x, const T* y) {
+  return chunked_sum(n, [&](std::size_t i) { return static_cast<double>(x[i]) * y[i]; });
+}
+
+template <class T>
+double CpuCompute<T>::sum_squares(std::size_t n, const T* x) {
+  return chunked_sum(n, [&](std::size_t i) { return static_cast<double>(x[i]) * x[i]; });
+}
+
+template class CpuCompute<float>;
+template class CpuCompute<double>;
+
+}  // namespace tenfold::detail

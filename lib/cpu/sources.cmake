@@ -1,0 +1,2 @@
+target_sources(tenfold PRIVATE
+  cpu/cpu_compute.cpp)
