@@ -1,1 +1,23 @@
-# Installation rules (headers, library, CMake package, pkg-config).
+# Installation: headers, library, the tenfold program, a CMake package
+# (find_package(tenfold CONFIG) -> tenfold::tenfold) and a pkg-config file.
+include(CMakePackageConfigHelpers)
+
+install(TARGETS tenfold EXPORT tenfoldTargets
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(TARGETS tenfold_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/tenfold DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+
+set(TENFOLD_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/tenfold)
+install(EXPORT tenfoldTargets NAMESPACE tenfold:: DESTINATION ${TENFOLD_CMAKE_DIR})
+configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/tenfoldConfig.cmake.in
+  ${PROJECT_BINARY_DIR}/tenfoldConfig.cmake INSTALL_DESTINATION ${TENFOLD_CMAKE_DIR})
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/tenfoldConfigVersion.cmake
+  COMPATIBILITY SameMajorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/tenfoldConfig.cmake
+              ${PROJECT_BINARY_DIR}/tenfoldConfigVersion.cmake
+        DESTINATION ${TENFOLD_CMAKE_DIR})
+
+configure_file(${PROJECT_SOURCE_DIR}/cmake/tenfold.pc.in ${PROJECT_BINARY_DIR}/tenfold.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/tenfold.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

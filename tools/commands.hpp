@@ -1,0 +1,10 @@
+// The subcommands of `tenfold`; each adds itself to the app and returns its runner.
+#pragma once
+
+#include "common.hpp"
+
+namespace tenfold::cli {
+
+Command add_cp_command(CLI::App& app);
+
+}  // namespace tenfold::cli

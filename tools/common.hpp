@@ -1,0 +1,51 @@
+// Shared pieces of the `tenfold` subcommands: output folders, reports, progress.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <filesystem>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "tenfold/io.hpp"
+#include "tenfold/tensor.hpp"
+
+namespace tenfold::cli {
+
+/// A subcommand: its parser node, and its work, run after a successful parse
+/// (returns the exit status).
+struct Command {
+  CLI::App* app = nullptr;
+  std::function<int()> run;
+};
+
+/// Options every subcommand has.
+struct CommonOptions {
+  bool quiet = false;
+  std::string backend = "cpu";
+  std::string dtype;  ///< "", "float32" or "float64" ("" = as stored)
+};
+
+/// Adds --quiet, --backend and --dtype to a subcommand.
+void add_common_options(CLI::App& cmd, CommonOptions& o);
+
+/// Creates `dir` (and parents) if needed; throws IoError if it is not a folder
+/// or if any of `outputs` (file names inside dir) is the same file as `input`.
+void prepare_output_dir(const std::filesystem::path& dir, const std::filesystem::path& input,
+                        const std::vector<std::string>& outputs);
+
+/// Writes pretty JSON atomically.
+void write_json(const std::filesystem::path& path, const nlohmann::json& j);
+
+/// NumPy axis of each tenfold mode of a loaded array: a C-order file has its
+/// modes reversed (numpy axis a = mode N-1-a), a Fortran-order file does not.
+int numpy_axis(const io::NpyHeader& header, int mode);
+
+/// "float32" / "float64"
+std::string dtype_name(io::DType t);
+
+/// Resolves --dtype against the stored dtype; throws InvalidArgument for other names.
+io::DType choose_dtype(const std::string& requested, io::DType stored);
+
+}  // namespace tenfold::cli
