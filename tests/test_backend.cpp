@@ -1,0 +1,59 @@
+// Backend selection: names, and what asking for cuda does where it cannot run.
+// Compiled in every configuration.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "tenfold/backend.hpp"
+#include "tenfold/cp.hpp"
+#include "tenfold/error.hpp"
+
+namespace {
+
+using tenfold::Backend;
+
+TEST(Backend, NamesRoundTrip) {
+  for (Backend b : {Backend::cpu, Backend::cuda}) {
+    EXPECT_EQ(tenfold::parse_backend(tenfold::to_string(b)), b);
+  }
+  EXPECT_EQ(tenfold::to_string(Backend::cpu), "cpu");
+  EXPECT_EQ(tenfold::to_string(Backend::cuda), "cuda");
+}
+
+TEST(Backend, UnknownNameIsRejected) {
+  try {
+    tenfold::parse_backend("gpu");
+    FAIL() << "parse_backend accepted 'gpu'";
+  } catch (const tenfold::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("'gpu'"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(tenfold::parse_backend(""), tenfold::InvalidArgument);
+  EXPECT_THROW(tenfold::parse_backend("CPU"), tenfold::InvalidArgument);
+}
+
+TEST(Backend, AvailableImpliesCompiled) {
+  EXPECT_TRUE(tenfold::cuda_compiled() || !tenfold::cuda_available());
+}
+
+// Without the backend compiled in: NotCompiled; compiled but no device: DeviceError.
+TEST(Backend, CudaRequestFailsCleanlyWhereItCannotRun) {
+  if (tenfold::cuda_available()) GTEST_SKIP() << "a CUDA device is present";
+  tenfold::Tensor<double> x({3, 4, 5});
+  for (tenfold::index_t i = 0; i < x.numel(); ++i) x[i] = 1.0 + 0.1 * static_cast<double>(i % 7);
+  tenfold::CpOptions<double> o;
+  o.rank = 2;
+  o.backend = Backend::cuda;
+  if (!tenfold::cuda_compiled()) {
+    EXPECT_THROW(tenfold::cp_als(x, o), tenfold::NotCompiled);
+    return;
+  }
+  try {
+    tenfold::cp_als(x, o);
+    FAIL() << "cp_als ran on the cuda backend without a device";
+  } catch (const tenfold::DeviceError& e) {
+    EXPECT_NE(std::string(e.what()).find("no CUDA device available"), std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
