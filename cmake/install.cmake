@@ -19,5 +19,7 @@ install(FILES ${PROJECT_BINARY_DIR}/tenfoldConfig.cmake
               ${PROJECT_BINARY_DIR}/tenfoldConfigVersion.cmake
         DESTINATION ${TENFOLD_CMAKE_DIR})
 
+# Relocatable: the prefix is found from the .pc file's own folder.
+file(RELATIVE_PATH TENFOLD_PC_TO_PREFIX "/prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/prefix")
 configure_file(${PROJECT_SOURCE_DIR}/cmake/tenfold.pc.in ${PROJECT_BINARY_DIR}/tenfold.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/tenfold.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

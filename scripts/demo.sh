@@ -8,5 +8,5 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/build.sh"
 out=$(mktemp -d)
 "$root/build/tools/tenfold" cp "$root/tests/data/COVID19_data.npy" --rank 3 --init nvecs \
-  --max-iters 500 --tol 1e-9 --quiet --out "$out"
+  --max-iters 1000 --tol 1e-8 --quiet --out "$out"
 echo "Axes: 0 = samples, 1 = antigens, 2 = receptors. Outputs (factors, weights, report.json): $out"

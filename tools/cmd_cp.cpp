@@ -55,6 +55,7 @@ void print_summary(const CpArgs& a, const io::NpyHeader& h, const CpResult<T>& r
 template <class T>
 int run_cp(const CpArgs& a, const io::NpyHeader& header) {
   const Tensor<T> x = io::load_npy<T>(a.input);
+  check_finite_numpy(x, header);
   const int order = x.order();
   std::vector<std::string> names = {"weights.npy", "report.json"};
   for (int ax = 0; ax < order; ++ax) names.push_back("factor_" + std::to_string(ax) + ".npy");

@@ -1,6 +1,6 @@
 #include "common.hpp"
 
-#include <fstream>
+#include <cmath>
 
 #include "tenfold/error.hpp"
 
@@ -41,6 +41,29 @@ int numpy_axis(const io::NpyHeader& header, int mode) {
   const int order = static_cast<int>(header.shape.size());
   return header.fortran_order ? mode : order - 1 - mode;
 }
+
+template <class T>
+void check_finite_numpy(const Tensor<T>& x, const io::NpyHeader& header) {
+  for (index_t i = 0; i < x.numel(); ++i) {
+    if (std::isfinite(x[i])) continue;
+    // Column-major multi-index in tenfold's modes, printed in NumPy axis order.
+    std::vector<index_t> idx(static_cast<std::size_t>(x.order()));
+    index_t rest = i;
+    for (int n = 0; n < x.order(); ++n) {
+      idx[static_cast<std::size_t>(n)] = rest % x.dim(n);
+      rest /= x.dim(n);
+    }
+    std::string where;
+    for (int ax = 0; ax < x.order(); ++ax) {
+      where += (ax ? ", " : "") + std::to_string(idx[static_cast<std::size_t>(numpy_axis(header, ax))]);
+    }
+    throw InvalidArgument(std::string("input has a non-finite entry (") +
+                          (std::isnan(x[i]) ? "NaN" : "Inf") + ") at NumPy index [" + where + "]");
+  }
+}
+
+template void check_finite_numpy<float>(const Tensor<float>&, const io::NpyHeader&);
+template void check_finite_numpy<double>(const Tensor<double>&, const io::NpyHeader&);
 
 std::string dtype_name(io::DType t) { return t == io::DType::float32 ? "float32" : "float64"; }
 

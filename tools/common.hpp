@@ -42,6 +42,11 @@ void write_json(const std::filesystem::path& path, const nlohmann::json& j);
 /// modes reversed (numpy axis a = mode N-1-a), a Fortran-order file does not.
 int numpy_axis(const io::NpyHeader& header, int mode);
 
+/// Throws InvalidArgument naming the first NaN or Inf entry of a loaded array by
+/// its NumPy index (the library's own check names tenfold's mode order).
+template <class T>
+void check_finite_numpy(const Tensor<T>& x, const io::NpyHeader& header);
+
 /// "float32" / "float64"
 std::string dtype_name(io::DType t);
 

@@ -96,7 +96,7 @@ void CpuCompute<T>::gemm_strided_batched(Op ta, Op tb, index_t m, index_t n, ind
   // Small products: one thread per product (OpenBLAS runs single-threaded inside
   // an OpenMP region); large ones: threaded BLAS, one after the other.
   const double work = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
-  const bool parallel_batch = batch > 1 && work < 262144.0;
+  const bool parallel_batch = batch > 1 && work < 262144.0 && work * batch > 65536.0;
 #pragma omp parallel for schedule(static) if (parallel_batch)
   for (index_t i = 0; i < batch; ++i) {
     gemm(ta, tb, m, n, k, alpha, a + i * stride_a, lda, b + i * stride_b, ldb, beta,
