@@ -1,0 +1,374 @@
+"""Side-by-side timing and memory of Tenfold and TensorLy on the same tensors.
+
+Run through compare.sh, which builds the driver and the virtual environment.
+Every measurement runs in its own process (Tenfold: tenfold_compare_driver;
+TensorLy: tensorly_runner.py), the two sides interleaved, with the same thread
+count, on the same data written once as .npy files (C order for TensorLy,
+Fortran order for Tenfold, so that both see mode n as NumPy axis n and sweep
+the modes in the same order from the same initial factors).
+"""
+
+import argparse
+import ctypes
+import json
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import tensorly as tl
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RUNNER = os.path.join(HERE, "tensorly_runner.py")
+MIB = 1024.0 * 1024.0
+
+
+@dataclass
+class Case:
+    kind: str  # "cp": CP-ALS of a dense tensor
+    dims: tuple
+    rank: object  # int (CP) or tuple of ranks (Tucker)
+    iters: int  # fixed iteration count (both sides)
+    seed: int = 1
+    label: str = field(default="")
+
+    def __post_init__(self):
+        if not self.label:
+            shape = "x".join(str(d) for d in self.dims)
+            if len(set(self.dims)) == 1:
+                shape = f"{self.dims[0]}^{len(self.dims)}"
+            self.label = f"{self.kind} {shape} R{self.rank}"
+
+
+def cases(quick):
+    if quick:
+        return [Case("cp", (100,) * 3, 10, 5), Case("cp", (200,) * 3, 64, 5)]
+    return [
+        Case("cp", (100,) * 3, 10, 10),
+        Case("cp", (200,) * 3, 16, 10),
+        Case("cp", (200,) * 3, 64, 10),
+        Case("cp", (50,) * 4, 10, 10),
+    ]
+
+
+# ----------------------------------------------------------------------------- data
+
+
+def save(path, a, fortran):
+    np.save(path, np.asfortranarray(a) if fortran else np.ascontiguousarray(a))
+    return path
+
+
+def with_noise(x, rng, level=0.1):
+    """x plus Gaussian noise of relative norm `level`."""
+    noise = rng.standard_normal(x.shape)
+    return x + level * np.linalg.norm(x) / np.linalg.norm(noise) * noise
+
+
+def cp_tensor(dims, rank, rng):
+    """Planted rank-R tensor (Gaussian factors) plus 10% noise, float64."""
+    return with_noise(tl.cp_to_tensor((None, [rng.standard_normal((d, rank)) for d in dims])), rng)
+
+
+def write_inputs(case, dtype, folder):
+    """Writes the case's input files; returns (tenfold args, tensorly args)."""
+    rng = np.random.default_rng(case.seed)
+    if case.kind == "cp":
+        x = cp_tensor(case.dims, case.rank, rng).astype(dtype)
+        init = [rng.random((d, case.rank)).astype(dtype) for d in case.dims]
+        factor_files = ",".join(
+            save(os.path.join(folder, f"u{n}.npy"), u, True) for n, u in enumerate(init))
+        common = ["--init", factor_files, "--iters", str(case.iters)]
+        return (["cp", "--tensor", save(os.path.join(folder, "x_f.npy"), x, True)] + common,
+                ["cp", "--tensor", save(os.path.join(folder, "x_c.npy"), x, False)] + common)
+    raise ValueError(case.kind)
+
+
+def flops_per_iter(case):
+    """Useful flops of one Tenfold iteration (the dominant products only)."""
+    if case.kind == "cp":
+        # Dimension tree: two tensor-sized GEMMs per sweep, 2 prod(I) R flops each.
+        return 4.0 * float(np.prod(case.dims)) * case.rank
+    raise ValueError(case.kind)
+
+
+# ----------------------------------------------------------------------- processes
+
+
+def run_json(cmd, env):
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if p.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({p.returncode}):\n{p.stderr}")
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def environments(threads, wait_policy):
+    base = dict(os.environ)
+    for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        base[k] = str(threads)
+    tensorly = dict(base)
+    tenfold = dict(base)
+    # libgomp's default wait is a pure busy loop; NumPy's OpenBLAS threads yield and sleep.
+    if wait_policy == "default":
+        tenfold.pop("OMP_WAIT_POLICY", None)
+    else:
+        tenfold["OMP_WAIT_POLICY"] = wait_policy
+    # This machine pins OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE for the old system
+    # OpenBLAS that Tenfold links; NumPy's own OpenBLAS is current and picks its kernel.
+    tensorly.pop("OPENBLAS_CORETYPE", None)
+    tensorly.pop("OPENBLAS_L2_SIZE", None)
+    return tenfold, tensorly
+
+
+def openblas_of(driver):
+    """Config and kernel of the OpenBLAS the driver loads (queried in this process,
+    whose environment the driver inherits)."""
+    out = subprocess.run(["ldd", driver], capture_output=True, text=True).stdout
+    m = re.search(r"libopenblas\S*\s*=>\s*(\S+)", out)
+    if not m:
+        return "OpenBLAS not found in ldd output"
+    lib = ctypes.CDLL(m.group(1))
+    lib.openblas_get_config.restype = ctypes.c_char_p
+    lib.openblas_get_corename.restype = ctypes.c_char_p
+    return (f"{lib.openblas_get_config().decode()}, kernel {lib.openblas_get_corename().decode()}"
+            f" ({m.group(1)})")
+
+
+def numpy_blas(env):
+    code = ("import json, numpy; from threadpoolctl import threadpool_info; "
+            "print(json.dumps([i for i in threadpool_info() if 'numpy' in i['filepath']]))")
+    info = json.loads(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                                     text=True, check=True).stdout)
+    return ", ".join(f"{i['internal_api']} {i['version']} ({i['threading_layer']}), kernel "
+                     f"{i['architecture']}, {i['num_threads']} threads" for i in info)
+
+
+def cpu_model():
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor()
+
+
+def versions():
+    import matplotlib
+    import tensorly
+    return {"python": platform.python_version(), "numpy": np.__version__,
+            "tensorly": tensorly.__version__, "matplotlib": matplotlib.__version__}
+
+
+# ------------------------------------------------------------------------- report
+
+
+def median(rows, key):
+    return statistics.median(r[key] for r in rows)
+
+
+def summarise(case, dtype, tf_runs, tl_runs, gemm):
+    iters = case.iters
+    tf_s = median(tf_runs, "seconds_total") / iters
+    tl_s = median(tl_runs, "seconds_total") / iters
+    flops = flops_per_iter(case)
+    row = {
+        "case": case.label, "kind": case.kind, "dtype": dtype, "iters": iters,
+        "reps": len(tf_runs),
+        "tenfold_s_per_iter": tf_s, "tensorly_s_per_iter": tl_s, "ratio": tl_s / tf_s,
+        "tenfold_s_per_iter_excl_init":
+            statistics.median((r["seconds_total"] - r["seconds_init"]) / iters for r in tf_runs),
+        "tenfold_rel_error": median(tf_runs, "rel_error"),
+        "tensorly_rel_error": median(tl_runs, "rel_error"),
+        "input_mib": tf_runs[0]["input_bytes"] / MIB,
+        "tensorly_input_mib": tl_runs[0]["input_bytes"] / MIB,
+        "tenfold_peak_mib": median(tf_runs, "peak_rss_kib") / 1024.0,
+        "tensorly_peak_mib": median(tl_runs, "peak_rss_kib") / 1024.0,
+        "tenfold_extra_mib":
+            statistics.median(r["peak_rss_kib"] - r["rss_loaded_kib"] for r in tf_runs) / 1024.0,
+        "tensorly_extra_mib":
+            statistics.median(r["peak_rss_kib"] - r["rss_loaded_kib"] for r in tl_runs) / 1024.0,
+        "tenfold_gflops": flops / tf_s * 1e-9,
+        "gemm_gflops": gemm["tenfold"][dtype],
+        "numpy_gemm_gflops": gemm["tensorly"][dtype],
+    }
+    row["tenfold_frac_gemm"] = row["tenfold_gflops"] / row["gemm_gflops"]
+    if "phases" in tf_runs[0]:
+        row["phases_s_per_iter"] = {
+            k: statistics.median(r["phases"][k] for r in tf_runs) / iters
+            for k in tf_runs[0]["phases"]}
+        if case.kind == "cp":
+            mttkrp = row["phases_s_per_iter"]["mttkrp"]
+            row["mttkrp_frac_gemm"] = flops / mttkrp * 1e-9 / row["gemm_gflops"]
+    row["memory_ok"] = memory_ok(case, row)
+    return row
+
+
+def memory_ok(case, row):
+    """The memory targets: CP-ALS beyond its input below the input when R <= min I_n."""
+    if case.kind == "cp" and case.rank <= min(case.dims):
+        return row["tenfold_extra_mib"] < row["input_mib"]
+    return None
+
+
+def fmt_time(s):
+    return f"{s:.4f}" if s < 10 else f"{s:.2f}"
+
+
+COLUMNS = ["case", "dtype", "iters", "Tenfold s/it", "TensorLy s/it", "TensorLy/Tenfold",
+           "rel. error Tenfold", "rel. error TensorLy", "peak MiB Tenfold", "peak MiB TensorLy",
+           "beyond input MiB Tenfold", "beyond input MiB TensorLy", "input MiB",
+           "Tenfold GFLOP/s", "% of GEMM", "MTTKRP % of GEMM"]
+
+
+def table_cells(r):
+    mttkrp = r.get("mttkrp_frac_gemm")
+    ok = {True: "", False: " (over)", None: ""}[r["memory_ok"]]
+    return [r["case"], r["dtype"], str(r["iters"]), fmt_time(r["tenfold_s_per_iter"]),
+            fmt_time(r["tensorly_s_per_iter"]), f"{r['ratio']:.1f}",
+            f"{r['tenfold_rel_error']:.6f}", f"{r['tensorly_rel_error']:.6f}",
+            f"{r['tenfold_peak_mib']:.0f}", f"{r['tensorly_peak_mib']:.0f}",
+            f"{r['tenfold_extra_mib']:.1f}{ok}", f"{r['tensorly_extra_mib']:.1f}",
+            f"{r['input_mib']:.1f}", f"{r['tenfold_gflops']:.1f}",
+            f"{100 * r['tenfold_frac_gemm']:.0f}%",
+            "" if mttkrp is None else f"{100 * mttkrp:.0f}%"]
+
+
+def markdown_table(rows):
+    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    lines += ["| " + " | ".join(table_cells(r)) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def plot(rows, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = list(dict.fromkeys(r["case"] for r in rows))
+    dtypes = list(dict.fromkeys(r["dtype"] for r in rows))
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(labels) + 2), 4.2))
+    width = 0.8 / len(dtypes)
+    for k, dt in enumerate(dtypes):
+        ratio = {r["case"]: r["ratio"] for r in rows if r["dtype"] == dt}
+        xs = [i + (k - (len(dtypes) - 1) / 2) * width for i in range(len(labels))]
+        ys = [ratio.get(lab, np.nan) for lab in labels]
+        bars = ax.bar(xs, ys, width, label=dt)
+        ax.bar_label(bars, fmt="%.1f", fontsize=7)
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_yscale("log")
+    ax.set_ylabel("TensorLy time / Tenfold time")
+    ax.set_xticks(range(len(labels)))
+    ax.set_xticklabels(labels, rotation=30, ha="right", fontsize=8)
+    ax.set_title("Tenfold speed-up over TensorLy (same machine, same run; higher is better)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+# --------------------------------------------------------------------------- main
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--driver", required=True, help="path of tenfold_compare_driver")
+    p.add_argument("--quick", action="store_true", help="a subset, one repetition (under a minute)")
+    p.add_argument("--reps", type=int, help="repetitions per case (default 3, quick 1)")
+    p.add_argument("--threads", type=int, default=2, help="threads of both sides (default 2)")
+    p.add_argument("--omp-wait-policy", default="passive", choices=["passive", "active", "default"],
+                   help="OMP_WAIT_POLICY of the Tenfold side (default passive; see docs/performance.md)")
+    p.add_argument("--dtypes", default="float64,float32")
+    p.add_argument("--only", help="run only cases whose label contains this text")
+    p.add_argument("--out", default="build/compare", help="folder for results.json, table.md, ratios.png")
+    args = p.parse_args()
+    reps = args.reps or (1 if args.quick else 3)
+    dtypes = args.dtypes.split(",")
+    start = time.time()
+    os.makedirs(args.out, exist_ok=True)
+    tf_env, tl_env = environments(args.threads, args.omp_wait_policy)
+    tf_version = run_json([args.driver, "version", "--dtype", "float64"], tf_env)["version"]
+
+    header = {
+        "machine": f"{cpu_model()}, {os.cpu_count()} cores, {platform.system()} {platform.release()}",
+        "load_average_start": os.getloadavg(),
+        "threads": args.threads,
+        "omp_wait_policy": args.omp_wait_policy,
+        "tenfold": tf_version,
+        "tenfold_blas": openblas_of(args.driver),
+        "numpy_blas": numpy_blas(tl_env),
+        **versions(),
+    }
+    print(f"Tenfold {tf_version} vs TensorLy {header['tensorly']} (NumPy {header['numpy']}, "
+          f"Python {header['python']}), {args.threads} threads each, "
+          f"Tenfold's OMP_WAIT_POLICY {args.omp_wait_policy}")
+    print(f"machine: {header['machine']}; load average {'/'.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"Tenfold BLAS: {header['tenfold_blas']}")
+    print(f"NumPy BLAS: {header['numpy_blas']}")
+
+    # Same-run GEMM rates (square, each side's own BLAS).
+    n = 2000 if args.quick else 4000
+    gemm = {"tenfold": {}, "tensorly": {}}
+    for dt in dtypes:
+        gemm["tenfold"][dt] = run_json(
+            [args.driver, "gemm", "--dtype", dt, "--size", str(n)], tf_env)["gflops"]
+        gemm["tensorly"][dt] = run_json(
+            [sys.executable, RUNNER, "gemm", "--dtype", dt, "--size", str(n)], tl_env)["gflops"]
+        print(f"GEMM {n}^3 {dt}: Tenfold's BLAS {gemm['tenfold'][dt]:.1f} GFLOP/s, "
+              f"NumPy {gemm['tensorly'][dt]:.1f} GFLOP/s")
+    header["gemm_size"] = n
+    header["gemm_gflops"] = gemm
+    print()
+
+    rows = []
+    work = tempfile.mkdtemp(prefix="tenfold-compare-")
+    try:
+        for case in cases(args.quick):
+            if args.only and args.only not in case.label:
+                continue
+            for dt in dtypes:
+                folder = os.path.join(work, f"{len(rows)}")
+                os.makedirs(folder)
+                tf_args, tl_args = write_inputs(case, dt, folder)
+                tf_cmd = [args.driver] + tf_args + ["--dtype", dt]
+                tl_cmd = [sys.executable, RUNNER] + tl_args + ["--dtype", dt]
+                tf_runs, tl_runs = [], []
+                for rep in range(reps):
+                    # Interleaved, alternating which side goes first.
+                    order = [("tf", tf_cmd), ("tl", tl_cmd)]
+                    for side, cmd in order if rep % 2 == 0 else order[::-1]:
+                        (tf_runs if side == "tf" else tl_runs).append(
+                            run_json(cmd, tf_env if side == "tf" else tl_env))
+                shutil.rmtree(folder)
+                row = summarise(case, dt, tf_runs, tl_runs, gemm)
+                rows.append(row)
+                print(f"{row['case']:<28} {dt}: Tenfold {fmt_time(row['tenfold_s_per_iter'])} s/it, "
+                      f"TensorLy {fmt_time(row['tensorly_s_per_iter'])} s/it, ratio {row['ratio']:.1f}; "
+                      f"rel. error {row['tenfold_rel_error']:.6f} / {row['tensorly_rel_error']:.6f}; "
+                      f"peak {row['tenfold_peak_mib']:.0f} / {row['tensorly_peak_mib']:.0f} MiB",
+                      flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+    header["load_average_end"] = os.getloadavg()
+    header["seconds"] = time.time() - start
+    table = markdown_table(rows)
+    print()
+    print(table)
+    print(f"\n{time.time() - start:.0f} s; load average at the end "
+          f"{'/'.join(f'{x:.2f}' for x in os.getloadavg())}")
+    with open(os.path.join(args.out, "results.json"), "w") as f:
+        json.dump({"header": header, "rows": rows}, f, indent=1)
+    with open(os.path.join(args.out, "table.md"), "w") as f:
+        f.write(table + "\n")
+    plot(rows, os.path.join(args.out, "ratios.png"))
+    print(f"wrote {args.out}/results.json, table.md, ratios.png")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,172 @@
+// Tenfold side of the TensorLy comparison (bench/compare/compare.sh). One
+// measurement per process, so that the peak resident memory is the case's own:
+//   tenfold_compare_driver version --dtype float64
+//   tenfold_compare_driver gemm --dtype float64 --size 4000
+//   tenfold_compare_driver cp --dtype float64 --tensor x.npy --init u0.npy,u1.npy,u2.npy --iters 10
+// Prints one JSON line: times (with the per-phase timers), the final relative
+// error, the resident memory right after loading the input and the peak after it.
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "gemm_rate.hpp"
+#include "tenfold/cp.hpp"
+#include "tenfold/error.hpp"
+#include "tenfold/io.hpp"
+
+namespace {
+
+using tenfold::index_t;
+using Json = nlohmann::json;
+using Args = std::map<std::string, std::string>;
+
+// --key value pairs after the command name.
+Args parse_args(int argc, char** argv) {
+  Args a;
+  for (int i = 2; i < argc; ++i) {
+    const std::string key = argv[i];
+    if (key.rfind("--", 0) != 0 || i + 1 >= argc) {
+      throw tenfold::InvalidArgument("expected --key value, got '" + key + "'");
+    }
+    a[key.substr(2)] = argv[++i];
+  }
+  return a;
+}
+
+const std::string& need(const Args& a, const std::string& key) {
+  const auto it = a.find(key);
+  if (it == a.end()) throw tenfold::InvalidArgument("missing --" + key);
+  return it->second;
+}
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');) out.push_back(item);
+  return out;
+}
+
+// A field of /proc/self/status in KiB: VmRSS (resident now) or VmHWM (peak).
+long status_kib(const std::string& field) {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind(field + ":", 0) == 0) return std::stol(line.substr(field.size() + 1));
+  }
+  return -1;
+}
+
+// Starts peak tracking afresh (Linux resets VmHWM on "5" in clear_refs), so that the
+// peak is the computation's, not the loader's. (getrusage's ru_maxrss is no use here:
+// it keeps the parent's peak across fork and exec.) Returns false if refused.
+bool reset_peak() {
+  std::ofstream f("/proc/self/clear_refs");
+  f << "5";
+  f.flush();
+  return static_cast<bool>(f);
+}
+
+template <class T>
+tenfold::Matrix<T> load_matrix(const std::string& path) {
+  tenfold::io::NpyHeader h;
+  tenfold::Tensor<T> t = tenfold::io::load_npy<T>(path, &h);
+  if (t.order() != 2 || !h.fortran_order) {
+    throw tenfold::InvalidArgument("'" + path + "' is not a Fortran-order matrix");
+  }
+  return tenfold::Matrix<T>(t.dim(0), t.dim(1), std::move(t.values()));
+}
+
+// BLAS threads and buffers come up before the input is loaded, so they count as
+// the process's baseline rather than as the algorithm's memory.
+template <class T>
+void warm_up() {
+  tenfold::bench::gemm_gflops<T>(256, 256, 256, 1);
+}
+
+template <class T>
+Json run_gemm(const Args& a) {
+  const index_t n = std::stoll(need(a, "size"));
+  const int reps = a.count("reps") ? std::stoi(a.at("reps")) : 3;
+  return {{"gflops", tenfold::bench::gemm_gflops<T>(n, n, n, reps)}, {"size", n}};
+}
+
+// ||X - M|| / ||X|| from <X, M> and ||M|| (independent of the ALS loop's own fit).
+template <class T>
+double relative_error(const tenfold::Tensor<T>& x, const tenfold::KTensor<T>& m) {
+  const double nx = tenfold::norm(x.view());
+  const double r2 = nx * nx - 2.0 * m.inner(x.view()) + std::pow(m.norm(), 2);
+  return std::sqrt(std::max(0.0, r2)) / nx;
+}
+
+template <class T>
+Json run_cp(const Args& a) {
+  warm_up<T>();
+  // The tensor and factors are Fortran-order files: mode n is NumPy axis n.
+  const tenfold::Tensor<T> x = tenfold::io::load_npy<T>(need(a, "tensor"));
+  tenfold::CpOptions<T> o;
+  for (const std::string& f : split(need(a, "init")))
+    o.initial_factors.push_back(load_matrix<T>(f));
+  o.init = tenfold::CpInit::given;
+  o.rank = o.initial_factors.at(0).cols();
+  o.max_iters = std::stoi(need(a, "iters"));
+  o.tol = 0.0;
+  const long rss_loaded = status_kib("VmRSS");
+  const bool peak_reset = reset_peak();
+
+  const tenfold::CpResult<T> res = tenfold::cp_als(x, o);
+  const long peak = status_kib("VmHWM");
+  const tenfold::CpTimings& t = res.timings;
+  return {
+      {"iters", res.iterations},
+      {"seconds_total", t.total},
+      {"seconds_init", t.init},
+      {"phases", {{"mttkrp", t.mttkrp}, {"gram", t.gram}, {"solve", t.solve}, {"other", t.other}}},
+      {"rel_error", relative_error(x, res.model)},
+      {"rel_error_als", res.relative_error},
+      {"input_bytes", x.numel() * static_cast<index_t>(sizeof(T))},
+      {"rss_loaded_kib", rss_loaded},
+      {"peak_rss_kib", peak},
+      {"peak_reset", peak_reset}};
+}
+
+template <class T>
+Json dispatch(const std::string& command, const Args& a) {
+  if (command == "version") return {{"version", TENFOLD_VERSION}};
+  if (command == "gemm") return run_gemm<T>(a);
+  if (command == "cp") return run_cp<T>(a);
+  throw tenfold::InvalidArgument("unknown command '" + command +
+                                 "' (expected version, gemm or cp)");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    if (argc < 2)
+      throw tenfold::InvalidArgument("usage: tenfold_compare_driver COMMAND --key value...");
+    const std::string command = argv[1];
+    const Args a = parse_args(argc, argv);
+    const std::string dtype = need(a, "dtype");
+    Json out;
+    if (dtype == "float64") {
+      out = dispatch<double>(command, a);
+    } else if (dtype == "float32") {
+      out = dispatch<float>(command, a);
+    } else {
+      throw tenfold::InvalidArgument("unknown --dtype '" + dtype +
+                                     "' (expected float32 or float64)");
+    }
+    out["side"] = "tenfold";
+    out["command"] = command;
+    out["dtype"] = dtype;
+    std::printf("%s\n", out.dump().c_str());
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tenfold_compare_driver: %s\n", e.what());
+    return 1;
+  }
+}
