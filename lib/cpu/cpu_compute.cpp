@@ -7,6 +7,7 @@
 #include <climits>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <new>
 #include <string>
 #include <type_traits>
@@ -33,6 +34,7 @@ CBLAS_TRANSPOSE blas_op(Op op) { return op == Op::trans ? CblasTrans : CblasNoTr
 template <class T>
 T* CpuCompute<T>::allocate(std::size_t n) {
   if (n == 0) return nullptr;
+  if (n > std::numeric_limits<std::size_t>::max() / sizeof(T)) throw std::bad_alloc();
   return static_cast<T*>(::operator new[](n * sizeof(T), std::align_val_t{64}));
 }
 
@@ -68,7 +70,7 @@ void CpuCompute<T>::gemm(Op ta, Op tb, index_t m, index_t n, index_t k, T alpha,
   const int im = blas_int(m, "gemm m"), in = blas_int(n, "gemm n"), ik = blas_int(k, "gemm k");
   const int ia = blas_int(lda, "gemm lda"), ib = blas_int(ldb, "gemm ldb"),
             ic = blas_int(ldc, "gemm ldc");
-  if (n == 1) {
+  if (n == 1 && k > 0) {
     // Matrix-vector product: B is a k-vector with stride 1 (none) or ldb (trans).
     const int incb = tb == Op::none ? 1 : ib;
     const int rows = ta == Op::none ? im : ik, cols = ta == Op::none ? ik : im;
@@ -95,6 +97,8 @@ void CpuCompute<T>::gemm_strided_batched(Op ta, Op tb, index_t m, index_t n, ind
                                          index_t stride_c, index_t batch) {
   // Small products: one thread per product (OpenBLAS runs single-threaded inside
   // an OpenMP region); large ones: threaded BLAS, one after the other.
+  // Sizes are checked here: an exception must not escape the parallel region.
+  for (index_t v : {m, n, k, lda, ldb, ldc}) blas_int(v, "batched gemm");
   const double work = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   const bool parallel_batch = batch > 1 && work < 262144.0;
 #pragma omp parallel for schedule(static) if (parallel_batch)
