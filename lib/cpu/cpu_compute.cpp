@@ -128,14 +128,22 @@ void CpuCompute<T>::syrk(Op trans, index_t n, index_t k, T alpha, const T* a, in
 template <class T>
 bool CpuCompute<T>::potrf(index_t n, T* a, index_t lda) {
   const int in = blas_int(n, "potrf n"), ia = blas_int(lda, "potrf lda");
+  // The _work variant skips LAPACKE's NaN scan, which reports a NaN entry as an
+  // invalid argument (info = -4).
   lapack_int info;
   if constexpr (std::is_same_v<T, double>) {
-    info = LAPACKE_dpotrf(LAPACK_COL_MAJOR, 'L', in, a, ia);
+    info = LAPACKE_dpotrf_work(LAPACK_COL_MAJOR, 'L', in, a, ia);
   } else {
-    info = LAPACKE_spotrf(LAPACK_COL_MAJOR, 'L', in, a, ia);
+    info = LAPACKE_spotrf_work(LAPACK_COL_MAJOR, 'L', in, a, ia);
   }
   if (info < 0) throw InvalidArgument("potrf: argument " + std::to_string(-info) + " is invalid");
-  return info == 0;
+  if (info > 0) return false;
+  // OpenBLAS does not stop at a NaN pivot, but a NaN entry of A always reaches the
+  // diagonal of L: L(i, i)^2 = A(i, i) - sum_k L(i, k)^2.
+  for (index_t i = 0; i < n; ++i) {
+    if (std::isnan(a[i + i * lda])) return false;
+  }
+  return true;
 }
 
 template <class T>
@@ -169,8 +177,11 @@ void CpuCompute<T>::syevd(index_t n, T* a, index_t lda, T* host_w) {
     info = LAPACKE_ssyevd(LAPACK_COL_MAJOR, 'V', 'L', in, a, ia, host_w);
   }
   if (info != 0) {
+    // LAPACKE reports a NaN entry of A (its 5th argument) as info = -5.
     throw NumericalError("symmetric eigensolver (syevd) failed on a " + std::to_string(n) + "x" +
-                         std::to_string(n) + " matrix, info = " + std::to_string(info));
+                         std::to_string(n) + " matrix, " +
+                         (info == -5 ? std::string("which has a NaN entry")
+                                     : "info = " + std::to_string(info)));
   }
 }
 
