@@ -33,8 +33,7 @@ namespace {
 template <class T>
 std::size_t storage_size(std::span<const index_t> dims) {
   const index_t n = checked_numel(dims);
-  if (static_cast<std::uint64_t>(n) >
-      static_cast<std::uint64_t>(PTRDIFF_MAX) / sizeof(T)) {
+  if (static_cast<std::uint64_t>(n) > static_cast<std::uint64_t>(PTRDIFF_MAX) / sizeof(T)) {
     throw InvalidArgument("an array of shape " + detail::shape_string(dims) + " needs " +
                           std::to_string(n) + " elements of " + std::to_string(sizeof(T)) +
                           " bytes, more than memory can address");

@@ -238,8 +238,9 @@ CpResult<T> run_cp_als(CpOperand<T>& x, Compute<T>& c, const CpOptions<T>& o,
       resid2 = norm_x2 + norm_m2 - 2.0 * inner;
     });
     if (!std::isfinite(resid2)) {
-      throw NumericalError("CP-ALS produced a non-finite fit at iteration " + std::to_string(iter) +
-                           " (overflow: scale the tensor down, or try ridge > 0 or a smaller rank)");
+      throw NumericalError(
+          "CP-ALS produced a non-finite fit at iteration " + std::to_string(iter) +
+          " (overflow: scale the tensor down, or try ridge > 0 or a smaller rank)");
     }
     // Cancellation can leave a tiny negative residual when the model is (nearly) exact.
     const double new_fit = norm_x > 0.0 ? 1.0 - std::sqrt(std::max(0.0, resid2)) / norm_x : 1.0;

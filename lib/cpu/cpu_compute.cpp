@@ -178,10 +178,10 @@ void CpuCompute<T>::syevd(index_t n, T* a, index_t lda, T* host_w) {
   }
   if (info != 0) {
     // LAPACKE reports a NaN entry of A (its 5th argument) as info = -5.
-    throw NumericalError("symmetric eigensolver (syevd) failed on a " + std::to_string(n) + "x" +
-                         std::to_string(n) + " matrix, " +
-                         (info == -5 ? std::string("which has a NaN entry")
-                                     : "info = " + std::to_string(info)));
+    throw NumericalError(
+        "symmetric eigensolver (syevd) failed on a " + std::to_string(n) + "x" + std::to_string(n) +
+        " matrix, " +
+        (info == -5 ? std::string("which has a NaN entry") : "info = " + std::to_string(info)));
   }
 }
 
