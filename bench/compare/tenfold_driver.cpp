@@ -3,6 +3,7 @@
 //   tenfold_compare_driver version --dtype float64
 //   tenfold_compare_driver gemm --dtype float64 --size 4000
 //   tenfold_compare_driver cp --dtype float64 --tensor x.npy --init u0.npy,u1.npy,u2.npy --iters 10
+//                         [--gemm-size 2000]
 // Prints one JSON line: times (with the per-phase timers), the final relative
 // error, the resident memory right after loading the input and the peak after it.
 #include <cmath>
@@ -80,11 +81,15 @@ tenfold::Matrix<T> load_matrix(const std::string& path) {
   return tenfold::Matrix<T>(t.dim(0), t.dim(1), std::move(t.values()));
 }
 
-// BLAS threads and buffers come up before the input is loaded, so they count as
-// the process's baseline rather than as the algorithm's memory.
+// Before the input is loaded: BLAS threads and buffers come up (so that they count
+// as the process's baseline, not as the algorithm's memory), and the square GEMM
+// rate of --gemm-size (if given) is measured right before the case, in its process.
 template <class T>
-void warm_up() {
+Json warm_up(const Args& a) {
   tenfold::bench::gemm_gflops<T>(256, 256, 256, 1);
+  if (!a.count("gemm-size")) return nullptr;
+  const index_t n = std::stoll(a.at("gemm-size"));
+  return tenfold::bench::gemm_gflops<T>(n, n, n, 2);
 }
 
 template <class T>
@@ -104,7 +109,7 @@ double relative_error(const tenfold::Tensor<T>& x, const tenfold::KTensor<T>& m)
 
 template <class T>
 Json run_cp(const Args& a) {
-  warm_up<T>();
+  const Json gemm = warm_up<T>(a);
   // The tensor and factors are Fortran-order files: mode n is NumPy axis n.
   const tenfold::Tensor<T> x = tenfold::io::load_npy<T>(need(a, "tensor"));
   tenfold::CpOptions<T> o;
@@ -130,7 +135,8 @@ Json run_cp(const Args& a) {
       {"input_bytes", x.numel() * static_cast<index_t>(sizeof(T))},
       {"rss_loaded_kib", rss_loaded},
       {"peak_rss_kib", peak},
-      {"peak_reset", peak_reset}};
+      {"peak_reset", peak_reset},
+      {"gemm_gflops", gemm}};
 }
 
 template <class T>
