@@ -96,6 +96,27 @@ TYPED_TEST(Kernels, GemmAllTransposes) {
     }
 }
 
+TYPED_TEST(Kernels, GemmTallAndSkinnyInRowBlocks) {
+  // Large enough for the row-block split (taken when more than one thread is
+  // available), with a last block shorter than the others.
+  using T = TypeParam;
+  const index_t m = 1100, n = 8, k = 300;
+  std::uint64_t seed = 40;
+  for (Op ta : {Op::none, Op::trans})
+    for (Op tb : {Op::none, Op::trans}) {
+      const index_t lda = (ta == Op::none ? m : k) + 5, ldb = (tb == Op::none ? k : n) + 1,
+                    ldc = m + 3;
+      const auto a =
+          random_values<T>(static_cast<std::size_t>(lda * (ta == Op::none ? k : m)), ++seed);
+      const auto b =
+          random_values<T>(static_cast<std::size_t>(ldb * (tb == Op::none ? n : k)), ++seed);
+      auto cm = random_values<T>(static_cast<std::size_t>(ldc * n), ++seed);
+      const auto expect = ref_gemm(ta, tb, m, n, k, 0.5, a, lda, b, ldb, 2.0, cm, ldc);
+      this->c.gemm(ta, tb, m, n, k, T(0.5), a.data(), lda, b.data(), ldb, T(2), cm.data(), ldc);
+      EXPECT_LT(rel_diff(cm, expect), this->tol) << "ta " << int(ta) << " tb " << int(tb);
+    }
+}
+
 TYPED_TEST(Kernels, GemmSingleColumnUsesStrideOfB) {
   // n == 1 takes the matrix-vector path; with tb == trans, B is a 1 x k row of stride ldb.
   using T = TypeParam;

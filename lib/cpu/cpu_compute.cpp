@@ -2,6 +2,7 @@
 
 #include <cblas.h>
 #include <lapacke.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <climits>
@@ -81,12 +82,33 @@ void CpuCompute<T>::gemm(Op ta, Op tb, index_t m, index_t n, index_t k, T alpha,
     }
     return;
   }
-  if constexpr (std::is_same_v<T, double>) {
-    cblas_dgemm(CblasColMajor, blas_op(ta), blas_op(tb), im, in, ik, alpha, a, ia, b, ib, beta, c,
-                ic);
-  } else {
-    cblas_sgemm(CblasColMajor, blas_op(ta), blas_op(tb), im, in, ik, alpha, a, ia, b, ib, beta, c,
-                ic);
+  const auto blas_gemm = [&](int rows, const T* a_rows, T* c_rows) {
+    if constexpr (std::is_same_v<T, double>) {
+      cblas_dgemm(CblasColMajor, blas_op(ta), blas_op(tb), rows, in, ik, alpha, a_rows, ia, b, ib,
+                  beta, c_rows, ic);
+    } else {
+      cblas_sgemm(CblasColMajor, blas_op(ta), blas_op(tb), rows, in, ik, alpha, a_rows, ia, b, ib,
+                  beta, c_rows, ic);
+    }
+  };
+  // Tall and skinny C (the MTTKRP's big contractions): OpenBLAS threads these poorly
+  // (and statically, which a busy machine punishes), so the rows of C are cut into
+  // blocks that threads take dynamically, each block one single-threaded GEMM (OpenBLAS
+  // does not thread inside an OpenMP region). Block sizes depend on the shape only.
+  const index_t block = std::max<index_t>(256, (m / 32 + 63) / 64 * 64);
+  const bool split =
+      n <= 128 && m >= 8 * n && m >= 2 * block &&
+      2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) >= 4e6 &&
+      omp_get_max_threads() > 1 && !omp_in_parallel();
+  if (!split) {
+    blas_gemm(im, a, c);
+    return;
+  }
+  // Row block i0.. of op(A) starts at column i0 of A when A is transposed.
+  const index_t a_step = ta == Op::none ? 1 : lda;
+#pragma omp parallel for schedule(dynamic)
+  for (index_t i0 = 0; i0 < m; i0 += block) {
+    blas_gemm(static_cast<int>(std::min(block, m - i0)), a + i0 * a_step, c + i0);
   }
 }
 
