@@ -81,16 +81,19 @@ void DenseOperand<T>::finish(const T* y, int lo, int hi, int n, std::span<const 
   Compute<T>& c = this->c_;
   const index_t jl = prod(lo, n), jn = dims_[static_cast<std::size_t>(n)], jr = prod(n + 1, hi);
   const index_t jall = jl * jn * jr;
+  // Modes on either side of n inside the block (of any size: a size-1 mode still
+  // scales by its factor's row).
+  const bool right = n + 1 < hi, left = n > lo;
   const T* v = y;
-  if (jr > 1) {
+  if (right) {
     // V(:, r) = Y_r (Jl*Jn x Jr) * KR_right(:, r), one matrix-vector product per column.
     const T* kr = khatri_rao_range(factors, n + 1, hi, rank);
-    T* dst = jl > 1 ? ensure(c, v_, static_cast<std::size_t>(jl * jn * rank)) : out;
+    T* dst = left ? ensure(c, v_, static_cast<std::size_t>(jl * jn * rank)) : out;
     c.gemm_strided_batched(Op::none, Op::none, jl * jn, 1, jr, T(1), y, jl * jn, jall, kr, jr, jr,
                            T(0), dst, jl * jn, jl * jn, rank);
     v = dst;
   }
-  if (jl > 1) {
+  if (left) {
     // out(:, r) = V_r (Jl x Jn)^T * KR_left(:, r).
     const T* kr = khatri_rao_range(factors, lo, n, rank);
     c.gemm_strided_batched(Op::trans, Op::none, jn, 1, jl, T(1), v, jl, jl * jn, kr, jl, jl, T(0),
