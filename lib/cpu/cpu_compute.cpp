@@ -108,10 +108,12 @@ void CpuCompute<T>::gemm_strided_batched(Op ta, Op tb, index_t m, index_t n, ind
                                          const T* a, index_t lda, index_t stride_a, const T* b,
                                          index_t ldb, index_t stride_b, T beta, T* c, index_t ldc,
                                          index_t stride_c, index_t batch) {
-  // Small products: one thread per product (OpenBLAS runs single-threaded inside
-  // an OpenMP region); large ones: threaded BLAS, one after the other.
+  // Small products, or many of them: one thread per product (OpenBLAS runs
+  // single-threaded inside an OpenMP region), with no synchronisation inside a
+  // product; a few large ones: threaded BLAS, one after the other.
   const double work = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
-  const bool parallel_batch = batch > 1 && work < 262144.0;
+  const bool parallel_batch =
+      batch > 1 && (work < 262144.0 || batch >= 4 * static_cast<index_t>(omp_get_max_threads()));
 #pragma omp parallel for schedule(static) if (parallel_batch)
   for (index_t i = 0; i < batch; ++i) {
     gemm(ta, tb, m, n, k, alpha, a + i * stride_a, lda, b + i * stride_b, ldb, beta,
