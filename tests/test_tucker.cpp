@@ -352,7 +352,15 @@ TEST(Tucker, ModeOrder) {
   o.ranks.clear();
   o.eps = 0.5;  // by mode size
   EXPECT_EQ(tucker(x, o).mode_order, (std::vector<int>{1, 2, 0}));
+  // Ties: outer modes first.
+  const Tensor<double> y = random_tensor<double>({6, 6, 6, 6, 6}, 501);
+  EXPECT_EQ(tucker(y, o).mode_order, (std::vector<int>{0, 4, 1, 3, 2}));
+  o.eps.reset();
+  o.ranks = {3, 2, 2, 3, 2};  // reductions 2, 3, 3, 2, 3
+  EXPECT_EQ(tucker(y, o).mode_order, (std::vector<int>{4, 1, 2, 0, 3}));
   // Any given order is followed and gives a valid decomposition within the bound.
+  o.ranks.clear();
+  o.eps = 0.5;
   o.mode_order = {2, 0, 1};
   const TuckerResult<double> r = tucker(x, o);
   EXPECT_EQ(r.mode_order, o.mode_order);

@@ -78,15 +78,21 @@ void validate_tucker(TensorView<const T> x, const TuckerOptions& o) {
 }
 
 // Given order, or automatic: with ranks, decreasing reduction I_n / r_n; with eps,
-// decreasing I_n (the ranks are not known before the mode is processed); stable.
+// decreasing I_n (the ranks are not known before the mode is processed). Ties go to
+// the outer modes first (0, N-1, 1, N-2, ...): a middle mode's Gram and product
+// loop over the slices behind it, which are then already shrunk.
 std::vector<int> choose_mode_order(const std::vector<index_t>& dims, const TuckerOptions& o) {
   if (!o.mode_order.empty()) return o.mode_order;
+  const int last = static_cast<int>(dims.size()) - 1;
+  auto outer_rank = [last](int m) { return 2 * std::min(m, last - m) + (m > last - m ? 1 : 0); };
   std::vector<int> order(dims.size());
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+  std::sort(order.begin(), order.end(), [&](int a, int b) {
     const auto ai = static_cast<std::size_t>(a), bi = static_cast<std::size_t>(b);
-    if (o.ranks.empty()) return dims[ai] > dims[bi];
-    return dims[ai] * o.ranks[bi] > dims[bi] * o.ranks[ai];
+    // Reductions compared by cross-multiplication (eps: ranks taken as 1).
+    const index_t ra = o.ranks.empty() ? 1 : o.ranks[ai], rb = o.ranks.empty() ? 1 : o.ranks[bi];
+    if (dims[ai] * rb != dims[bi] * ra) return dims[ai] * rb > dims[bi] * ra;
+    return outer_rank(a) < outer_rank(b);
   });
   return order;
 }
