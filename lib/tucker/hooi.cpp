@@ -3,8 +3,6 @@
 // Each sweep updates U_0, ..., U_{N-1} in turn: U_n = the leading r_n left singular
 // vectors of Y_(n), Y = X x_{m != n} U_m^T. ||G|| never decreases, so neither does
 // the fit. Modes 1..N-1 share Z = X x_0 U_0^T, so a sweep reads X twice, not N times.
-#include <cmath>
-
 #include "core/multilinear.hpp"
 #include "tucker/steps.hpp"
 
@@ -15,7 +13,7 @@ HooiOutcome hooi(TuckerState<T>& s, int max_iters, double tol, std::vector<doubl
   Compute<T>& c = s.c;
   const int order = static_cast<int>(s.dims.size());
   const Truncation fixed{s.ranks, 0.0};
-  // Y = src x_m U_m^T over the modes m >= from other than n (src of shape src_dims).
+  // Y = src x_m U_m^T over the modes m >= from other than n; `shape` (src's) becomes Y's.
   auto contract = [&](const T* src, std::vector<index_t>& shape, int from, int n) {
     std::vector<ModeProduct<T>> products;
     // From the last mode down: on ties the cheapest first product is a single GEMM.
