@@ -155,6 +155,20 @@ TEST(Npy, SaveWritesTheHeaderNumPyWrites) {
   EXPECT_EQ(header_text({}), "{'descr': '<f8', 'fortran_order': True, 'shape': (), }");
 }
 
+TEST(Npy, SaveInCOrderReversesTheShapeAndKeepsTheMemory) {
+  TempDir dir;
+  const Tensor<double> x({2, 3, 4}, random_values<double>(24, 3));
+  tenfold::io::save_npy<double>(dir / "x.npy", x, tenfold::io::NpyOrder::c_reversed);
+  const std::string s = read_file(dir / "x.npy");
+  EXPECT_EQ(s.substr(10, s.find('}') - 9),
+            "{'descr': '<f8', 'fortran_order': False, 'shape': (4, 3, 2), }");
+  NpyHeader h;
+  const Tensor<double> y = tenfold::io::load_npy<double>(dir / "x.npy", &h);
+  EXPECT_FALSE(h.fortran_order);
+  EXPECT_EQ(y.dims(), x.dims());
+  EXPECT_TRUE(same_bits(y.values(), x.values()));
+}
+
 TEST(Npy, SaveUsesVersion2WhenTheHeaderExceeds64KiB) {
   TempDir dir;
   const std::vector<index_t> dims(25000, 1);  // "1, " x 25000 > 65535 characters

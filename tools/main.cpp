@@ -13,7 +13,7 @@ int main(int argc, char** argv) {
   CLI::App app{"Tenfold: dense tensor decompositions (CP-ALS, Tucker) on CPU and GPU", "tenfold"};
   app.set_version_flag("--version", TENFOLD_VERSION);
   app.require_subcommand(1);
-  const std::vector<Command> commands = {add_cp_command(app)};
+  const std::vector<Command> commands = {add_cp_command(app), add_tucker_command(app)};
 
   try {
     app.parse(argc, argv);
