@@ -1,5 +1,7 @@
 // Tests of the file formats: .npy, safetensors and atomic file replacement.
 #include <gtest/gtest.h>
+
+#include "temp_dir.hpp"
 #include <unistd.h>
 
 #include <bit>
@@ -26,29 +28,6 @@ using tenfold::io::NpyHeader;
 namespace {
 
 // A fresh folder for one test, removed afterwards.
-class TempDir {
- public:
-  TempDir() {
-    static int counter = 0;
-    path_ = fs::temp_directory_path() /
-            ("tenfold_test_io_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  fs::path operator/(const std::string& name) const { return path_ / name; }
-  const fs::path& path() const { return path_; }
-  // Names of the entries in the folder.
-  std::vector<std::string> entries() const {
-    std::vector<std::string> names;
-    for (const auto& e : fs::directory_iterator(path_)) names.push_back(e.path().filename());
-    std::sort(names.begin(), names.end());
-    return names;
-  }
-
- private:
-  fs::path path_;
-};
 
 void write_file(const fs::path& p, const std::string& bytes) {
   std::ofstream(p, std::ios::binary)

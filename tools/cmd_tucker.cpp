@@ -51,9 +51,6 @@ int run_tucker(const TuckerArgs& a, const io::NpyHeader& header) {
   } else {
     o.eps = a.eps;
   }
-  if (!a.common.quiet) {
-    std::fprintf(stderr, "tucker (%s) of %s ...\n", a.method.c_str(), a.input.c_str());
-  }
   const TuckerResult<T> res = tucker(x, o);
 
   const std::filesystem::path dir(a.out);
