@@ -116,4 +116,14 @@ class Buffer {
   std::size_t n_ = 0;
 };
 
+/// Grows `b` to hold at least n elements (contents are not preserved).
+template <class T>
+T* ensure(Compute<T>& c, Buffer<T>& b, std::size_t n) {
+  if (b.size() < n) {
+    b.reset();
+    b = Buffer<T>(c, n);
+  }
+  return b.get();
+}
+
 }  // namespace tenfold::detail

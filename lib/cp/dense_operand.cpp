@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/multilinear.hpp"
+
 namespace tenfold::detail {
 
 template <class T>
@@ -136,18 +138,7 @@ void DenseOperand<T>::mttkrp(int n, std::span<const T* const> factors, index_t r
 
 template <class T>
 void DenseOperand<T>::mode_gram(int n, T* out) {
-  Compute<T>& c = this->c_;
-  const index_t il = prod(0, n), in = dims_[static_cast<std::size_t>(n)];
-  const index_t ir = prod(n + 1, this->order());
-  if (il == 1) {
-    // X_(n) is X viewed as I_n x I_R.
-    c.syrk(Op::none, in, ir, T(1), x_, in, T(0), out, in);
-    return;
-  }
-  // X_(n) X_(n)^T = sum_k S_k^T S_k over the I_L x I_n slices S_k.
-  for (index_t k = 0; k < ir; ++k) {
-    c.syrk(Op::trans, in, il, T(1), x_ + k * il * in, il, k == 0 ? T(0) : T(1), out, in);
-  }
+  detail::mode_gram(this->c_, x_, dims_, n, out);
 }
 
 template class DenseOperand<float>;

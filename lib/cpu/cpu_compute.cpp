@@ -10,6 +10,7 @@
 #include <cstring>
 #include <limits>
 #include <new>
+#include <optional>
 #include <string>
 #include <type_traits>
 
@@ -29,6 +30,19 @@ int blas_int(index_t v, const char* what) {
 }
 
 CBLAS_TRANSPOSE blas_op(Op op) { return op == Op::trans ? CblasTrans : CblasNoTrans; }
+
+// Runs the BLAS calls of its lifetime on the calling thread only (OpenBLAS follows
+// omp_get_max_threads() of the caller; other threads are not affected).
+class SerialBlas {
+ public:
+  SerialBlas() : saved_(omp_get_max_threads()) { omp_set_num_threads(1); }
+  ~SerialBlas() { omp_set_num_threads(saved_); }
+  SerialBlas(const SerialBlas&) = delete;
+  SerialBlas& operator=(const SerialBlas&) = delete;
+
+ private:
+  int saved_;
+};
 
 }  // namespace
 
@@ -117,12 +131,15 @@ void CpuCompute<T>::gemm_strided_batched(Op ta, Op tb, index_t m, index_t n, ind
                                          const T* a, index_t lda, index_t stride_a, const T* b,
                                          index_t ldb, index_t stride_b, T beta, T* c, index_t ldc,
                                          index_t stride_c, index_t batch) {
-  // Small products: one thread per product (OpenBLAS runs single-threaded inside
-  // an OpenMP region); large ones: threaded BLAS, one after the other.
-  // Sizes are checked here: an exception must not escape the parallel region.
+  // Small products, or many of them: one thread per product (OpenBLAS runs
+  // single-threaded inside an OpenMP region), with no synchronisation inside a
+  // product; a few large ones: threaded BLAS, one after the other. Tiny batches
+  // stay serial. Sizes are checked here: an exception must not escape the region.
   for (index_t v : {m, n, k, lda, ldb, ldc}) blas_int(v, "batched gemm");
   const double work = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
-  const bool parallel_batch = batch > 1 && work < 262144.0 && work * batch > 65536.0;
+  const bool parallel_batch =
+      batch > 1 && work * static_cast<double>(batch) > 65536.0 &&
+      (work < 262144.0 || batch >= 4 * static_cast<index_t>(omp_get_max_threads()));
 #pragma omp parallel for schedule(static) if (parallel_batch)
   for (index_t i = 0; i < batch; ++i) {
     gemm(ta, tb, m, n, k, alpha, a + i * stride_a, lda, b + i * stride_b, ldb, beta,
@@ -192,6 +209,11 @@ template <class T>
 void CpuCompute<T>::syevd(index_t n, T* a, index_t lda, T* host_w) {
   if (n == 0) return;
   const int in = blas_int(n, "syevd n"), ia = blas_int(lda, "syevd lda");
+  // The tridiagonal reduction is n matrix-vector products, each a synchronisation
+  // point for threaded BLAS. On the 2-core development machine one thread was faster
+  // at every size measured up to n = 2000 (6-8x while other jobs were running).
+  std::optional<SerialBlas> serial;
+  if (n <= 2000) serial.emplace();
   lapack_int info;
   if constexpr (std::is_same_v<T, double>) {
     info = LAPACKE_dsyevd(LAPACK_COL_MAJOR, 'V', 'L', in, a, ia, host_w);
