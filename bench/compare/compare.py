@@ -30,33 +30,52 @@ RUNNER = os.path.join(HERE, "tensorly_runner.py")
 MIB = 1024.0 * 1024.0
 
 
+def shape_label(dims):
+    if len(set(dims)) == 1:
+        return f"{dims[0]}^{len(dims)}"
+    return "x".join(str(d) for d in dims)
+
+
 @dataclass
 class Case:
-    kind: str  # "cp": CP-ALS of a dense tensor
-    dims: tuple
-    rank: object  # int (CP) or tuple of ranks (Tucker)
-    iters: int  # fixed iteration count (both sides)
-    seed: int = 1
-    label: str = field(default="")
+    """One comparison. kind "cp": CP-ALS of a dense tensor, the same initial factors
+    on both sides; "tucker": Tenfold's `variants` (sthosvd, hosvd, hooi) against
+    TensorLy's tucker: its HOSVD (n_iter_max=0) for sthosvd and hosvd, its HOOI
+    (n_iter_max=iters) for hooi, both timed in one TensorLy process."""
 
-    def __post_init__(self):
-        if not self.label:
-            shape = "x".join(str(d) for d in self.dims)
-            if len(set(self.dims)) == 1:
-                shape = f"{self.dims[0]}^{len(self.dims)}"
-            self.label = f"{self.kind} {shape} R{self.rank}"
+    kind: str
+    dims: tuple
+    rank: int  # CP rank, or the multilinear rank of every mode
+    iters: int  # fixed iteration count, the same on both sides
+    variants: tuple = ("",)  # Tenfold methods compared with the one TensorLy run
+    seed: int = 1
+
+    def label(self, variant=""):
+        if self.kind == "cp":
+            return f"CP {shape_label(self.dims)} R{self.rank}"
+        names = {"sthosvd": "ST-HOSVD", "hosvd": "HOSVD", "hooi": f"HOOI({self.iters})"}
+        return f"Tucker {shape_label(self.dims)} r{self.rank} {names[variant]}"
+
+    @property
+    def per_iteration(self):
+        """Times are per iteration (CP) or per call (Tucker)."""
+        return self.kind == "cp"
 
 
 def cases(quick):
     # Iteration counts: enough for each measurement to last well beyond the timer's
     # and the scheduler's noise; the same on both sides.
     if quick:
-        return [Case("cp", (100,) * 3, 10, 20), Case("cp", (200,) * 3, 64, 5)]
+        return [Case("cp", (100,) * 3, 10, 20), Case("cp", (200,) * 3, 64, 5),
+                Case("tucker", (100,) * 3, 10, 0, ("sthosvd",))]
+    tucker = ("sthosvd", "hosvd", "hooi")
     return [
         Case("cp", (100,) * 3, 10, 50),
         Case("cp", (200,) * 3, 16, 20),
         Case("cp", (200,) * 3, 64, 20),
         Case("cp", (50,) * 4, 10, 20),
+        Case("tucker", (200,) * 3, 20, 10, tucker),
+        Case("tucker", (300,) * 3, 30, 10, tucker),
     ]
 
 
@@ -79,26 +98,60 @@ def cp_tensor(dims, rank, rng):
     return with_noise(tl.cp_to_tensor((None, [rng.standard_normal((d, rank)) for d in dims])), rng)
 
 
+def tucker_tensor(dims, rank, rng):
+    """Planted multilinear rank (r, ..., r) (Gaussian core, orthonormal factors) plus 10% noise."""
+    core = rng.standard_normal((rank,) * len(dims))
+    factors = [np.linalg.qr(rng.standard_normal((d, rank)))[0] for d in dims]
+    return with_noise(tl.tucker_to_tensor((core, factors)), rng)
+
+
 def write_inputs(case, dtype, folder):
-    """Writes the case's input files; returns (tenfold args, tensorly args)."""
+    """Writes the case's input files; returns ({variant: tenfold args}, tensorly args)."""
     rng = np.random.default_rng(case.seed)
+    x_f, x_c = os.path.join(folder, "x_f.npy"), os.path.join(folder, "x_c.npy")
     if case.kind == "cp":
         x = cp_tensor(case.dims, case.rank, rng).astype(dtype)
         init = [rng.random((d, case.rank)).astype(dtype) for d in case.dims]
         factor_files = ",".join(
             save(os.path.join(folder, f"u{n}.npy"), u, True) for n, u in enumerate(init))
         common = ["--init", factor_files, "--iters", str(case.iters)]
-        return (["cp", "--tensor", save(os.path.join(folder, "x_f.npy"), x, True)] + common,
-                ["cp", "--tensor", save(os.path.join(folder, "x_c.npy"), x, False)] + common)
+        save(x_f, x, True)
+        save(x_c, x, False)
+        return ({"": ["cp", "--tensor", x_f] + common}, ["cp", "--tensor", x_c] + common)
+    if case.kind == "tucker":
+        x = tucker_tensor(case.dims, case.rank, rng).astype(dtype)
+        save(x_f, x, True)
+        save(x_c, x, False)
+        common = ["--ranks", ",".join([str(case.rank)] * len(case.dims)), "--iters", str(case.iters)]
+        return ({v: ["tucker", "--tensor", x_f, "--method", v] + common for v in case.variants},
+                ["tucker", "--tensor", x_c] + common)
     raise ValueError(case.kind)
 
 
-def flops_per_iter(case):
-    """Useful flops of one Tenfold iteration (the dominant products only)."""
+def sthosvd_flops(dims, ranks):
+    """Per mode (in Tenfold's order for equal reductions, 0, 1, ...): Gram I_n P (syrk)
+    and the shrinking TTM 2 r_n P, P the current size."""
+    p, flops = float(np.prod(dims)), 0.0
+    for d, r in zip(dims, ranks):
+        flops += d * p + 2.0 * r * p
+        p *= r / d
+    return flops
+
+
+def useful_flops(case, variant):
+    """Flops of the dominant products of one Tenfold iteration (CP) or call (Tucker)."""
+    size = float(np.prod(case.dims))
     if case.kind == "cp":
         # Dimension tree: two tensor-sized GEMMs per sweep, 2 prod(I) R flops each.
-        return 4.0 * float(np.prod(case.dims)) * case.rank
-    raise ValueError(case.kind)
+        return 4.0 * size * case.rank
+    ranks = [case.rank] * len(case.dims)
+    if variant == "sthosvd":
+        return sthosvd_flops(case.dims, ranks)
+    if variant == "hosvd":
+        # N Grams of the full tensor, then the core (its first TTM dominates).
+        return sum(d * size for d in case.dims) + 2.0 * ranks[0] * size
+    # HOOI: the ST-HOSVD start, then per sweep two tensor-sized TTMs (2 r prod(I) each).
+    return sthosvd_flops(case.dims, ranks) + case.iters * 4.0 * ranks[0] * size
 
 
 # ----------------------------------------------------------------------- processes
@@ -174,17 +227,27 @@ def median(rows, key):
     return statistics.median(r[key] for r in rows)
 
 
-def summarise(case, dtype, tf_runs, tl_runs, gemm):
-    iters = case.iters
-    tf_s = median(tf_runs, "seconds_total") / iters
-    tl_s = median(tl_runs, "seconds_total") / iters
-    flops = flops_per_iter(case)
+def tensorly_part(run, variant):
+    """The TensorLy measurement a Tenfold variant is compared with: the HOSVD part of a
+    Tucker run for sthosvd and hosvd, the whole run otherwise."""
+    if variant not in ("sthosvd", "hosvd"):
+        return run
+    return dict(run, seconds_total=run["seconds_hosvd"], rel_error=run["rel_error_hosvd"],
+                peak_rss_kib=run["peak_rss_kib_hosvd"])
+
+
+def summarise(case, variant, dtype, tf_runs, tl_runs, gemm):
+    tl_runs = [tensorly_part(r, variant) for r in tl_runs]
+    # Per iteration (CP) or per call (Tucker), median over the repetitions.
+    div = case.iters if case.per_iteration else 1
+    tf_s = median(tf_runs, "seconds_total") / div
+    tl_s = median(tl_runs, "seconds_total") / div
+    flops = useful_flops(case, variant)
     row = {
-        "case": case.label, "kind": case.kind, "dtype": dtype, "iters": iters,
-        "reps": len(tf_runs),
-        "tenfold_s_per_iter": tf_s, "tensorly_s_per_iter": tl_s, "ratio": tl_s / tf_s,
-        "tenfold_s_per_iter_excl_init":
-            statistics.median((r["seconds_total"] - r["seconds_init"]) / iters for r in tf_runs),
+        "case": case.label(variant), "kind": case.kind, "variant": variant, "dtype": dtype,
+        "iters": case.iters, "unit": "s/it" if case.per_iteration else "s",
+        "runs_tenfold": len(tf_runs), "runs_tensorly": len(tl_runs),
+        "tenfold_s": tf_s, "tensorly_s": tl_s, "ratio": tl_s / tf_s,
         "tenfold_rel_error": median(tf_runs, "rel_error"),
         "tensorly_rel_error": median(tl_runs, "rel_error"),
         "input_mib": tf_runs[0]["input_bytes"] / MIB,
@@ -195,28 +258,31 @@ def summarise(case, dtype, tf_runs, tl_runs, gemm):
             statistics.median(r["peak_rss_kib"] - r["rss_loaded_kib"] for r in tf_runs) / 1024.0,
         "tensorly_extra_mib":
             statistics.median(r["peak_rss_kib"] - r["rss_loaded_kib"] for r in tl_runs) / 1024.0,
+        "peak_reset": all(r["peak_reset"] for r in tf_runs + tl_runs),
         "tenfold_gflops": flops / tf_s * 1e-9,
         # Square GEMM of Tenfold's BLAS, measured in each case's process right before it.
         "gemm_gflops": median(tf_runs, "gemm_gflops"),
         "numpy_gemm_gflops": gemm["tensorly"][dtype],
     }
+    if "seconds_init" in tf_runs[0]:
+        row["tenfold_s_excl_init"] = statistics.median(
+            (r["seconds_total"] - r["seconds_init"]) / div for r in tf_runs)
     # Fractions of the GEMM rate taken per run (against that run's GEMM), then the median.
     row["tenfold_frac_gemm"] = statistics.median(
-        flops * iters / r["seconds_total"] * 1e-9 / r["gemm_gflops"] for r in tf_runs)
-    if "phases" in tf_runs[0]:
-        row["phases_s_per_iter"] = {
-            k: statistics.median(r["phases"][k] for r in tf_runs) / iters
-            for k in tf_runs[0]["phases"]}
-        if case.kind == "cp":
-            row["mttkrp_frac_gemm"] = statistics.median(
-                flops * iters / r["phases"]["mttkrp"] * 1e-9 / r["gemm_gflops"] for r in tf_runs)
-    row["memory_ok"] = memory_ok(case, row)
+        flops * div / r["seconds_total"] * 1e-9 / r["gemm_gflops"] for r in tf_runs)
+    row["phases_s"] = {k: statistics.median(r["phases"][k] for r in tf_runs) / div
+                       for k in tf_runs[0]["phases"]}
+    if case.kind == "cp":
+        row["mttkrp_frac_gemm"] = statistics.median(
+            flops * div / r["phases"]["mttkrp"] * 1e-9 / r["gemm_gflops"] for r in tf_runs)
+    row["memory_ok"] = memory_ok(case, variant, row)
     return row
 
 
-def memory_ok(case, row):
-    """The memory targets: CP-ALS beyond its input below the input when R <= min I_n."""
-    if case.kind == "cp" and case.rank <= min(case.dims):
+def memory_ok(case, variant, row):
+    """The memory targets, beyond the input: CP-ALS below the input's size when
+    R <= min I_n; ST-HOSVD below one copy of the input. None where no target is set."""
+    if (case.kind == "cp" and case.rank <= min(case.dims)) or variant == "sthosvd":
         return row["tenfold_extra_mib"] < row["input_mib"]
     return None
 
@@ -225,7 +291,7 @@ def fmt_time(s):
     return f"{s:.4f}" if s < 10 else f"{s:.2f}"
 
 
-COLUMNS = ["case", "dtype", "iters", "Tenfold s/it", "TensorLy s/it", "TensorLy/Tenfold",
+COLUMNS = ["case", "dtype", "iters", "unit", "Tenfold", "TensorLy", "TensorLy/Tenfold",
            "rel. error Tenfold", "rel. error TensorLy", "peak MiB Tenfold", "peak MiB TensorLy",
            "beyond input MiB Tenfold", "beyond input MiB TensorLy", "input MiB",
            "Tenfold GFLOP/s", "% of GEMM", "MTTKRP % of GEMM"]
@@ -233,9 +299,9 @@ COLUMNS = ["case", "dtype", "iters", "Tenfold s/it", "TensorLy s/it", "TensorLy/
 
 def table_cells(r):
     mttkrp = r.get("mttkrp_frac_gemm")
-    ok = {True: "", False: " (over)", None: ""}[r["memory_ok"]]
-    return [r["case"], r["dtype"], str(r["iters"]), fmt_time(r["tenfold_s_per_iter"]),
-            fmt_time(r["tensorly_s_per_iter"]), f"{r['ratio']:.1f}",
+    ok = {True: " ✓", False: " ✗", None: ""}[r["memory_ok"]]
+    return [r["case"], r["dtype"], str(r["iters"]), r["unit"], fmt_time(r["tenfold_s"]),
+            fmt_time(r["tensorly_s"]), f"{r['ratio']:.1f}",
             f"{r['tenfold_rel_error']:.6f}", f"{r['tensorly_rel_error']:.6f}",
             f"{r['tenfold_peak_mib']:.0f}", f"{r['tensorly_peak_mib']:.0f}",
             f"{r['tenfold_extra_mib']:.1f}{ok}", f"{r['tensorly_extra_mib']:.1f}",
@@ -284,15 +350,17 @@ def main():
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--driver", required=True, help="path of tenfold_compare_driver")
     p.add_argument("--quick", action="store_true", help="a subset, one repetition (under a minute)")
-    p.add_argument("--reps", type=int, help="repetitions per case (default 3, quick 1)")
+    p.add_argument("--reps", type=int, help="most repetitions per case and side (default 5, quick 1)")
     p.add_argument("--threads", type=int, default=2, help="threads of both sides (default 2)")
+    p.add_argument("--budget", type=float, default=20.0,
+                   help="seconds per case and side after which repetitions stop (default 20)")
     p.add_argument("--omp-wait-policy", default="passive", choices=["passive", "active", "default"],
                    help="OMP_WAIT_POLICY of the Tenfold side (default passive; see docs/performance.md)")
     p.add_argument("--dtypes", default="float64,float32")
     p.add_argument("--only", help="run only cases whose label contains this text")
     p.add_argument("--out", default="build/compare", help="folder for results.json, table.md, ratios.png")
     args = p.parse_args()
-    reps = args.reps or (1 if args.quick else 3)
+    reps = args.reps or (1 if args.quick else 5)
     dtypes = args.dtypes.split(",")
     start = time.time()
     os.makedirs(args.out, exist_ok=True)
@@ -318,7 +386,7 @@ def main():
 
     # Same-run GEMM rates (square, each side's own BLAS); the driver measures a
     # smaller one again before every case.
-    n = 2000 if args.quick else 4000
+    n = 1000 if args.quick else 4000
     case_gemm = 1000 if args.quick else 2000
     gemm = {"tenfold": {}, "tensorly": {}}
     for dt in dtypes:
@@ -337,29 +405,36 @@ def main():
     work = tempfile.mkdtemp(prefix="tenfold-compare-")
     try:
         for case in cases(args.quick):
-            if args.only and args.only not in case.label:
+            if args.only and not any(args.only in case.label(v) for v in case.variants):
                 continue
             for dt in dtypes:
-                folder = os.path.join(work, f"{len(rows)}")
+                folder = os.path.join(work, "case")
                 os.makedirs(folder)
                 tf_args, tl_args = write_inputs(case, dt, folder)
-                tf_cmd = [args.driver] + tf_args + ["--dtype", dt, "--gemm-size", str(case_gemm)]
-                tl_cmd = [sys.executable, RUNNER] + tl_args + ["--dtype", dt]
-                tf_runs, tl_runs = [], []
+                cmds = {v: [args.driver] + a + ["--dtype", dt, "--gemm-size", str(case_gemm)]
+                        for v, a in tf_args.items()}
+                cmds["tensorly"] = [sys.executable, RUNNER] + tl_args + ["--dtype", dt]
+                runs = {k: [] for k in cmds}
+                spent = {k: 0.0 for k in cmds}
                 for rep in range(reps):
-                    # Interleaved, alternating which side goes first.
-                    order = [("tf", tf_cmd), ("tl", tl_cmd)]
-                    for side, cmd in order if rep % 2 == 0 else order[::-1]:
-                        (tf_runs if side == "tf" else tl_runs).append(
-                            run_json(cmd, tf_env if side == "tf" else tl_env))
+                    # Interleaved: every side once per repetition, the order alternating;
+                    # a side whose runs have taken the time budget stops repeating.
+                    order = list(cmds) if rep % 2 == 0 else list(cmds)[::-1]
+                    for k in order:
+                        if rep > 0 and spent[k] >= args.budget:
+                            continue
+                        t0 = time.time()
+                        runs[k].append(run_json(cmds[k], tl_env if k == "tensorly" else tf_env))
+                        spent[k] += time.time() - t0
                 shutil.rmtree(folder)
-                row = summarise(case, dt, tf_runs, tl_runs, gemm)
-                rows.append(row)
-                print(f"{row['case']:<28} {dt}: Tenfold {fmt_time(row['tenfold_s_per_iter'])} s/it, "
-                      f"TensorLy {fmt_time(row['tensorly_s_per_iter'])} s/it, ratio {row['ratio']:.1f}; "
-                      f"rel. error {row['tenfold_rel_error']:.6f} / {row['tensorly_rel_error']:.6f}; "
-                      f"peak {row['tenfold_peak_mib']:.0f} / {row['tensorly_peak_mib']:.0f} MiB",
-                      flush=True)
+                for v in tf_args:
+                    row = summarise(case, v, dt, runs[v], runs["tensorly"], gemm)
+                    rows.append(row)
+                    print(f"{row['case']:<28} {dt}: Tenfold {fmt_time(row['tenfold_s'])} "
+                          f"{row['unit']}, TensorLy {fmt_time(row['tensorly_s'])} {row['unit']}, "
+                          f"ratio {row['ratio']:.1f}; rel. error {row['tenfold_rel_error']:.6f} / "
+                          f"{row['tensorly_rel_error']:.6f}; peak {row['tenfold_peak_mib']:.0f} / "
+                          f"{row['tensorly_peak_mib']:.0f} MiB", flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

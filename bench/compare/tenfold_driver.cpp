@@ -3,7 +3,9 @@
 //   tenfold_compare_driver version --dtype float64
 //   tenfold_compare_driver gemm --dtype float64 --size 4000
 //   tenfold_compare_driver cp --dtype float64 --tensor x.npy --init u0.npy,u1.npy,u2.npy --iters 10
-//                         [--gemm-size 2000]
+//   tenfold_compare_driver tucker --dtype float64 --tensor x.npy --method sthosvd|hosvd|hooi
+//                         --ranks 20,20,20 --iters 10
+// (cp and tucker also take --gemm-size N: the square GEMM rate, measured first)
 // Prints one JSON line: times (with the per-phase timers), the final relative
 // error, the resident memory right after loading the input and the peak after it.
 #include <cmath>
@@ -19,6 +21,7 @@
 #include "tenfold/cp.hpp"
 #include "tenfold/error.hpp"
 #include "tenfold/io.hpp"
+#include "tenfold/tucker.hpp"
 
 namespace {
 
@@ -81,12 +84,15 @@ tenfold::Matrix<T> load_matrix(const std::string& path) {
   return tenfold::Matrix<T>(t.dim(0), t.dim(1), std::move(t.values()));
 }
 
-// Before the input is loaded: BLAS threads and buffers come up (so that they count
-// as the process's baseline, not as the algorithm's memory), and the square GEMM
-// rate of --gemm-size (if given) is measured right before the case, in its process.
+// Before the input is loaded: the BLAS threads come up and every thread's BLAS work
+// buffers are touched in full (a tall, a wide and a square product), so that they count
+// in the baseline, as the library's fixed cost, and not as the algorithm's memory. Then
+// the square GEMM rate of --gemm-size (if given) is measured, right before the case.
 template <class T>
 Json warm_up(const Args& a) {
-  tenfold::bench::gemm_gflops<T>(256, 256, 256, 1);
+  tenfold::bench::gemm_gflops<T>(16384, 64, 512, 1);
+  tenfold::bench::gemm_gflops<T>(64, 32768, 512, 1);
+  tenfold::bench::gemm_gflops<T>(1024, 1024, 1024, 1);
   if (!a.count("gemm-size")) return nullptr;
   const index_t n = std::stoll(a.at("gemm-size"));
   return tenfold::bench::gemm_gflops<T>(n, n, n, 2);
@@ -99,9 +105,10 @@ Json run_gemm(const Args& a) {
   return {{"gflops", tenfold::bench::gemm_gflops<T>(n, n, n, reps)}, {"size", n}};
 }
 
-// ||X - M|| / ||X|| from <X, M> and ||M|| (independent of the ALS loop's own fit).
-template <class T>
-double relative_error(const tenfold::Tensor<T>& x, const tenfold::KTensor<T>& m) {
+// ||X - M|| / ||X|| from <X, M> and ||M|| (independent of the algorithm's own error);
+// M is a CP or a Tucker model.
+template <class T, class Model>
+double relative_error(const tenfold::Tensor<T>& x, const Model& m) {
   const double nx = tenfold::norm(x.view());
   const double r2 = nx * nx - 2.0 * m.inner(x.view()) + std::pow(m.norm(), 2);
   return std::sqrt(std::max(0.0, r2)) / nx;
@@ -140,12 +147,40 @@ Json run_cp(const Args& a) {
 }
 
 template <class T>
+Json run_tucker(const Args& a) {
+  const Json gemm = warm_up<T>(a);
+  const tenfold::Tensor<T> x = tenfold::io::load_npy<T>(need(a, "tensor"));
+  tenfold::TuckerOptions o;
+  o.method = tenfold::parse_tucker_method(need(a, "method"));
+  for (const std::string& r : split(need(a, "ranks"))) o.ranks.push_back(std::stoll(r));
+  o.max_iters = std::max(1, std::stoi(need(a, "iters")));
+  o.tol = 0.0;
+  const long rss_loaded = status_kib("VmRSS");
+  const bool peak_reset = reset_peak();
+
+  const tenfold::TuckerResult<T> res = tenfold::tucker(x, o);
+  const long peak = status_kib("VmHWM");
+  const tenfold::TuckerTimings& t = res.timings;
+  return {{"iters", res.iterations},
+          {"seconds_total", t.total},
+          {"phases", {{"gram", t.gram}, {"eig", t.eig}, {"ttm", t.ttm}}},
+          {"rel_error", relative_error(x, res.model)},
+          {"rel_error_own", res.relative_error},
+          {"input_bytes", x.numel() * static_cast<index_t>(sizeof(T))},
+          {"rss_loaded_kib", rss_loaded},
+          {"peak_rss_kib", peak},
+          {"peak_reset", peak_reset},
+          {"gemm_gflops", gemm}};
+}
+
+template <class T>
 Json dispatch(const std::string& command, const Args& a) {
   if (command == "version") return {{"version", TENFOLD_VERSION}};
   if (command == "gemm") return run_gemm<T>(a);
   if (command == "cp") return run_cp<T>(a);
+  if (command == "tucker") return run_tucker<T>(a);
   throw tenfold::InvalidArgument("unknown command '" + command +
-                                 "' (expected version, gemm or cp)");
+                                 "' (expected version, gemm, cp or tucker)");
 }
 
 }  // namespace
