@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <new>
+#include <utility>
 #include <vector>
 
 #include "cp_test_util.hpp"
@@ -96,25 +97,27 @@ TYPED_TEST(Kernels, GemmAllTransposes) {
     }
 }
 
-TYPED_TEST(Kernels, GemmTallAndSkinnyInRowBlocks) {
-  // Large enough for the row-block split (taken when more than one thread is
-  // available), with a last block shorter than the others.
+TYPED_TEST(Kernels, GemmTallOrWideInBlocks) {
+  // Large enough for the split of C's rows (tall) or columns (wide) into blocks (taken
+  // when more than one thread is available), with a last block shorter than the others.
   using T = TypeParam;
-  const index_t m = 1100, n = 8, k = 300;
+  const index_t k = 300;
   std::uint64_t seed = 40;
-  for (Op ta : {Op::none, Op::trans})
-    for (Op tb : {Op::none, Op::trans}) {
-      const index_t lda = (ta == Op::none ? m : k) + 5, ldb = (tb == Op::none ? k : n) + 1,
-                    ldc = m + 3;
-      const auto a =
-          random_values<T>(static_cast<std::size_t>(lda * (ta == Op::none ? k : m)), ++seed);
-      const auto b =
-          random_values<T>(static_cast<std::size_t>(ldb * (tb == Op::none ? n : k)), ++seed);
-      auto cm = random_values<T>(static_cast<std::size_t>(ldc * n), ++seed);
-      const auto expect = ref_gemm(ta, tb, m, n, k, 0.5, a, lda, b, ldb, 2.0, cm, ldc);
-      this->c.gemm(ta, tb, m, n, k, T(0.5), a.data(), lda, b.data(), ldb, T(2), cm.data(), ldc);
-      EXPECT_LT(rel_diff(cm, expect), this->tol) << "ta " << int(ta) << " tb " << int(tb);
-    }
+  for (const auto [m, n] : {std::pair<index_t, index_t>{1100, 8}, {8, 1100}})
+    for (Op ta : {Op::none, Op::trans})
+      for (Op tb : {Op::none, Op::trans}) {
+        const index_t lda = (ta == Op::none ? m : k) + 5, ldb = (tb == Op::none ? k : n) + 1,
+                      ldc = m + 3;
+        const auto a =
+            random_values<T>(static_cast<std::size_t>(lda * (ta == Op::none ? k : m)), ++seed);
+        const auto b =
+            random_values<T>(static_cast<std::size_t>(ldb * (tb == Op::none ? n : k)), ++seed);
+        auto cm = random_values<T>(static_cast<std::size_t>(ldc * n), ++seed);
+        const auto expect = ref_gemm(ta, tb, m, n, k, 0.5, a, lda, b, ldb, 2.0, cm, ldc);
+        this->c.gemm(ta, tb, m, n, k, T(0.5), a.data(), lda, b.data(), ldb, T(2), cm.data(), ldc);
+        EXPECT_LT(rel_diff(cm, expect), this->tol)
+            << m << "x" << n << " ta " << int(ta) << " tb " << int(tb);
+      }
 }
 
 TYPED_TEST(Kernels, GemmSingleColumnUsesStrideOfB) {

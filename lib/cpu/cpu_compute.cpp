@@ -96,33 +96,45 @@ void CpuCompute<T>::gemm(Op ta, Op tb, index_t m, index_t n, index_t k, T alpha,
     }
     return;
   }
-  const auto blas_gemm = [&](int rows, const T* a_rows, T* c_rows) {
+  const auto blas_gemm = [&](int rows, int cols, const T* a_part, const T* b_part, T* c_part) {
     if constexpr (std::is_same_v<T, double>) {
-      cblas_dgemm(CblasColMajor, blas_op(ta), blas_op(tb), rows, in, ik, alpha, a_rows, ia, b, ib,
-                  beta, c_rows, ic);
+      cblas_dgemm(CblasColMajor, blas_op(ta), blas_op(tb), rows, cols, ik, alpha, a_part, ia,
+                  b_part, ib, beta, c_part, ic);
     } else {
-      cblas_sgemm(CblasColMajor, blas_op(ta), blas_op(tb), rows, in, ik, alpha, a_rows, ia, b, ib,
-                  beta, c_rows, ic);
+      cblas_sgemm(CblasColMajor, blas_op(ta), blas_op(tb), rows, cols, ik, alpha, a_part, ia,
+                  b_part, ib, beta, c_part, ic);
     }
   };
-  // Tall and skinny C (the MTTKRP's big contractions): OpenBLAS threads these poorly
-  // (and statically, which a busy machine punishes), so the rows of C are cut into
-  // blocks that threads take dynamically, each block one single-threaded GEMM (OpenBLAS
-  // does not thread inside an OpenMP region). Block sizes depend on the shape only.
-  const index_t block = std::max<index_t>(256, (m / 32 + 63) / 64 * 64);
-  const bool split =
-      n <= 128 && m >= 8 * n && m >= 2 * block &&
-      2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) >= 4e6 &&
-      omp_get_max_threads() > 1 && !omp_in_parallel();
-  if (!split) {
-    blas_gemm(im, a, c);
+  // Tall and skinny C (the MTTKRP's big contractions) or short and wide C (a TTM on the
+  // first mode): OpenBLAS threads these poorly (or not at all, and statically, which a
+  // busy machine punishes), so the long side of C is cut into blocks that the threads
+  // take dynamically, each block one single-threaded GEMM (OpenBLAS does not thread
+  // inside an OpenMP region). Block sizes depend on the shape only.
+  const auto block_of = [](index_t len) {
+    return std::max<index_t>(256, (len / 32 + 63) / 64 * 64);
+  };
+  const auto splits = [&](index_t len, index_t other) {
+    return other <= 128 && len >= 8 * other && len >= 2 * block_of(len);
+  };
+  const bool rows = splits(m, n), cols = !rows && splits(n, m);
+  if (!(rows || cols) ||
+      2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) < 4e6 ||
+      omp_get_max_threads() < 2 || omp_in_parallel()) {
+    blas_gemm(im, in, a, b, c);
     return;
   }
-  // Row block i0.. of op(A) starts at column i0 of A when A is transposed.
-  const index_t a_step = ta == Op::none ? 1 : lda;
+  const index_t len = rows ? m : n, block = block_of(len);
+  // Rows i0.. of op(A) start at column i0 of A when A is transposed; columns j0.. of
+  // op(B) at row j0 of B when B is transposed.
+  const index_t step = rows ? (ta == Op::none ? 1 : lda) : (tb == Op::none ? ldb : 1);
 #pragma omp parallel for schedule(dynamic)
-  for (index_t i0 = 0; i0 < m; i0 += block) {
-    blas_gemm(static_cast<int>(std::min(block, m - i0)), a + i0 * a_step, c + i0);
+  for (index_t i0 = 0; i0 < len; i0 += block) {
+    const int part = static_cast<int>(std::min(block, len - i0));
+    if (rows) {
+      blas_gemm(part, in, a + i0 * step, b, c + i0);
+    } else {
+      blas_gemm(im, part, a, b + i0 * step, c + i0 * ldc);
+    }
   }
 }
 
