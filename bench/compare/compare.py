@@ -404,7 +404,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--driver", required=True, help="path of tenfold_compare_driver")
     p.add_argument("--quick", action="store_true", help="a subset, one repetition (under a minute)")
-    p.add_argument("--reps", type=int, help="most repetitions per case and side (default 5, quick 1)")
+    p.add_argument("--reps", type=int, help="most repetitions per case and side (default 3, quick 1)")
     p.add_argument("--threads", type=int, default=2,
                    help="threads of each side: the faster of 1 and this many (default 2)")
     p.add_argument("--fixed-threads", action="store_true",
@@ -417,7 +417,7 @@ def main():
     p.add_argument("--only", help="run only cases whose label contains this text")
     p.add_argument("--out", default="build/compare", help="folder for results.json, table.md, ratios.png")
     args = p.parse_args()
-    reps = args.reps or (1 if args.quick else 5)
+    reps = args.reps or (1 if args.quick else 3)
     dtypes = args.dtypes.split(",")
     start = time.time()
     os.makedirs(args.out, exist_ok=True)
@@ -457,7 +457,7 @@ def main():
     # Same-run GEMM rates (square, each side's own BLAS); the driver measures a
     # smaller one again before every case.
     n = 1000 if args.quick else 4000
-    case_gemm = 1000 if args.quick else 2000
+    case_gemm = 1000 if args.quick else 1500
     gemm = {"tenfold": {}, "tensorly": {}}
     for dt in dtypes:
         gemm["tenfold"][dt] = run_json(

@@ -90,9 +90,9 @@ tenfold::Matrix<T> load_matrix(const std::string& path) {
 // the square GEMM rate of --gemm-size (if given) is measured, right before the case.
 template <class T>
 Json warm_up(const Args& a) {
-  tenfold::bench::gemm_gflops<T>(16384, 64, 512, 1);
-  tenfold::bench::gemm_gflops<T>(64, 32768, 512, 1);
-  tenfold::bench::gemm_gflops<T>(1024, 1024, 1024, 1);
+  tenfold::bench::gemm_gflops<T>(16384, 64, 512, 0);
+  tenfold::bench::gemm_gflops<T>(64, 32768, 512, 0);
+  tenfold::bench::gemm_gflops<T>(1024, 1024, 1024, 0);
   if (!a.count("gemm-size")) return nullptr;
   const index_t n = std::stoll(a.at("gemm-size"));
   return tenfold::bench::gemm_gflops<T>(n, n, n, 2);
