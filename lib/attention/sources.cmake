@@ -1,0 +1,5 @@
+target_sources(tenfold PRIVATE
+  attention/compress.cpp
+  attention/layer.cpp
+  attention/redundancy.cpp
+  attention/scores.cpp)
