@@ -276,6 +276,16 @@ TEST(Attention, StructuredKeepsTheBetterOfItsStarts) {
   const CompressResult<double> best = run(Init::structured);
   EXPECT_DOUBLE_EQ(best.relative_error, std::min(heads, nvecs));
   EXPECT_EQ(best.iterations, 6);
+  // A heads start that converges within the trial is kept as it is.
+  CompressOptions loose;
+  loose.rank = 7;
+  loose.tol = 0.05;
+  loose.init = Init::heads;
+  const CompressResult<double> h = compress(l, loose);
+  ASSERT_TRUE(h.converged);
+  ASSERT_LT(h.iterations, 10);
+  loose.init = Init::structured;
+  EXPECT_EQ(compress(l, loose).relative_error, h.relative_error);
   // Past the trial the kept start goes on: never worse than after the trial.
   CompressOptions o;
   o.rank = 7;

@@ -80,6 +80,7 @@ enum class Init {
   /// Both starts below that come from the exact form's structure (heads, nvecs) run
   /// a few sweeps (10, or max_iters if fewer) and the one with the lower error goes
   /// on: per-head redundancy favours `heads`, directions shared across heads `nvecs`.
+  /// When `heads` converges (tol) within those sweeps, it is kept without the trial.
   structured,
   /// Each head's product W_Q^h W_K^h^T is split into its singular triplets and the R
   /// largest over all heads are kept: the best rank-R model in which no component

@@ -31,7 +31,7 @@ Weights weights_of(const QueryKeyLayer<T>& layer) {
   return {to_double(layer.query_weight), to_double(layer.key_weight), layer.heads, layer.head_dim};
 }
 
-// Starting factors for Init::structured: the singular triplets (s, u, v) of every
+// Starting factors for Init::heads: the singular triplets (s, u, v) of every
 // head's P_h / sqrt(d), the R largest over all heads, mixing s at the head's row.
 template <class T>
 std::vector<Matrix<T>> structured_start(const Weights& w, index_t rank, std::uint64_t seed) {
@@ -59,7 +59,7 @@ std::vector<Matrix<T>> structured_start(const Weights& w, index_t rank, std::uin
     c.gemm(Op::none, Op::none, d, d, d, 1.0, gqh, d, lk.data(), d, 0.0, tmp.data(), d);
     c.gemm(Op::trans, Op::none, d, d, d, 1.0, lk.data(), d, tmp.data(), d, 0.0, gz.data(), d);
     c.syevd(d, gz.data(), d, lam.data());
-    // U = Z W diag(1/s) (left singular vectors), V = K_h (Q_h^T U) diag(1/s) (right ones)
+    // U = Z W diag(1/s) (left singular vectors), V = P_h^T U diag(1/s) = K_h Q_h^T Z W diag(1/s^2)
     double* uh = u.col(h * d);
     double* vh = v.col(h * d);
     c.gemm(Op::none, Op::none, rows, d, d, 1.0, z.data(), rows, gz.data(), d, 0.0, uh, rows);
@@ -208,12 +208,14 @@ CompressResult<T> compress(const QueryKeyLayer<T>& layer, const CompressOptions&
   CpResult<T> fit;
   switch (options.init) {
     case Init::structured: {
-      // Both structured starts for a few sweeps; the better one goes on from where it is.
+      // Both structured starts for a few sweeps (nvecs only when heads has not already
+      // converged); the better one goes on from where it is.
       const int trial = std::min(options.max_iters, detail::kTrialIterations);
-      CpResult<T> heads =
-          run(CpInit::given, detail::structured_start<T>(w, r, options.seed), trial);
-      CpResult<T> nvecs = run(CpInit::nvecs, {}, trial);
-      fit = std::move(nvecs.fit > heads.fit ? nvecs : heads);
+      fit = run(CpInit::given, detail::structured_start<T>(w, r, options.seed), trial);
+      if (!fit.converged) {
+        CpResult<T> nvecs = run(CpInit::nvecs, {}, trial);
+        if (nvecs.fit > fit.fit) fit = std::move(nvecs);
+      }
       if (fit.stop == CpStop::max_iters && options.max_iters > trial) {
         const int done = fit.iterations;
         fit = run(CpInit::given, detail::folded(std::move(fit.model)), options.max_iters - trial);
