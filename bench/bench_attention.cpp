@@ -119,8 +119,8 @@ void Bert12Layers(benchmark::State& state) {
 
 BENCHMARK(AlsIteration<double>)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(3);
 BENCHMARK(AlsIteration<float>)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(3);
-BENCHMARK(Gemm<double>)->Arg(2048)->Unit(benchmark::kMillisecond);
-BENCHMARK(Gemm<float>)->Arg(2048)->Unit(benchmark::kMillisecond);
+BENCHMARK(Gemm<double>)->Arg(2048)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(Gemm<float>)->Arg(2048)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(Bert12Layers)->UseManualTime()->Unit(benchmark::kSecond)->Iterations(1);
 
 }  // namespace

@@ -80,11 +80,11 @@ enum class Init {
   /// Both starts below that come from the exact form's structure (heads, nvecs) run
   /// a few sweeps (10, or max_iters if fewer) and the one with the lower error goes
   /// on: per-head redundancy favours `heads`, directions shared across heads `nvecs`.
-  /// When `heads` converges (tol) within those sweeps, it is kept without the trial.
+  /// When `heads` converges (tol) within those sweeps, nvecs is not tried.
   structured,
   /// Each head's product W_Q^h W_K^h^T is split into its singular triplets and the R
-  /// largest over all heads are kept: the best rank-R model in which no component
-  /// is shared, exact at R = H d.
+  /// largest over all heads are kept: before the first sweep, the best rank-R model
+  /// in which no component is shared between heads; exact at R = H d.
   heads,
   /// Leading left/right singular vectors of the stacked P = [P_1 | ... | P_H] (the
   /// Tensor Toolbox's nvecs on the QK tensor's two D-sized modes).
@@ -103,7 +103,7 @@ struct CompressOptions {
   double tol = 1e-6;    ///< stop when the relative error changes by less than this (>= 0)
   int max_iters = 100;  ///< ALS iterations (sweeps), >= 1
   Init init = Init::structured;
-  std::uint64_t seed = 0;  ///< for Init::random
+  std::uint64_t seed = 0;  ///< Init::random (and filler columns when rank(T) < R)
   Backend backend = Backend::cpu;
 };
 
@@ -129,7 +129,8 @@ template <class T>
 CompressResult<T> compress(const QueryKeyLayer<T>& layer, const CompressOptions& options);
 
 /// ||T - T~|| / ||T|| between the layer's QK tensor and the collaborative one
-/// (context_scale included), accumulated in double without forming either tensor.
+/// (context_scale included), accumulated in double without forming either tensor
+/// (below 1e-3, where norms cancel, from one D x D head slice of T - T~ at a time).
 template <class T>
 double qk_error(const QueryKeyLayer<T>& layer, const CollaborativeLayer<T>& collab);
 
