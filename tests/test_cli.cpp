@@ -6,8 +6,8 @@
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <span>
+#include <sstream>
 #include <string>
 
 #include "temp_dir.hpp"
@@ -44,8 +44,8 @@ struct CliRun {
 // Runs `tenfold ARGS` through the shell, capturing stdout and stderr.
 CliRun tenfold_cli(const TempDir& dir, const std::string& args) {
   const fs::path out = dir / "stdout.txt", err = dir / "stderr.txt";
-  const std::string cmd = std::string(TENFOLD_CLI) + " " + args + " >" + out.string() + " 2>" +
-                          err.string();
+  const std::string cmd =
+      std::string(TENFOLD_CLI) + " " + args + " >" + out.string() + " 2>" + err.string();
   const int status = std::system(cmd.c_str());
   CliRun r;
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -68,8 +68,8 @@ TEST(Cli, HelpDocumentsEveryFlag) {
   EXPECT_NE(top.out.find("tucker"), std::string::npos);
   const CliRun cp = tenfold_cli(dir, "cp --help");
   EXPECT_EQ(cp.code, 0);
-  for (const char* flag : {"--rank", "--max-iters", "--tol", "--init", "--seed", "--dtype",
-                           "--out", "--quiet", "--backend", "--init-factors"}) {
+  for (const char* flag : {"--rank", "--max-iters", "--tol", "--init", "--seed", "--dtype", "--out",
+                           "--quiet", "--backend", "--init-factors"}) {
     EXPECT_NE(cp.out.find(flag), std::string::npos) << flag;
   }
   const CliRun tucker = tenfold_cli(dir, "tucker --help");
@@ -82,7 +82,7 @@ TEST(Cli, CpOnRealDataWritesFactorsInNumPyAxisOrder) {
   TempDir dir;
   const std::string before = slurp(kCovid);
   const CliRun r = tenfold_cli(dir, "cp " + kCovid.string() + " --rank 3 --init nvecs --tol 1e-8 " +
-                                     "--max-iters 1000 --out " + (dir / "out").string());
+                                        "--max-iters 1000 --out " + (dir / "out").string());
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(slurp(kCovid), before);  // the input is never modified
   EXPECT_EQ(npy_shape(dir / "out/factor_0.npy"), (std::vector<index_t>{438, 3}));
@@ -110,9 +110,9 @@ TEST(Cli, CpOnRealDataWritesFactorsInNumPyAxisOrder) {
   for (index_t i = 0; i < 438 * 3; ++i) EXPECT_EQ(f0[i], lib.model.factors[2].values()[i]);
 
   // Warm start from the written factors: already at the optimum.
-  const CliRun warm = tenfold_cli(dir, "cp " + kCovid.string() + " --rank 3 --tol 1e-8 -q " +
-                                        "--init-factors " + (dir / "out").string() + " --out " +
-                                        (dir / "warm").string());
+  const CliRun warm =
+      tenfold_cli(dir, "cp " + kCovid.string() + " --rank 3 --tol 1e-8 -q " + "--init-factors " +
+                           (dir / "out").string() + " --out " + (dir / "warm").string());
   ASSERT_EQ(warm.code, 0) << warm.err;
   const auto warm_report = nlohmann::json::parse(slurp(dir / "warm/report.json"));
   EXPECT_EQ(warm_report["init"], "given");
@@ -124,22 +124,21 @@ TEST(Cli, CpInFloat32AgreesWithFloat64) {
   TempDir dir;
   const std::string common = " --rank 2 --init nvecs --tol 1e-7 --max-iters 500 -q --out ";
   ASSERT_EQ(tenfold_cli(dir, "cp " + kCovid.string() + common + (dir / "d").string()).code, 0);
-  ASSERT_EQ(tenfold_cli(dir, "cp " + kCovid.string() + " --dtype float32" + common +
-                                 (dir / "f").string())
-                .code,
-            0);
+  ASSERT_EQ(
+      tenfold_cli(dir, "cp " + kCovid.string() + " --dtype float32" + common + (dir / "f").string())
+          .code,
+      0);
   const auto d = nlohmann::json::parse(slurp(dir / "d/report.json"));
   const auto f = nlohmann::json::parse(slurp(dir / "f/report.json"));
   EXPECT_EQ(f["dtype"], "float32");
   EXPECT_NEAR(f["fit"].get<double>(), d["fit"].get<double>(), 1e-4);
-  EXPECT_EQ(tenfold::io::read_npy_header(dir / "f/weights.npy").dtype,
-            tenfold::io::DType::float32);
+  EXPECT_EQ(tenfold::io::read_npy_header(dir / "f/weights.npy").dtype, tenfold::io::DType::float32);
 }
 
 TEST(Cli, TuckerWritesCoreAndFactorsInNumPyAxisOrder) {
   TempDir dir;
-  const CliRun r = tenfold_cli(dir, "tucker " + kCovid.string() + " --ranks 20,4,5 -q --out " +
-                                     (dir / "t").string());
+  const CliRun r = tenfold_cli(
+      dir, "tucker " + kCovid.string() + " --ranks 20,4,5 -q --out " + (dir / "t").string());
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(npy_shape(dir / "t/core.npy"), (std::vector<index_t>{20, 4, 5}));
   EXPECT_EQ(npy_shape(dir / "t/factor_0.npy"), (std::vector<index_t>{438, 20}));
@@ -161,7 +160,7 @@ TEST(Cli, TuckerWritesCoreAndFactorsInNumPyAxisOrder) {
   EXPECT_EQ(report["ranks"], (std::vector<index_t>{20, 4, 5}));
 
   const CliRun eps = tenfold_cli(dir, "tucker " + kCovid.string() + " --tol 0.2 --method hooi -q " +
-                                       "--out " + (dir / "e").string());
+                                          "--out " + (dir / "e").string());
   ASSERT_EQ(eps.code, 0) << eps.err;
   EXPECT_LE(nlohmann::json::parse(slurp(dir / "e/report.json"))["relative_error"].get<double>(),
             0.2);
@@ -213,8 +212,8 @@ TEST(Cli, RefusesToOverwriteItsInput) {
   fs::create_directories(dir / "d");
   fs::copy_file(kCovid, dir / "d/factor_0.npy");
   const std::string before = slurp(dir / "d/factor_0.npy");
-  const CliRun r = tenfold_cli(dir, "cp " + (dir / "d/factor_0.npy").string() + " --rank 2 --out " +
-                                     (dir / "d").string());
+  const CliRun r = tenfold_cli(
+      dir, "cp " + (dir / "d/factor_0.npy").string() + " --rank 2 --out " + (dir / "d").string());
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("is the input file"), std::string::npos) << r.err;
   EXPECT_EQ(slurp(dir / "d/factor_0.npy"), before);
@@ -252,10 +251,14 @@ struct TinyBert {
       add(p + "self.value.weight", {8, 8});
       add(p + "output.dense.weight", {8, 8});
     }
-    tensors.push_back({prefix + "embeddings.position_ids", "I64", {1, 6},
+    tensors.push_back({prefix + "embeddings.position_ids",
+                       "I64",
+                       {1, 6},
                        std::as_bytes(std::span<const std::int64_t>(ids))});
   }
-  void save(const fs::path& p) const { tenfold::io::save_safetensors(p, tensors, {{"format", "pt"}}); }
+  void save(const fs::path& p) const {
+    tenfold::io::save_safetensors(p, tensors, {{"format", "pt"}});
+  }
 };
 
 }  // namespace
@@ -267,15 +270,15 @@ TEST(Cli, AttentionCompressRewritesQueryKeyAndCopiesTheRest) {
   const std::string before = slurp(dir / "model.safetensors");
   for (const int rank : {8, 3}) {
     const std::string out = (dir / ("r" + std::to_string(rank) + ".safetensors")).string();
-    const CliRun r = tenfold_cli(dir, "attention compress " + (dir / "model.safetensors").string() +
-                                          " --shared-dim " + std::to_string(rank) +
-                                          " --heads 2 -q --out " + out + " --report " +
-                                          (dir / "report.json").string());
+    const CliRun r =
+        tenfold_cli(dir, "attention compress " + (dir / "model.safetensors").string() +
+                             " --shared-dim " + std::to_string(rank) + " --heads 2 -q --out " +
+                             out + " --report " + (dir / "report.json").string());
     ASSERT_EQ(r.code, 0) << r.err;
     const tenfold::io::SafetensorsFile in(dir / "model.safetensors"), res(out);
     for (const auto& e : in.tensors()) {
-      const bool qk = e.name.find(".query.") != std::string::npos ||
-                      e.name.find(".key.") != std::string::npos;
+      const bool qk =
+          e.name.find(".query.") != std::string::npos || e.name.find(".key.") != std::string::npos;
       if (qk) {
         EXPECT_EQ(res.find(e.name), nullptr) << e.name;
       } else {
@@ -318,9 +321,8 @@ TEST(Cli, AttentionCompressRewritesQueryKeyAndCopiesTheRest) {
   }
   EXPECT_EQ(slurp(dir / "model.safetensors"), before);
 
-  const CliRun analyze = tenfold_cli(dir, "attention analyze " +
-                                              (dir / "model.safetensors").string() +
-                                              " --heads 2 --json");
+  const CliRun analyze = tenfold_cli(
+      dir, "attention analyze " + (dir / "model.safetensors").string() + " --heads 2 --json");
   ASSERT_EQ(analyze.code, 0) << analyze.err;
   const auto j = nlohmann::json::parse(analyze.out);
   ASSERT_EQ(j["layers"].size(), 2u);
@@ -342,8 +344,9 @@ TEST(Cli, AttentionReadsHeadsFromConfigAndDistilBertNames) {
   }
   model.save(dir / "model.safetensors");
   std::ofstream(dir / "config.json") << R"({"n_heads": 2, "dim": 8})";
-  const CliRun r = tenfold_cli(dir, "attention compress " + (dir / "model.safetensors").string() +
-                                        " --shared-dim 4 -q --out " + (dir / "o.safetensors").string());
+  const CliRun r =
+      tenfold_cli(dir, "attention compress " + (dir / "model.safetensors").string() +
+                           " --shared-dim 4 -q --out " + (dir / "o.safetensors").string());
   ASSERT_EQ(r.code, 0) << r.err;
   const tenfold::io::SafetensorsFile res(dir / "o.safetensors");
   EXPECT_NE(res.find("transformer.layer.0.attention.collab.mixing"), nullptr);
@@ -380,7 +383,8 @@ TEST(Cli, AttentionBadCheckpointsGiveOneLineAndWriteNothing) {
     std::string args, message;
   };
   const std::vector<Case> cases = {
-      {write("cut.safetensors", good.substr(0, good.size() - 10)) + " --heads 2", "cut.safetensors"},
+      {write("cut.safetensors", good.substr(0, good.size() - 10)) + " --heads 2",
+       "cut.safetensors"},
       {write("beyond.safetensors", beyond) + " --heads 2", "header"},
       {write("json.safetensors", bad_json) + " --heads 2", "JSON"},
       {(dir / "nokey.safetensors").string() + " --heads 2", "key.weight"},
@@ -399,10 +403,12 @@ TEST(Cli, AttentionBadCheckpointsGiveOneLineAndWriteNothing) {
     EXPECT_NE(r.err.find(c.message), std::string::npos) << args << "\n" << r.err;
     EXPECT_FALSE(fs::exists(dir / "out.safetensors")) << args;
   }
-  const CliRun zero = tenfold_cli(dir, "attention compress " + g + " --heads 2 --shared-dim 0" + out);
+  const CliRun zero =
+      tenfold_cli(dir, "attention compress " + g + " --heads 2 --shared-dim 0" + out);
   EXPECT_EQ(zero.code, 1);
   EXPECT_NE(zero.err.find("outside [1, 8]"), std::string::npos) << zero.err;
-  const CliRun same = tenfold_cli(dir, "attention compress " + g + " --heads 2 --shared-dim 4 --out " + g);
+  const CliRun same =
+      tenfold_cli(dir, "attention compress " + g + " --heads 2 --shared-dim 4 --out " + g);
   EXPECT_EQ(same.code, 1);
   EXPECT_EQ(slurp(dir / "good.safetensors"), good);
 }

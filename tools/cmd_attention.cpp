@@ -41,7 +41,8 @@ nlohmann::json layer_json(const attention::LayerReport& l) {
 }
 
 int run_compress(const CompressArgs& a) {
-  if (!a.report.empty()) prepare_output_dir(std::filesystem::path(a.report).parent_path().empty() ? "." : std::filesystem::path(a.report).parent_path(), a.input, {std::filesystem::path(a.report).filename()});
+  prepare_output_file(a.out, a.input);
+  if (!a.report.empty()) prepare_output_file(a.report, a.input);
   attention::CheckpointOptions o;
   o.compress.rank = a.shared_dim;
   o.compress.max_iters = a.max_iters;
@@ -59,25 +60,26 @@ int run_compress(const CompressArgs& a) {
   }
   const attention::CheckpointReport rep = attention::compress_checkpoint(a.input, a.out, o);
 
-  std::printf("%-6s %14s %10s %9s %14s %14s\n", "layer", "QK rel. error", "iterations",
-              "seconds", "params before", "params after");
+  std::printf("%-6s %14s %10s %9s %14s %14s\n", "layer", "QK rel. error", "iterations", "seconds",
+              "params before", "params after");
   index_t before = 0, after = 0;
   nlohmann::json layers = nlohmann::json::array();
   for (const attention::LayerReport& l : rep.layers) {
-    std::printf("%-6d %14.6g %10d %9.2f %14lld %14lld\n", l.index, l.relative_error,
-                l.iterations, l.seconds, static_cast<long long>(l.params_before),
+    std::printf("%-6d %14.6g %10d %9.2f %14lld %14lld\n", l.index, l.relative_error, l.iterations,
+                l.seconds, static_cast<long long>(l.params_before),
                 static_cast<long long>(l.params_after));
     before += l.params_before;
     after += l.params_after;
     layers.push_back(layer_json(l));
   }
-  std::printf("shared dim %lld (heads %lld x head dim %lld, width %lld): query/key parameters "
-              "%lld -> %lld, model %lld -> %lld, %.2f s\n",
-              static_cast<long long>(rep.shared_dim), static_cast<long long>(rep.heads),
-              static_cast<long long>(rep.head_dim), static_cast<long long>(rep.input_dim),
-              static_cast<long long>(before), static_cast<long long>(after),
-              static_cast<long long>(rep.total_params_before),
-              static_cast<long long>(rep.total_params_after), rep.seconds);
+  std::printf(
+      "shared dim %lld (heads %lld x head dim %lld, width %lld): query/key parameters "
+      "%lld -> %lld, model %lld -> %lld, %.2f s\n",
+      static_cast<long long>(rep.shared_dim), static_cast<long long>(rep.heads),
+      static_cast<long long>(rep.head_dim), static_cast<long long>(rep.input_dim),
+      static_cast<long long>(before), static_cast<long long>(after),
+      static_cast<long long>(rep.total_params_before),
+      static_cast<long long>(rep.total_params_after), rep.seconds);
   if (!a.report.empty()) {
     write_json(a.report, {{"command", "attention compress"},
                           {"input", a.input},
@@ -138,9 +140,10 @@ int run_analyze(const AnalyzeArgs& a) {
 }  // namespace
 
 Command add_attention_command(CLI::App& app) {
-  CLI::App* cmd = app.add_subcommand(
-      "attention", "Rewrite multi-head attention into collaborative form (compress), or "
-                   "measure how much the heads share (analyze)");
+  CLI::App* cmd =
+      app.add_subcommand("attention",
+                         "Rewrite multi-head attention into collaborative form (compress), or "
+                         "measure how much the heads share (analyze)");
   cmd->require_subcommand(1);
 
   auto c = std::make_shared<CompressArgs>();
@@ -175,14 +178,16 @@ Command add_attention_command(CLI::App& app) {
       ->capture_default_str();
 
   auto an = std::make_shared<AnalyzeArgs>();
-  CLI::App* analyze = cmd->add_subcommand(
-      "analyze", "Per layer, the dimensions that hold 90/95/99 % of the energy of "
-                 "P = [P_1 | ... | P_H] (P_h = W_Q^h W_K^h^T), of W_Q and of W_K");
+  CLI::App* analyze =
+      cmd->add_subcommand("analyze",
+                          "Per layer, the dimensions that hold 90/95/99 % of the energy of "
+                          "P = [P_1 | ... | P_H] (P_h = W_Q^h W_K^h^T), of W_Q and of W_K");
   analyze->add_option("input", an->input, "Checkpoint (.safetensors)")->required();
   analyze->add_option("--heads", an->heads, "Attention heads (default: from config.json)");
   analyze->add_flag("--json", an->json, "Print JSON with the full curves");
 
-  return {cmd, [c, an, compress] { return compress->parsed() ? run_compress(*c) : run_analyze(*an); }};
+  return {cmd,
+          [c, an, compress] { return compress->parsed() ? run_compress(*c) : run_analyze(*an); }};
 }
 
 }  // namespace tenfold::cli
