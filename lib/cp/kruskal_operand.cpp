@@ -8,8 +8,13 @@ template <class T>
 KruskalOperand<T>::KruskalOperand(Compute<T>& c, const KTensor<T>& x)
     : CpOperand<T>(c), dims_(x.dims()), s_(x.rank()) {
   for (const Matrix<T>& f : x.factors) {
-    a_.emplace_back(c, static_cast<std::size_t>(f.size()));
-    c.upload(a_.back().get(), f.data(), static_cast<std::size_t>(f.size()));
+    if (c.kind() == Backend::cpu) {
+      a_.push_back(f.data());
+      continue;
+    }
+    a_copy_.emplace_back(c, static_cast<std::size_t>(f.size()));
+    c.upload(a_copy_.back().get(), f.data(), static_cast<std::size_t>(f.size()));
+    a_.push_back(a_copy_.back().get());
   }
   mu_ = Buffer<T>(c, static_cast<std::size_t>(s_));
   c.upload(mu_.get(), x.weights.data(), static_cast<std::size_t>(s_));
@@ -39,22 +44,20 @@ template <class T>
 double KruskalOperand<T>::norm_squared() {
   Compute<T>& c = this->c_;
   const auto ss = static_cast<std::size_t>(s_ * s_);
-  std::vector<Buffer<T>> grams;
-  std::vector<const T*> blocks;
+  // W = *_m G_m, G_m = A_m^T A_m
+  Buffer<T> w(c, ss), g(c, ss);
   for (int m = 0; m < this->order(); ++m) {
-    grams.emplace_back(c, ss);
-    c.syrk(Op::trans, s_, dims_[static_cast<std::size_t>(m)], T(1),
-           a_[static_cast<std::size_t>(m)].get(), dims_[static_cast<std::size_t>(m)], T(0),
-           grams.back().get(), s_);
-    blocks.push_back(grams.back().get());
+    const index_t rows = dims_[static_cast<std::size_t>(m)];
+    c.syrk(Op::trans, s_, rows, T(1), a_[static_cast<std::size_t>(m)], rows, T(0),
+           m == 0 ? w.get() : g.get(), s_);
+    if (m > 0) c.hadamard(ss, g.get(), w.get());
   }
-  // ||X||^2 = mu^T (diag(mu) *_m G_m) 1 = sum of diag(mu) (*_m G_m) diag(mu).
-  Buffer<T> w(c, ss);
-  weighted_product(-1, blocks, s_, w.get());
+  // ||X||^2 = mu^T W mu = sum_j <mu, W(:, j) mu_j>, every sum in double.
   c.scale_columns(s_, s_, w.get(), s_, mu_.get());
-  Buffer<T> ones(c, ss);
-  c.fill(ones.get(), ss, T(1));
-  return c.dot(ss, w.get(), ones.get());
+  double sum = 0.0;
+  for (index_t j = 0; j < s_; ++j)
+    sum += c.dot(static_cast<std::size_t>(s_), mu_.get(), w.get() + j * s_);
+  return sum;
 }
 
 template <class T>
@@ -69,7 +72,7 @@ void KruskalOperand<T>::mttkrp(int n, std::span<const T* const> factors, index_t
     if (!valid_[mi]) {
       // C_m = A_m^T U_m (S x R)
       T* cm = ensure(c, cross_[mi], static_cast<std::size_t>(s_ * rank));
-      c.gemm(Op::trans, Op::none, s_, rank, dims_[mi], T(1), a_[mi].get(), dims_[mi], factors[mi],
+      c.gemm(Op::trans, Op::none, s_, rank, dims_[mi], T(1), a_[mi], dims_[mi], factors[mi],
              dims_[mi], T(0), cm, s_);
       valid_[mi] = true;
     }
@@ -79,7 +82,7 @@ void KruskalOperand<T>::mttkrp(int n, std::span<const T* const> factors, index_t
   weighted_product(n, blocks, rank, w);
   // out = A_n W
   const auto ni = static_cast<std::size_t>(n);
-  c.gemm(Op::none, Op::none, dims_[ni], rank, s_, T(1), a_[ni].get(), dims_[ni], w, s_, T(0), out,
+  c.gemm(Op::none, Op::none, dims_[ni], rank, s_, T(1), a_[ni], dims_[ni], w, s_, T(0), out,
          dims_[ni]);
 }
 
@@ -94,7 +97,7 @@ void KruskalOperand<T>::mode_gram(int n, T* out) {
     if (m == n) continue;
     grams.emplace_back(c, ss);
     c.syrk(Op::trans, s_, dims_[static_cast<std::size_t>(m)], T(1),
-           a_[static_cast<std::size_t>(m)].get(), dims_[static_cast<std::size_t>(m)], T(0),
+           a_[static_cast<std::size_t>(m)], dims_[static_cast<std::size_t>(m)], T(0),
            grams.back().get(), s_);
     blocks[static_cast<std::size_t>(m)] = grams.back().get();
   }
@@ -102,9 +105,9 @@ void KruskalOperand<T>::mode_gram(int n, T* out) {
   Buffer<T> w(c, ss), aw(c, static_cast<std::size_t>(dims_[ni] * s_));
   weighted_product(n, blocks, s_, w.get());
   c.scale_columns(s_, s_, w.get(), s_, mu_.get());
-  c.gemm(Op::none, Op::none, dims_[ni], s_, s_, T(1), a_[ni].get(), dims_[ni], w.get(), s_, T(0),
+  c.gemm(Op::none, Op::none, dims_[ni], s_, s_, T(1), a_[ni], dims_[ni], w.get(), s_, T(0),
          aw.get(), dims_[ni]);
-  c.gemm(Op::none, Op::trans, dims_[ni], dims_[ni], s_, T(1), aw.get(), dims_[ni], a_[ni].get(),
+  c.gemm(Op::none, Op::trans, dims_[ni], dims_[ni], s_, T(1), aw.get(), dims_[ni], a_[ni],
          dims_[ni], T(0), out, dims_[ni]);
 }
 

@@ -13,6 +13,8 @@ namespace tenfold::detail {
 template <class T>
 class KruskalOperand final : public CpOperand<T> {
  public:
+  /// Views x's factors on the cpu backend (x must outlive the operand); copies them
+  /// to the device once otherwise.
   KruskalOperand(Compute<T>& c, const KTensor<T>& x);
 
   const std::vector<index_t>& dims() const override { return dims_; }
@@ -27,9 +29,10 @@ class KruskalOperand final : public CpOperand<T> {
 
   std::vector<index_t> dims_;
   index_t s_ = 0;
-  std::vector<Buffer<T>> a_;      // A_m on the backend
-  Buffer<T> mu_;                  // S
-  std::vector<Buffer<T>> cross_;  // A_m^T U_m (S x R), valid_[m] says if current
+  std::vector<const T*> a_;        // A_m on the backend
+  std::vector<Buffer<T>> a_copy_;  // device copies of the A_m (none on the cpu backend)
+  Buffer<T> mu_;                   // S
+  std::vector<Buffer<T>> cross_;   // A_m^T U_m (S x R), valid_[m] says if current
   std::vector<bool> valid_;
   index_t cached_rank_ = 0;
   Buffer<T> w_, mu_cols_;
