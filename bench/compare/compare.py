@@ -39,7 +39,9 @@ def shape_label(dims):
 @dataclass
 class Case:
     """One comparison. kind "cp": CP-ALS of a dense tensor, the same initial factors
-    on both sides; "tucker": Tenfold's `variants` (sthosvd, hosvd, hooi) against
+    on both sides; "attention": the adapter's compression of a query/key layer
+    (H x D x D tensor never formed, random start) against TensorLy's parafac of the
+    formed tensor (random start of the same law); "tucker": Tenfold's `variants` (sthosvd, hosvd, hooi) against
     TensorLy's tucker: its HOSVD (n_iter_max=0) for sthosvd and hosvd, its HOOI
     (n_iter_max=iters) for hooi, both timed in one TensorLy process."""
 
@@ -53,13 +55,15 @@ class Case:
     def label(self, variant=""):
         if self.kind == "cp":
             return f"CP {shape_label(self.dims)} R{self.rank}"
+        if self.kind == "attention":
+            return f"Attention {shape_label(self.dims)} R{self.rank}"
         names = {"sthosvd": "ST-HOSVD", "hosvd": "HOSVD", "hooi": f"HOOI({self.iters})"}
         return f"Tucker {shape_label(self.dims)} r{self.rank} {names[variant]}"
 
     @property
     def per_iteration(self):
-        """Times are per iteration (CP) or per call (Tucker)."""
-        return self.kind == "cp"
+        """Times are per iteration (CP, attention) or per call (Tucker)."""
+        return self.kind != "tucker"
 
 
 def cases(quick):
@@ -67,6 +71,7 @@ def cases(quick):
     # and the scheduler's noise; the same on both sides.
     if quick:
         return [Case("cp", (100,) * 3, 10, 20), Case("cp", (200,) * 3, 64, 5),
+                Case("attention", (12, 384, 384), 192, 5),
                 Case("tucker", (100,) * 3, 10, 0, ("sthosvd",))]
     tucker = ("sthosvd", "hosvd", "hooi")
     return [
@@ -74,6 +79,11 @@ def cases(quick):
         Case("cp", (200,) * 3, 16, 20),
         Case("cp", (200,) * 3, 64, 20),
         Case("cp", (50,) * 4, 10, 20),
+        # BERT-base and a half-width layer; TensorLy costs seconds per iteration at D = 768.
+        Case("attention", (12, 768, 768), 384, 3),
+        Case("attention", (12, 768, 768), 256, 3),
+        Case("attention", (12, 384, 384), 192, 10),
+        Case("attention", (12, 384, 384), 128, 10),
         Case("tucker", (200,) * 3, 20, 10, tucker),
         Case("tucker", (300,) * 3, 30, 10, tucker),
     ]
@@ -105,6 +115,16 @@ def tucker_tensor(dims, rank, rng):
     return with_noise(tl.tucker_to_tensor((core, factors)), rng)
 
 
+def attention_layer(heads, width, rng):
+    """W_Q, W_K (D x H d, head h owning columns h d ...) with entries N(0, 1/D), and the
+    layer's QK tensor T[h] = W_Q^h W_K^h^T / sqrt(d) (H x D x D), float64."""
+    d = width // heads
+    wq = rng.standard_normal((width, heads * d)) / np.sqrt(width)
+    wk = rng.standard_normal((width, heads * d)) / np.sqrt(width)
+    t = np.einsum("ihk,jhk->hij", wq.reshape(width, heads, d), wk.reshape(width, heads, d))
+    return wq, wk, t / np.sqrt(d)
+
+
 def write_inputs(case, dtype, folder):
     """Writes the case's input files; returns ({variant: tenfold args}, tensorly args)."""
     rng = np.random.default_rng(case.seed)
@@ -118,6 +138,20 @@ def write_inputs(case, dtype, folder):
         save(x_f, x, True)
         save(x_c, x, False)
         return ({"": ["cp", "--tensor", x_f] + common}, ["cp", "--tensor", x_c] + common)
+    if case.kind == "attention":
+        heads, width = case.dims[0], case.dims[1]
+        wq, wk, t = attention_layer(heads, width, rng)
+        init = [rng.random((n, case.rank)).astype(dtype) for n in case.dims]
+        factor_files = ",".join(
+            save(os.path.join(folder, f"u{n}.npy"), u, True) for n, u in enumerate(init))
+        save(x_c, t.astype(dtype), False)
+        np.save(os.path.join(folder, "qk.npy"), t)
+        tenfold = ["attention", "--query", save(os.path.join(folder, "wq.npy"), wq.astype(dtype), True),
+                   "--key", save(os.path.join(folder, "wk.npy"), wk.astype(dtype), True),
+                   "--heads", str(heads), "--rank", str(case.rank), "--iters", str(case.iters),
+                   "--seed", str(case.seed), "--model-out", folder]
+        return ({"": tenfold},
+                ["cp", "--tensor", x_c, "--init", factor_files, "--iters", str(case.iters)])
     if case.kind == "tucker":
         x = tucker_tensor(case.dims, case.rank, rng).astype(dtype)
         save(x_f, x, True)
@@ -144,6 +178,10 @@ def useful_flops(case, variant):
     if case.kind == "cp":
         # Dimension tree: two tensor-sized GEMMs per sweep, 2 prod(I) R flops each.
         return 4.0 * size * case.rank
+    if case.kind == "attention":
+        # Kruskal operand with S = D components: per mode, the cross product A_m^T U_m
+        # (S x R, refreshed once per sweep) and A_n W, 2 I_n S R flops each.
+        return 4.0 * case.dims[1] * case.rank * sum(case.dims)
     ranks = [case.rank] * len(case.dims)
     if variant == "sthosvd":
         return sthosvd_flops(case.dims, ranks)
@@ -266,6 +304,16 @@ def tensorly_part(run, variant):
                 peak_rss_kib=run["peak_rss_kib_hosvd"])
 
 
+def adapter_error_check(folder, run):
+    """||T - T~|| / ||T|| of the adapter's last model, formed densely in float64, to set
+    beside the error the adapter reports without forming anything."""
+    t = np.load(os.path.join(folder, "qk.npy"))
+    m, a, b = (np.load(os.path.join(folder, f"{n}.npy")).astype(np.float64)
+               for n in ("mixing", "query", "key"))
+    approx = run["context_scale"] * np.einsum("hr,ir,jr->hij", m, a, b)
+    return float(np.linalg.norm(t - approx) / np.linalg.norm(t))
+
+
 def summarise(case, variant, dtype, tf_measured, tl_measured, gemm):
     (tf_threads, tf_runs), (tl_threads, tl_runs) = tf_measured, tl_measured
     tl_runs = [tensorly_part(r, variant) for r in tl_runs]
@@ -316,6 +364,8 @@ def target_ratio(case, variant):
     """The speed-up over TensorLy that the CP, Tucker and adapter issues ask for."""
     if case.kind == "cp" and (case.dims, case.rank) in (((200,) * 3, 64), ((50,) * 4, 10)):
         return 3.0
+    if case.kind == "attention" and case.dims == (12, 768, 768) and case.rank == 384:
+        return 30.0
     return {"sthosvd": 10.0, "hooi": 5.0}.get(variant)
 
 
@@ -324,6 +374,9 @@ def memory_ok(case, variant, row):
     R <= min I_n; ST-HOSVD below one copy of the input. None where no target is set."""
     if (case.kind == "cp" and case.rank <= min(case.dims)) or variant == "sthosvd":
         return row["tenfold_extra_mib"] < row["input_mib"]
+    if case.kind == "attention":
+        # The adapter never allocates anything of the QK tensor's size H D D.
+        return row["tenfold_extra_mib"] < row["tensorly_input_mib"]
     return None
 
 
@@ -403,7 +456,8 @@ def plot(rows, path, title):
 def main():
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--driver", required=True, help="path of tenfold_compare_driver")
-    p.add_argument("--quick", action="store_true", help="a subset, one repetition (under a minute)")
+    p.add_argument("--quick", action="store_true",
+                   help="a subset in float64, one repetition (under a minute)")
     p.add_argument("--reps", type=int, help="most repetitions per case and side (default 3, quick 1)")
     p.add_argument("--threads", type=int, default=2,
                    help="threads of each side: the faster of 1 and this many (default 2)")
@@ -413,12 +467,13 @@ def main():
                    help="seconds per case and side after which repetitions stop (default 20)")
     p.add_argument("--omp-wait-policy", default="passive", choices=["passive", "active", "default"],
                    help="OMP_WAIT_POLICY of the Tenfold side (default passive; see docs/performance.md)")
-    p.add_argument("--dtypes", default="float64,float32")
+    p.add_argument("--dtypes", help="comma-separated (default float64,float32; quick float64)")
     p.add_argument("--only", help="run only cases whose label contains this text")
     p.add_argument("--out", default="build/compare", help="folder for results.json, table.md, ratios.png")
     args = p.parse_args()
     reps = args.reps or (1 if args.quick else 3)
-    dtypes = args.dtypes.split(",")
+    dtypes = args.dtypes.split(",") if args.dtypes else (["float64"] if args.quick else
+                                                         ["float64", "float32"])
     start = time.time()
     os.makedirs(args.out, exist_ok=True)
     def env_of(side, threads):
@@ -431,8 +486,11 @@ def main():
     thread_choices = [args.threads] if args.fixed_threads else sorted({1, args.threads})
     tf_version = run_json([args.driver, "version", "--dtype", "float64"], tf_env)["version"]
 
+    commit = subprocess.run(["git", "-C", HERE, "describe", "--always", "--dirty"],
+                            capture_output=True, text=True).stdout.strip()
     header = {
         "machine": f"{cpu_model()}, {os.cpu_count()} cores, {platform.system()} {platform.release()}",
+        "tenfold_commit": commit,
         "load_average_start": os.getloadavg(),
         "threads": args.threads,
         "fixed_threads": args.fixed_threads,
@@ -444,7 +502,7 @@ def main():
     }
     threads_text = (f"{args.threads} threads each" if len(thread_choices) == 1 else
                     f"each side at its faster of {' and '.join(map(str, thread_choices))} threads")
-    print(f"Tenfold {tf_version} vs TensorLy {header['tensorly']} (NumPy {header['numpy']}, "
+    print(f"Tenfold {tf_version} ({commit}) vs TensorLy {header['tensorly']} (NumPy {header['numpy']}, "
           f"Python {header['python']}), {threads_text}, "
           f"Tenfold's OMP_WAIT_POLICY {args.omp_wait_policy}")
     print(f"machine: {header['machine']}; load average {'/'.join(f'{x:.2f}' for x in os.getloadavg())}")
@@ -485,9 +543,15 @@ def main():
                         for v, a in tf_args.items()}
                 cmds["tensorly"] = [sys.executable, RUNNER] + tl_args + ["--dtype", dt]
                 measured = measure_case(cmds, reps, thread_choices, args.budget, env_of)
+                check = adapter_error_check(folder, measured[""][1][-1]) \
+                    if case.kind == "attention" else None
                 shutil.rmtree(folder)
                 for v in tf_args:
                     row = summarise(case, v, dt, measured[v], measured["tensorly"], gemm)
+                    if check is not None:
+                        row["adapter_error_dense"] = check
+                        print(f"  adapter's reported error {row['tenfold_rel_error']:.12f}, "
+                              f"formed densely {check:.12f}")
                     rows.append(row)
                     print(f"{row['case']:<28} {dt}: Tenfold {fmt_time(row['tenfold_s'])} "
                           f"{row['unit']}, TensorLy {fmt_time(row['tensorly_s'])} {row['unit']}, "

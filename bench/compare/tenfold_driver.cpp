@@ -5,11 +5,14 @@
 //   tenfold_compare_driver cp --dtype float64 --tensor x.npy --init u0.npy,u1.npy,u2.npy --iters 10
 //   tenfold_compare_driver tucker --dtype float64 --tensor x.npy --method sthosvd|hosvd|hooi
 //                         --ranks 20,20,20 --iters 10
-// (cp and tucker also take --gemm-size N: the square GEMM rate, measured first)
+//   tenfold_compare_driver attention --dtype float64 --query wq.npy --key wk.npy --heads 12
+//                         --rank 384 --iters 3 [--seed 1] [--model-out DIR]
+// (cp, tucker and attention also take --gemm-size N: the square GEMM rate, measured first)
 // Prints one JSON line: times (with the per-phase timers), the final relative
 // error, the resident memory right after loading the input and the peak after it.
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -18,6 +21,7 @@
 #include <vector>
 
 #include "gemm_rate.hpp"
+#include "tenfold/attention.hpp"
 #include "tenfold/cp.hpp"
 #include "tenfold/error.hpp"
 #include "tenfold/io.hpp"
@@ -173,14 +177,61 @@ Json run_tucker(const Args& a) {
           {"gemm_gflops", gemm}};
 }
 
+// Layer from --query and --key (D x H d Fortran-order files, head h owning columns
+// h d .. (h+1) d - 1), compressed to rank --rank by the adapter's ALS from a random
+// start (seed --seed) for exactly --iters sweeps; --model-out, if given, receives
+// mixing.npy, query.npy and key.npy for an outside check of the error.
+template <class T>
+Json run_attention(const Args& a) {
+  const Json gemm = warm_up<T>(a);
+  tenfold::attention::QueryKeyLayer<T> layer;
+  layer.heads = std::stoll(need(a, "heads"));
+  layer.query_weight = load_matrix<T>(need(a, "query"));
+  layer.key_weight = load_matrix<T>(need(a, "key"));
+  layer.head_dim = layer.query_weight.cols() / layer.heads;
+  tenfold::attention::CompressOptions o;
+  o.rank = std::stoll(need(a, "rank"));
+  o.max_iters = std::stoi(need(a, "iters"));
+  o.tol = 0.0;
+  o.init = tenfold::attention::Init::random;
+  o.seed = a.count("seed") ? std::stoull(a.at("seed")) : 0;
+  const long rss_loaded = status_kib("VmRSS");
+  const bool peak_reset = reset_peak();
+
+  const tenfold::attention::CompressResult<T> res = tenfold::attention::compress(layer, o);
+  const long peak = status_kib("VmHWM");
+  if (a.count("model-out")) {
+    const std::filesystem::path dir = a.at("model-out");
+    const auto save = [&](const char* name, const tenfold::Matrix<T>& m) {
+      tenfold::io::save_npy<T>(dir / name,
+                               tenfold::TensorView<const T>(m.data(), {m.rows(), m.cols()}));
+    };
+    save("mixing.npy", res.layer.mixing);
+    save("query.npy", res.layer.query);
+    save("key.npy", res.layer.key);
+  }
+  const index_t weights = layer.query_weight.size() + layer.key_weight.size();
+  return {{"iters", res.iterations},
+          {"seconds_total", res.seconds},
+          {"phases", Json::object()},
+          {"rel_error", res.relative_error},
+          {"context_scale", res.layer.context_scale},
+          {"input_bytes", weights * static_cast<index_t>(sizeof(T))},
+          {"rss_loaded_kib", rss_loaded},
+          {"peak_rss_kib", peak},
+          {"peak_reset", peak_reset},
+          {"gemm_gflops", gemm}};
+}
+
 template <class T>
 Json dispatch(const std::string& command, const Args& a) {
   if (command == "version") return {{"version", TENFOLD_VERSION}};
   if (command == "gemm") return run_gemm<T>(a);
   if (command == "cp") return run_cp<T>(a);
   if (command == "tucker") return run_tucker<T>(a);
+  if (command == "attention") return run_attention<T>(a);
   throw tenfold::InvalidArgument("unknown command '" + command +
-                                 "' (expected version, gemm, cp or tucker)");
+                                 "' (expected version, gemm, cp, tucker or attention)");
 }
 
 }  // namespace
