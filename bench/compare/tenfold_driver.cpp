@@ -180,7 +180,8 @@ Json run_tucker(const Args& a) {
 // Layer from --query and --key (D x H d Fortran-order files, head h owning columns
 // h d .. (h+1) d - 1), compressed to rank --rank by the adapter's ALS from a random
 // start (seed --seed) for exactly --iters sweeps; --model-out, if given, receives
-// mixing.npy, query.npy and key.npy for an outside check of the error.
+// mixing.npy, query.npy, key.npy and reported.json (the adapter's error and context
+// scale) for an outside check of the error.
 template <class T>
 Json run_attention(const Args& a) {
   const Json gemm = warm_up<T>(a);
@@ -201,6 +202,7 @@ Json run_attention(const Args& a) {
   const tenfold::attention::CompressResult<T> res = tenfold::attention::compress(layer, o);
   const long peak = status_kib("VmHWM");
   if (a.count("model-out")) {
+    // The model, and what the adapter reported for it, side by side for the check.
     const std::filesystem::path dir = a.at("model-out");
     const auto save = [&](const char* name, const tenfold::Matrix<T>& m) {
       tenfold::io::save_npy<T>(dir / name,
@@ -209,13 +211,16 @@ Json run_attention(const Args& a) {
     save("mixing.npy", res.layer.mixing);
     save("query.npy", res.layer.query);
     save("key.npy", res.layer.key);
+    const Json reported = {{"rel_error", res.relative_error},
+                           {"context_scale", res.layer.context_scale}};
+    tenfold::io::write_file_atomically(dir / "reported.json",
+                                       [&](std::ostream& os) { os << reported.dump(); });
   }
   const index_t weights = layer.query_weight.size() + layer.key_weight.size();
   return {{"iters", res.iterations},
           {"seconds_total", res.seconds},
           {"phases", Json::object()},
           {"rel_error", res.relative_error},
-          {"context_scale", res.layer.context_scale},
           {"input_bytes", weights * static_cast<index_t>(sizeof(T))},
           {"rss_loaded_kib", rss_loaded},
           {"peak_rss_kib", peak},
