@@ -251,5 +251,33 @@ def qk_relative_error(original, compressed, layer, heads):
     m = np.asarray(compressed[p + "collab.mixing"], dtype=np.float64)
     q = np.asarray(compressed[p + "collab.query.weight"], dtype=np.float64)
     k = np.asarray(compressed[p + "collab.key.weight"], dtype=np.float64)
-    approx = np.einsum("hr,ra,rb->hab", m, q, k)
+    approx = np.einsum("hr,ra,rb->hab", m, q, k, optimize=True)
     return float(np.linalg.norm(t - approx) / np.linalg.norm(t))
+
+
+def cumulative_energy(squared):
+    """Fractions of the total held by the k largest of `squared`, for k = 1, 2, ..."""
+    s = np.sort(np.clip(squared, 0.0, None))[::-1]
+    return np.cumsum(s) / s.sum()
+
+
+def dims_for(cumulative, thresholds):
+    """The smallest k whose k leading dimensions hold each threshold's share."""
+    return [int(np.searchsorted(cumulative, t) + 1) for t in thresholds]
+
+
+def energy_curves(tensors, layer, heads):
+    """Cumulative energy (squared singular values) of P = [P_1 | ... | P_H], of the
+    concatenated W_Q and of the concatenated W_K of one layer. P's come from its Gram
+    sum_h W_Q^h (W_K^hᵀ W_K^h) W_Q^hᵀ."""
+    wq, wk, _ = head_slices(tensors, layer, heads)
+    gram = np.einsum("hai,hij,hbj->ab", wq, np.einsum("hai,haj->hij", wk, wk), wq, optimize=True)
+
+    def squared_singular_values(w):
+        return np.linalg.svd(w.reshape(len(w), -1), compute_uv=False) ** 2
+
+    return {
+        "P": cumulative_energy(np.linalg.eigvalsh(gram)),
+        "W_Q": cumulative_energy(squared_singular_values(wq.transpose(1, 0, 2))),
+        "W_K": cumulative_energy(squared_singular_values(wk.transpose(1, 0, 2))),
+    }
