@@ -267,9 +267,9 @@ def dims_for(cumulative, thresholds):
 
 
 def energy_curves(tensors, layer, heads):
-    """Cumulative energy (squared singular values) of P = [P_1 | ... | P_H], of the
-    concatenated W_Q and of the concatenated W_K of one layer. P's come from its Gram
-    sum_h W_Q^h (W_K^hᵀ W_K^h) W_Q^hᵀ."""
+    """Cumulative energy (squared singular values) of the products P = [P_1 | ... | P_H],
+    of the concatenated queries W_Q and of the concatenated keys W_K of one layer. P's
+    come from its Gram sum_h W_Q^h (W_K^hᵀ W_K^h) W_Q^hᵀ."""
     wq, wk, _ = head_slices(tensors, layer, heads)
     gram = np.einsum("hai,hij,hbj->ab", wq, np.einsum("hai,haj->hij", wk, wk), wq, optimize=True)
 
@@ -277,7 +277,7 @@ def energy_curves(tensors, layer, heads):
         return np.linalg.svd(w.reshape(len(w), -1), compute_uv=False) ** 2
 
     return {
-        "P": cumulative_energy(np.linalg.eigvalsh(gram)),
-        "W_Q": cumulative_energy(squared_singular_values(wq.transpose(1, 0, 2))),
-        "W_K": cumulative_energy(squared_singular_values(wk.transpose(1, 0, 2))),
+        "products": cumulative_energy(np.linalg.eigvalsh(gram)),
+        "queries": cumulative_energy(squared_singular_values(wq.transpose(1, 0, 2))),
+        "keys": cumulative_energy(squared_singular_values(wk.transpose(1, 0, 2))),
     }

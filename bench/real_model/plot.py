@@ -9,6 +9,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+CURVES = {"products": "P", "queries": "W_Q", "keys": "W_K"}
 METHODS = [("tenfold", "tenfold", "C0", "o"), ("tensorly", "TensorLy parafac", "C3", "s")]
 
 
@@ -23,13 +24,13 @@ def main():
     fig, axes = plt.subplots(2, 3, figsize=(15, 9))
     layers = results["analyze"]["layers"]
     colours = plt.cm.viridis([i / max(1, len(layers) - 1) for i in range(len(layers))])
-    for ax, key in zip(axes[0], ("P", "W_Q", "W_K")):
+    for ax, (key, name) in zip(axes[0], CURVES.items()):
         for layer, entry in enumerate(layers):
-            curve = entry[key]["cumulative_energy"]
+            curve = entry[key]["cumulative"]
             ax.plot(range(1, len(curve) + 1), curve, color=colours[layer], label=f"layer {layer}")
-        for t in results["analyze"].get("thresholds", [0.9, 0.95, 0.99]):
+        for t in (0.9, 0.95, 0.99):
             ax.axhline(t, color="grey", lw=0.5, ls=":")
-        ax.set_title(f"cumulative energy of {key}")
+        ax.set_title(f"cumulative energy of {name}")
         ax.set_xlabel("dimensions")
         ax.set_ylim(0, 1.01)
         ax.grid(alpha=0.3)

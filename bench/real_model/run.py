@@ -21,6 +21,7 @@ import minilm
 import tensorly_recipe
 
 THRESHOLDS = [0.9, 0.95, 0.99]
+CURVES = {"products": "P", "queries": "W_Q", "keys": "W_K"}
 
 
 def run_cli(args):
@@ -40,11 +41,12 @@ def analyze(tenfold, model, tensors, heads, out_dir):
     for layer, entry in enumerate(result["layers"]):
         ours = bertnp.energy_curves(tensors, layer, heads)
         for key, curve in ours.items():
-            theirs = np.asarray(entry[key]["cumulative_energy"])
+            theirs = np.asarray(entry[key]["cumulative"])
+            dims = [entry[key][k] for k in ("dim90", "dim95", "dim99")]
             gap = np.abs(theirs - curve).max()
-            if gap > 1e-4 or entry[key]["dims"] != bertnp.dims_for(curve, THRESHOLDS):
+            if gap > 1e-4 or dims != bertnp.dims_for(curve, THRESHOLDS):
                 raise RuntimeError(f"analyze: layer {layer} {key} differs from NumPy "
-                                   f"(largest gap {gap:.2e}, dims {entry[key]['dims']})")
+                                   f"(largest gap {gap:.2e}, dims {dims})")
     return result
 
 
@@ -181,22 +183,24 @@ def tables(results):
     """Markdown tables of the results."""
     o = results["original"]
     lines = ["| method | R | QK rel. error (layers 0..5) | mean TV | cosine mean | "
-             "cosine min | NN unchanged | time (s) | Q/K params | total params |",
-             "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
-             f"| original | - | - | - | 1 | 1 | 1 | - | {o['qk_params']:,} | "
+             "cosine min | NN unchanged | iterations | time (s) | Q/K params | total params |",
+             "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+             f"| original | - | - | - | 1 | 1 | 1 | - | - | {o['qk_params']:,} | "
              f"{o['total_params']:,} |"]
     rows = [("tenfold", e) for e in results["tenfold"]] + \
            [("TensorLy", e) for e in results["tensorly"]]
     for name, e in sorted(rows, key=lambda r: (-r[1]["rank"], r[0])):
         errors = " ".join(f"{x:.3g}" for x in e["qk_relative_error"])
+        its = [layer["iterations"] for layer in e["report"]["layers"]]
+        its = f"{min(its)}-{max(its)}" if min(its) != max(its) else str(its[0])
         lines.append(
-            f"| {name} | {e['rank']} | {errors} | {e['tv_mean']:.3g} | {e['cosine_mean']:.6f} | "
-            f"{e['cosine_min']:.6f} | {e['nn_agreement']:.3f} | {e['seconds']:.1f} | "
+            f"| {name} | {e['rank']} | {errors} | {e['tv_mean']:.3g} | {e['cosine_mean']:.7f} | "
+            f"{e['cosine_min']:.7f} | {e['nn_agreement']:.3f} | {its} | {e['seconds']:.1f} | "
             f"{e['qk_params']:,} | {e['total_params']:,} |")
-    lines += ["", "| layer | " + " | ".join(f"{m} 90/95/99 %" for m in ("P", "W_Q", "W_K")) + " |",
+    lines += ["", "| layer | " + " | ".join(f"{m} 90/95/99 %" for m in CURVES.values()) + " |",
               "| ---: | --- | --- | --- |"]
     for layer, entry in enumerate(results["analyze"]["layers"]):
-        dims = ["/".join(str(k) for k in entry[m]["dims"]) for m in ("P", "W_Q", "W_K")]
+        dims = ["/".join(str(entry[m][k]) for k in ("dim90", "dim95", "dim99")) for m in CURVES]
         lines.append(f"| {layer} | " + " | ".join(dims) + " |")
     return "\n".join(lines) + "\n"
 

@@ -5,7 +5,8 @@ at most 100 iterations, tol 1e-6 on the change of relative error.
 Writes, per rank R, a checkpoint in the layout of `tenfold attention compress` (mixing =
 first factor times the weights, W̃_Q and W̃_K the other two factors, content bias kept
 exactly) and a report JSON with each layer's relative error, iterations and seconds.
-An existing pair of outputs is kept unless --force is given: the recipe is slow.
+An existing pair of outputs made with the same settings is reused unless --force is
+given: the recipe is slow.
 """
 
 import argparse
@@ -41,8 +42,11 @@ def run(rank, out_dir, max_iters=100, tol=1e-6, seed=0, force=False):
     out_dir = Path(out_dir)
     model = out_dir / f"tensorly_R{rank}.safetensors"
     report_path = out_dir / f"tensorly_R{rank}.json"
+    settings = {"max_iters": max_iters, "tol": tol, "seed": seed}
     if model.is_file() and report_path.is_file() and not force:
-        return model, report_path
+        kept = json.loads(report_path.read_text())
+        if all(kept.get(k) == v for k, v in settings.items()):
+            return model, report_path
     out_dir.mkdir(parents=True, exist_ok=True)
     tensors, _ = bertnp.read_safetensors(minilm.checkpoint())
     heads = minilm.config()["num_attention_heads"]
@@ -57,8 +61,8 @@ def run(rank, out_dir, max_iters=100, tol=1e-6, seed=0, force=False):
     bertnp.write_safetensors(model, bertnp.replace_query_key(tensors, collab), {
         "shared_dim": rank, "heads": heads, "method": "tensorly parafac",
         "scale": "scale folded into mixing and content_bias"})
-    report = {"method": "tensorly parafac", "shared_dim": rank, "max_iters": max_iters,
-              "tol": tol, "seed": seed, "dtype": "float64", "layers": layers}
+    report = {"method": "tensorly parafac", "shared_dim": rank, **settings, "dtype": "float64",
+              "layers": layers}
     report_path.write_text(json.dumps(report, indent=2))
     return model, report_path
 

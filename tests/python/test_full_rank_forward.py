@@ -103,8 +103,9 @@ class FullRankForward(unittest.TestCase):
                 continue
             self.assertEqual(self.compressed[name].dtype, value.dtype, name)
             self.assertEqual(self.compressed[name].tobytes(), value.tobytes(), name)
-        self.assertEqual(int(self.metadata["shared_dim"]), HEADS * HEAD_DIM)
-        self.assertEqual(int(self.metadata["heads"]), HEADS)
+        self.assertEqual(int(self.metadata["tenfold.shared_dim"]), HEADS * HEAD_DIM)
+        self.assertEqual(int(self.metadata["tenfold.heads"]), HEADS)
+        self.assertEqual(int(self.metadata["tenfold.head_dim"]), HEAD_DIM)
 
     def test_attention_tensor_is_exact(self):
         for layer in range(LAYERS):
