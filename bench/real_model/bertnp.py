@@ -266,18 +266,37 @@ def dims_for(cumulative, thresholds):
     return [int(np.searchsorted(cumulative, t) + 1) for t in thresholds]
 
 
+def unfolding_energy(a, b):
+    """Cumulative energy of [a_1 b_1ᵀ | ... | a_H b_Hᵀ] (a, b: H x D x d), from its Gram
+    sum_h a_h (b_hᵀ b_h) a_hᵀ."""
+    gram = np.einsum("hai,hij,hbj->ab", a, np.einsum("hai,haj->hij", b, b), a, optimize=True)
+    return cumulative_energy(np.linalg.eigvalsh(gram))
+
+
 def energy_curves(tensors, layer, heads):
     """Cumulative energy (squared singular values) of the products P = [P_1 | ... | P_H],
-    of the concatenated queries W_Q and of the concatenated keys W_K of one layer. P's
-    come from its Gram sum_h W_Q^h (W_K^hᵀ W_K^h) W_Q^hᵀ."""
+    P_h = W_Q^h W_K^hᵀ, of the concatenated queries W_Q and of the concatenated keys W_K
+    of one layer."""
     wq, wk, _ = head_slices(tensors, layer, heads)
-    gram = np.einsum("hai,hij,hbj->ab", wq, np.einsum("hai,haj->hij", wk, wk), wq, optimize=True)
 
     def squared_singular_values(w):
         return np.linalg.svd(w.reshape(len(w), -1), compute_uv=False) ** 2
 
     return {
-        "products": cumulative_energy(np.linalg.eigvalsh(gram)),
+        "products": unfolding_energy(wq, wk),
         "queries": cumulative_energy(squared_singular_values(wq.transpose(1, 0, 2))),
         "keys": cumulative_energy(squared_singular_values(wk.transpose(1, 0, 2))),
     }
+
+
+def qk_error_lower_bound(tensors, layer, heads, rank):
+    """A floor under the QK relative error of any rank-R CP model: its query-side
+    unfolding P = [P_1 | ... | P_H] (D x H D) and its key-side one have rank at most R,
+    so the error is at least the share of energy that the best rank-R approximation of
+    either leaves out (Eckart-Young)."""
+    wq, wk, _ = head_slices(tensors, layer, heads)
+    left = 0.0
+    for cumulative in (unfolding_energy(wq, wk), unfolding_energy(wk, wq)):
+        if rank < len(cumulative):
+            left = max(left, 1.0 - cumulative[rank - 1])
+    return math.sqrt(max(left, 0.0))

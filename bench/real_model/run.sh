@@ -14,6 +14,6 @@ if [ ! -x "$build/tools/tenfold" ]; then
   cmake --build "$build" -j 2 --target tenfold_cli
 fi
 out=$root/out/real_model
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 PYTHONPATH=$here
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 "$venv/bin/python" "$here/run.py" --tenfold "$build/tools/tenfold" --out "$out" "$@"
 "$venv/bin/python" "$here/plot.py" "$out/results.json" "$root/docs/real-model.png"

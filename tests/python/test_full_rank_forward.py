@@ -1,5 +1,6 @@
 """Full-rank `tenfold attention compress` of a tiny random BERT checkpoint: the
-collaborative forward pass equals the original one.
+collaborative forward pass equals the original one. The NumPy forward pass used as the
+oracle (bench/real_model/bertnp.py) is checked first on its own exact full-rank form.
 
 Needs only NumPy. The program is taken from the environment variable TENFOLD_CLI
 (ctest sets it). The checkpoint has 2 layers, 2 heads of width 4 and a model width of
@@ -70,6 +71,29 @@ def tiny_bert(rng):
     return t
 
 
+def random_sequences(rng):
+    return [(rng.integers(0, VOCAB, n), rng.integers(0, 2, n)) for n in (5, 9, 13)]
+
+
+class NumPyFullRankForm(unittest.TestCase):
+    """The oracle itself: the exact collaborative form built here in float64 gives the
+    original forward pass to float64 round-off."""
+
+    def test_forward_pass_equals_original(self):
+        rng = np.random.default_rng(3)
+        original = tiny_bert(rng)
+        sequences = random_sequences(rng)
+        collab = {l: bertnp.full_rank_collab(original, l, HEADS) for l in range(LAYERS)}
+        compressed = bertnp.replace_query_key(original, collab, dtype=np.float64)
+        hidden0, probs0 = bertnp.BertEncoder(original, HEADS).forward(sequences)
+        hidden1, probs1 = bertnp.BertEncoder(compressed, HEADS).forward(sequences)
+        for s in range(len(sequences)):
+            for p0, p1 in zip(probs0[s], probs1[s]):
+                np.testing.assert_allclose(p1, p0, rtol=0, atol=1e-12)
+            np.testing.assert_allclose(hidden1[s], hidden0[s], rtol=0,
+                                       atol=1e-12 * np.abs(hidden0[s]).max())
+
+
 class FullRankForward(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -78,7 +102,7 @@ class FullRankForward(unittest.TestCase):
             raise RuntimeError("set TENFOLD_CLI to the tenfold program")
         rng = np.random.default_rng(7)
         cls.original = tiny_bert(rng)
-        cls.sequences = [(rng.integers(0, VOCAB, n), rng.integers(0, 2, n)) for n in (5, 9, 13)]
+        cls.sequences = random_sequences(rng)
         with tempfile.TemporaryDirectory() as tmp:
             model, out = Path(tmp) / "tiny.safetensors", Path(tmp) / "collab.safetensors"
             bertnp.write_safetensors(model, cls.original)
