@@ -1,5 +1,7 @@
 // Tests of the file formats: .npy, safetensors and atomic file replacement.
 #include <gtest/gtest.h>
+
+#include "temp_dir.hpp"
 #include <unistd.h>
 
 #include <bit>
@@ -26,29 +28,6 @@ using tenfold::io::NpyHeader;
 namespace {
 
 // A fresh folder for one test, removed afterwards.
-class TempDir {
- public:
-  TempDir() {
-    static int counter = 0;
-    path_ = fs::temp_directory_path() /
-            ("tenfold_test_io_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  fs::path operator/(const std::string& name) const { return path_ / name; }
-  const fs::path& path() const { return path_; }
-  // Names of the entries in the folder.
-  std::vector<std::string> entries() const {
-    std::vector<std::string> names;
-    for (const auto& e : fs::directory_iterator(path_)) names.push_back(e.path().filename());
-    std::sort(names.begin(), names.end());
-    return names;
-  }
-
- private:
-  fs::path path_;
-};
 
 void write_file(const fs::path& p, const std::string& bytes) {
   std::ofstream(p, std::ios::binary)
@@ -153,6 +132,20 @@ TEST(Npy, SaveWritesTheHeaderNumPyWrites) {
   EXPECT_EQ(header_text({3, 4}), "{'descr': '<f8', 'fortran_order': True, 'shape': (3, 4), }");
   EXPECT_EQ(header_text({5}), "{'descr': '<f8', 'fortran_order': True, 'shape': (5,), }");
   EXPECT_EQ(header_text({}), "{'descr': '<f8', 'fortran_order': True, 'shape': (), }");
+}
+
+TEST(Npy, SaveInCOrderReversesTheShapeAndKeepsTheMemory) {
+  TempDir dir;
+  const Tensor<double> x({2, 3, 4}, random_values<double>(24, 3));
+  tenfold::io::save_npy<double>(dir / "x.npy", x, tenfold::io::NpyOrder::c_reversed);
+  const std::string s = read_file(dir / "x.npy");
+  EXPECT_EQ(s.substr(10, s.find('}') - 9),
+            "{'descr': '<f8', 'fortran_order': False, 'shape': (4, 3, 2), }");
+  NpyHeader h;
+  const Tensor<double> y = tenfold::io::load_npy<double>(dir / "x.npy", &h);
+  EXPECT_FALSE(h.fortran_order);
+  EXPECT_EQ(y.dims(), x.dims());
+  EXPECT_TRUE(same_bits(y.values(), x.values()));
 }
 
 TEST(Npy, SaveUsesVersion2WhenTheHeaderExceeds64KiB) {

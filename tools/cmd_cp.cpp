@@ -54,11 +54,10 @@ void print_summary(const CpArgs& a, const io::NpyHeader& h, const CpResult<T>& r
 
 template <class T>
 int run_cp(const CpArgs& a, const io::NpyHeader& header) {
-  const Tensor<T> x = io::load_npy<T>(a.input);
-  check_finite_numpy(x, header);
+  const Tensor<T> x = load_input<T>(a.input, header);
   const int order = x.order();
-  std::vector<std::string> names = {"weights.npy", "report.json"};
-  for (int ax = 0; ax < order; ++ax) names.push_back("factor_" + std::to_string(ax) + ".npy");
+  std::vector<std::string> names = factor_names(header);
+  names.insert(names.end(), {"weights.npy", "report.json"});
   prepare_output_dir(a.out, a.input, names);
 
   CpOptions<T> o;
@@ -102,11 +101,7 @@ int run_cp(const CpArgs& a, const io::NpyHeader& header) {
   const std::filesystem::path dir(a.out);
   const KTensor<T>& m = res.model;
   io::save_npy<T>(dir / "weights.npy", TensorView<const T>(m.weights.data(), {m.rank()}));
-  for (int ax = 0; ax < order; ++ax) {
-    const Matrix<T>& f = m.factors[static_cast<std::size_t>(numpy_axis(header, ax))];
-    io::save_npy<T>(dir / ("factor_" + std::to_string(ax) + ".npy"),
-                    TensorView<const T>(f.data(), {f.rows(), f.cols()}));
-  }
+  save_factors(dir, header, m.factors);
   nlohmann::json j = {
       {"command", "cp"},
       {"input", a.input},

@@ -43,7 +43,8 @@ int numpy_axis(const io::NpyHeader& header, int mode) {
 }
 
 template <class T>
-void check_finite_numpy(const Tensor<T>& x, const io::NpyHeader& header) {
+Tensor<T> load_input(const std::string& path, const io::NpyHeader& header) {
+  Tensor<T> x = io::load_npy<T>(path);
   for (index_t i = 0; i < x.numel(); ++i) {
     if (std::isfinite(x[i])) continue;
     // Column-major multi-index in tenfold's modes, printed in NumPy axis order.
@@ -60,10 +61,32 @@ void check_finite_numpy(const Tensor<T>& x, const io::NpyHeader& header) {
     throw InvalidArgument(std::string("input has a non-finite entry (") +
                           (std::isnan(x[i]) ? "NaN" : "Inf") + ") at NumPy index [" + where + "]");
   }
+  return x;
 }
 
-template void check_finite_numpy<float>(const Tensor<float>&, const io::NpyHeader&);
-template void check_finite_numpy<double>(const Tensor<double>&, const io::NpyHeader&);
+template <class T>
+void save_factors(const std::filesystem::path& dir, const io::NpyHeader& header,
+                  const std::vector<Matrix<T>>& factors) {
+  const std::vector<std::string> names = factor_names(header);
+  for (std::size_t ax = 0; ax < names.size(); ++ax) {
+    const Matrix<T>& f = factors[static_cast<std::size_t>(numpy_axis(header, static_cast<int>(ax)))];
+    io::save_npy<T>(dir / names[ax], TensorView<const T>(f.data(), {f.rows(), f.cols()}));
+  }
+}
+
+std::vector<std::string> factor_names(const io::NpyHeader& header) {
+  std::vector<std::string> names;
+  for (std::size_t ax = 0; ax < header.shape.size(); ++ax)
+    names.push_back("factor_" + std::to_string(ax) + ".npy");
+  return names;
+}
+
+template Tensor<float> load_input<float>(const std::string&, const io::NpyHeader&);
+template Tensor<double> load_input<double>(const std::string&, const io::NpyHeader&);
+template void save_factors<float>(const std::filesystem::path&, const io::NpyHeader&,
+                                  const std::vector<Matrix<float>>&);
+template void save_factors<double>(const std::filesystem::path&, const io::NpyHeader&,
+                                   const std::vector<Matrix<double>>&);
 
 std::string dtype_name(io::DType t) { return t == io::DType::float32 ? "float32" : "float64"; }
 

@@ -42,10 +42,18 @@ void write_json(const std::filesystem::path& path, const nlohmann::json& j);
 /// modes reversed (numpy axis a = mode N-1-a), a Fortran-order file does not.
 int numpy_axis(const io::NpyHeader& header, int mode);
 
-/// Throws InvalidArgument naming the first NaN or Inf entry of a loaded array by
-/// its NumPy index (the library's own check names tenfold's mode order).
+/// Loads a .npy input as T; throws InvalidArgument naming the first NaN or Inf
+/// entry by its NumPy index (the library's own check names tenfold's mode order).
 template <class T>
-void check_finite_numpy(const Tensor<T>& x, const io::NpyHeader& header);
+Tensor<T> load_input(const std::string& path, const io::NpyHeader& header);
+
+/// Writes dir/factor_<a>.npy (I_a x R) for each NumPy axis a of the input.
+template <class T>
+void save_factors(const std::filesystem::path& dir, const io::NpyHeader& header,
+                  const std::vector<Matrix<T>>& factors);
+
+/// The file names save_factors writes, for prepare_output_dir.
+std::vector<std::string> factor_names(const io::NpyHeader& header);
 
 /// "float32" / "float64"
 std::string dtype_name(io::DType t);

@@ -13,8 +13,20 @@ int main(int argc, char** argv) {
   CLI::App app{"Tenfold: dense tensor decompositions (CP-ALS, Tucker) on CPU and GPU", "tenfold"};
   app.set_version_flag("--version", TENFOLD_VERSION);
   app.require_subcommand(1);
-  const std::vector<Command> commands = {add_cp_command(app)};
+  const std::vector<Command> commands = {add_cp_command(app), add_tucker_command(app)};
 
+  const auto known = [&](const std::string& name) {
+    for (const Command& c : commands)
+      if (c.app->get_name() == name) return true;
+    return false;
+  };
+  if (argc > 1 && argv[1][0] != '-' && !known(argv[1])) {
+    std::string names;
+    for (const Command& c : commands) names += (names.empty() ? "" : ", ") + c.app->get_name();
+    std::fprintf(stderr, "tenfold: error: unknown command '%s' (expected one of: %s)\n", argv[1],
+                 names.c_str());
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -35,11 +35,18 @@ NpyHeader read_npy_header(const std::filesystem::path& path);
 template <class T>
 Tensor<T> load_npy(const std::filesystem::path& path, NpyHeader* header = nullptr);
 
-/// Writes `x` as a Fortran-order .npy file (version 1 when the header fits,
-/// else 2) of NumPy shape x.dims(): NumPy sees the same array, no copy is made.
+/// How save_npy describes the column-major memory of a tensor of shape (d_0, ..., d_{N-1}).
+enum class NpyOrder {
+  fortran,    ///< Fortran order, NumPy shape (d_0, ..., d_{N-1}): NumPy sees the same array
+  c_reversed, ///< C order, NumPy shape (d_{N-1}, ..., d_0): the inverse of loading a C-order file
+};
+
+/// Writes `x` as a .npy file (version 1 when the header fits, else 2) without
+/// copying or transposing: `order` only chooses how the header describes the memory.
 /// Written atomically. Throws IoError.
 template <class T>
-void save_npy(const std::filesystem::path& path, TensorView<const T> x);
+void save_npy(const std::filesystem::path& path, TensorView<const T> x,
+              NpyOrder order = NpyOrder::fortran);
 
 /// Writes a file atomically: `writer` fills a temporary file in the same folder,
 /// which is flushed and renamed over `path` only if writer returns normally and

@@ -39,7 +39,8 @@ struct KTensor {
 /// Options of factor_match_score.
 struct FmsOptions {
   /// Multiply each component's congruence by the weight penalty
-  /// 1 - |l_a - l_b| / max(l_a, l_b) (as the Tensor Toolbox `score` does).
+  /// 1 - |l_a - l_b| / max(l_a, l_b) (as the Tensor Toolbox `score` does), where l is
+  /// a component's weight after normalisation, |lambda_r| prod_n ||a_r^(n)||.
   bool weight_penalty = false;
 };
 
@@ -48,6 +49,8 @@ struct FmsOptions {
 /// congruence of a pair is the product over modes of |cosine| of their
 /// columns, the optimal one-to-one matching is found exactly (Hungarian
 /// algorithm), and the score is the mean congruence over matched pairs, in [0, 1].
+/// A component with a zero column has congruence 0. Throws InvalidArgument for a
+/// malformed model (KTensor::validate), DimensionMismatch for different shapes.
 template <class T>
 double factor_match_score(const KTensor<T>& a, const KTensor<T>& b, const FmsOptions& options = {});
 
@@ -63,14 +66,16 @@ struct RandomCpOptions {
 /// A planted CP problem: the true model and the tensor it generates plus noise.
 template <class T>
 struct RandomCpProblem {
-  KTensor<T> truth;     ///< unit-norm columns, weights from the factors' scales
+  KTensor<T> truth;     ///< unit-norm columns, weights uniform in [1, 2)
   Tensor<T> tensor;     ///< full(truth) + noise scaled to `noise` relative norm
   double noise_norm = 0.0;  ///< ||tensor - full(truth)||
 };
 
 /// Random CP tensor with factors of prescribed column collinearity (Tomasi and
 /// Bro's construction: columns with pairwise cosine `collinearity` exactly) and
-/// Gaussian noise of prescribed relative norm. Deterministic for a given seed.
+/// Gaussian noise of prescribed relative norm. Deterministic for a given seed; the
+/// truth does not depend on `noise`. Needs rank <= I_n in every mode; throws
+/// InvalidArgument (naming the option or mode) otherwise or for values out of range.
 template <class T>
 RandomCpProblem<T> random_cp_tensor(const RandomCpOptions& options);
 

@@ -71,9 +71,9 @@ class Tensor {
   using value_type = T;
 
   Tensor() = default;
-  /// Zero-filled tensor of the given sizes.
-  explicit Tensor(std::vector<index_t> dims)
-      : dims_(std::move(dims)), data_(static_cast<std::size_t>(checked_numel(dims_))) {}
+  /// Zero-filled tensor of the given sizes; throws InvalidArgument (before allocating)
+  /// on a negative size or when the element count or byte size overflows.
+  explicit Tensor(std::vector<index_t> dims);
   /// Takes ownership of `data` (column-major); throws DimensionMismatch if sizes disagree.
   Tensor(std::vector<index_t> dims, std::vector<T> data);
 
@@ -113,7 +113,8 @@ class Matrix {
   using value_type = T;
 
   Matrix() = default;
-  /// Zero-filled rows x cols matrix; throws InvalidArgument on negative sizes or overflow.
+  /// Zero-filled rows x cols matrix; throws InvalidArgument (before allocating) on
+  /// negative sizes or when the element count or byte size overflows.
   Matrix(index_t rows, index_t cols);
   /// Takes ownership of column-major `data`; throws DimensionMismatch if sizes disagree.
   Matrix(index_t rows, index_t cols, std::vector<T> data);

@@ -47,12 +47,13 @@ class Compute {
   virtual void syrk(Op trans, index_t n, index_t k, T alpha, const T* a, index_t lda, T beta, T* c,
                     index_t ldc) = 0;
   /// Cholesky A = L L^T in place (lower triangle). Returns false when A is not
-  /// (numerically) positive definite; A is then unspecified.
+  /// (numerically) positive definite, which includes a NaN entry; A is then unspecified.
   virtual bool potrf(index_t n, T* a, index_t lda) = 0;
   /// B = B (L L^T)^{-1} for the factor of potrf; B is m x n.
   virtual void potrs_right(index_t n, const T* l, index_t ldl, index_t m, T* b, index_t ldb) = 0;
   /// Symmetric eigen-decomposition: A (n x n) is overwritten by the eigenvectors,
-  /// host_w receives the eigenvalues in ascending order. Throws NumericalError on failure.
+  /// host_w receives the eigenvalues in ascending order. Throws NumericalError on failure
+  /// (including a NaN entry).
   virtual void syevd(index_t n, T* a, index_t lda, T* host_w) = 0;
 
   // --- element-wise and reductions -------------------------------------------
@@ -114,5 +115,15 @@ class Buffer {
   T* p_ = nullptr;
   std::size_t n_ = 0;
 };
+
+/// Grows `b` to hold at least n elements (contents are not preserved).
+template <class T>
+T* ensure(Compute<T>& c, Buffer<T>& b, std::size_t n) {
+  if (b.size() < n) {
+    b.reset();
+    b = Buffer<T>(c, n);
+  }
+  return b.get();
+}
 
 }  // namespace tenfold::detail

@@ -85,8 +85,17 @@ double KTensor<T>::inner(TensorView<const T> x) const {
   if (x.dims() != dims()) {
     throw DimensionMismatch("inner product of a tensor and a CP model of different shapes");
   }
-  // <X, M> = sum_r lambda_r <MTTKRP_{N-1}(:, r), U_{N-1}(:, r)>
   detail::CpuCompute<T> c;
+  if (order() == 1) {
+    // <x, M> = sum_r lambda_r <x, a_r>
+    double s = 0.0;
+    for (index_t j = 0; j < rank(); ++j) {
+      s += weights[static_cast<std::size_t>(j)] *
+           c.dot(static_cast<std::size_t>(x.numel()), x.data(), factors[0].col(j));
+    }
+    return s;
+  }
+  // <X, M> = sum_r lambda_r <MTTKRP_{N-1}(:, r), U_{N-1}(:, r)>
   detail::DenseOperand<T> op(c, x);
   const int last = order() - 1;
   const Matrix<T>& fl = factors[static_cast<std::size_t>(last)];

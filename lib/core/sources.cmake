@@ -2,4 +2,5 @@ target_sources(tenfold PRIVATE
   core/backend.cpp
   core/format.cpp
   core/ktensor.cpp
+  core/multilinear.cpp
   core/tensor.cpp)

@@ -1,6 +1,7 @@
 #include "tenfold/tensor.hpp"
 
 #include <cmath>
+#include <cstdint>
 #include <string>
 
 #include "core/format.hpp"
@@ -26,6 +27,26 @@ index_t checked_numel(std::span<const index_t> dims) {
   return n;
 }
 
+namespace {
+
+// Element count of a tensor of T of shape dims, checked to be addressable in bytes.
+template <class T>
+std::size_t storage_size(std::span<const index_t> dims) {
+  const index_t n = checked_numel(dims);
+  if (static_cast<std::uint64_t>(n) > static_cast<std::uint64_t>(PTRDIFF_MAX) / sizeof(T)) {
+    throw InvalidArgument("an array of shape " + detail::shape_string(dims) + " needs " +
+                          std::to_string(n) + " elements of " + std::to_string(sizeof(T)) +
+                          " bytes, more than memory can address");
+  }
+  return static_cast<std::size_t>(n);
+}
+
+}  // namespace
+
+template <class T>
+Tensor<T>::Tensor(std::vector<index_t> dims)
+    : dims_(std::move(dims)), data_(storage_size<T>(dims_)) {}
+
 template <class T>
 Tensor<T>::Tensor(std::vector<index_t> dims, std::vector<T> data)
     : dims_(std::move(dims)), data_(std::move(data)) {
@@ -40,7 +61,7 @@ template <class T>
 Matrix<T>::Matrix(index_t rows, index_t cols)
     : rows_(rows), cols_(cols) {
   const index_t dims[2] = {rows, cols};
-  data_.resize(static_cast<std::size_t>(checked_numel(dims)));
+  data_.resize(storage_size<T>(dims));
 }
 
 template <class T>

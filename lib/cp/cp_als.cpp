@@ -184,6 +184,9 @@ CpResult<T> run_cp_als(CpOperand<T>& x, Compute<T>& c, const CpOptions<T>& o,
            dims[static_cast<std::size_t>(n)], T(0), s.gram[static_cast<std::size_t>(n)].get(), r);
   }
   const double norm_x2 = x.norm_squared();
+  if (!std::isfinite(norm_x2)) {
+    throw NumericalError("the squared norm of the tensor overflows double; scale it down");
+  }
   const double norm_x = std::sqrt(norm_x2);
   c.synchronize();
   t.init = seconds_since(start);
@@ -197,6 +200,7 @@ CpResult<T> run_cp_als(CpOperand<T>& x, Compute<T>& c, const CpOptions<T>& o,
 
   double fit = 0.0;
   for (int iter = 1; iter <= o.max_iters; ++iter) {
+    double inner = 0.0;  // <X, model> after the sweep
     for (int n = 0; n < order; ++n) {
       const auto ni = static_cast<std::size_t>(n);
       const index_t in = dims[ni];
@@ -213,30 +217,33 @@ CpResult<T> run_cp_als(CpOperand<T>& x, Compute<T>& c, const CpOptions<T>& o,
       });
       // lambda = column norms (2-norm first, then max(max|.|, 1)); G_n = U_n^T U_n
       timed(t.other, [&] {
+        if (n == order - 1) {
+          // <X, model> = <M, U_{N-1} diag(lambda)>: taken before normalising, so that
+          // no product of two tensor-sized scales is ever formed in T.
+          inner = c.dot(static_cast<std::size_t>(in * r), s.m.get(), s.ptrs[ni]);
+        }
         c.normalize_columns(iter == 1 ? ColumnNorm::two : ColumnNorm::max_or_one, in, r, s.ptrs[ni],
                             in, s.lambda.get());
         x.factor_changed(n);
       });
       timed(t.gram, [&] { c.syrk(Op::trans, r, in, T(1), s.ptrs[ni], in, T(0), s.gram[ni].get(), r); });
     }
-    // ||X - M||^2 = ||X||^2 + lambda^T (*_n G_n) lambda - 2 <M_{N-1} diag(lambda), U_{N-1}>
+    // ||X - model||^2 = ||X||^2 + lambda^T (*_n G_n) lambda - 2 <X, model>
     double resid2 = 0.0;
     timed(t.other, [&] {
-      const auto last = static_cast<std::size_t>(order - 1);
       hadamard_of_grams(c, s, -1);
       c.gemm(Op::none, Op::none, r, 1, r, T(1), s.v.get(), r, s.lambda.get(), r, T(0),
              s.scratch.get(), r);
       const double norm_m2 = c.dot(static_cast<std::size_t>(r), s.lambda.get(), s.scratch.get());
-      c.scale_columns(dims[last], r, s.m.get(), dims[last], s.lambda.get());
-      const double inner =
-          c.dot(static_cast<std::size_t>(dims[last] * r), s.m.get(), s.ptrs[last]);
-      resid2 = std::max(0.0, norm_x2 + norm_m2 - 2.0 * inner);
+      resid2 = norm_x2 + norm_m2 - 2.0 * inner;
     });
-    const double new_fit = norm_x > 0.0 ? 1.0 - std::sqrt(resid2) / norm_x : 1.0;
-    if (!std::isfinite(new_fit)) {
-      throw NumericalError("CP-ALS produced a non-finite fit at iteration " + std::to_string(iter) +
-                           " (try ridge > 0 or a smaller rank)");
+    if (!std::isfinite(resid2)) {
+      throw NumericalError(
+          "CP-ALS produced a non-finite fit at iteration " + std::to_string(iter) +
+          " (overflow: scale the tensor down, or try ridge > 0 or a smaller rank)");
     }
+    // Cancellation can leave a tiny negative residual when the model is (nearly) exact.
+    const double new_fit = norm_x > 0.0 ? 1.0 - std::sqrt(std::max(0.0, resid2)) / norm_x : 1.0;
     const double delta = iter == 1 ? new_fit : std::abs(new_fit - fit);
     fit = new_fit;
     res.fit_history.push_back(fit);

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/multilinear.hpp"
+
 namespace tenfold::detail {
 
 template <class T>
@@ -81,16 +83,19 @@ void DenseOperand<T>::finish(const T* y, int lo, int hi, int n, std::span<const 
   Compute<T>& c = this->c_;
   const index_t jl = prod(lo, n), jn = dims_[static_cast<std::size_t>(n)], jr = prod(n + 1, hi);
   const index_t jall = jl * jn * jr;
+  // Blocks hold at least two modes, so n has a neighbour on the left or the right
+  // (possibly of size one, which still scales by its factor's single row).
+  const bool left = lo < n, right = n + 1 < hi;
   const T* v = y;
-  if (jr > 1) {
+  if (right) {
     // V(:, r) = Y_r (Jl*Jn x Jr) * KR_right(:, r), one matrix-vector product per column.
     const T* kr = khatri_rao_range(factors, n + 1, hi, rank);
-    T* dst = jl > 1 ? ensure(c, v_, static_cast<std::size_t>(jl * jn * rank)) : out;
+    T* dst = left ? ensure(c, v_, static_cast<std::size_t>(jl * jn * rank)) : out;
     c.gemm_strided_batched(Op::none, Op::none, jl * jn, 1, jr, T(1), y, jl * jn, jall, kr, jr, jr,
                            T(0), dst, jl * jn, jl * jn, rank);
     v = dst;
   }
-  if (jl > 1) {
+  if (left) {
     // out(:, r) = V_r (Jl x Jn)^T * KR_left(:, r).
     const T* kr = khatri_rao_range(factors, lo, n, rank);
     c.gemm_strided_batched(Op::trans, Op::none, jn, 1, jl, T(1), v, jl, jl * jn, kr, jl, jl, T(0),
@@ -133,18 +138,7 @@ void DenseOperand<T>::mttkrp(int n, std::span<const T* const> factors, index_t r
 
 template <class T>
 void DenseOperand<T>::mode_gram(int n, T* out) {
-  Compute<T>& c = this->c_;
-  const index_t il = prod(0, n), in = dims_[static_cast<std::size_t>(n)];
-  const index_t ir = prod(n + 1, this->order());
-  if (il == 1) {
-    // X_(n) is X viewed as I_n x I_R.
-    c.syrk(Op::none, in, ir, T(1), x_, in, T(0), out, in);
-    return;
-  }
-  // X_(n) X_(n)^T = sum_k S_k^T S_k over the I_L x I_n slices S_k.
-  for (index_t k = 0; k < ir; ++k) {
-    c.syrk(Op::trans, in, il, T(1), x_ + k * il * in, il, k == 0 ? T(0) : T(1), out, in);
-  }
+  detail::mode_gram(this->c_, x_, dims_, n, out);
 }
 
 template class DenseOperand<float>;

@@ -24,6 +24,8 @@ class DenseOperand final : public CpOperand<T> {
   void mttkrp(int n, std::span<const T* const> factors, index_t rank, T* out) override;
   void factor_changed(int m) override;
   void mode_gram(int n, T* out) override;
+  /// The tensor in backend memory.
+  const T* data() const { return x_; }
 
  private:
   enum class Cached { none, leading, trailing };
@@ -44,15 +46,5 @@ class DenseOperand final : public CpOperand<T> {
   double norm_squared_ = -1.0;
   Buffer<T> y_, kr_, kr_tmp_, v_;
 };
-
-/// Grows `b` to hold at least n elements (contents are not preserved).
-template <class T>
-T* ensure(Compute<T>& c, Buffer<T>& b, std::size_t n) {
-  if (b.size() < n) {
-    b.reset();
-    b = Buffer<T>(c, n);
-  }
-  return b.get();
-}
 
 }  // namespace tenfold::detail

@@ -282,12 +282,15 @@ Tensor<T> load_npy(const std::filesystem::path& path, NpyHeader* header) {
 }
 
 template <class T>
-void save_npy(const std::filesystem::path& path, TensorView<const T> x) {
+void save_npy(const std::filesystem::path& path, TensorView<const T> x, NpyOrder order) {
   const DType dtype = sizeof(T) == 4 ? DType::float32 : DType::float64;
-  std::string dict = "{'descr': '" + dtype_descr(dtype) + "', 'fortran_order': True, 'shape': (";
-  for (std::size_t i = 0; i < x.dims().size(); ++i) {
+  const bool fortran = order == NpyOrder::fortran;
+  std::string dict = "{'descr': '" + dtype_descr(dtype) + "', 'fortran_order': " +
+                     (fortran ? "True" : "False") + ", 'shape': (";
+  const std::size_t nd = x.dims().size();
+  for (std::size_t i = 0; i < nd; ++i) {
     if (i > 0) dict += ", ";
-    dict += std::to_string(x.dims()[i]);
+    dict += std::to_string(x.dims()[fortran ? i : nd - 1 - i]);
   }
   if (x.dims().size() == 1) dict += ",";  // a 1-tuple is written "(5,)"
   dict += "), }";
@@ -315,7 +318,7 @@ template Tensor<float> load_npy(const ByteSource&, NpyHeader*);
 template Tensor<double> load_npy(const ByteSource&, NpyHeader*);
 template Tensor<float> load_npy(const std::filesystem::path&, NpyHeader*);
 template Tensor<double> load_npy(const std::filesystem::path&, NpyHeader*);
-template void save_npy(const std::filesystem::path&, TensorView<const float>);
-template void save_npy(const std::filesystem::path&, TensorView<const double>);
+template void save_npy(const std::filesystem::path&, TensorView<const float>, NpyOrder);
+template void save_npy(const std::filesystem::path&, TensorView<const double>, NpyOrder);
 
 }  // namespace tenfold::io

@@ -1,0 +1,90 @@
+// Checkpoint-level attention compression: finds the query/key side of every
+// attention layer in a BERT-family (BERT, RoBERTa, MiniLM) or DistilBERT
+// safetensors checkpoint, compresses each into collaborative form, and writes a
+// checkpoint where everything else is copied through bit for bit.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "tenfold/attention.hpp"
+#include "tenfold/safetensors.hpp"
+
+namespace tenfold::attention {
+
+/// Tensor names of one layer's query/key side. `prefix` is the attention prefix P
+/// (BERT: "...encoder.layer.<n>.attention.self.", DistilBERT:
+/// "...transformer.layer.<n>.attention."); biases are empty names when absent.
+struct LayerNames {
+  int index = 0;
+  std::string prefix;
+  std::string query_weight, query_bias, key_weight, key_bias;
+};
+
+/// The attention layers of a checkpoint, by layer index. Throws IoError when none
+/// is found or a layer misses its query or key weight.
+std::vector<LayerNames> find_layers(const io::SafetensorsFile& file);
+
+/// Head count from the config.json beside `checkpoint` (num_attention_heads or
+/// n_heads); 0 when there is no such file or key. Throws IoError on a malformed file.
+index_t heads_from_config(const std::filesystem::path& checkpoint);
+
+/// Loads one layer; throws IoError / DimensionMismatch when shapes disagree or
+/// `heads` does not divide the query width.
+template <class T>
+QueryKeyLayer<T> load_layer(const io::SafetensorsFile& file, const LayerNames& names,
+                            index_t heads);
+
+/// What happened to one layer.
+struct LayerReport {
+  int index = 0;
+  std::string prefix;
+  double relative_error = 0.0;
+  int iterations = 0;
+  bool converged = false;
+  double seconds = 0.0;
+  index_t params_before = 0;
+  index_t params_after = 0;
+};
+
+/// Options of compress_checkpoint.
+struct CheckpointOptions {
+  CompressOptions compress;  ///< rank = shared dimension R
+  index_t heads = 0;         ///< 0: from config.json beside the input
+  bool float64 = false;      ///< compute and write the new tensors in float64 (else float32)
+  /// Called after each layer (progress).
+  std::function<void(const LayerReport&)> on_layer;
+};
+
+/// Result of compress_checkpoint.
+struct CheckpointReport {
+  index_t heads = 0, head_dim = 0, input_dim = 0, shared_dim = 0;
+  std::vector<LayerReport> layers;
+  double seconds = 0.0;
+  index_t total_params_before = 0;  ///< every floating-point element of the input
+  index_t total_params_after = 0;
+};
+
+/// Compresses every attention layer of `input` and writes `output` atomically. For
+/// each layer with prefix P, the query/key weights and biases are replaced by
+/// P + "collab.mixing" (H x R), P + "collab.query.weight" (R x D),
+/// P + "collab.key.weight" (R x D) and P + "collab.content_bias.weight" (H x D);
+/// the header metadata records shared_dim, heads, head_dim, the scale convention and
+/// the per-layer errors. Everything is validated before anything is written; the
+/// input is never modified. Throws IoError / InvalidArgument naming the problem.
+CheckpointReport compress_checkpoint(const std::filesystem::path& input,
+                                     const std::filesystem::path& output,
+                                     const CheckpointOptions& options);
+
+/// Redundancy curves of every layer (heads as in CheckpointOptions::heads).
+struct LayerRedundancy {
+  int index = 0;
+  std::string prefix;
+  Redundancy redundancy;
+};
+std::vector<LayerRedundancy> analyze_checkpoint(const std::filesystem::path& input, index_t heads);
+
+}  // namespace tenfold::attention

@@ -1,0 +1,126 @@
+// Tucker decompositions: HOSVD, sequentially truncated HOSVD (ST-HOSVD) and HOOI,
+// and CP-ALS of a tensor given in Tucker form. See docs/tucker.md.
+#pragma once
+
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "tenfold/backend.hpp"
+#include "tenfold/cp.hpp"
+#include "tenfold/tensor.hpp"
+
+namespace tenfold {
+
+/// Tucker model X = G x_0 U_0 x_1 U_1 ... x_{N-1} U_{N-1}: a core tensor G of shape
+/// (r_0, ..., r_{N-1}) and one I_n x r_n factor matrix per mode. The factors that
+/// tucker() returns have orthonormal columns; the methods below accept any factors.
+template <class T>
+struct TTensor {
+  Tensor<T> core;
+  std::vector<Matrix<T>> factors;
+
+  TTensor() = default;
+  TTensor(Tensor<T> g, std::vector<Matrix<T>> f) : core(std::move(g)), factors(std::move(f)) {}
+
+  int order() const { return static_cast<int>(factors.size()); }
+  /// Mode sizes I_n (rows of the factors).
+  std::vector<index_t> dims() const;
+  /// Multilinear ranks r_n (sizes of the core).
+  std::vector<index_t> ranks() const;
+
+  /// Throws InvalidArgument / DimensionMismatch unless the model is well formed:
+  /// order >= 1, one factor per core mode, factor n with r_n >= 1 columns and at
+  /// least one row, finite entries.
+  void validate() const;
+
+  /// Dense tensor G x_0 U_0 ... (size prod I_n; mind the memory).
+  Tensor<T> full() const;
+
+  /// Frobenius norm without forming the tensor: ||X||^2 = <G, G x_0 U_0^T U_0 ...>,
+  /// in double (equal to ||G|| when the factors are orthonormal).
+  double norm() const;
+
+  /// <X, this> = <X x_0 U_0^T ... x_{N-1} U_{N-1}^T, G>, accumulated in double.
+  double inner(TensorView<const T> x) const;
+};
+
+/// Which Tucker algorithm tucker() runs.
+enum class TuckerMethod {
+  sthosvd,  ///< sequentially truncated HOSVD: each mode's Gram on the already shrunk tensor
+  hosvd,    ///< truncated HOSVD: every mode's Gram on the full tensor
+  hooi,     ///< higher-order orthogonal iteration, started from ST-HOSVD
+};
+
+/// "sthosvd", "hosvd" or "hooi".
+std::string_view to_string(TuckerMethod method);
+/// Parses the names above; throws InvalidArgument otherwise.
+TuckerMethod parse_tucker_method(std::string_view name);
+
+/// Options of tucker(). Give exactly one of `ranks` and `eps`.
+struct TuckerOptions {
+  TuckerMethod method = TuckerMethod::sthosvd;
+  /// Multilinear ranks, one per mode, 1 <= r_n <= I_n.
+  std::vector<index_t> ranks;
+  /// Relative error tolerance in (0, 1): each mode keeps the fewest leading
+  /// eigenvectors whose discarded eigenvalues sum to at most eps^2 ||X||^2 / N,
+  /// which guarantees ||X - X^|| <= eps ||X|| (HOOI keeps the ranks so chosen).
+  std::optional<double> eps;
+  /// Order in which ST-HOSVD (and HOOI's start) processes the modes: a permutation
+  /// of 0..N-1. Empty: automatic (with ranks, decreasing I_n / r_n; with eps,
+  /// decreasing I_n; ties in mode order). HOSVD does not depend on it.
+  std::vector<int> mode_order;
+  int max_iters = 50;  ///< HOOI: most sweeps (>= 1)
+  double tol = 1e-6;   ///< HOOI: stop when a sweep lowers the relative error by less (>= 0)
+  Backend backend = Backend::cpu;
+};
+
+/// Wall-clock seconds spent in each phase.
+struct TuckerTimings {
+  double gram = 0.0;   ///< mode Grams X_(n) X_(n)^T (syrk)
+  double eig = 0.0;    ///< symmetric eigensolver and truncation
+  double ttm = 0.0;    ///< tensor-times-matrix products (shrinking, core, HOOI contractions)
+  double total = 0.0;  ///< whole call, including validation and data transfers
+};
+
+/// Result of tucker().
+template <class T>
+struct TuckerResult {
+  TTensor<T> model;  ///< orthonormal factors, core G = X x_0 U_0^T ...
+  /// Per mode, all I_n eigenvalues (squared singular values, descending, negatives
+  /// from round-off clamped to 0) of the Gram that the truncation of that mode saw:
+  /// the full tensor's for HOSVD, the partly shrunk tensor's for ST-HOSVD and for
+  /// HOOI's start.
+  std::vector<std::vector<double>> eigenvalues;
+  /// ||X - X^|| / ||X|| = sqrt(||X||^2 - ||G||^2) / ||X|| (clamped at 0); unreliable
+  /// below about sqrt(machine epsilon) of T. 0 for a zero tensor.
+  double relative_error = 0.0;
+  /// numel(X) / (numel(G) + sum_n I_n r_n).
+  double compression_ratio = 0.0;
+  std::vector<int> mode_order;  ///< order in which ST-HOSVD processed the modes
+  int iterations = 0;           ///< HOOI sweeps (0 for sthosvd and hosvd)
+  bool converged = false;       ///< HOOI stopped on tol (always true for the other methods)
+  /// HOOI: relative error of the ST-HOSVD start, then after each sweep; empty otherwise.
+  std::vector<double> error_history;
+  TuckerTimings timings;
+};
+
+/// Tucker decomposition of a dense tensor (order >= 2, all sizes >= 1, finite
+/// entries). Throws InvalidArgument / DimensionMismatch on bad input or options.
+template <class T>
+TuckerResult<T> tucker(TensorView<const T> x, const TuckerOptions& options);
+
+template <class T>
+TuckerResult<T> tucker(const Tensor<T>& x, const TuckerOptions& options) {
+  return tucker(x.view(), options);
+}
+
+/// CP-ALS of a tensor given in Tucker form, never formed: each MTTKRP goes through
+/// the core (U_n times the core's MTTKRP with the factors U_m^T A_m), norms and
+/// inner products come from the core and the factor Grams. Exact for the tensor the
+/// model represents; when the model is a lossy compression of some X, the result is
+/// CP of the approximation (see docs/tucker.md).
+template <class T>
+CpResult<T> cp_als(const TTensor<T>& x, const CpOptions<T>& options);
+
+}  // namespace tenfold

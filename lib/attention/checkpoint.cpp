@@ -1,0 +1,293 @@
+#include "tenfold/attention_checkpoint.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
+#include <string>
+
+#include "tenfold/error.hpp"
+
+namespace tenfold::attention {
+namespace {
+
+bool is_float_dtype(const std::string& dtype) {
+  return dtype == "F64" || dtype == "F32" || dtype == "F16" || dtype == "BF16";
+}
+
+index_t numel(const std::vector<index_t>& shape) { return checked_numel(shape); }
+
+std::string shape_text(const std::vector<index_t>& shape) {
+  std::string s = "(";
+  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + ")";
+}
+
+// Checks the shapes of a layer's tensors against each other and the head count,
+// from the header alone; returns {D, H d}.
+std::pair<index_t, index_t> check_layer_shapes(const io::SafetensorsFile& file,
+                                               const LayerNames& names, index_t heads) {
+  const io::SafetensorsEntry& q = file.at(names.query_weight);
+  const io::SafetensorsEntry& k = file.at(names.key_weight);
+  if (q.shape.size() != 2 || !is_float_dtype(q.dtype)) {
+    throw IoError("'" + q.name + "' is not a 2-D floating-point weight (shape " +
+                  shape_text(q.shape) + ", dtype " + q.dtype + ")");
+  }
+  if (k.shape != q.shape || !is_float_dtype(k.dtype)) {
+    throw DimensionMismatch("'" + k.name + "' has shape " + shape_text(k.shape) + " and dtype " +
+                            k.dtype + ", but '" + q.name + "' has shape " + shape_text(q.shape));
+  }
+  const index_t dk = q.shape[0], d_in = q.shape[1];
+  if (heads < 1 || dk % heads != 0) {
+    throw DimensionMismatch("query width " + std::to_string(dk) + " of '" + q.name +
+                            "' is not divisible by " + std::to_string(heads) + " heads");
+  }
+  for (const std::string& b : {names.query_bias, names.key_bias}) {
+    if (b.empty()) continue;
+    const io::SafetensorsEntry& e = file.at(b);
+    if (e.shape != std::vector<index_t>{dk} || !is_float_dtype(e.dtype)) {
+      throw DimensionMismatch("bias '" + b + "' has shape " + shape_text(e.shape) +
+                              ", expected (" + std::to_string(dk) + ")");
+    }
+  }
+  return {d_in, dk};
+}
+
+index_t resolve_heads(const std::filesystem::path& input, index_t heads) {
+  if (heads < 0) throw InvalidArgument("heads must be >= 1, got " + std::to_string(heads));
+  if (heads == 0) heads = heads_from_config(input);
+  if (heads == 0) {
+    throw InvalidArgument("the head count is unknown: pass --heads, or put a config.json with "
+                          "num_attention_heads (or n_heads) beside '" + input.string() + "'");
+  }
+  return heads;
+}
+
+template <class T>
+std::vector<std::byte> as_bytes(const std::vector<T>& v) {
+  std::vector<std::byte> b(v.size() * sizeof(T));
+  if (!v.empty()) std::memcpy(b.data(), v.data(), b.size());
+  return b;
+}
+
+// The collaborative tensors of one layer, in the output dtype U, with their
+// row-major shapes: mixing (H, R), query (R, D), key (R, D), content (H, D).
+template <class U, class T>
+std::vector<std::pair<std::vector<U>, std::vector<index_t>>> collab_tensors(
+    const CollaborativeLayer<T>& c) {
+  const index_t h = c.heads(), r = c.rank(), d = c.input_dim();
+  std::vector<U> mixing(static_cast<std::size_t>(h * r));
+  // Row-major (H, R) is the transpose of the column-major H x R mixing.
+  for (index_t i = 0; i < h; ++i)
+    for (index_t j = 0; j < r; ++j) mixing[static_cast<std::size_t>(i * r + j)] = static_cast<U>(c.mixing(i, j));
+  // Column-major D x R (D x H) is row-major (R, D) ((H, D)) as it stands.
+  auto same = [](const Matrix<T>& m) { return std::vector<U>(m.values().begin(), m.values().end()); };
+  std::vector<U> content = c.content.size() > 0 ? same(c.content) : std::vector<U>(static_cast<std::size_t>(h * d), U(0));
+  return {{mixing, {h, r}}, {same(c.query), {r, d}}, {same(c.key), {r, d}}, {content, {h, d}}};
+}
+
+template <class T>
+CheckpointReport compress_typed(const std::filesystem::path& input,
+                                const std::filesystem::path& output,
+                                const CheckpointOptions& o) {
+  const auto start = std::chrono::steady_clock::now();
+  const io::SafetensorsFile file(input);
+  const std::vector<LayerNames> layers = find_layers(file);
+  CheckpointReport rep;
+  rep.heads = resolve_heads(input, o.heads);
+  rep.shared_dim = o.compress.rank;
+  // Validate every layer from the header before any work.
+  for (const LayerNames& l : layers) {
+    const auto [d_in, dk] = check_layer_shapes(file, l, rep.heads);
+    if (rep.input_dim == 0) {
+      rep.input_dim = d_in;
+      rep.head_dim = dk / rep.heads;
+    } else if (d_in != rep.input_dim || dk != rep.heads * rep.head_dim) {
+      throw DimensionMismatch("layer " + std::to_string(l.index) + " has a different width than layer " +
+                              std::to_string(layers.front().index));
+    }
+  }
+  const index_t full = rep.heads * rep.head_dim;
+  if (o.compress.rank < 1 || o.compress.rank > full) {
+    throw InvalidArgument("shared dimension " + std::to_string(o.compress.rank) +
+                          " is outside [1, " + std::to_string(full) + "] (H d = " +
+                          std::to_string(rep.heads) + " x " + std::to_string(rep.head_dim) + ")");
+  }
+
+  // Compress layer by layer; keep the new tensors in the output dtype.
+  std::set<std::string> replaced;
+  std::map<std::string, std::vector<std::pair<std::string, std::vector<std::byte>>>> inserted;
+  std::map<std::string, std::vector<std::vector<index_t>>> inserted_shapes;
+  const std::string out_dtype = o.float64 ? "F64" : "F32";
+  for (const LayerNames& l : layers) {
+    const QueryKeyLayer<T> layer = load_layer<T>(file, l, rep.heads);
+    const CompressResult<T> res = compress(layer, o.compress);
+    LayerReport lr{l.index, l.prefix, res.relative_error, res.iterations, res.converged,
+                   res.seconds, res.params_before, res.params_after};
+    rep.layers.push_back(lr);
+    if (o.on_layer) o.on_layer(lr);
+    for (const std::string& n : {l.query_weight, l.query_bias, l.key_weight, l.key_bias})
+      if (!n.empty()) replaced.insert(n);
+    const char* suffixes[4] = {"collab.mixing", "collab.query.weight", "collab.key.weight",
+                               "collab.content_bias.weight"};
+    auto& slot = inserted[l.query_weight];
+    auto& shapes = inserted_shapes[l.query_weight];
+    const auto add = [&](auto tensors) {
+      for (std::size_t i = 0; i < 4; ++i) {
+        slot.emplace_back(l.prefix + suffixes[i], as_bytes(tensors[i].first));
+        shapes.push_back(tensors[i].second);
+      }
+    };
+    if (o.float64) {
+      add(collab_tensors<double>(res.layer));
+    } else {
+      add(collab_tensors<float>(res.layer));
+    }
+  }
+
+  // Output: the input's tensors in order, the new ones where each layer's query
+  // weight stood, everything else copied bit for bit.
+  std::vector<std::vector<std::byte>> kept;
+  kept.reserve(file.tensors().size());
+  std::vector<io::SafetensorsTensor> out;
+  for (const io::SafetensorsEntry& e : file.tensors()) {
+    if (is_float_dtype(e.dtype)) rep.total_params_before += numel(e.shape);
+    if (auto it = inserted.find(e.name); it != inserted.end()) {
+      const auto& shapes = inserted_shapes[e.name];
+      for (std::size_t i = 0; i < it->second.size(); ++i) {
+        out.push_back({it->second[i].first, out_dtype, shapes[i], it->second[i].second});
+        rep.total_params_after += numel(shapes[i]);
+      }
+    }
+    if (replaced.count(e.name)) continue;
+    kept.push_back(file.read_bytes(e.name));
+    out.push_back({e.name, e.dtype, e.shape, kept.back()});
+    if (is_float_dtype(e.dtype)) rep.total_params_after += numel(e.shape);
+  }
+  std::map<std::string, std::string> meta = file.metadata();
+  nlohmann::json errors = nlohmann::json::array();
+  for (const LayerReport& l : rep.layers) errors.push_back(l.relative_error);
+  meta["tenfold.shared_dim"] = std::to_string(rep.shared_dim);
+  meta["tenfold.heads"] = std::to_string(rep.heads);
+  meta["tenfold.head_dim"] = std::to_string(rep.head_dim);
+  meta["tenfold.scale_convention"] = "scale folded into mixing and content_bias";
+  meta["tenfold.relative_errors"] = errors.dump();
+  io::save_safetensors(output, out, meta);
+  rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return rep;
+}
+
+}  // namespace
+
+std::vector<LayerNames> find_layers(const io::SafetensorsFile& file) {
+  static const std::regex bert(R"(^(.*)encoder\.layer\.(\d+)\.attention\.self\.query\.weight$)");
+  static const std::regex distil(R"(^(.*)transformer\.layer\.(\d+)\.attention\.q_lin\.weight$)");
+  std::vector<LayerNames> layers;
+  const auto optional = [&](const std::string& name) { return file.find(name) ? name : std::string(); };
+  for (const io::SafetensorsEntry& e : file.tensors()) {
+    std::smatch m;
+    LayerNames l;
+    std::string q, k;
+    if (std::regex_match(e.name, m, bert)) {
+      l.prefix = m[1].str() + "encoder.layer." + m[2].str() + ".attention.self.";
+      q = "query.";
+      k = "key.";
+    } else if (std::regex_match(e.name, m, distil)) {
+      l.prefix = m[1].str() + "transformer.layer." + m[2].str() + ".attention.";
+      q = "q_lin.";
+      k = "k_lin.";
+    } else {
+      continue;
+    }
+    l.index = std::stoi(m[2].str());
+    l.query_weight = e.name;
+    l.key_weight = l.prefix + k + "weight";
+    if (!file.find(l.key_weight)) {
+      throw IoError("layer " + std::to_string(l.index) + " has '" + e.name + "' but no '" +
+                    l.key_weight + "'");
+    }
+    l.query_bias = optional(l.prefix + q + "bias");
+    l.key_bias = optional(l.prefix + k + "bias");
+    layers.push_back(std::move(l));
+  }
+  if (layers.empty()) {
+    throw IoError("no attention layers found (expected BERT-style '...encoder.layer.<n>."
+                  "attention.self.query.weight' or DistilBERT-style '...transformer.layer.<n>."
+                  "attention.q_lin.weight' tensors)");
+  }
+  std::stable_sort(layers.begin(), layers.end(), [](const LayerNames& a, const LayerNames& b) {
+    return a.index < b.index;
+  });
+  return layers;
+}
+
+index_t heads_from_config(const std::filesystem::path& checkpoint) {
+  const std::filesystem::path config = checkpoint.parent_path() / "config.json";
+  std::ifstream in(config);
+  if (!in) return 0;
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw IoError("'" + config.string() + "' is not valid JSON: " + e.what());
+  }
+  for (const char* key : {"num_attention_heads", "n_heads"}) {
+    if (!j.is_object() || !j.contains(key)) continue;
+    const auto& v = j[key];
+    if (!v.is_number_integer() || v.get<long long>() < 1) {
+      throw IoError("'" + config.string() + "': " + key + " is not a positive integer");
+    }
+    return static_cast<index_t>(v.get<long long>());
+  }
+  return 0;
+}
+
+template <class T>
+QueryKeyLayer<T> load_layer(const io::SafetensorsFile& file, const LayerNames& names,
+                            index_t heads) {
+  const auto [d_in, dk] = check_layer_shapes(file, names, heads);
+  QueryKeyLayer<T> l;
+  l.heads = heads;
+  l.head_dim = dk / heads;
+  // (H d, D) row-major weights are the column-major D x (H d) matrices [W^1 ... W^H].
+  l.query_weight = file.read_matrix<T>(names.query_weight);
+  l.key_weight = file.read_matrix<T>(names.key_weight);
+  if (!names.query_bias.empty()) l.query_bias = file.read<T>(names.query_bias).values();
+  if (!names.key_bias.empty()) l.key_bias = file.read<T>(names.key_bias).values();
+  (void)d_in;
+  l.validate();
+  return l;
+}
+
+CheckpointReport compress_checkpoint(const std::filesystem::path& input,
+                                     const std::filesystem::path& output,
+                                     const CheckpointOptions& options) {
+  std::error_code ec;
+  if (std::filesystem::exists(output, ec) && std::filesystem::equivalent(input, output, ec)) {
+    throw IoError("output '" + output.string() + "' is the input checkpoint");
+  }
+  return options.float64 ? compress_typed<double>(input, output, options)
+                         : compress_typed<float>(input, output, options);
+}
+
+std::vector<LayerRedundancy> analyze_checkpoint(const std::filesystem::path& input,
+                                                index_t heads) {
+  const io::SafetensorsFile file(input);
+  const std::vector<LayerNames> layers = find_layers(file);
+  heads = resolve_heads(input, heads);
+  std::vector<LayerRedundancy> out;
+  for (const LayerNames& l : layers) {
+    out.push_back({l.index, l.prefix, redundancy(load_layer<double>(file, l, heads))});
+  }
+  return out;
+}
+
+template QueryKeyLayer<float> load_layer<float>(const io::SafetensorsFile&, const LayerNames&,
+                                                index_t);
+template QueryKeyLayer<double> load_layer<double>(const io::SafetensorsFile&, const LayerNames&,
+                                                  index_t);
+
+}  // namespace tenfold::attention

@@ -1,0 +1,104 @@
+#include "core/multilinear.hpp"
+
+#include <algorithm>
+
+namespace tenfold::detail {
+namespace {
+
+// I_L, I_n, I_R of mode n (see multilinear.hpp).
+struct ModeSplit {
+  index_t left = 1, mid = 1, right = 1;
+};
+
+ModeSplit split(std::span<const index_t> dims, int n) {
+  ModeSplit s;
+  for (int m = 0; m < static_cast<int>(dims.size()); ++m) {
+    const index_t d = dims[static_cast<std::size_t>(m)];
+    if (m < n) s.left *= d;
+    if (m == n) s.mid = d;
+    if (m > n) s.right *= d;
+  }
+  return s;
+}
+
+}  // namespace
+
+template <class T>
+void mode_gram(Compute<T>& c, const T* x, std::span<const index_t> dims, int n, T* out,
+               const T* y) {
+  const auto [il, in, ir] = split(dims, n);
+  if (il == 1) {
+    // X_(n) is X viewed as I_n x I_R.
+    if (y == nullptr) {
+      c.syrk(Op::none, in, ir, T(1), x, in, T(0), out, in);
+    } else {
+      c.gemm(Op::none, Op::trans, in, in, ir, T(1), x, in, y, in, T(0), out, in);
+    }
+    return;
+  }
+  // X_(n) Y_(n)^T = sum_k S_k^T R_k over the I_L x I_n slices S_k of X and R_k of Y.
+  for (index_t k = 0; k < ir; ++k) {
+    const T beta = k == 0 ? T(0) : T(1);
+    const T* xk = x + k * il * in;
+    if (y == nullptr) {
+      c.syrk(Op::trans, in, il, T(1), xk, il, beta, out, in);
+    } else {
+      c.gemm(Op::trans, Op::none, in, in, il, T(1), xk, il, y + k * il * in, il, beta, out, in);
+    }
+  }
+}
+
+template <class T>
+void ttm(Compute<T>& c, const T* x, std::span<const index_t> dims, int n, Op op, const T* u,
+         index_t ldu, index_t j, T* y) {
+  const auto [il, in, ir] = split(dims, n);
+  if (il == 1) {
+    // Y (j x I_R) = op(U) X (I_n x I_R)
+    c.gemm(op, Op::none, j, ir, in, T(1), u, ldu, x, in, T(0), y, j);
+    return;
+  }
+  // Each slice: Y_k (I_L x j) = X_k (I_L x I_n) op(U)^T; one product when I_R = 1.
+  const Op op_t = op == Op::none ? Op::trans : Op::none;
+  c.gemm_strided_batched(Op::none, op_t, il, j, in, T(1), x, il, il * in, u, ldu, 0, T(0), y, il,
+                         il * j, ir);
+}
+
+template <class T>
+const T* ttm_chain(Compute<T>& c, const T* x, std::vector<index_t>& dims,
+                   std::vector<ModeProduct<T>> products, Buffer<T>& work0, Buffer<T>& work1) {
+  // Ratios compared by cross-multiplication: a.rows / I_a < b.rows / I_b.
+  std::stable_sort(products.begin(), products.end(), [&](const auto& a, const auto& b) {
+    return a.rows * dims[static_cast<std::size_t>(b.mode)] <
+           b.rows * dims[static_cast<std::size_t>(a.mode)];
+  });
+  Buffer<T>* work[2] = {&work0, &work1};
+  const T* cur = x;
+  for (std::size_t s = 0; s < products.size(); ++s) {
+    const ModeProduct<T>& p = products[s];
+    std::vector<index_t> next = dims;
+    next[static_cast<std::size_t>(p.mode)] = p.rows;
+    T* y = ensure(c, *work[s % 2], static_cast<std::size_t>(checked_numel(next)));
+    ttm(c, cur, dims, p.mode, p.op, p.u, p.ldu, p.rows, y);
+    dims = std::move(next);
+    cur = y;
+  }
+  return cur;
+}
+
+template void mode_gram<float>(Compute<float>&, const float*, std::span<const index_t>, int, float*,
+                               const float*);
+template void mode_gram<double>(Compute<double>&, const double*, std::span<const index_t>, int,
+                                double*, const double*);
+template void ttm<float>(Compute<float>&, const float*, std::span<const index_t>, int, Op,
+                         const float*, index_t, index_t, float*);
+template void ttm<double>(Compute<double>&, const double*, std::span<const index_t>, int, Op,
+                          const double*, index_t, index_t, double*);
+
+template const float* ttm_chain<float>(Compute<float>&, const float*, std::vector<index_t>&,
+                                       std::vector<ModeProduct<float>>, Buffer<float>&,
+                                       Buffer<float>&);
+template const double* ttm_chain<double>(Compute<double>&, const double*, std::vector<index_t>&,
+                                         std::vector<ModeProduct<double>>, Buffer<double>&,
+                                         Buffer<double>&);
+
+}  // namespace tenfold::detail

@@ -1,0 +1,7 @@
+target_sources(tenfold PRIVATE
+  tucker/hooi.cpp
+  tucker/hosvd.cpp
+  tucker/steps.cpp
+  tucker/ttensor.cpp
+  tucker/tucker.cpp
+  tucker/tucker_operand.cpp)

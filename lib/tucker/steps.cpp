@@ -1,0 +1,68 @@
+#include "tucker/steps.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/multilinear.hpp"
+
+namespace tenfold::detail {
+
+template <class T>
+TuckerState<T>::TuckerState(Compute<T>& compute, TensorView<const T> tensor)
+    : c(compute), dims(tensor.dims()), x(compute, tensor) {
+  norm_x2 = x.norm_squared();
+  ranks.assign(dims.size(), 0);
+  u.resize(dims.size());
+  eigenvalues.resize(dims.size());
+}
+
+template <class T>
+double TuckerState<T>::relative_error() {
+  if (norm_x2 <= 0.0) return 0.0;
+  const double g2 = c.sum_squares(static_cast<std::size_t>(checked_numel(ranks)), core.get());
+  return std::sqrt(std::max(0.0, norm_x2 - g2) / norm_x2);
+}
+
+template <class T>
+void truncate_mode(TuckerState<T>& s, const T* y, const std::vector<index_t>& ydims, int n,
+                   const Truncation& t, bool record) {
+  Compute<T>& c = s.c;
+  const auto ni = static_cast<std::size_t>(n);
+  const index_t in = ydims[ni];
+  T* g = ensure(c, s.gram, static_cast<std::size_t>(in * in));
+  // Gram = Y_(n) Y_(n)^T
+  s.timed(s.timings.gram, [&] { mode_gram(c, y, ydims, n, g); });
+  s.timed(s.timings.eig, [&] {
+    // Gram = V diag(w) V^T, w ascending
+    std::vector<T> w(static_cast<std::size_t>(in));
+    c.syevd(in, g, in, w.data());
+    std::vector<double> lambda(w.rbegin(), w.rend());
+    for (double& l : lambda) l = std::max(l, 0.0);
+    // r = given, or the fewest leading eigenpairs with sum_{i >= r} lambda_i <= max_discarded
+    index_t r = in;
+    if (!t.ranks.empty()) {
+      r = t.ranks[ni];
+    } else {
+      double discarded = 0.0;
+      while (r > 1 && discarded + lambda[static_cast<std::size_t>(r - 1)] <= t.max_discarded) {
+        discarded += lambda[static_cast<std::size_t>(--r)];
+      }
+    }
+    // U_n = the eigenvectors of the r largest eigenvalues, largest first
+    T* un = ensure(c, s.u[ni], static_cast<std::size_t>(in * r));
+    for (index_t j = 0; j < r; ++j) {
+      c.copy(un + j * in, g + (in - 1 - j) * in, static_cast<std::size_t>(in));
+    }
+    s.ranks[ni] = r;
+    if (record) s.eigenvalues[ni] = std::move(lambda);
+  });
+}
+
+template struct TuckerState<float>;
+template struct TuckerState<double>;
+template void truncate_mode<float>(TuckerState<float>&, const float*, const std::vector<index_t>&,
+                                   int, const Truncation&, bool);
+template void truncate_mode<double>(TuckerState<double>&, const double*,
+                                    const std::vector<index_t>&, int, const Truncation&, bool);
+
+}  // namespace tenfold::detail

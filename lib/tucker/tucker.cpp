@@ -1,0 +1,173 @@
+// tenfold::tucker: validation, choice of the mode order, and the result.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <numeric>
+#include <string>
+
+#include "core/format.hpp"
+#include "tenfold/error.hpp"
+#include "tucker/steps.hpp"
+
+namespace tenfold {
+namespace {
+
+std::string list_string(const std::vector<int>& v) {
+  std::vector<index_t> w(v.begin(), v.end());
+  return detail::shape_string(w);
+}
+
+template <class T>
+void validate_tucker(TensorView<const T> x, const TuckerOptions& o) {
+  const int order = x.order();
+  if (order < 2) {
+    throw InvalidArgument("Tucker needs a tensor of order >= 2, got order " +
+                          std::to_string(order));
+  }
+  for (int n = 0; n < order; ++n) {
+    if (x.dim(n) < 1) {
+      throw InvalidArgument("tensor of shape " + detail::shape_string(x.dims()) +
+                            " is empty (mode " + std::to_string(n) + " has size 0)");
+    }
+    const index_t gram[2] = {x.dim(n), x.dim(n)};
+    checked_numel(gram);
+  }
+  if (o.eps.has_value() == !o.ranks.empty()) {
+    throw InvalidArgument(o.eps.has_value()
+                              ? "give either ranks or eps, not both"
+                              : "Tucker needs either ranks (one per mode) or a tolerance eps");
+  }
+  if (o.eps.has_value() && !(*o.eps > 0.0 && *o.eps < 1.0)) {
+    throw InvalidArgument("eps must be in (0, 1), got " + std::to_string(*o.eps));
+  }
+  if (!o.ranks.empty()) {
+    if (static_cast<int>(o.ranks.size()) != order) {
+      throw DimensionMismatch(
+          "ranks has " + std::to_string(o.ranks.size()) + " entries, but the tensor of shape " +
+          detail::shape_string(x.dims()) + " has order " + std::to_string(order));
+    }
+    for (int n = 0; n < order; ++n) {
+      const index_t r = o.ranks[static_cast<std::size_t>(n)];
+      if (r < 1) {
+        throw InvalidArgument("rank of mode " + std::to_string(n) + " must be at least 1, got " +
+                              std::to_string(r));
+      }
+      if (r > x.dim(n)) {
+        throw InvalidArgument("rank " + std::to_string(r) + " of mode " + std::to_string(n) +
+                              " exceeds the mode size " + std::to_string(x.dim(n)));
+      }
+    }
+  }
+  if (!o.mode_order.empty()) {
+    std::vector<int> sorted = o.mode_order;
+    std::sort(sorted.begin(), sorted.end());
+    std::vector<int> identity(static_cast<std::size_t>(order));
+    std::iota(identity.begin(), identity.end(), 0);
+    if (sorted != identity) {
+      throw InvalidArgument("mode_order must be a permutation of 0.." + std::to_string(order - 1) +
+                            ", got " + list_string(o.mode_order));
+    }
+  }
+  if (o.max_iters < 1) {
+    throw InvalidArgument("max_iters must be at least 1, got " + std::to_string(o.max_iters));
+  }
+  if (!(o.tol >= 0.0) || !std::isfinite(o.tol)) {
+    throw InvalidArgument("tol must be finite and >= 0, got " + std::to_string(o.tol));
+  }
+  check_finite(x, "Tucker input tensor");
+}
+
+// Given order, or automatic: with ranks, decreasing reduction I_n / r_n; with eps,
+// decreasing I_n (the ranks are not known before the mode is processed). Ties go to
+// the outer modes first (0, N-1, 1, N-2, ...): a middle mode's Gram and product
+// loop over the slices behind it, which are then already shrunk.
+std::vector<int> choose_mode_order(const std::vector<index_t>& dims, const TuckerOptions& o) {
+  if (!o.mode_order.empty()) return o.mode_order;
+  const int last = static_cast<int>(dims.size()) - 1;
+  auto outer_rank = [last](int m) { return 2 * std::min(m, last - m) + (m > last - m ? 1 : 0); };
+  std::vector<int> order(dims.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](int a, int b) {
+    const auto ai = static_cast<std::size_t>(a), bi = static_cast<std::size_t>(b);
+    // Reductions compared by cross-multiplication (eps: ranks taken as 1).
+    const index_t ra = o.ranks.empty() ? 1 : o.ranks[ai], rb = o.ranks.empty() ? 1 : o.ranks[bi];
+    if (dims[ai] * rb != dims[bi] * ra) return dims[ai] * rb > dims[bi] * ra;
+    return outer_rank(a) < outer_rank(b);
+  });
+  return order;
+}
+
+}  // namespace
+
+std::string_view to_string(TuckerMethod method) {
+  switch (method) {
+    case TuckerMethod::sthosvd:
+      return "sthosvd";
+    case TuckerMethod::hosvd:
+      return "hosvd";
+    case TuckerMethod::hooi:
+      return "hooi";
+  }
+  return "?";
+}
+
+TuckerMethod parse_tucker_method(std::string_view name) {
+  if (name == "sthosvd") return TuckerMethod::sthosvd;
+  if (name == "hosvd") return TuckerMethod::hosvd;
+  if (name == "hooi") return TuckerMethod::hooi;
+  throw InvalidArgument("unknown Tucker method '" + std::string(name) +
+                        "' (expected sthosvd, hosvd or hooi)");
+}
+
+template <class T>
+TuckerResult<T> tucker(TensorView<const T> x, const TuckerOptions& options) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  validate_tucker(x, options);
+  auto c = detail::make_compute<T>(options.backend);
+  detail::TuckerState<T> s(*c, x);
+  const int order = x.order();
+  // With eps: the discarded eigenvalues of each mode sum to at most eps^2 ||X||^2 / N.
+  const detail::Truncation truncation{
+      options.ranks, options.eps ? *options.eps * *options.eps * s.norm_x2 / order : 0.0};
+
+  TuckerResult<T> res;
+  if (options.method == TuckerMethod::hosvd) {
+    detail::hosvd(s, truncation);
+  } else {
+    res.mode_order = choose_mode_order(s.dims, options);
+    detail::sthosvd(s, truncation, res.mode_order);
+  }
+  res.converged = true;
+  if (options.method == TuckerMethod::hooi) {
+    const auto h = detail::hooi(s, options.max_iters, options.tol, res.error_history);
+    res.iterations = h.iterations;
+    res.converged = h.converged;
+    res.relative_error = res.error_history.back();
+  } else {
+    res.relative_error = s.relative_error();
+  }
+
+  // Download the model.
+  TTensor<T>& m = res.model;
+  m.core = Tensor<T>(s.ranks);
+  c->download(m.core.data(), s.core.get(), static_cast<std::size_t>(m.core.numel()));
+  double stored = static_cast<double>(m.core.numel());
+  for (int n = 0; n < order; ++n) {
+    const auto ni = static_cast<std::size_t>(n);
+    Matrix<T> f(s.dims[ni], s.ranks[ni]);
+    c->download(f.data(), s.u[ni].get(), static_cast<std::size_t>(f.size()));
+    m.factors.push_back(std::move(f));
+    stored += static_cast<double>(s.dims[ni] * s.ranks[ni]);
+  }
+  res.eigenvalues = std::move(s.eigenvalues);
+  res.compression_ratio = static_cast<double>(x.numel()) / stored;
+  res.timings = s.timings;
+  res.timings.total = std::chrono::duration<double>(Clock::now() - start).count();
+  return res;
+}
+
+template TuckerResult<float> tucker<float>(TensorView<const float>, const TuckerOptions&);
+template TuckerResult<double> tucker<double>(TensorView<const double>, const TuckerOptions&);
+
+}  // namespace tenfold

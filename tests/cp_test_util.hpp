@@ -1,0 +1,143 @@
+// Helpers shared by the CP test files: random data, naive reference
+// implementations (in double) and comparisons.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "core/random.hpp"
+#include "tenfold/ktensor.hpp"
+#include "tenfold/tensor.hpp"
+
+namespace tenfold::test {
+
+/// Relative tolerance of a kernel result against a double reference: a few
+/// hundred units in the last place of T.
+template <class T>
+constexpr double kernel_tol() {
+  return std::is_same_v<T, double> ? 1e-12 : 1e-5;
+}
+
+/// n values uniform in [lo, hi).
+template <class T>
+std::vector<T> random_values(std::size_t n, std::uint64_t seed, double lo = -1.0, double hi = 1.0) {
+  detail::Rng rng(seed);
+  std::vector<T> v(n);
+  for (T& x : v) x = static_cast<T>(lo + (hi - lo) * rng.uniform());
+  return v;
+}
+
+template <class T>
+Matrix<T> random_matrix(index_t rows, index_t cols, std::uint64_t seed) {
+  return Matrix<T>(rows, cols, random_values<T>(static_cast<std::size_t>(rows * cols), seed));
+}
+
+template <class T>
+Tensor<T> random_tensor(const std::vector<index_t>& dims, std::uint64_t seed) {
+  Tensor<T> x(dims);
+  x.values() = random_values<T>(static_cast<std::size_t>(x.numel()), seed);
+  return x;
+}
+
+/// Random CP model with weights in [1, 2) and factor entries in [-1, 1).
+template <class T>
+KTensor<T> random_ktensor(const std::vector<index_t>& dims, index_t rank, std::uint64_t seed) {
+  KTensor<T> k;
+  k.weights = random_values<T>(static_cast<std::size_t>(rank), seed, 1.0, 2.0);
+  for (std::size_t n = 0; n < dims.size(); ++n) {
+    k.factors.push_back(random_matrix<T>(dims[n], rank, seed + 101 * (n + 1)));
+  }
+  return k;
+}
+
+/// ||a - b||_2 / ||b||_2 over two sequences, in double (0 when both are zero).
+template <class A, class B>
+double rel_diff(const A& a, const B& b) {
+  EXPECT_EQ(std::size(a), std::size(b));
+  double num = 0.0, den = 0.0;
+  auto ib = std::begin(b);
+  for (auto ia = std::begin(a); ia != std::end(a); ++ia, ++ib) {
+    const double d = static_cast<double>(*ia) - static_cast<double>(*ib);
+    num += d * d;
+    den += static_cast<double>(*ib) * static_cast<double>(*ib);
+  }
+  return den > 0.0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+
+/// Multi-index of a column-major linear offset.
+inline std::vector<index_t> multi_index(const std::vector<index_t>& dims, index_t linear) {
+  std::vector<index_t> idx(dims.size());
+  for (std::size_t n = 0; n < dims.size(); ++n) {
+    idx[n] = linear % dims[n];
+    linear /= dims[n];
+  }
+  return idx;
+}
+
+/// MTTKRP by definition: out(i_n, r) = sum over all entries x(i) prod_{m != n} U_m(i_m, r).
+template <class T>
+std::vector<double> naive_mttkrp(const Tensor<T>& x, const std::vector<const T*>& factors,
+                                 index_t rank, int n) {
+  const auto& dims = x.dims();
+  std::vector<double> out(static_cast<std::size_t>(dims[static_cast<std::size_t>(n)] * rank));
+  for (index_t l = 0; l < x.numel(); ++l) {
+    const std::vector<index_t> idx = multi_index(dims, l);
+    for (index_t r = 0; r < rank; ++r) {
+      double p = x[l];
+      for (std::size_t m = 0; m < dims.size(); ++m) {
+        if (static_cast<int>(m) != n) p *= factors[m][idx[m] + r * dims[m]];
+      }
+      out[static_cast<std::size_t>(idx[static_cast<std::size_t>(n)] +
+                                   r * dims[static_cast<std::size_t>(n)])] += p;
+    }
+  }
+  return out;
+}
+
+/// Dense tensor of a CP model by definition, in double.
+template <class T>
+std::vector<double> naive_full(const KTensor<T>& k) {
+  const std::vector<index_t> dims = k.dims();
+  index_t numel = 1;
+  for (index_t d : dims) numel *= d;
+  std::vector<double> x(static_cast<std::size_t>(numel));
+  for (index_t l = 0; l < numel; ++l) {
+    const std::vector<index_t> idx = multi_index(dims, l);
+    double s = 0.0;
+    for (index_t r = 0; r < k.rank(); ++r) {
+      double p = k.weights[static_cast<std::size_t>(r)];
+      for (std::size_t m = 0; m < dims.size(); ++m) p *= k.factors[m](idx[m], r);
+      s += p;
+    }
+    x[static_cast<std::size_t>(l)] = s;
+  }
+  return x;
+}
+
+/// ||X - full(M)|| / ||X||, computed exactly from the dense reconstruction in double.
+template <class T>
+double exact_relative_error(const Tensor<T>& x, const KTensor<T>& m) {
+  return rel_diff(naive_full(m), x.values());
+}
+
+/// Runs `f` and checks that it throws E with a message containing `needle`.
+template <class E, class F>
+void expect_throw_with(F&& f, const std::string& needle) {
+  try {
+    f();
+    ADD_FAILURE() << "expected an exception containing '" << needle << "'";
+  } catch (const E& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos)
+        << "message '" << e.what() << "' does not contain '" << needle << "'";
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "wrong exception type, message '" << e.what() << "'";
+  }
+}
+
+}  // namespace tenfold::test

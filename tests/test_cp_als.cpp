@@ -1,0 +1,544 @@
+// CP-ALS: known answers, recovery of planted factors, fit bookkeeping, stopping
+// rules, determinism, regularisation and fallbacks, and every bad input.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "cp_test_util.hpp"
+#include "tenfold/cp.hpp"
+#include "tenfold/error.hpp"
+
+namespace tenfold::test {
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+template <class U, class T>
+KTensor<U> convert_model(const KTensor<T>& k) {
+  KTensor<U> m;
+  for (T w : k.weights) m.weights.push_back(static_cast<U>(w));
+  for (const Matrix<T>& f : k.factors) {
+    m.factors.emplace_back(f.rows(), f.cols(),
+                           std::vector<U>(f.values().begin(), f.values().end()));
+  }
+  return m;
+}
+
+template <class T>
+void expect_finite(const CpResult<T>& r) {
+  for (T w : r.model.weights) EXPECT_TRUE(std::isfinite(w));
+  for (const Matrix<T>& f : r.model.factors)
+    for (T v : f.values()) EXPECT_TRUE(std::isfinite(v));
+  for (double f : r.fit_history) EXPECT_TRUE(std::isfinite(f));
+}
+
+RandomCpProblem<double> planted(std::vector<index_t> dims, index_t rank, double collinearity,
+                                double noise, std::uint64_t seed = 3) {
+  RandomCpOptions o;
+  o.dims = std::move(dims);
+  o.rank = rank;
+  o.collinearity = collinearity;
+  o.noise = noise;
+  o.seed = seed;
+  return random_cp_tensor<double>(o);
+}
+
+// --- known answer -------------------------------------------------------------------
+
+TEST(CpAlsKnownAnswer, ExactRankTwoFromIntegerFactors) {
+  // X = a1 o b1 o c1 + a2 o b2 o c2 (2 x 3 x 4). Every factor has two independent
+  // columns (k-rank 2), so 2 + 2 + 2 >= 2 R + 2 and the CP is unique (Kruskal).
+  const Matrix<double> a(2, 2, {1, 0, /**/ 1, 1});
+  const Matrix<double> b(3, 2, {1, 2, 0, /**/ 0, 1, 1});
+  const Matrix<double> c(4, 2, {1, 0, 1, 2, /**/ 2, 1, 0, 1});
+  const KTensor<double> truth({1.0, 1.0}, {a, b, c});
+  const Tensor<double> x = truth.full();
+  // Entries by hand: X(i,j,k) = a1_i b1_j c1_k + a2_i b2_j c2_k.
+  EXPECT_EQ(x(0, 0, 0), 1.0 * 1 * 1 + 1.0 * 0 * 2);
+  EXPECT_EQ(x(1, 2, 3), 0.0 * 0 * 2 + 1.0 * 1 * 1);
+  EXPECT_EQ(x(0, 1, 0), 1.0 * 2 * 1 + 1.0 * 1 * 2);
+  EXPECT_EQ(x(1, 1, 2), 0.0 * 2 * 1 + 1.0 * 1 * 0);
+
+  // Fixed start: the true factors plus a fixed perturbation of +-0.1 and +-0.2.
+  CpOptions<double> o;
+  o.rank = 2;
+  o.init = CpInit::given;
+  o.tol = 0.0;  // the cheap fit saturates near sqrt(eps): run a fixed number of sweeps
+  o.max_iters = 200;
+  for (const Matrix<double>& f : truth.factors) {
+    Matrix<double> g = f;
+    for (index_t i = 0; i < g.size(); ++i)
+      g.values()[static_cast<std::size_t>(i)] += 0.1 * static_cast<double>((i * 7) % 5 - 2);
+    o.initial_factors.push_back(g);
+  }
+  const CpResult<double> r = cp_als(x, o);
+  EXPECT_EQ(r.stop, CpStop::max_iters);
+  EXPECT_LT(exact_relative_error(x, r.model), 1e-12);
+  // Normalised weights: ||a1|| ||b1|| ||c1|| = 1 sqrt(5) sqrt(6), ||a2|| ||b2|| ||c2|| = 2 sqrt(6).
+  ASSERT_EQ(r.model.rank(), 2);
+  EXPECT_NEAR(r.model.weights[0], std::sqrt(30.0), 1e-10 * std::sqrt(30.0));
+  EXPECT_NEAR(r.model.weights[1], 2.0 * std::sqrt(6.0), 1e-10 * std::sqrt(6.0));
+  EXPECT_NEAR(factor_match_score(r.model, truth), 1.0, 1e-10);
+  // Unit columns, signs fixed so each column's largest entry is positive (here all are).
+  for (const Matrix<double>& f : r.model.factors)
+    for (index_t j = 0; j < 2; ++j) {
+      double s = 0.0;
+      for (index_t i = 0; i < f.rows(); ++i) {
+        s += f(i, j) * f(i, j);
+        EXPECT_GT(f(i, j), -1e-10);
+      }
+      EXPECT_NEAR(s, 1.0, 1e-14);
+    }
+}
+
+// --- recovery of planted factors ------------------------------------------------------
+
+struct Planted {
+  std::vector<index_t> dims;
+  double collinearity;
+  double noise;
+};
+
+class CpAlsRecovery : public ::testing::TestWithParam<Planted> {};
+
+TEST_P(CpAlsRecovery, ReachesTruthOrNoiseFloor) {
+  const Planted& c = GetParam();
+  const index_t rank = 3;
+  const auto p = planted(c.dims, rank, c.collinearity, c.noise);
+  CpOptions<double> o;
+  o.rank = rank;
+  o.seed = 1;
+  if (c.collinearity > 0.0) {
+    // Collinear factors converge slowly (swamps): more sweeps, tighter tolerance.
+    o.init = CpInit::nvecs;
+    o.max_iters = 1500;
+    o.tol = 1e-12;
+  } else {
+    o.max_iters = 200;
+    o.tol = 1e-10;
+  }
+  const CpResult<double> r = cp_als(p.tensor, o);
+  expect_finite(r);
+  const double err = exact_relative_error(p.tensor, r.model);
+  EXPECT_GE(factor_match_score(r.model, p.truth), 0.99);
+  if (c.noise == 0.0) {
+    EXPECT_LT(err, c.collinearity > 0.0 ? 1e-4 : 1e-8);
+    return;
+  }
+  // The truth itself has error ||N|| / ||X||, so the optimum is at most that. A rank-R
+  // fit has f = R (sum_n I_n - N + 1) degrees of freedom and absorbs about the fraction
+  // f / numel of the (isotropic) noise energy, so err ~ level sqrt(1 - f / numel); twice
+  // that fraction is a safe floor.
+  const double level = p.noise_norm / norm<double>(p.tensor);
+  double sum_dims = 0.0, numel = 1.0;
+  for (index_t d : c.dims) {
+    sum_dims += static_cast<double>(d);
+    numel *= static_cast<double>(d);
+  }
+  const double dof =
+      static_cast<double>(rank) * (sum_dims - static_cast<double>(c.dims.size()) + 1.0);
+  EXPECT_LE(err, level * (1.0 + 1e-6));
+  EXPECT_GE(err, level * std::sqrt(1.0 - 2.0 * dof / numel));
+  // Far above sqrt(eps), the cheap fit is the exact one.
+  EXPECT_NEAR(r.fit, 1.0 - err, 1e-10);
+  EXPECT_EQ(r.relative_error, 1.0 - r.fit);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Planted, CpAlsRecovery,
+    ::testing::Values(Planted{{20, 18, 16}, 0.0, 0.0}, Planted{{20, 18, 16}, 0.9, 0.0},
+                      Planted{{20, 18, 16}, 0.0, 0.1}, Planted{{20, 18, 16}, 0.9, 0.1},
+                      Planted{{10, 9, 8, 7}, 0.0, 0.0}, Planted{{10, 9, 8, 7}, 0.9, 0.0},
+                      Planted{{10, 9, 8, 7}, 0.0, 0.1}, Planted{{10, 9, 8, 7}, 0.9, 0.1}));
+
+TEST(CpAls, KruskalOperandFollowsTheDensePath) {
+  // The same iteration on a tensor given in CP form and on its dense form.
+  const auto p = planted({7, 6, 5}, 3, 0.3, 0.0, 9);
+  for (index_t rank : {2, 3, 4}) {
+    CpOptions<double> o;
+    o.rank = rank;
+    o.init = CpInit::given;
+    o.max_iters = 15;
+    o.tol = 0.0;
+    for (index_t d : p.tensor.dims())
+      o.initial_factors.push_back(random_matrix<double>(d, rank, 40 + d));
+    const CpResult<double> rk = cp_als(p.truth, o);
+    const CpResult<double> rd = cp_als(p.tensor, o);
+    ASSERT_EQ(rk.fit_history.size(), rd.fit_history.size());
+    // The models agree to rounding. The cheap fits carry an absolute error of about
+    // eps / (relative error), up to ~1e-11 here where ranks 3 and 4 approach an exact fit.
+    EXPECT_LT(rel_diff(rk.model.full().values(), rd.model.full().values()), 1e-12)
+        << "rank " << rank;
+    for (std::size_t i = 0; i < rk.fit_history.size(); ++i)
+      EXPECT_NEAR(rk.fit_history[i], rd.fit_history[i], 1e-10) << "rank " << rank << " iter " << i;
+  }
+  // Nvecs needs the mode Grams, which the Kruskal operand forms from the factors.
+  CpOptions<double> o;
+  o.rank = 3;
+  o.init = CpInit::nvecs;
+  o.tol = 1e-12;
+  o.max_iters = 500;
+  EXPECT_GE(factor_match_score(cp_als(p.truth, o).model, p.truth), 0.99);
+}
+
+// --- fit bookkeeping, precision, determinism --------------------------------------------
+
+TEST(CpAls, FloatAgreesWithDouble) {
+  const auto p = planted({15, 12, 10}, 3, 0.0, 0.1);
+  const Tensor<float> xf = convert<float>(p.tensor.view());
+  CpOptions<double> od;
+  od.rank = 3;
+  od.init = CpInit::nvecs;
+  od.tol = 1e-8;
+  CpOptions<float> of;
+  of.rank = 3;
+  of.init = CpInit::nvecs;
+  of.tol = 1e-8;  // below float resolution of the fit: stops at max_iters or on equal fits
+  const CpResult<double> rd = cp_als(p.tensor, od);
+  const CpResult<float> rf = cp_als(xf, of);
+  expect_finite(rf);
+  EXPECT_NEAR(rf.fit, rd.fit, 1e-5);
+  EXPECT_NEAR(factor_match_score(convert_model<double>(rf.model), rd.model), 1.0, 1e-4);
+  // The float cheap fit against the exact error of the float model.
+  EXPECT_NEAR(rf.fit, 1.0 - exact_relative_error(xf, rf.model), 1e-5);
+}
+
+TEST(CpAls, FloatFitDoesNotOverflowForLargeEntries) {
+  // ||X||^2 ~ 1e64 is far beyond float range: the fit must be computed without
+  // forming products of that size in float. The fit is invariant to scaling.
+  const auto p = planted({12, 10, 8}, 2, 0.0, 0.2);
+  Tensor<float> x = convert<float>(p.tensor.view());
+  CpOptions<float> o;
+  o.rank = 2;
+  o.max_iters = 20;
+  o.tol = 0.0;
+  const CpResult<float> small = cp_als(x, o);
+  for (float& v : x.values()) v *= 1e30f;
+  const CpResult<float> large = cp_als(x, o);
+  expect_finite(large);
+  ASSERT_EQ(large.fit_history.size(), small.fit_history.size());
+  for (std::size_t i = 0; i < small.fit_history.size(); ++i)
+    EXPECT_NEAR(large.fit_history[i], small.fit_history[i], 1e-5) << "iteration " << i;
+  EXPECT_LT(large.fit, 0.9);  // a noisy tensor: not the fit of a perfect model
+}
+
+TEST(CpAls, OverflowingTensorIsANumericalError) {
+  Tensor<double> x = random_tensor<double>({4, 3, 5}, 1);
+  for (double& v : x.values()) v *= 1e200;  // ||X||^2 overflows double
+  CpOptions<double> o;
+  o.rank = 2;
+  EXPECT_THROW(cp_als(x, o), NumericalError);
+  Tensor<float> xf = random_tensor<float>({40, 30, 50}, 1);
+  for (float& v : xf.values()) v *= 1e37f;  // the MTTKRP overflows float
+  CpOptions<float> of;
+  of.rank = 2;
+  EXPECT_THROW(cp_als(xf, of), NumericalError);
+}
+
+TEST(CpAls, SameSeedSameResultOtherSeedOtherStart) {
+  const auto p = planted({9, 8, 7}, 3, 0.5, 0.05);
+  CpOptions<double> o;
+  o.rank = 3;
+  o.seed = 42;
+  o.max_iters = 30;
+  const CpResult<double> a = cp_als(p.tensor, o), b = cp_als(p.tensor, o);
+  EXPECT_EQ(a.fit_history, b.fit_history);
+  EXPECT_EQ(a.model.weights, b.model.weights);
+  for (std::size_t n = 0; n < 3; ++n)
+    EXPECT_EQ(a.model.factors[n].values(), b.model.factors[n].values());
+  o.seed = 43;
+  const CpResult<double> c = cp_als(p.tensor, o);
+  EXPECT_NE(c.fit_history.front(), a.fit_history.front());
+}
+
+TEST(CpAls, FitHistoryIsMonotone) {
+  // Every mode update solves its least-squares problem exactly, so the error never
+  // grows. Overfactoring (rank 5 for rank 3 plus noise) makes the run long.
+  const auto p = planted({12, 11, 10}, 3, 0.0, 0.1);
+  CpOptions<double> o;
+  o.rank = 5;
+  o.tol = 0.0;
+  o.max_iters = 80;
+  const CpResult<double> r = cp_als(p.tensor, o);
+  ASSERT_EQ(r.fit_history.size(), 80u);
+  for (std::size_t i = 1; i < r.fit_history.size(); ++i)
+    EXPECT_GE(r.fit_history[i], r.fit_history[i - 1] - 1e-12) << "iteration " << i + 1;
+  EXPECT_EQ(r.fit, r.fit_history.back());
+  EXPECT_GT(r.fit_history.back(), r.fit_history.front());
+}
+
+// --- stopping rules ---------------------------------------------------------------------
+
+TEST(CpAls, StopsOnConvergence) {
+  const auto p = planted({10, 9, 8}, 2, 0.0, 0.1);
+  CpOptions<double> o;
+  o.rank = 2;
+  o.tol = 1e-6;
+  const CpResult<double> r = cp_als(p.tensor, o);
+  EXPECT_EQ(r.stop, CpStop::converged);
+  EXPECT_TRUE(r.converged);
+  ASSERT_GE(r.iterations, 2);
+  EXPECT_LT(r.iterations, o.max_iters);
+  EXPECT_EQ(r.fit_history.size(), static_cast<std::size_t>(r.iterations));
+  const auto n = r.fit_history.size();
+  EXPECT_LT(std::abs(r.fit_history[n - 1] - r.fit_history[n - 2]), o.tol);
+  for (std::size_t i = 1; i + 1 < n; ++i)
+    EXPECT_GE(std::abs(r.fit_history[i] - r.fit_history[i - 1]), o.tol) << "stopped late at " << i;
+}
+
+TEST(CpAls, StopsAtMaxIters) {
+  const auto p = planted({10, 9, 8}, 2, 0.0, 0.1);
+  CpOptions<double> o;
+  o.rank = 2;
+  o.tol = 0.0;
+  o.max_iters = 5;
+  const CpResult<double> r = cp_als(p.tensor, o);
+  EXPECT_EQ(r.stop, CpStop::max_iters);
+  EXPECT_FALSE(r.converged);
+  EXPECT_EQ(r.iterations, 5);
+  EXPECT_EQ(r.fit_history.size(), 5u);
+}
+
+TEST(CpAls, CallbackSeesProgressAndCanStop) {
+  const auto p = planted({10, 9, 8}, 2, 0.0, 0.1);
+  CpOptions<double> o;
+  o.rank = 2;
+  o.tol = 0.0;
+  std::vector<CpProgress> seen;
+  o.callback = [&](const CpProgress& s) {
+    seen.push_back(s);
+    return s.iteration < 3;
+  };
+  const CpResult<double> r = cp_als(p.tensor, o);
+  EXPECT_EQ(r.stop, CpStop::callback);
+  EXPECT_FALSE(r.converged);
+  EXPECT_EQ(r.iterations, 3);
+  ASSERT_EQ(seen.size(), 3u);
+  for (std::size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(seen[i].iteration, static_cast<int>(i) + 1);
+    EXPECT_EQ(seen[i].fit, r.fit_history[i]);
+    EXPECT_EQ(seen[i].delta, i == 0 ? seen[i].fit : std::abs(seen[i].fit - seen[i - 1].fit));
+    if (i > 0) {
+      EXPECT_GE(seen[i].seconds, seen[i - 1].seconds);
+    }
+  }
+}
+
+TEST(CpAls, StopsAtTimeLimit) {
+  const auto p = planted({10, 9, 8}, 2, 0.0, 0.1);
+  CpOptions<double> o;
+  o.rank = 2;
+  o.tol = 0.0;
+  o.max_iters = 1000000;
+  o.time_limit = 1e-9;  // over after the first iteration
+  const CpResult<double> r = cp_als(p.tensor, o);
+  EXPECT_EQ(r.stop, CpStop::time_limit);
+  EXPECT_EQ(r.iterations, 1);
+  EXPECT_GT(r.timings.total, 0.0);
+  EXPECT_GE(r.timings.total, r.timings.mttkrp + r.timings.gram + r.timings.solve);
+}
+
+// --- regularisation, fallbacks, initialisations ------------------------------------------------
+
+TEST(CpAls, RidgeShrinksTheSolution) {
+  // Rank one, one sweep from a given start: every mode update is m / (v + ridge) with m
+  // independent of the ridge in direction, and the last v = 1 (unit columns after the
+  // 2-norm normalisation of the first sweep). So the weight is divided by 1 + ridge.
+  const Tensor<double> x = random_tensor<double>({5, 4, 3}, 7);
+  CpOptions<double> o;
+  o.rank = 1;
+  o.init = CpInit::given;
+  o.max_iters = 1;
+  for (index_t d : x.dims()) o.initial_factors.push_back(random_matrix<double>(d, 1, 80 + d));
+  const CpResult<double> plain = cp_als(x, o);
+  o.ridge = 0.5;
+  const CpResult<double> ridge = cp_als(x, o);
+  EXPECT_NEAR(plain.model.weights[0] / ridge.model.weights[0], 1.5, 1e-14);
+  for (std::size_t n = 0; n < 3; ++n)
+    EXPECT_LT(rel_diff(ridge.model.factors[n].values(), plain.model.factors[n].values()), 1e-14);
+  // A small ridge on a full run still fits well.
+  const auto p = planted({10, 9, 8}, 3, 0.0, 0.1);
+  CpOptions<double> q;
+  q.rank = 3;
+  q.ridge = 1e-3;
+  const CpResult<double> r = cp_als(p.tensor, q);
+  expect_finite(r);
+  EXPECT_GE(factor_match_score(r.model, p.truth), 0.99);
+}
+
+TEST(CpAls, EigenFallbackOnSingularNormalEquations) {
+  // A rank-2 start whose two columns are equal in every mode makes each normal matrix
+  // V = *_m G_m exactly singular ([[81, 81], [81, 81]] at the first solve: squared
+  // column norms 9, exact in floating point), so Cholesky fails. The pseudo-inverse gives
+  // the minimum-norm solution, which splits the rank-1 solution into two equal halves:
+  // the run reproduces rank-1 ALS from the same column.
+  const auto p = planted({6, 5, 4}, 3, 0.0, 0.0, 1);
+  const std::vector<std::vector<double>> cols = {{1, 0, 1, 0, 1, 1}, {1, 2, 2, 0, 0}, {2, 0, 1, 2}};
+  std::vector<CpResult<double>> runs;
+  for (index_t rank : {1, 2}) {
+    CpOptions<double> o;
+    o.rank = rank;
+    o.init = CpInit::given;
+    o.max_iters = 6;
+    o.tol = 0.0;
+    for (const auto& col : cols) {
+      Matrix<double> g(static_cast<index_t>(col.size()), rank);
+      for (index_t j = 0; j < rank; ++j)
+        for (std::size_t i = 0; i < col.size(); ++i) g(static_cast<index_t>(i), j) = col[i];
+      o.initial_factors.push_back(g);
+    }
+    runs.push_back(cp_als(p.tensor, o));
+  }
+  const CpResult<double>& r = runs[1];
+  EXPECT_EQ(runs[0].eigen_fallbacks, 0);
+  EXPECT_GT(r.eigen_fallbacks, 0);
+  expect_finite(r);
+  for (std::size_t i = 0; i < r.fit_history.size(); ++i)
+    EXPECT_NEAR(r.fit_history[i], runs[0].fit_history[i], 1e-12) << "iteration " << i + 1;
+  EXPECT_LT(rel_diff(r.model.full().values(), runs[0].model.full().values()), 1e-10);
+}
+
+TEST(CpAls, AllZeroTensor) {
+  // Nothing to fit: zero weights, a finite model, and fit 1 by convention (0 / 0).
+  const Tensor<double> x({3, 4, 2});
+  CpOptions<double> o;
+  o.rank = 2;
+  o.max_iters = 4;
+  const CpResult<double> r = cp_als(x, o);
+  expect_finite(r);
+  for (double w : r.model.weights) EXPECT_EQ(w, 0.0);
+  EXPECT_EQ(r.fit, 1.0);
+}
+
+TEST(CpAls, NvecsWithRankAboveAModeSize) {
+  // Mode 1 has two rows for three components: the third column is random.
+  const auto p = planted({6, 2, 5}, 2, 0.0, 0.01);
+  CpOptions<double> o;
+  o.rank = 3;
+  o.init = CpInit::nvecs;
+  o.max_iters = 50;
+  const CpResult<double> a = cp_als(p.tensor, o), b = cp_als(p.tensor, o);
+  expect_finite(a);
+  EXPECT_EQ(a.fit_history, b.fit_history);
+  EXPECT_GT(a.fit, 0.98);
+}
+
+TEST(CpAls, OrderTwoAndSizeOneModes) {
+  // Matrices and tensors with size-one modes run through the same operand.
+  for (const auto& dims : std::vector<std::vector<index_t>>{{7, 5}, {6, 1, 5}, {4, 1, 3, 1, 2}}) {
+    KTensor<double> truth = random_ktensor<double>(dims, 1, 5);
+    const Tensor<double> x = truth.full();
+    CpOptions<double> o;
+    o.rank = 1;
+    o.tol = 0.0;
+    o.max_iters = 10;
+    const CpResult<double> r = cp_als(x, o);
+    EXPECT_LT(exact_relative_error(x, r.model), 1e-12) << dims.size();
+  }
+}
+
+// --- bad input ------------------------------------------------------------------------------
+
+TEST(CpAlsErrors, Options) {
+  const Tensor<double> x = random_tensor<double>({3, 4, 2}, 1);
+  const auto rejects = [&](auto change, const std::string& needle) {
+    CpOptions<double> o;
+    o.rank = 2;
+    change(o);
+    expect_throw_with<InvalidArgument>([&] { cp_als(x, o); }, needle);
+  };
+  rejects([](auto& o) { o.rank = 0; }, "rank must be at least 1, got 0");
+  rejects([](auto& o) { o.rank = -3; }, "rank must be at least 1, got -3");
+  rejects([](auto& o) { o.max_iters = 0; }, "max_iters must be at least 1, got 0");
+  rejects([](auto& o) { o.tol = -1e-3; }, "tol must be finite and >= 0");
+  rejects([](auto& o) { o.tol = kNaN; }, "tol must be finite and >= 0, got nan");
+  rejects([](auto& o) { o.tol = HUGE_VAL; }, "tol");
+  rejects([](auto& o) { o.ridge = -1.0; }, "ridge must be finite and >= 0");
+  rejects([](auto& o) { o.ridge = kNaN; }, "ridge");
+  rejects([](auto& o) { o.time_limit = -1.0; }, "time_limit must be >= 0");
+  rejects([](auto& o) { o.time_limit = kNaN; }, "time_limit");
+  rejects([](auto& o) { o.rank = index_t{1} << 40; }, "64-bit");  // R x R overflows
+  if (!cuda_compiled()) {
+    CpOptions<double> o;
+    o.backend = Backend::cuda;
+    EXPECT_THROW(cp_als(x, o), NotCompiled);
+  }
+}
+
+TEST(CpAlsErrors, GivenFactors) {
+  const Tensor<double> x = random_tensor<double>({3, 4, 2}, 1);
+  CpOptions<double> o;
+  o.rank = 2;
+  o.init = CpInit::given;
+  expect_throw_with<DimensionMismatch>([&] { cp_als(x, o); }, "needs 3 initial factors, got 0");
+  o.initial_factors = {Matrix<double>(3, 2), Matrix<double>(4, 2)};
+  expect_throw_with<DimensionMismatch>([&] { cp_als(x, o); }, "needs 3 initial factors, got 2");
+  o.initial_factors.push_back(Matrix<double>(2, 3));
+  expect_throw_with<DimensionMismatch>([&] { cp_als(x, o); },
+                                       "initial factor 2 is 2x3, expected 2x2");
+  o.initial_factors[2] = Matrix<double>(3, 2);
+  expect_throw_with<DimensionMismatch>([&] { cp_als(x, o); },
+                                       "initial factor 2 is 3x2, expected 2x2");
+  o.initial_factors[2] = Matrix<double>(2, 2);
+  o.initial_factors[1](3, 1) = kNaN;
+  expect_throw_with<InvalidArgument>(
+      [&] { cp_als(x, o); }, "initial factor 1 has a non-finite entry (NaN) at index (3, 1)");
+  o.initial_factors[1](3, 1) = 0.0;
+  EXPECT_NO_THROW(cp_als(x, o));
+}
+
+TEST(CpAlsErrors, Tensors) {
+  CpOptions<double> o;
+  o.rank = 2;
+  expect_throw_with<InvalidArgument>(
+      [&] {
+        cp_als(Tensor<double>({3, 0, 2}), o);
+      },
+      "(3, 0, 2) is empty (mode 1 has size 0)");
+  expect_throw_with<InvalidArgument>([&] { cp_als(Tensor<double>({5}), o); },
+                                     "order >= 2, got order 1");
+  expect_throw_with<InvalidArgument>([&] { cp_als(Tensor<double>(std::vector<index_t>{}), o); },
+                                     "got order 0");
+  Tensor<double> x = random_tensor<double>({3, 4, 2}, 1);
+  x(2, 3, 1) = -std::numeric_limits<double>::infinity();
+  x(1, 0, 1) = kNaN;
+  expect_throw_with<InvalidArgument>([&] { cp_als(x, o); },
+                                     "non-finite entry (NaN) at index (1, 0, 1)");
+  x(1, 0, 1) = 0.0;
+  expect_throw_with<InvalidArgument>([&] { cp_als(x, o); }, "(Inf) at index (2, 3, 1)");
+  Tensor<float> xf = random_tensor<float>({2, 2, 3}, 1);
+  xf(1, 0, 2) = std::numeric_limits<float>::quiet_NaN();
+  CpOptions<float> of;
+  expect_throw_with<InvalidArgument>([&] { cp_als(xf, of); }, "(1, 0, 2)");
+}
+
+TEST(CpAlsErrors, KruskalInput) {
+  CpOptions<double> o;
+  o.rank = 2;
+  KTensor<double> k = random_ktensor<double>({3, 4}, 2, 1);
+  k.factors[1](0, 0) = kNaN;
+  expect_throw_with<InvalidArgument>([&] { cp_als(k, o); }, "factor 1 has a non-finite entry");
+  expect_throw_with<InvalidArgument>([&] { cp_als(random_ktensor<double>({5}, 2, 1), o); },
+                                     "order >= 2, got order 1");
+  expect_throw_with<InvalidArgument>([&] { cp_als(KTensor<double>(), o); }, "no factor matrices");
+  o.init = CpInit::given;
+  o.initial_factors = {Matrix<double>(3, 2), Matrix<double>(5, 2)};
+  expect_throw_with<DimensionMismatch>(
+      [&] {
+        cp_als(random_ktensor<double>({3, 4}, 2, 1), o);
+      },
+      "initial factor 1 is 5x2, expected 4x2");
+}
+
+TEST(CpAlsErrors, Names) {
+  EXPECT_EQ(parse_cp_init("nvecs"), CpInit::nvecs);
+  EXPECT_EQ(to_string(CpInit::given), "given");
+  EXPECT_EQ(to_string(CpStop::time_limit), "time_limit");
+  expect_throw_with<InvalidArgument>([] { parse_cp_init("svd"); }, "unknown init 'svd'");
+}
+
+}  // namespace
+}  // namespace tenfold::test

@@ -1,0 +1,374 @@
+// Every CpuCompute<T> primitive against a simple reference implementation in
+// double on random data, for float and double.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <new>
+#include <vector>
+
+#include "cp_test_util.hpp"
+#include "cpu/cpu_compute.hpp"
+#include "tenfold/error.hpp"
+
+namespace tenfold::test {
+namespace {
+
+using detail::ColumnNorm;
+using detail::CpuCompute;
+using detail::Op;
+
+// Element (i, j) of op(A) for column-major A with leading dimension ld.
+template <class T>
+double op_at(Op op, const std::vector<T>& a, index_t ld, index_t i, index_t j) {
+  return op == Op::none ? a[static_cast<std::size_t>(i + j * ld)]
+                        : a[static_cast<std::size_t>(j + i * ld)];
+}
+
+// C = alpha op(A) op(B) + beta C by definition.
+template <class T>
+std::vector<double> ref_gemm(Op ta, Op tb, index_t m, index_t n, index_t k, double alpha,
+                             const std::vector<T>& a, index_t lda, const std::vector<T>& b,
+                             index_t ldb, double beta, const std::vector<T>& c, index_t ldc) {
+  std::vector<double> out(c.begin(), c.end());
+  for (index_t j = 0; j < n; ++j)
+    for (index_t i = 0; i < m; ++i) {
+      double s = 0.0;
+      for (index_t l = 0; l < k; ++l) s += op_at(ta, a, lda, i, l) * op_at(tb, b, ldb, l, j);
+      out[static_cast<std::size_t>(i + j * ldc)] =
+          alpha * s + beta * c[static_cast<std::size_t>(i + j * ldc)];
+    }
+  return out;
+}
+
+template <class T>
+class Kernels : public ::testing::Test {
+ protected:
+  CpuCompute<T> c;
+  static constexpr double tol = kernel_tol<T>();
+};
+
+using Types = ::testing::Types<float, double>;
+TYPED_TEST_SUITE(Kernels, Types);
+
+TYPED_TEST(Kernels, MemoryPrimitives) {
+  using T = TypeParam;
+  auto& c = this->c;
+  EXPECT_EQ(c.allocate(0), nullptr);
+  c.deallocate(nullptr);
+  const std::vector<T> src = random_values<T>(37, 1);
+  detail::Buffer<T> a(c, 37), b(c, 37);
+  c.upload(a.get(), src.data(), 37);
+  c.copy(b.get(), a.get(), 37);
+  std::vector<T> back(37);
+  c.download(back.data(), b.get(), 37);
+  EXPECT_EQ(back, src);
+  c.fill(b.get() + 5, 10, T(3));
+  c.download(back.data(), b.get(), 37);
+  for (std::size_t i = 0; i < 37; ++i) EXPECT_EQ(back[i], i >= 5 && i < 15 ? T(3) : src[i]);
+}
+
+TYPED_TEST(Kernels, AllocateRejectsByteCountOverflow) {
+  using T = TypeParam;
+  // n * sizeof(T) wraps around to 0 in size_t: must fail, not hand out a tiny block.
+  const std::size_t n = std::numeric_limits<std::size_t>::max() / sizeof(T) + 1;
+  EXPECT_THROW(this->c.allocate(n), std::bad_alloc);
+}
+
+TYPED_TEST(Kernels, GemmAllTransposes) {
+  using T = TypeParam;
+  const index_t m = 7, n = 5, k = 9;
+  std::uint64_t seed = 10;
+  for (Op ta : {Op::none, Op::trans})
+    for (Op tb : {Op::none, Op::trans}) {
+      // Leading dimensions larger than the rows, to catch lda/ldb/ldc mix-ups.
+      const index_t lda = (ta == Op::none ? m : k) + 3, ldb = (tb == Op::none ? k : n) + 2,
+                    ldc = m + 1;
+      const auto a =
+          random_values<T>(static_cast<std::size_t>(lda * (ta == Op::none ? k : m)), ++seed);
+      const auto b =
+          random_values<T>(static_cast<std::size_t>(ldb * (tb == Op::none ? n : k)), ++seed);
+      auto cm = random_values<T>(static_cast<std::size_t>(ldc * n), ++seed);
+      const auto expect = ref_gemm(ta, tb, m, n, k, 1.5, a, lda, b, ldb, -0.5, cm, ldc);
+      this->c.gemm(ta, tb, m, n, k, T(1.5), a.data(), lda, b.data(), ldb, T(-0.5), cm.data(), ldc);
+      EXPECT_LT(rel_diff(cm, expect), this->tol) << "ta " << int(ta) << " tb " << int(tb);
+    }
+}
+
+TYPED_TEST(Kernels, GemmSingleColumnUsesStrideOfB) {
+  // n == 1 takes the matrix-vector path; with tb == trans, B is a 1 x k row of stride ldb.
+  using T = TypeParam;
+  const index_t m = 6, k = 8;
+  std::uint64_t seed = 20;
+  for (Op ta : {Op::none, Op::trans})
+    for (Op tb : {Op::none, Op::trans}) {
+      const index_t lda = (ta == Op::none ? m : k) + 1, ldb = tb == Op::none ? k : 3;
+      const auto a =
+          random_values<T>(static_cast<std::size_t>(lda * (ta == Op::none ? k : m)), ++seed);
+      const auto b =
+          random_values<T>(static_cast<std::size_t>(tb == Op::none ? k : ldb * k), ++seed);
+      auto cm = random_values<T>(static_cast<std::size_t>(m), ++seed);
+      const auto expect = ref_gemm(ta, tb, m, 1, k, 2.0, a, lda, b, ldb, 0.25, cm, m);
+      this->c.gemm(ta, tb, m, 1, k, T(2), a.data(), lda, b.data(), ldb, T(0.25), cm.data(), m);
+      EXPECT_LT(rel_diff(cm, expect), this->tol) << "ta " << int(ta) << " tb " << int(tb);
+    }
+}
+
+TYPED_TEST(Kernels, GemmWithEmptyInnerDimensionScalesC) {
+  // k == 0: op(A) op(B) is the zero matrix, so C = beta C (also on the n == 1 path).
+  using T = TypeParam;
+  for (index_t n : {1, 3}) {
+    auto cm = random_values<T>(static_cast<std::size_t>(4 * n), 30);
+    const auto before = cm;
+    const T dummy[1] = {T(7)};
+    this->c.gemm(Op::none, Op::none, 4, n, 0, T(1), dummy, 4, dummy, 1, T(0.5), cm.data(), 4);
+    for (std::size_t i = 0; i < cm.size(); ++i) EXPECT_EQ(cm[i], before[i] * T(0.5)) << "n " << n;
+  }
+}
+
+TYPED_TEST(Kernels, GemmStridedBatched) {
+  using T = TypeParam;
+  // Small products run one per thread, large ones one after the other: test both.
+  struct Case {
+    index_t m, n, k, batch;
+  };
+  std::uint64_t seed = 40;
+  for (const Case& s : {Case{5, 1, 7, 6}, Case{4, 3, 6, 5}, Case{70, 64, 64, 2}})
+    for (Op ta : {Op::none, Op::trans})
+      for (Op tb : {Op::none, Op::trans}) {
+        const index_t lda = ta == Op::none ? s.m : s.k, ldb = tb == Op::none ? s.k : s.n;
+        const index_t sa = lda * (ta == Op::none ? s.k : s.m) + 3;
+        const index_t sb = ldb * (tb == Op::none ? s.n : s.k) + 1, sc = s.m * s.n + 2;
+        const auto a = random_values<T>(static_cast<std::size_t>(sa * s.batch), ++seed);
+        const auto b = random_values<T>(static_cast<std::size_t>(sb * s.batch), ++seed);
+        auto cm = random_values<T>(static_cast<std::size_t>(sc * s.batch), ++seed);
+        std::vector<std::vector<double>> expect;
+        for (index_t i = 0; i < s.batch; ++i) {
+          const auto at = [&](const std::vector<T>& v, index_t off, index_t len) {
+            return std::vector<T>(v.begin() + off, v.begin() + off + len);
+          };
+          expect.push_back(ref_gemm(ta, tb, s.m, s.n, s.k, 1.0, at(a, i * sa, sa), lda,
+                                    at(b, i * sb, sb), ldb, 1.0, at(cm, i * sc, sc), s.m));
+        }
+        this->c.gemm_strided_batched(ta, tb, s.m, s.n, s.k, T(1), a.data(), lda, sa, b.data(), ldb,
+                                     sb, T(1), cm.data(), s.m, sc, s.batch);
+        for (index_t i = 0; i < s.batch; ++i) {
+          const std::vector<T> got(cm.begin() + i * sc, cm.begin() + (i + 1) * sc);
+          EXPECT_LT(rel_diff(got, expect[static_cast<std::size_t>(i)]), this->tol)
+              << "m " << s.m << " batch item " << i;
+        }
+      }
+}
+
+TYPED_TEST(Kernels, SyrkBothTransposesFillsBothTriangles) {
+  using T = TypeParam;
+  const index_t n = 6, k = 9, ldc = n + 2;
+  for (Op trans : {Op::none, Op::trans}) {
+    // Op::trans: A is k x n, C = A^T A; Op::none: A is n x k, C = A A^T.
+    const index_t lda = (trans == Op::trans ? k : n) + 1;
+    const auto a =
+        random_values<T>(static_cast<std::size_t>(lda * (trans == Op::trans ? n : k)), 50);
+    const Op other = trans == Op::trans ? Op::none : Op::trans;
+    // Start from a symmetric C so that beta C is symmetric too.
+    std::vector<T> cm(static_cast<std::size_t>(ldc * n));
+    const auto r = random_values<T>(cm.size(), 51);
+    for (index_t j = 0; j < n; ++j)
+      for (index_t i = 0; i < n; ++i)
+        cm[static_cast<std::size_t>(i + j * ldc)] =
+            r[static_cast<std::size_t>(std::min(i, j) + std::max(i, j) * ldc)];
+    const auto expect = ref_gemm(trans, other, n, n, k, 0.75, a, lda, a, lda, 2.0, cm, ldc);
+    this->c.syrk(trans, n, k, T(0.75), a.data(), lda, T(2), cm.data(), ldc);
+    std::vector<T> got, want;
+    for (index_t j = 0; j < n; ++j)
+      for (index_t i = 0; i < n; ++i) {
+        got.push_back(cm[static_cast<std::size_t>(i + j * ldc)]);
+        want.push_back(static_cast<T>(expect[static_cast<std::size_t>(i + j * ldc)]));
+      }
+    EXPECT_LT(rel_diff(got, want), this->tol) << "trans " << int(trans);
+  }
+}
+
+TYPED_TEST(Kernels, CholeskySolveFromTheRight) {
+  using T = TypeParam;
+  const index_t n = 5, m = 7, ld = n + 1, ldb = m + 2;
+  // SPD A = G^T G + n I.
+  const auto g = random_values<T>(static_cast<std::size_t>(n * n), 60);
+  std::vector<T> a(static_cast<std::size_t>(ld * n));
+  for (index_t j = 0; j < n; ++j)
+    for (index_t i = 0; i < n; ++i) {
+      double s = i == j ? static_cast<double>(n) : 0.0;
+      for (index_t l = 0; l < n; ++l)
+        s += static_cast<double>(g[static_cast<std::size_t>(l + i * n)]) *
+             g[static_cast<std::size_t>(l + j * n)];
+      a[static_cast<std::size_t>(i + j * ld)] = static_cast<T>(s);
+    }
+  std::vector<T> l = a;
+  ASSERT_TRUE(this->c.potrf(n, l.data(), ld));
+  // The lower triangle holds L with L L^T = A.
+  for (index_t i = 0; i < n; ++i)
+    for (index_t j = 0; j <= i; ++j) {
+      double s = 0.0;
+      for (index_t q = 0; q <= j; ++q)
+        s += static_cast<double>(l[static_cast<std::size_t>(i + q * ld)]) *
+             l[static_cast<std::size_t>(j + q * ld)];
+      EXPECT_NEAR(s, a[static_cast<std::size_t>(i + j * ld)], this->tol * n * 4) << i << "," << j;
+    }
+  // X = B A^{-1}, checked through X A = B.
+  const auto b = random_values<T>(static_cast<std::size_t>(ldb * n), 61);
+  std::vector<T> x = b;
+  this->c.potrs_right(n, l.data(), ld, m, x.data(), ldb);
+  const auto xa = ref_gemm(Op::none, Op::none, m, n, n, 1.0, x, ldb, a, ld, 0.0, x, ldb);
+  std::vector<double> got, want;
+  for (index_t j = 0; j < n; ++j)
+    for (index_t i = 0; i < m; ++i) {
+      got.push_back(xa[static_cast<std::size_t>(i + j * ldb)]);
+      want.push_back(b[static_cast<std::size_t>(i + j * ldb)]);
+    }
+  EXPECT_LT(rel_diff(got, want), this->tol * 10);
+}
+
+TYPED_TEST(Kernels, CholeskyReportsIndefiniteAndSingular) {
+  using T = TypeParam;
+  std::vector<T> indefinite = {2, 1, 1, -3};
+  EXPECT_FALSE(this->c.potrf(2, indefinite.data(), 2));
+  std::vector<T> singular = {1, 1, 1, 1};
+  EXPECT_FALSE(this->c.potrf(2, singular.data(), 2));
+  // A NaN entry means "not positive definite", not an invalid argument.
+  std::vector<T> nan = {4, std::numeric_limits<T>::quiet_NaN(), 0, 4};
+  EXPECT_FALSE(this->c.potrf(2, nan.data(), 2));
+}
+
+TYPED_TEST(Kernels, EigensolverRejectsNaN) {
+  using T = TypeParam;
+  std::vector<T> a = {1, 0, 0, std::numeric_limits<T>::quiet_NaN()}, w(2);
+  expect_throw_with<NumericalError>([&] { this->c.syevd(2, a.data(), 2, w.data()); },
+                                    "2x2 matrix, which has a NaN entry");
+}
+
+TYPED_TEST(Kernels, SymmetricEigendecomposition) {
+  using T = TypeParam;
+  const index_t n = 6, ld = 8;
+  const auto r = random_values<T>(static_cast<std::size_t>(ld * n), 70);
+  std::vector<T> a(r.size());
+  for (index_t j = 0; j < n; ++j)
+    for (index_t i = 0; i < n; ++i)
+      a[static_cast<std::size_t>(i + j * ld)] =
+          r[static_cast<std::size_t>(std::min(i, j) + std::max(i, j) * ld)];
+  std::vector<T> q = a, w(static_cast<std::size_t>(n));
+  this->c.syevd(n, q.data(), ld, w.data());
+  EXPECT_TRUE(std::is_sorted(w.begin(), w.end()));
+  // A Q = Q diag(w) and Q^T Q = I.
+  const auto aq = ref_gemm(Op::none, Op::none, n, n, n, 1.0, a, ld, q, ld, 0.0, q, ld);
+  const auto qtq = ref_gemm(Op::trans, Op::none, n, n, n, 1.0, q, ld, q, ld, 0.0, q, ld);
+  for (index_t j = 0; j < n; ++j)
+    for (index_t i = 0; i < n; ++i) {
+      const auto ij = static_cast<std::size_t>(i + j * ld);
+      EXPECT_NEAR(aq[ij], static_cast<double>(q[ij]) * w[static_cast<std::size_t>(j)],
+                  this->tol * 10);
+      EXPECT_NEAR(qtq[ij], i == j ? 1.0 : 0.0, this->tol * 10);
+    }
+}
+
+TYPED_TEST(Kernels, ElementwiseAndKhatriRao) {
+  using T = TypeParam;
+  const auto x = random_values<T>(100, 80);
+  auto y = random_values<T>(100, 81);
+  const auto y0 = y;
+  this->c.hadamard(100, x.data(), y.data());
+  for (std::size_t i = 0; i < 100; ++i) EXPECT_EQ(y[i], x[i] * y0[i]);
+
+  const index_t ma = 4, mb = 3, r = 5;
+  const auto a = random_values<T>(static_cast<std::size_t>(ma * r), 82);
+  const auto b = random_values<T>(static_cast<std::size_t>(mb * r), 83);
+  std::vector<T> kr(static_cast<std::size_t>(ma * mb * r));
+  this->c.khatri_rao(ma, mb, r, a.data(), b.data(), kr.data());
+  // C(i + ma j, q) = A(i, q) B(j, q).
+  for (index_t q = 0; q < r; ++q)
+    for (index_t j = 0; j < mb; ++j)
+      for (index_t i = 0; i < ma; ++i)
+        EXPECT_EQ(
+            kr[static_cast<std::size_t>(i + ma * j + ma * mb * q)],
+            a[static_cast<std::size_t>(i + ma * q)] * b[static_cast<std::size_t>(j + mb * q)]);
+}
+
+TYPED_TEST(Kernels, NormalizeColumnsBothKinds) {
+  using T = TypeParam;
+  const index_t m = 5, n = 4, lda = 7;
+  auto a0 = random_values<T>(static_cast<std::size_t>(lda * n), 90);
+  for (index_t i = 0; i < m; ++i) {
+    a0[static_cast<std::size_t>(i + 1 * lda)] = T(0);                    // zero column
+    a0[static_cast<std::size_t>(i + 2 * lda)] *= T(0.1);                 // max below one
+    a0[static_cast<std::size_t>(i + 3 * lda)] = T(3) * T(i + 1) - T(8);  // max above one
+  }
+  for (ColumnNorm kind : {ColumnNorm::two, ColumnNorm::max_or_one}) {
+    auto a = a0;
+    std::vector<T> lambda(static_cast<std::size_t>(n));
+    this->c.normalize_columns(kind, m, n, a.data(), lda, lambda.data());
+    for (index_t j = 0; j < n; ++j) {
+      double s = 0.0;
+      for (index_t i = 0; i < m; ++i) {
+        const double v = a0[static_cast<std::size_t>(i + j * lda)];
+        s = kind == ColumnNorm::two ? s + v * v : std::max(s, std::abs(v));
+      }
+      s = kind == ColumnNorm::two ? std::sqrt(s) : std::max(s, 1.0);
+      EXPECT_NEAR(lambda[static_cast<std::size_t>(j)], s, this->tol * s) << "column " << j;
+      for (index_t i = 0; i < m; ++i) {
+        const double v = a0[static_cast<std::size_t>(i + j * lda)];
+        EXPECT_NEAR(a[static_cast<std::size_t>(i + j * lda)], s > 0.0 ? v / s : v, this->tol);
+      }
+    }
+    EXPECT_EQ(lambda[1], kind == ColumnNorm::two ? T(0) : T(1));
+    // Padding rows below m are not touched.
+    for (index_t j = 0; j < n; ++j)
+      for (index_t i = m; i < lda; ++i)
+        EXPECT_EQ(a[static_cast<std::size_t>(i + j * lda)],
+                  a0[static_cast<std::size_t>(i + j * lda)]);
+  }
+}
+
+TYPED_TEST(Kernels, ScaleColumnsAndAddDiagonal) {
+  using T = TypeParam;
+  const index_t m = 4, n = 3, lda = 6;
+  const auto a0 = random_values<T>(static_cast<std::size_t>(lda * n), 100);
+  const auto s = random_values<T>(static_cast<std::size_t>(n), 101);
+  auto a = a0;
+  this->c.scale_columns(m, n, a.data(), lda, s.data());
+  for (index_t j = 0; j < n; ++j)
+    for (index_t i = 0; i < lda; ++i) {
+      const auto ij = static_cast<std::size_t>(i + j * lda);
+      EXPECT_EQ(a[ij], i < m ? a0[ij] * s[static_cast<std::size_t>(j)] : a0[ij]);
+    }
+  a = a0;
+  this->c.add_diagonal(n, a.data(), lda, T(2.5));
+  for (index_t j = 0; j < n; ++j)
+    for (index_t i = 0; i < lda; ++i) {
+      const auto ij = static_cast<std::size_t>(i + j * lda);
+      EXPECT_EQ(a[ij], i == j ? a0[ij] + T(2.5) : a0[ij]);
+    }
+}
+
+TYPED_TEST(Kernels, DotAndSumSquaresAccumulateInDouble) {
+  using T = TypeParam;
+  // Sizes around the chunking (64 chunks) and past the parallel threshold.
+  for (std::size_t n :
+       {std::size_t{0}, std::size_t{1}, std::size_t{63}, std::size_t{1000}, std::size_t{40001}}) {
+    const auto x = random_values<T>(n, 110 + n), y = random_values<T>(n, 111 + n);
+    double dot = 0.0, ss = 0.0;
+    for (std::size_t i = 0; i < n; ++i) {
+      dot += static_cast<double>(x[i]) * y[i];
+      ss += static_cast<double>(x[i]) * x[i];
+    }
+    // Products of floats are exact in double: only summation order differs.
+    EXPECT_NEAR(this->c.dot(n, x.data(), y.data()), dot, 1e-12 * (ss + 1.0)) << n;
+    EXPECT_NEAR(this->c.sum_squares(n, x.data()), ss, 1e-12 * (ss + 1.0)) << n;
+  }
+  // 10^8 + 999 is not a float (its spacing there is 8): a float accumulator loses the ones.
+  std::vector<T> v(1000, T(1));
+  v[0] = T(10000);
+  EXPECT_EQ(this->c.sum_squares(v.size(), v.data()), 1e8 + 999.0);
+  EXPECT_EQ(this->c.dot(v.size(), v.data(), v.data()), 1e8 + 999.0);
+}
+
+}  // namespace
+}  // namespace tenfold::test

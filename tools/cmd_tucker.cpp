@@ -1,0 +1,130 @@
+// tenfold tucker: HOSVD, ST-HOSVD or HOOI of a dense .npy tensor.
+#include <cstdio>
+#include <memory>
+
+#include "commands.hpp"
+#include "common.hpp"
+#include "tenfold/error.hpp"
+#include "tenfold/tucker.hpp"
+
+namespace tenfold::cli {
+namespace {
+
+struct TuckerArgs {
+  std::string input;
+  std::string out;
+  std::vector<index_t> ranks;  // NumPy axis order
+  double eps = 0.0;
+  std::string method = "sthosvd";
+  int max_iters = 50;
+  CommonOptions common;
+};
+
+template <class T>
+int run_tucker(const TuckerArgs& a, const io::NpyHeader& header) {
+  const Tensor<T> x = load_input<T>(a.input, header);
+  const int order = x.order();
+  std::vector<std::string> names = factor_names(header);
+  names.insert(names.end(), {"core.npy", "report.json"});
+  prepare_output_dir(a.out, a.input, names);
+
+  TuckerOptions o;
+  o.method = parse_tucker_method(a.method);
+  o.max_iters = a.max_iters;
+  o.backend = parse_backend(a.common.backend);
+  if (!a.ranks.empty()) {
+    if (static_cast<int>(a.ranks.size()) != order) {
+      throw InvalidArgument("--ranks has " + std::to_string(a.ranks.size()) +
+                            " values, but the input has " + std::to_string(order) + " axes");
+    }
+    o.ranks.resize(static_cast<std::size_t>(order));
+    for (int ax = 0; ax < order; ++ax) {
+      const index_t r = a.ranks[static_cast<std::size_t>(ax)];
+      const index_t size = header.shape[static_cast<std::size_t>(ax)];
+      if (r < 1 || r > size) {
+        throw InvalidArgument("--ranks: rank " + std::to_string(r) + " of axis " +
+                              std::to_string(ax) + " is outside [1, " + std::to_string(size) +
+                              "]");
+      }
+      o.ranks[static_cast<std::size_t>(numpy_axis(header, ax))] = r;
+    }
+  } else {
+    o.eps = a.eps;
+  }
+  const TuckerResult<T> res = tucker(x, o);
+
+  const std::filesystem::path dir(a.out);
+  const TTensor<T>& m = res.model;
+  // The core's axes follow the input's NumPy axes, like the factors.
+  io::save_npy<T>(dir / "core.npy", m.core.view(),
+                  header.fortran_order ? io::NpyOrder::fortran : io::NpyOrder::c_reversed);
+  save_factors(dir, header, m.factors);
+  std::vector<index_t> ranks(static_cast<std::size_t>(order));
+  std::vector<std::vector<double>> eigenvalues(static_cast<std::size_t>(order));
+  for (int ax = 0; ax < order; ++ax) {
+    const auto mode = static_cast<std::size_t>(numpy_axis(header, ax));
+    ranks[static_cast<std::size_t>(ax)] = m.core.dim(static_cast<int>(mode));
+    eigenvalues[static_cast<std::size_t>(ax)] = res.eigenvalues[mode];
+  }
+  nlohmann::json j = {
+      {"command", "tucker"},
+      {"input", a.input},
+      {"shape", header.shape},
+      {"dtype", dtype_name(std::is_same_v<T, float> ? io::DType::float32 : io::DType::float64)},
+      {"backend", a.common.backend},
+      {"method", a.method},
+      {"ranks", ranks},
+      {"relative_error", res.relative_error},
+      {"compression_ratio", res.compression_ratio},
+      {"iterations", res.iterations},
+      {"converged", res.converged},
+      {"error_history", res.error_history},
+      {"eigenvalues", eigenvalues},
+      {"seconds", res.timings.total},
+      {"timings",
+       {{"gram", res.timings.gram}, {"eig", res.timings.eig}, {"ttm", res.timings.ttm}}},
+      {"files", "core.npy and factor_<a>.npy (I_a x r_a) follow the NumPy axes of the input"}};
+  if (o.eps) j["tol"] = *o.eps;
+  write_json(dir / "report.json", j);
+  std::printf("Tucker (%s) of %s: ranks", a.method.c_str(), a.input.c_str());
+  for (index_t r : ranks) std::printf(" %lld", static_cast<long long>(r));
+  std::printf(", relative error %.6g, compression %.1fx, %.3f s\n", res.relative_error,
+              res.compression_ratio, res.timings.total);
+  return 0;
+}
+
+}  // namespace
+
+Command add_tucker_command(CLI::App& app) {
+  auto a = std::make_shared<TuckerArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "tucker",
+      "Tucker decomposition (ST-HOSVD, HOSVD or HOOI). Writes OUT/core.npy, "
+      "OUT/factor_<a>.npy (I_a x r_a, for each NumPy axis a of the input) and OUT/report.json.");
+  cmd->add_option("input", a->input, "Input tensor: .npy, float32 or float64, order >= 2")
+      ->required();
+  auto* ranks = cmd->add_option("--ranks", a->ranks, "Ranks per NumPy axis, e.g. 10,8,5")
+                    ->delimiter(',');
+  auto* tol = cmd->add_option("--tol", a->eps,
+                              "Relative error bound eps in (0, 1): smallest ranks with "
+                              "||X - X^|| <= eps ||X||");
+  ranks->excludes(tol);
+  tol->excludes(ranks);
+  cmd->add_option("-o,--out", a->out, "Output folder (created if missing)")->required();
+  cmd->add_option("--method", a->method, "sthosvd, hosvd or hooi")
+      ->check(CLI::IsMember({"sthosvd", "hosvd", "hooi"}))
+      ->capture_default_str();
+  cmd->add_option("--max-iters", a->max_iters, "HOOI: most iterations")->capture_default_str();
+  add_common_options(*cmd, a->common);
+  return {cmd, [a, ranks, tol] {
+            if (ranks->count() == 0 && tol->count() == 0) {
+              throw InvalidArgument("give either --ranks or --tol");
+            }
+            const io::NpyHeader header = io::read_npy_header(a->input);
+            return choose_dtype(a->common.dtype, header.dtype) == io::DType::float32
+                       ? run_tucker<float>(*a, header)
+                       : run_tucker<double>(*a, header);
+          }};
+}
+
+}  // namespace tenfold::cli
