@@ -300,3 +300,12 @@ def qk_error_lower_bound(tensors, layer, heads, rank):
         if rank < len(cumulative):
             left = max(left, 1.0 - cumulative[rank - 1])
     return math.sqrt(max(left, 0.0))
+
+
+def per_head_truncation_error(tensors, layer, heads, rank):
+    """QK relative error of the best rank-R CP model that shares no component between
+    heads: each head's T[h] split into its singular triplets, the R largest kept."""
+    t = attention_tensor(tensors, layer, heads)
+    energy = np.sort(np.concatenate(
+        [np.linalg.svd(t[h], compute_uv=False) ** 2 for h in range(heads)]))[::-1]
+    return math.sqrt(energy[rank:].sum() / energy.sum())
