@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
-# Reproduces docs/real-model.md: sets up .venv-real, builds the tenfold program when
-# BUILD_DIR (default /tmp/build-real-model) has none, runs the pipeline (run.py) on one
-# thread and draws docs/real-model.png. Results go to out/real_model/. The TensorLy
-# checkpoints there are reused by later runs (delete them to time the recipe again).
+# Reproduces docs/real-model.md: sets up .venv-real, builds the tenfold program in
+# BUILD_DIR (default /tmp/build-real-model), runs the pipeline (run.py) on one thread
+# and draws docs/real-model.png. Arguments go to run.py. Results go to out/real_model/;
+# the TensorLy checkpoints there are reused by later runs with the same settings
+# (delete them to time the recipe again).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 build=${BUILD_DIR:-/tmp/build-real-model}
 venv=$(bash "$here/setup_env.sh" | tail -n 1)
-if [ ! -x "$build/tools/tenfold" ]; then
+if [ ! -f "$build/CMakeCache.txt" ]; then
   cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DTENFOLD_WITH_CUDA=OFF \
     -DTENFOLD_BUILD_BENCH=OFF -DTENFOLD_BUILD_TESTS=OFF >/dev/null
-  cmake --build "$build" -j 2 --target tenfold_cli
 fi
+cmake --build "$build" -j 2 --target tenfold_cli >/dev/null
 out=$root/out/real_model
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 "$venv/bin/python" "$here/run.py" --tenfold "$build/tools/tenfold" --out "$out" "$@"
