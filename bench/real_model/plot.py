@@ -38,7 +38,8 @@ def main():
 
     ax_cos, ax_gap, ax_err = axes[1]
     for key, label, colour, marker in METHODS:
-        entries = sorted(results[key], key=lambda e: e["rank"])
+        entries = sorted((e for e in results[key] if not e.get("label")),
+                         key=lambda e: e["rank"])
         if not entries:
             continue
         ranks = [e["rank"] for e in entries]
@@ -52,13 +53,18 @@ def main():
             ax_err.plot(ranks, [e["qk_relative_error"][layer] for e in entries], color=colour,
                         marker=marker, alpha=0.4 + 0.1 * layer,
                         label=label if layer == 0 else None)
+    for key, label, style in (("qk_error_floor", "floor under any CP model", ":"),
+                              ("qk_error_per_head", "best model without sharing", "--")):
+        ranks = sorted(int(r) for r in results[key])
+        means = [sum(results[key][str(r)]) / len(results[key][str(r)]) for r in ranks]
+        ax_err.plot(ranks, means, color="black", ls=style, label=f"{label} (layer mean)")
     ax_cos.set_title("embedding cosine similarity to the original")
     ax_gap.set_title("1 - mean cosine similarity")
     ax_err.set_title("QK relative error per layer")
     for ax in axes[1]:
         ax.set_xlabel("shared dimension R")
         ax.grid(alpha=0.3)
-        ax.legend()
+        ax.legend(fontsize="small")
     fig.suptitle(f"all-MiniLM-L6-v2, {results['sentences']} sentences")
     fig.tight_layout()
     fig.savefig(args.png, dpi=110)

@@ -116,12 +116,18 @@ def nearest_neighbours(emb):
     return sim.argmax(axis=1)
 
 
-def tenfold_model(tenfold, model, rank, heads, out_dir, max_iters, tol):
-    out = out_dir / f"tenfold_R{rank}.safetensors"
-    report = out_dir / f"tenfold_R{rank}.json"
+def with_options(budget, extra):
+    """The iteration budget's options, less those that `extra` gives again, then `extra`."""
+    kept = [x for flag, value in budget.items() if flag not in extra for x in (flag, value)]
+    return kept + extra
+
+
+def tenfold_model(tenfold, model, rank, heads, out_dir, options, label=""):
+    """Runs `tenfold attention compress` with `options` (a list of extra arguments)."""
+    stem = f"tenfold{'_' + label if label else ''}_R{rank}"
+    out, report = out_dir / f"{stem}.safetensors", out_dir / f"{stem}.json"
     _, seconds = run_cli([tenfold, "attention", "compress", model, "--shared-dim", str(rank),
-                          "--heads", str(heads), "--max-iters", str(max_iters), "--tol",
-                          str(tol), "--out", out, "--report", report])
+                          "--heads", str(heads), *options, "--out", out, "--report", report])
     return out, json.loads(report.read_text()), seconds
 
 
@@ -133,6 +139,10 @@ def main():
     ap.add_argument("--tensorly-ranks", type=int, nargs="+", default=[192, 128])
     ap.add_argument("--max-iters", type=int, default=100)
     ap.add_argument("--tol", type=float, default=1e-6)
+    ap.add_argument("--variant", action="append", default=[], metavar="LABEL=ARGS",
+                    help="also compress with these extra arguments (which may replace "
+                         "--max-iters and --tol) at --variant-ranks, e.g. 'random=--init random'")
+    ap.add_argument("--variant-ranks", type=int, nargs="+", default=[192, 128])
     args = ap.parse_args()
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -150,17 +160,23 @@ def main():
                "analyze": analyze(args.tenfold, model, original, heads, out_dir),
                "tenfold": [], "tensorly": []}
 
-    for rank in args.ranks:
+    budget = {"--max-iters": str(args.max_iters), "--tol": str(args.tol)}
+    runs = [("", rank, with_options(budget, [])) for rank in args.ranks]
+    runs += [(label, rank, with_options(budget, extra.split()))
+             for label, extra in (v.split("=", 1) for v in args.variant)
+             for rank in args.variant_ranks]
+    for label, rank, options in runs:
         path, report, seconds = tenfold_model(args.tenfold, model, rank, heads, out_dir,
-                                              args.max_iters, args.tol)
+                                              options, label)
         tensors, metadata = read_checked(path)
         check_copied(original, tensors, layers)
         qk, total = parameter_counts(tensors, layers)
-        entry = {"rank": rank, "seconds": seconds, "qk_params": qk, "total_params": total,
-                 "report": report, "metadata": metadata}
+        entry = {"rank": rank, "label": label, "options": options, "seconds": seconds,
+                 "qk_params": qk, "total_params": total, "report": report,
+                 "metadata": metadata}
         entry.update(downstream(original, tensors, tokens, heads, reference))
         results["tenfold"].append(entry)
-        print(f"tenfold R={rank}: cosine mean {entry['cosine_mean']:.6f}, "
+        print(f"tenfold {label} R={rank}: cosine mean {entry['cosine_mean']:.6f}, "
               f"{seconds:.1f} s", flush=True)
 
     for rank in args.tensorly_ranks:
@@ -194,8 +210,8 @@ def tables(results):
              "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
              f"| original | - | - | - | 1 | 1 | 1 | - | - | {o['qk_params']:,} | "
              f"{o['total_params']:,} |"]
-    rows = [("tenfold", e) for e in results["tenfold"]] + \
-           [("TensorLy", e) for e in results["tensorly"]]
+    rows = [(f"tenfold ({e['label']})" if e["label"] else "tenfold", e)
+            for e in results["tenfold"]] + [("TensorLy", e) for e in results["tensorly"]]
     for name, e in sorted(rows, key=lambda r: (-r[1]["rank"], r[0])):
         errors = " ".join(f"{x:.3g}" for x in e["qk_relative_error"])
         its = [layer["iterations"] for layer in e["report"]["layers"]]
