@@ -217,14 +217,9 @@ def collab_tensors(mixing, query, key, content):
 def replace_query_key(tensors, layer_collab, dtype=np.float32):
     """A checkpoint with each layer's query/key weights and biases replaced by its
     collaborative tensors (layer_collab: layer -> dict from collab_tensors)."""
-    out = {}
-    for name, value in tensors.items():
-        for layer, collab in layer_collab.items():
-            p = attention_prefix(layer)
-            if name.startswith(p + "query.") or name.startswith(p + "key."):
-                break
-        else:
-            out[name] = value
+    replaced = tuple(attention_prefix(layer) + side
+                     for layer in layer_collab for side in ("query.", "key."))
+    out = {k: v for k, v in tensors.items() if not k.startswith(replaced)}
     for layer, collab in layer_collab.items():
         for name, value in collab.items():
             out[attention_prefix(layer) + name] = np.asarray(value, dtype=dtype)

@@ -77,8 +77,8 @@ def read_checked(path):
 
 def check_copied(original, compressed, layers):
     """Every tensor that is not a query/key weight or bias must be copied bit for bit."""
-    replaced = tuple(bertnp.attention_prefix(l) + s for l in range(layers)
-                     for s in ("query.", "key."))
+    replaced = tuple(bertnp.attention_prefix(layer) + side for layer in range(layers)
+                     for side in ("query.", "key."))
     for name, value in original.items():
         if name.startswith(replaced):
             if name in compressed:
@@ -100,8 +100,8 @@ def downstream(original, tensors, tokens, heads, reference):
     tv = [np.concatenate(rows) for rows in tv]
     cosine = np.sum(emb0 * emb, axis=1)
     return {
-        "qk_relative_error": [bertnp.qk_relative_error(original, tensors, l, heads)
-                              for l in range(layers)],
+        "qk_relative_error": [bertnp.qk_relative_error(original, tensors, layer, heads)
+                              for layer in range(layers)],
         "tv_mean": float(np.concatenate(tv).mean()),
         "tv_mean_per_layer": [float(t.mean()) for t in tv],
         "cosine_mean": float(cosine.mean()),
@@ -176,7 +176,8 @@ def main():
                  "metadata": metadata}
         entry.update(downstream(original, tensors, tokens, heads, reference))
         results["tenfold"].append(entry)
-        print(f"tenfold {label} R={rank}: cosine mean {entry['cosine_mean']:.6f}, "
+        print(f"tenfold{' (' + label + ')' if label else ''} R={rank}: "
+              f"cosine mean {entry['cosine_mean']:.6f}, "
               f"{seconds:.1f} s", flush=True)
 
     for rank in args.tensorly_ranks:
@@ -184,7 +185,7 @@ def main():
         report = json.loads(report_path.read_text())
         tensors, _ = read_checked(path)
         qk, total = parameter_counts(tensors, layers)
-        entry = {"rank": rank, "seconds": sum(l["seconds"] for l in report["layers"]),
+        entry = {"rank": rank, "seconds": sum(x["seconds"] for x in report["layers"]),
                  "qk_params": qk, "total_params": total, "report": report}
         entry.update(downstream(original, tensors, tokens, heads, reference))
         results["tensorly"].append(entry)
@@ -192,10 +193,10 @@ def main():
 
     all_ranks = sorted(set(args.ranks) | set(args.tensorly_ranks), reverse=True)
     results["qk_error_floor"] = {
-        rank: [bertnp.qk_error_lower_bound(original, l, heads, rank) for l in range(layers)]
+        rank: [bertnp.qk_error_lower_bound(original, i, heads, rank) for i in range(layers)]
         for rank in all_ranks}
     results["qk_error_per_head"] = {
-        rank: [bertnp.per_head_truncation_error(original, l, heads, rank) for l in range(layers)]
+        rank: [bertnp.per_head_truncation_error(original, i, heads, rank) for i in range(layers)]
         for rank in all_ranks}
     (out_dir / "results.json").write_text(json.dumps(results, indent=2))
     (out_dir / "tables.md").write_text(tables(results))

@@ -83,7 +83,7 @@ class NumPyFullRankForm(unittest.TestCase):
         rng = np.random.default_rng(3)
         original = tiny_bert(rng)
         sequences = random_sequences(rng)
-        collab = {l: bertnp.full_rank_collab(original, l, HEADS) for l in range(LAYERS)}
+        collab = {i: bertnp.full_rank_collab(original, i, HEADS) for i in range(LAYERS)}
         compressed = bertnp.replace_query_key(original, collab, dtype=np.float64)
         hidden0, probs0 = bertnp.BertEncoder(original, HEADS).forward(sequences)
         hidden1, probs1 = bertnp.BertEncoder(compressed, HEADS).forward(sequences)
