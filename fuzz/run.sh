@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets with clang into /tmp/build-fuzz and runs each one for
-# DURATION_SECONDS (default 30), starting from the seed corpus in fuzz/corpus/ (new
-# inputs go to /tmp/build-fuzz/corpus/, the seeds stay untouched). Exits non-zero when
-# a target finds a crash; the input is saved as /tmp/build-fuzz/<target>-crash-*.
+# Builds the libFuzzer targets with clang into BUILD_DIR (default: build-fuzz in the
+# repository) and runs each one for DURATION_SECONDS (default 30), starting from the
+# seed corpus in fuzz/corpus/ (new inputs go to BUILD_DIR/corpus/, the seeds stay
+# untouched). Exits non-zero when a target finds a crash; the input is saved as
+# BUILD_DIR/<target>-crash-*.
 set -euo pipefail
 duration=${1:-30}
 root=$(cd "$(dirname "$0")/.." && pwd)
-build=/tmp/build-fuzz
+build=${BUILD_DIR:-$root/build-fuzz}
 
 cmake -S "$root" -B "$build" -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DTENFOLD_BUILD_FUZZ=ON -DTENFOLD_WITH_CUDA=OFF -DTENFOLD_BUILD_TESTS=OFF \

@@ -6,10 +6,12 @@
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <sstream>
 #include <string>
 
 #include "temp_dir.hpp"
+#include "tenfold/attention_checkpoint.hpp"
 #include "tenfold/cp.hpp"
 #include "tenfold/io.hpp"
 #include "tenfold/tucker.hpp"
@@ -42,8 +44,8 @@ struct CliRun {
 // Runs `tenfold ARGS` through the shell, capturing stdout and stderr.
 CliRun tenfold_cli(const TempDir& dir, const std::string& args) {
   const fs::path out = dir / "stdout.txt", err = dir / "stderr.txt";
-  const std::string cmd = std::string(TENFOLD_CLI) + " " + args + " >" + out.string() + " 2>" +
-                          err.string();
+  const std::string cmd =
+      std::string(TENFOLD_CLI) + " " + args + " >" + out.string() + " 2>" + err.string();
   const int status = std::system(cmd.c_str());
   CliRun r;
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -66,8 +68,8 @@ TEST(Cli, HelpDocumentsEveryFlag) {
   EXPECT_NE(top.out.find("tucker"), std::string::npos);
   const CliRun cp = tenfold_cli(dir, "cp --help");
   EXPECT_EQ(cp.code, 0);
-  for (const char* flag : {"--rank", "--max-iters", "--tol", "--init", "--seed", "--dtype",
-                           "--out", "--quiet", "--backend", "--init-factors"}) {
+  for (const char* flag : {"--rank", "--max-iters", "--tol", "--init", "--seed", "--dtype", "--out",
+                           "--quiet", "--backend", "--init-factors"}) {
     EXPECT_NE(cp.out.find(flag), std::string::npos) << flag;
   }
   const CliRun tucker = tenfold_cli(dir, "tucker --help");
@@ -80,7 +82,7 @@ TEST(Cli, CpOnRealDataWritesFactorsInNumPyAxisOrder) {
   TempDir dir;
   const std::string before = slurp(kCovid);
   const CliRun r = tenfold_cli(dir, "cp " + kCovid.string() + " --rank 3 --init nvecs --tol 1e-8 " +
-                                     "--max-iters 1000 --out " + (dir / "out").string());
+                                        "--max-iters 1000 --out " + (dir / "out").string());
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(slurp(kCovid), before);  // the input is never modified
   EXPECT_EQ(npy_shape(dir / "out/factor_0.npy"), (std::vector<index_t>{438, 3}));
@@ -108,9 +110,9 @@ TEST(Cli, CpOnRealDataWritesFactorsInNumPyAxisOrder) {
   for (index_t i = 0; i < 438 * 3; ++i) EXPECT_EQ(f0[i], lib.model.factors[2].values()[i]);
 
   // Warm start from the written factors: already at the optimum.
-  const CliRun warm = tenfold_cli(dir, "cp " + kCovid.string() + " --rank 3 --tol 1e-8 -q " +
-                                        "--init-factors " + (dir / "out").string() + " --out " +
-                                        (dir / "warm").string());
+  const CliRun warm =
+      tenfold_cli(dir, "cp " + kCovid.string() + " --rank 3 --tol 1e-8 -q " + "--init-factors " +
+                           (dir / "out").string() + " --out " + (dir / "warm").string());
   ASSERT_EQ(warm.code, 0) << warm.err;
   const auto warm_report = nlohmann::json::parse(slurp(dir / "warm/report.json"));
   EXPECT_EQ(warm_report["init"], "given");
@@ -122,22 +124,21 @@ TEST(Cli, CpInFloat32AgreesWithFloat64) {
   TempDir dir;
   const std::string common = " --rank 2 --init nvecs --tol 1e-7 --max-iters 500 -q --out ";
   ASSERT_EQ(tenfold_cli(dir, "cp " + kCovid.string() + common + (dir / "d").string()).code, 0);
-  ASSERT_EQ(tenfold_cli(dir, "cp " + kCovid.string() + " --dtype float32" + common +
-                                 (dir / "f").string())
-                .code,
-            0);
+  ASSERT_EQ(
+      tenfold_cli(dir, "cp " + kCovid.string() + " --dtype float32" + common + (dir / "f").string())
+          .code,
+      0);
   const auto d = nlohmann::json::parse(slurp(dir / "d/report.json"));
   const auto f = nlohmann::json::parse(slurp(dir / "f/report.json"));
   EXPECT_EQ(f["dtype"], "float32");
   EXPECT_NEAR(f["fit"].get<double>(), d["fit"].get<double>(), 1e-4);
-  EXPECT_EQ(tenfold::io::read_npy_header(dir / "f/weights.npy").dtype,
-            tenfold::io::DType::float32);
+  EXPECT_EQ(tenfold::io::read_npy_header(dir / "f/weights.npy").dtype, tenfold::io::DType::float32);
 }
 
 TEST(Cli, TuckerWritesCoreAndFactorsInNumPyAxisOrder) {
   TempDir dir;
-  const CliRun r = tenfold_cli(dir, "tucker " + kCovid.string() + " --ranks 20,4,5 -q --out " +
-                                     (dir / "t").string());
+  const CliRun r = tenfold_cli(
+      dir, "tucker " + kCovid.string() + " --ranks 20,4,5 -q --out " + (dir / "t").string());
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(npy_shape(dir / "t/core.npy"), (std::vector<index_t>{20, 4, 5}));
   EXPECT_EQ(npy_shape(dir / "t/factor_0.npy"), (std::vector<index_t>{438, 20}));
@@ -159,7 +160,7 @@ TEST(Cli, TuckerWritesCoreAndFactorsInNumPyAxisOrder) {
   EXPECT_EQ(report["ranks"], (std::vector<index_t>{20, 4, 5}));
 
   const CliRun eps = tenfold_cli(dir, "tucker " + kCovid.string() + " --tol 0.2 --method hooi -q " +
-                                       "--out " + (dir / "e").string());
+                                          "--out " + (dir / "e").string());
   ASSERT_EQ(eps.code, 0) << eps.err;
   EXPECT_LE(nlohmann::json::parse(slurp(dir / "e/report.json"))["relative_error"].get<double>(),
             0.2);
@@ -211,9 +212,203 @@ TEST(Cli, RefusesToOverwriteItsInput) {
   fs::create_directories(dir / "d");
   fs::copy_file(kCovid, dir / "d/factor_0.npy");
   const std::string before = slurp(dir / "d/factor_0.npy");
-  const CliRun r = tenfold_cli(dir, "cp " + (dir / "d/factor_0.npy").string() + " --rank 2 --out " +
-                                     (dir / "d").string());
+  const CliRun r = tenfold_cli(
+      dir, "cp " + (dir / "d/factor_0.npy").string() + " --rank 2 --out " + (dir / "d").string());
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("is the input file"), std::string::npos) << r.err;
   EXPECT_EQ(slurp(dir / "d/factor_0.npy"), before);
+}
+
+namespace {
+
+// A small BERT-named checkpoint: `layers` attention layers (H = 2 heads of width 4 over
+// D = 8), plus tensors that must be copied through (embeddings, an I64 buffer).
+struct TinyBert {
+  std::vector<std::vector<float>> data;
+  std::vector<tenfold::io::SafetensorsTensor> tensors;
+  std::vector<std::int64_t> ids = {0, 1, 2, 3, 4, 5};
+
+  explicit TinyBert(int layers, const std::string& prefix = "bert.") {
+    std::uint64_t s = 12345;
+    const auto next = [&s] {
+      s = s * 6364136223846793005ull + 1442695040888963407ull;
+      return static_cast<float>(static_cast<double>(s >> 11) * 0x1.0p-53 - 0.5);
+    };
+    const auto add = [&](const std::string& name, std::vector<index_t> shape) {
+      std::vector<float> v(static_cast<std::size_t>(tenfold::checked_numel(shape)));
+      for (float& x : v) x = next();
+      data.push_back(std::move(v));
+      tensors.push_back({name, "F32", shape, std::as_bytes(std::span<const float>(data.back()))});
+    };
+    data.reserve(64);
+    add(prefix + "embeddings.word_embeddings.weight", {10, 8});
+    for (int l = 0; l < layers; ++l) {
+      const std::string p = prefix + "encoder.layer." + std::to_string(l) + ".attention.";
+      add(p + "self.query.weight", {8, 8});
+      add(p + "self.query.bias", {8});
+      add(p + "self.key.weight", {8, 8});
+      add(p + "self.key.bias", {8});
+      add(p + "self.value.weight", {8, 8});
+      add(p + "output.dense.weight", {8, 8});
+    }
+    tensors.push_back({prefix + "embeddings.position_ids",
+                       "I64",
+                       {1, 6},
+                       std::as_bytes(std::span<const std::int64_t>(ids))});
+  }
+  void save(const fs::path& p) const {
+    tenfold::io::save_safetensors(p, tensors, {{"format", "pt"}});
+  }
+};
+
+}  // namespace
+
+TEST(Cli, AttentionCompressRewritesQueryKeyAndCopiesTheRest) {
+  TempDir dir;
+  const TinyBert model(2);
+  model.save(dir / "model.safetensors");
+  const std::string before = slurp(dir / "model.safetensors");
+  for (const int rank : {8, 3}) {
+    const std::string out = (dir / ("r" + std::to_string(rank) + ".safetensors")).string();
+    const CliRun r =
+        tenfold_cli(dir, "attention compress " + (dir / "model.safetensors").string() +
+                             " --shared-dim " + std::to_string(rank) + " --heads 2 -q --out " +
+                             out + " --report " + (dir / "report.json").string());
+    ASSERT_EQ(r.code, 0) << r.err;
+    const tenfold::io::SafetensorsFile in(dir / "model.safetensors"), res(out);
+    for (const auto& e : in.tensors()) {
+      const bool qk =
+          e.name.find(".query.") != std::string::npos || e.name.find(".key.") != std::string::npos;
+      if (qk) {
+        EXPECT_EQ(res.find(e.name), nullptr) << e.name;
+      } else {
+        EXPECT_EQ(res.read_bytes(e.name), in.read_bytes(e.name)) << e.name;
+      }
+    }
+    const std::string p = "bert.encoder.layer.1.attention.self.";
+    EXPECT_EQ(res.at(p + "collab.mixing").shape, (std::vector<index_t>{2, rank}));
+    EXPECT_EQ(res.at(p + "collab.query.weight").shape, (std::vector<index_t>{rank, 8}));
+    EXPECT_EQ(res.at(p + "collab.key.weight").shape, (std::vector<index_t>{rank, 8}));
+    EXPECT_EQ(res.at(p + "collab.content_bias.weight").shape, (std::vector<index_t>{2, 8}));
+    EXPECT_EQ(res.metadata().at("tenfold.shared_dim"), std::to_string(rank));
+    EXPECT_EQ(res.metadata().at("tenfold.heads"), "2");
+    EXPECT_EQ(res.metadata().at("tenfold.head_dim"), "4");
+    EXPECT_EQ(res.metadata().at("tenfold.scale_convention"),
+              "scale folded into mixing and content_bias");
+    EXPECT_EQ(res.metadata().at("format"), "pt");
+
+    // The report's error is the library's on the same layer, and is 0 at full rank.
+    const auto report = nlohmann::json::parse(slurp(dir / "report.json"));
+    ASSERT_EQ(report["layers"].size(), 2u);
+    const auto names = tenfold::attention::find_layers(in);
+    const auto layer = tenfold::attention::load_layer<float>(in, names[1], 2);
+    tenfold::attention::CompressOptions o;
+    o.rank = rank;
+    const auto lib = tenfold::attention::compress(layer, o);
+    EXPECT_NEAR(report["layers"][1]["relative_error"].get<double>(), lib.relative_error, 1e-6);
+    if (rank == 8) EXPECT_LT(lib.relative_error, 1e-6);
+    // The written collaborative layer reproduces the reported error.
+    tenfold::attention::CollaborativeLayer<float> c;
+    const auto mixing_t = res.read_matrix<float>(p + "collab.mixing");  // R x H
+    c.mixing = tenfold::Matrix<float>(2, rank);
+    for (index_t h = 0; h < 2; ++h)
+      for (index_t j = 0; j < rank; ++j) c.mixing(h, j) = mixing_t(j, h);
+    c.query = res.read_matrix<float>(p + "collab.query.weight");
+    c.key = res.read_matrix<float>(p + "collab.key.weight");
+    c.content = res.read_matrix<float>(p + "collab.content_bias.weight");
+    EXPECT_NEAR(tenfold::attention::qk_error(layer, c),
+                report["layers"][1]["relative_error"].get<double>(), 1e-5);
+  }
+  EXPECT_EQ(slurp(dir / "model.safetensors"), before);
+
+  const CliRun analyze = tenfold_cli(
+      dir, "attention analyze " + (dir / "model.safetensors").string() + " --heads 2 --json");
+  ASSERT_EQ(analyze.code, 0) << analyze.err;
+  const auto j = nlohmann::json::parse(analyze.out);
+  ASSERT_EQ(j["layers"].size(), 2u);
+  EXPECT_LE(j["layers"][0]["products"]["dim99"].get<int>(), 8);
+}
+
+TEST(Cli, AttentionReadsHeadsFromConfigAndDistilBertNames) {
+  TempDir dir;
+  TinyBert model(1, "");
+  // DistilBERT names: transformer.layer.<n>.attention.{q_lin,k_lin}.
+  for (auto& t : model.tensors) {
+    std::string& n = t.name;
+    for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+             {"encoder.layer", "transformer.layer"},
+             {"attention.self.query", "attention.q_lin"},
+             {"attention.self.key", "attention.k_lin"}}) {
+      if (const auto at = n.find(from); at != std::string::npos) n.replace(at, from.size(), to);
+    }
+  }
+  model.save(dir / "model.safetensors");
+  std::ofstream(dir / "config.json") << R"({"n_heads": 2, "dim": 8})";
+  const CliRun r =
+      tenfold_cli(dir, "attention compress " + (dir / "model.safetensors").string() +
+                           " --shared-dim 4 -q --out " + (dir / "o.safetensors").string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const tenfold::io::SafetensorsFile res(dir / "o.safetensors");
+  EXPECT_NE(res.find("transformer.layer.0.attention.collab.mixing"), nullptr);
+  EXPECT_EQ(res.find("transformer.layer.0.attention.q_lin.weight"), nullptr);
+}
+
+TEST(Cli, AttentionBadCheckpointsGiveOneLineAndWriteNothing) {
+  TempDir dir;
+  TinyBert(2).save(dir / "good.safetensors");
+  const std::string good = slurp(dir / "good.safetensors");
+  const auto write = [&](const std::string& name, const std::string& bytes) {
+    std::ofstream(dir / name, std::ios::binary) << bytes;
+    return (dir / name).string();
+  };
+  // Header length field pointing past the end, a header that is not JSON.
+  std::string beyond = good;
+  beyond[0] = '\xff';
+  beyond[1] = '\xff';
+  std::string bad_json = good;
+  bad_json[8] = '[';
+  TinyBert no_key(1);
+  no_key.tensors.erase(no_key.tensors.begin() + 3);  // layer 0's key.weight
+  no_key.save(dir / "nokey.safetensors");
+  TinyBert no_attention(0);
+  no_attention.save(dir / "noattn.safetensors");
+  TinyBert odd_dtype(1);
+  odd_dtype.tensors[1].dtype = "F8_E4M3";
+  odd_dtype.tensors[1].shape = {8, 32};
+  odd_dtype.save(dir / "odd.safetensors");
+
+  const std::string g = (dir / "good.safetensors").string();
+  const std::string out = " --out " + (dir / "out.safetensors").string();
+  struct Case {
+    std::string args, message;
+  };
+  const std::vector<Case> cases = {
+      {write("cut.safetensors", good.substr(0, good.size() - 10)) + " --heads 2",
+       "cut.safetensors"},
+      {write("beyond.safetensors", beyond) + " --heads 2", "header"},
+      {write("json.safetensors", bad_json) + " --heads 2", "JSON"},
+      {(dir / "nokey.safetensors").string() + " --heads 2", "key.weight"},
+      {(dir / "noattn.safetensors").string() + " --heads 2", "no attention layers"},
+      {(dir / "odd.safetensors").string() + " --heads 2", "query.weight"},
+      {g + " --heads 3", "not divisible by 3 heads"},
+      {g, "head count"},
+      {g + " --heads 2 --shared-dim 9", "outside [1, 8]"},
+  };
+  for (const Case& c : cases) {
+    std::string args = "attention compress " + c.args + out;
+    if (c.args.find("--shared-dim") == std::string::npos) args += " --shared-dim 4";
+    const CliRun r = tenfold_cli(dir, args);
+    EXPECT_EQ(r.code, 1) << args << "\n" << r.err;
+    EXPECT_EQ(r.err_lines(), 1) << args << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << args << "\n" << r.err;
+    EXPECT_FALSE(fs::exists(dir / "out.safetensors")) << args;
+  }
+  const CliRun zero =
+      tenfold_cli(dir, "attention compress " + g + " --heads 2 --shared-dim 0" + out);
+  EXPECT_EQ(zero.code, 1);
+  EXPECT_NE(zero.err.find("outside [1, 8]"), std::string::npos) << zero.err;
+  const CliRun same =
+      tenfold_cli(dir, "attention compress " + g + " --heads 2 --shared-dim 4 --out " + g);
+  EXPECT_EQ(same.code, 1);
+  EXPECT_EQ(slurp(dir / "good.safetensors"), good);
 }

@@ -80,8 +80,7 @@ int run_cp(const CpArgs& a, const io::NpyHeader& header) {
       // A C-order (I, R) array loads as R x I: transpose it to I x R.
       Matrix<T> m(fh.shape[0], fh.shape[1]);
       for (index_t i = 0; i < m.rows(); ++i)
-        for (index_t j = 0; j < m.cols(); ++j)
-          m(i, j) = fh.fortran_order ? f(i, j) : f(j, i);
+        for (index_t j = 0; j < m.cols(); ++j) m(i, j) = fh.fortran_order ? f(i, j) : f(j, i);
       o.initial_factors[static_cast<std::size_t>(numpy_axis(header, ax))] = std::move(m);
     }
   }
@@ -153,8 +152,8 @@ Command add_cp_command(CLI::App& app) {
       ->check(CLI::IsMember({"random", "nvecs"}))
       ->capture_default_str();
   cmd->add_option("--init-factors", a->init_factors,
-                 "Start from DIR/factor_<a>.npy (I_a x rank per NumPy axis a), e.g. an earlier "
-                 "--out folder; overrides --init")
+                  "Start from DIR/factor_<a>.npy (I_a x rank per NumPy axis a), e.g. an earlier "
+                  "--out folder; overrides --init")
       ->check(CLI::ExistingDirectory);
   cmd->add_option("--seed", a->seed, "Seed of the random initialisation")->capture_default_str();
   cmd->add_option("--ridge", a->ridge, "l2 regularisation of the normal equations")
@@ -163,11 +162,11 @@ Command add_cp_command(CLI::App& app) {
       ->capture_default_str();
   add_common_options(*cmd, a->common);
   return {cmd, [a] {
-    const io::NpyHeader header = io::read_npy_header(a->input);
-    return choose_dtype(a->common.dtype, header.dtype) == io::DType::float32
-               ? run_cp<float>(*a, header)
-               : run_cp<double>(*a, header);
-  }};
+            const io::NpyHeader header = io::read_npy_header(a->input);
+            return choose_dtype(a->common.dtype, header.dtype) == io::DType::float32
+                       ? run_cp<float>(*a, header)
+                       : run_cp<double>(*a, header);
+          }};
 }
 
 }  // namespace tenfold::cli

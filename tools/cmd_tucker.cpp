@@ -43,8 +43,7 @@ int run_tucker(const TuckerArgs& a, const io::NpyHeader& header) {
       const index_t size = header.shape[static_cast<std::size_t>(ax)];
       if (r < 1 || r > size) {
         throw InvalidArgument("--ranks: rank " + std::to_string(r) + " of axis " +
-                              std::to_string(ax) + " is outside [1, " + std::to_string(size) +
-                              "]");
+                              std::to_string(ax) + " is outside [1, " + std::to_string(size) + "]");
       }
       o.ranks[static_cast<std::size_t>(numpy_axis(header, ax))] = r;
     }
@@ -81,8 +80,7 @@ int run_tucker(const TuckerArgs& a, const io::NpyHeader& header) {
       {"error_history", res.error_history},
       {"eigenvalues", eigenvalues},
       {"seconds", res.timings.total},
-      {"timings",
-       {{"gram", res.timings.gram}, {"eig", res.timings.eig}, {"ttm", res.timings.ttm}}},
+      {"timings", {{"gram", res.timings.gram}, {"eig", res.timings.eig}, {"ttm", res.timings.ttm}}},
       {"files", "core.npy and factor_<a>.npy (I_a x r_a) follow the NumPy axes of the input"}};
   if (o.eps) j["tol"] = *o.eps;
   write_json(dir / "report.json", j);
@@ -103,8 +101,8 @@ Command add_tucker_command(CLI::App& app) {
       "OUT/factor_<a>.npy (I_a x r_a, for each NumPy axis a of the input) and OUT/report.json.");
   cmd->add_option("input", a->input, "Input tensor: .npy, float32 or float64, order >= 2")
       ->required();
-  auto* ranks = cmd->add_option("--ranks", a->ranks, "Ranks per NumPy axis, e.g. 10,8,5")
-                    ->delimiter(',');
+  auto* ranks =
+      cmd->add_option("--ranks", a->ranks, "Ranks per NumPy axis, e.g. 10,8,5")->delimiter(',');
   auto* tol = cmd->add_option("--tol", a->eps,
                               "Relative error bound eps in (0, 1): smallest ranks with "
                               "||X - X^|| <= eps ||X||");

@@ -7,5 +7,6 @@ namespace tenfold::cli {
 
 Command add_cp_command(CLI::App& app);
 Command add_tucker_command(CLI::App& app);
+Command add_attention_command(CLI::App& app);
 
 }  // namespace tenfold::cli

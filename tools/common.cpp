@@ -33,6 +33,11 @@ void prepare_output_dir(const std::filesystem::path& dir, const std::filesystem:
   }
 }
 
+void prepare_output_file(const std::filesystem::path& file, const std::filesystem::path& input) {
+  prepare_output_dir(file.parent_path().empty() ? "." : file.parent_path(), input,
+                     {file.filename().string()});
+}
+
 void write_json(const std::filesystem::path& path, const nlohmann::json& j) {
   io::write_file_atomically(path, [&](std::ostream& os) { os << j.dump(2) << '\n'; });
 }
@@ -56,7 +61,8 @@ Tensor<T> load_input(const std::string& path, const io::NpyHeader& header) {
     }
     std::string where;
     for (int ax = 0; ax < x.order(); ++ax) {
-      where += (ax ? ", " : "") + std::to_string(idx[static_cast<std::size_t>(numpy_axis(header, ax))]);
+      where +=
+          (ax ? ", " : "") + std::to_string(idx[static_cast<std::size_t>(numpy_axis(header, ax))]);
     }
     throw InvalidArgument(std::string("input has a non-finite entry (") +
                           (std::isnan(x[i]) ? "NaN" : "Inf") + ") at NumPy index [" + where + "]");
@@ -69,7 +75,8 @@ void save_factors(const std::filesystem::path& dir, const io::NpyHeader& header,
                   const std::vector<Matrix<T>>& factors) {
   const std::vector<std::string> names = factor_names(header);
   for (std::size_t ax = 0; ax < names.size(); ++ax) {
-    const Matrix<T>& f = factors[static_cast<std::size_t>(numpy_axis(header, static_cast<int>(ax)))];
+    const Matrix<T>& f =
+        factors[static_cast<std::size_t>(numpy_axis(header, static_cast<int>(ax)))];
     io::save_npy<T>(dir / names[ax], TensorView<const T>(f.data(), {f.rows(), f.cols()}));
   }
 }

@@ -35,6 +35,9 @@ void add_common_options(CLI::App& cmd, CommonOptions& o);
 void prepare_output_dir(const std::filesystem::path& dir, const std::filesystem::path& input,
                         const std::vector<std::string>& outputs);
 
+/// Creates the folder of `file` if needed; throws IoError if `file` is `input`.
+void prepare_output_file(const std::filesystem::path& file, const std::filesystem::path& input);
+
 /// Writes pretty JSON atomically.
 void write_json(const std::filesystem::path& path, const nlohmann::json& j);
 

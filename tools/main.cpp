@@ -13,7 +13,8 @@ int main(int argc, char** argv) {
   CLI::App app{"Tenfold: dense tensor decompositions (CP-ALS, Tucker) on CPU and GPU", "tenfold"};
   app.set_version_flag("--version", TENFOLD_VERSION);
   app.require_subcommand(1);
-  const std::vector<Command> commands = {add_cp_command(app), add_tucker_command(app)};
+  const std::vector<Command> commands = {add_cp_command(app), add_tucker_command(app),
+                                         add_attention_command(app)};
 
   const auto known = [&](const std::string& name) {
     for (const Command& c : commands)

@@ -40,15 +40,15 @@ struct CpProgress {
 /// tolerance, which is tighter.
 template <class T>
 struct CpOptions {
-  index_t rank = 1;            ///< number of components R >= 1
-  int max_iters = 100;         ///< outer iterations (sweeps over all modes), >= 1
-  double tol = 1e-6;           ///< stop when |change of fit| < tol (>= 0)
+  index_t rank = 1;     ///< number of components R >= 1
+  int max_iters = 100;  ///< outer iterations (sweeps over all modes), >= 1
+  double tol = 1e-6;    ///< stop when |change of fit| < tol (>= 0)
   CpInit init = CpInit::random;
-  std::uint64_t seed = 0;      ///< seed of the random initialisation
+  std::uint64_t seed = 0;  ///< seed of the random initialisation
   /// Used when init == given: one I_n x R matrix per mode (weights are taken as one).
   std::vector<Matrix<T>> initial_factors;
-  double ridge = 0.0;          ///< l2 regulariser added to the diagonal of each normal matrix
-  double time_limit = 0.0;     ///< seconds; 0 means none (checked after each iteration)
+  double ridge = 0.0;       ///< l2 regulariser added to the diagonal of each normal matrix
+  double time_limit = 0.0;  ///< seconds; 0 means none (checked after each iteration)
   Backend backend = Backend::cpu;
   /// Called after every iteration; return false to stop early.
   std::function<bool(const CpProgress&)> callback;
@@ -67,14 +67,14 @@ struct CpTimings {
 /// Result of cp_als.
 template <class T>
 struct CpResult {
-  KTensor<T> model;            ///< normalised columns, weights sorted descending, sign-fixed
+  KTensor<T> model;  ///< normalised columns, weights sorted descending, sign-fixed
   int iterations = 0;
-  bool converged = false;      ///< stop == CpStop::converged
+  bool converged = false;  ///< stop == CpStop::converged
   CpStop stop = CpStop::max_iters;
-  double fit = 0.0;            ///< 1 - relative_error
-  double relative_error = 0.0; ///< ||X - M|| / ||X||
+  double fit = 0.0;                 ///< 1 - relative_error
+  double relative_error = 0.0;      ///< ||X - M|| / ||X||
   std::vector<double> fit_history;  ///< fit after each iteration
-  int eigen_fallbacks = 0;     ///< solves where Cholesky failed and the pseudo-inverse was used
+  int eigen_fallbacks = 0;  ///< solves where Cholesky failed and the pseudo-inverse was used
   CpTimings timings;
 };
 

@@ -16,11 +16,11 @@ enum class DType { float32, float64 };
 
 /// What a .npy header says.
 struct NpyHeader {
-  int version_major = 1;             ///< format version 1, 2 or 3
-  DType dtype = DType::float64;      ///< '<f4' or '<f8' (also '|' / '=' on little-endian hosts)
+  int version_major = 1;         ///< format version 1, 2 or 3
+  DType dtype = DType::float64;  ///< '<f4' or '<f8' (also '|' / '=' on little-endian hosts)
   bool fortran_order = false;
-  std::vector<index_t> shape;        ///< as NumPy shows it
-  std::size_t data_offset = 0;       ///< byte offset of the data in the file
+  std::vector<index_t> shape;   ///< as NumPy shows it
+  std::size_t data_offset = 0;  ///< byte offset of the data in the file
 };
 
 /// Reads and validates the header of a .npy file (magic, version, dict, dtype,
@@ -37,8 +37,8 @@ Tensor<T> load_npy(const std::filesystem::path& path, NpyHeader* header = nullpt
 
 /// How save_npy describes the column-major memory of a tensor of shape (d_0, ..., d_{N-1}).
 enum class NpyOrder {
-  fortran,    ///< Fortran order, NumPy shape (d_0, ..., d_{N-1}): NumPy sees the same array
-  c_reversed, ///< C order, NumPy shape (d_{N-1}, ..., d_0): the inverse of loading a C-order file
+  fortran,     ///< Fortran order, NumPy shape (d_0, ..., d_{N-1}): NumPy sees the same array
+  c_reversed,  ///< C order, NumPy shape (d_{N-1}, ..., d_0): the inverse of loading a C-order file
 };
 
 /// Writes `x` as a .npy file (version 1 when the header fits, else 2) without

@@ -56,18 +56,18 @@ double factor_match_score(const KTensor<T>& a, const KTensor<T>& b, const FmsOpt
 
 /// Options of random_cp_tensor.
 struct RandomCpOptions {
-  std::vector<index_t> dims;   ///< mode sizes (order >= 2)
-  index_t rank = 1;            ///< number of components
-  double collinearity = 0.0;   ///< cosine between any two columns of a factor, in [0, 1)
-  double noise = 0.0;          ///< ||N|| / ||X_true||, >= 0
+  std::vector<index_t> dims;  ///< mode sizes (order >= 2)
+  index_t rank = 1;           ///< number of components
+  double collinearity = 0.0;  ///< cosine between any two columns of a factor, in [0, 1)
+  double noise = 0.0;         ///< ||N|| / ||X_true||, >= 0
   std::uint64_t seed = 0;
 };
 
 /// A planted CP problem: the true model and the tensor it generates plus noise.
 template <class T>
 struct RandomCpProblem {
-  KTensor<T> truth;     ///< unit-norm columns, weights uniform in [1, 2)
-  Tensor<T> tensor;     ///< full(truth) + noise scaled to `noise` relative norm
+  KTensor<T> truth;         ///< unit-norm columns, weights uniform in [1, 2)
+  Tensor<T> tensor;         ///< full(truth) + noise scaled to `noise` relative norm
   double noise_norm = 0.0;  ///< ||tensor - full(truth)||
 };
 

@@ -31,8 +31,8 @@ class TensorView {
   }
   /// A view of mutable data converts to a view of const data.
   template <class U>
-    requires(std::is_const_v<T> && std::is_same_v<const U, T>)
-  TensorView(const TensorView<U>& other)  // NOLINT(google-explicit-constructor)
+  requires(std::is_const_v<T>&& std::is_same_v<const U, T>)
+      TensorView(const TensorView<U>& other)  // NOLINT(google-explicit-constructor)
       : data_(other.data()), dims_(other.dims()), numel_(other.numel()) {}
 
   int order() const { return static_cast<int>(dims_.size()); }

@@ -1,5 +1,3 @@
-#include "tenfold/attention_checkpoint.hpp"
-
 #include <algorithm>
 #include <chrono>
 #include <fstream>
@@ -9,6 +7,7 @@
 #include <set>
 #include <string>
 
+#include "tenfold/attention_checkpoint.hpp"
 #include "tenfold/error.hpp"
 
 namespace tenfold::attention {
@@ -49,8 +48,8 @@ std::pair<index_t, index_t> check_layer_shapes(const io::SafetensorsFile& file,
     if (b.empty()) continue;
     const io::SafetensorsEntry& e = file.at(b);
     if (e.shape != std::vector<index_t>{dk} || !is_float_dtype(e.dtype)) {
-      throw DimensionMismatch("bias '" + b + "' has shape " + shape_text(e.shape) +
-                              ", expected (" + std::to_string(dk) + ")");
+      throw DimensionMismatch("bias '" + b + "' has shape " + shape_text(e.shape) + ", expected (" +
+                              std::to_string(dk) + ")");
     }
   }
   return {d_in, dk};
@@ -60,8 +59,10 @@ index_t resolve_heads(const std::filesystem::path& input, index_t heads) {
   if (heads < 0) throw InvalidArgument("heads must be >= 1, got " + std::to_string(heads));
   if (heads == 0) heads = heads_from_config(input);
   if (heads == 0) {
-    throw InvalidArgument("the head count is unknown: pass --heads, or put a config.json with "
-                          "num_attention_heads (or n_heads) beside '" + input.string() + "'");
+    throw InvalidArgument(
+        "the head count is unknown: pass --heads, or put a config.json with "
+        "num_attention_heads (or n_heads) beside '" +
+        input.string() + "'");
   }
   return heads;
 }
@@ -82,17 +83,21 @@ std::vector<std::pair<std::vector<U>, std::vector<index_t>>> collab_tensors(
   std::vector<U> mixing(static_cast<std::size_t>(h * r));
   // Row-major (H, R) is the transpose of the column-major H x R mixing.
   for (index_t i = 0; i < h; ++i)
-    for (index_t j = 0; j < r; ++j) mixing[static_cast<std::size_t>(i * r + j)] = static_cast<U>(c.mixing(i, j));
+    for (index_t j = 0; j < r; ++j)
+      mixing[static_cast<std::size_t>(i * r + j)] = static_cast<U>(c.mixing(i, j));
   // Column-major D x R (D x H) is row-major (R, D) ((H, D)) as it stands.
-  auto same = [](const Matrix<T>& m) { return std::vector<U>(m.values().begin(), m.values().end()); };
-  std::vector<U> content = c.content.size() > 0 ? same(c.content) : std::vector<U>(static_cast<std::size_t>(h * d), U(0));
+  auto same = [](const Matrix<T>& m) {
+    return std::vector<U>(m.values().begin(), m.values().end());
+  };
+  std::vector<U> content = c.content.size() > 0
+                               ? same(c.content)
+                               : std::vector<U>(static_cast<std::size_t>(h * d), U(0));
   return {{mixing, {h, r}}, {same(c.query), {r, d}}, {same(c.key), {r, d}}, {content, {h, d}}};
 }
 
 template <class T>
 CheckpointReport compress_typed(const std::filesystem::path& input,
-                                const std::filesystem::path& output,
-                                const CheckpointOptions& o) {
+                                const std::filesystem::path& output, const CheckpointOptions& o) {
   const auto start = std::chrono::steady_clock::now();
   const io::SafetensorsFile file(input);
   const std::vector<LayerNames> layers = find_layers(file);
@@ -106,7 +111,8 @@ CheckpointReport compress_typed(const std::filesystem::path& input,
       rep.input_dim = d_in;
       rep.head_dim = dk / rep.heads;
     } else if (d_in != rep.input_dim || dk != rep.heads * rep.head_dim) {
-      throw DimensionMismatch("layer " + std::to_string(l.index) + " has a different width than layer " +
+      throw DimensionMismatch("layer " + std::to_string(l.index) +
+                              " has a different width than layer " +
                               std::to_string(layers.front().index));
     }
   }
@@ -125,8 +131,8 @@ CheckpointReport compress_typed(const std::filesystem::path& input,
   for (const LayerNames& l : layers) {
     const QueryKeyLayer<T> layer = load_layer<T>(file, l, rep.heads);
     const CompressResult<T> res = compress(layer, o.compress);
-    LayerReport lr{l.index, l.prefix, res.relative_error, res.iterations, res.converged,
-                   res.seconds, res.params_before, res.params_after};
+    LayerReport lr{l.index,       l.prefix,    res.relative_error, res.iterations,
+                   res.converged, res.seconds, res.params_before,  res.params_after};
     rep.layers.push_back(lr);
     if (o.on_layer) o.on_layer(lr);
     for (const std::string& n : {l.query_weight, l.query_bias, l.key_weight, l.key_bias})
@@ -186,7 +192,9 @@ std::vector<LayerNames> find_layers(const io::SafetensorsFile& file) {
   static const std::regex bert(R"(^(.*)encoder\.layer\.(\d+)\.attention\.self\.query\.weight$)");
   static const std::regex distil(R"(^(.*)transformer\.layer\.(\d+)\.attention\.q_lin\.weight$)");
   std::vector<LayerNames> layers;
-  const auto optional = [&](const std::string& name) { return file.find(name) ? name : std::string(); };
+  const auto optional = [&](const std::string& name) {
+    return file.find(name) ? name : std::string();
+  };
   for (const io::SafetensorsEntry& e : file.tensors()) {
     std::smatch m;
     LayerNames l;
@@ -214,13 +222,13 @@ std::vector<LayerNames> find_layers(const io::SafetensorsFile& file) {
     layers.push_back(std::move(l));
   }
   if (layers.empty()) {
-    throw IoError("no attention layers found (expected BERT-style '...encoder.layer.<n>."
-                  "attention.self.query.weight' or DistilBERT-style '...transformer.layer.<n>."
-                  "attention.q_lin.weight' tensors)");
+    throw IoError(
+        "no attention layers found (expected BERT-style '...encoder.layer.<n>."
+        "attention.self.query.weight' or DistilBERT-style '...transformer.layer.<n>."
+        "attention.q_lin.weight' tensors)");
   }
-  std::stable_sort(layers.begin(), layers.end(), [](const LayerNames& a, const LayerNames& b) {
-    return a.index < b.index;
-  });
+  std::stable_sort(layers.begin(), layers.end(),
+                   [](const LayerNames& a, const LayerNames& b) { return a.index < b.index; });
   return layers;
 }
 
@@ -273,8 +281,7 @@ CheckpointReport compress_checkpoint(const std::filesystem::path& input,
                          : compress_typed<float>(input, output, options);
 }
 
-std::vector<LayerRedundancy> analyze_checkpoint(const std::filesystem::path& input,
-                                                index_t heads) {
+std::vector<LayerRedundancy> analyze_checkpoint(const std::filesystem::path& input, index_t heads) {
   const io::SafetensorsFile file(input);
   const std::vector<LayerNames> layers = find_layers(file);
   heads = resolve_heads(input, heads);

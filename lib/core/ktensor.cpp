@@ -24,8 +24,7 @@ void KTensor<T>::validate() const {
     const Matrix<T>& f = factors[n];
     if (f.cols() != rank()) {
       throw DimensionMismatch("factor " + std::to_string(n) + " has " + std::to_string(f.cols()) +
-                              " columns, but the model has " + std::to_string(rank()) +
-                              " weights");
+                              " columns, but the model has " + std::to_string(rank()) + " weights");
     }
     if (f.rows() < 1) throw InvalidArgument("factor " + std::to_string(n) + " has no rows");
     check_finite(TensorView<const T>(f.data(), {f.rows(), f.cols()}),

@@ -58,8 +58,7 @@ Tensor<T>::Tensor(std::vector<index_t> dims, std::vector<T> data)
 }
 
 template <class T>
-Matrix<T>::Matrix(index_t rows, index_t cols)
-    : rows_(rows), cols_(cols) {
+Matrix<T>::Matrix(index_t rows, index_t cols) : rows_(rows), cols_(cols) {
   const index_t dims[2] = {rows, cols};
   data_.resize(storage_size<T>(dims));
 }

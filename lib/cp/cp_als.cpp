@@ -180,8 +180,9 @@ CpResult<T> run_cp_als(CpOperand<T>& x, Compute<T>& c, const CpOptions<T>& o,
   initialise(x, c, o, s);
   for (int n = 0; n < order; ++n) {
     // G_n = U_n^T U_n
-    c.syrk(Op::trans, r, dims[static_cast<std::size_t>(n)], T(1), s.ptrs[static_cast<std::size_t>(n)],
-           dims[static_cast<std::size_t>(n)], T(0), s.gram[static_cast<std::size_t>(n)].get(), r);
+    c.syrk(Op::trans, r, dims[static_cast<std::size_t>(n)], T(1),
+           s.ptrs[static_cast<std::size_t>(n)], dims[static_cast<std::size_t>(n)], T(0),
+           s.gram[static_cast<std::size_t>(n)].get(), r);
   }
   const double norm_x2 = x.norm_squared();
   if (!std::isfinite(norm_x2)) {
@@ -226,7 +227,8 @@ CpResult<T> run_cp_als(CpOperand<T>& x, Compute<T>& c, const CpOptions<T>& o,
                             in, s.lambda.get());
         x.factor_changed(n);
       });
-      timed(t.gram, [&] { c.syrk(Op::trans, r, in, T(1), s.ptrs[ni], in, T(0), s.gram[ni].get(), r); });
+      timed(t.gram,
+            [&] { c.syrk(Op::trans, r, in, T(1), s.ptrs[ni], in, T(0), s.gram[ni].get(), r); });
     }
     // ||X - model||^2 = ||X||^2 + lambda^T (*_n G_n) lambda - 2 <X, model>
     double resid2 = 0.0;
@@ -305,7 +307,9 @@ void arrange(KTensor<T>& model) {
     return model.weights[static_cast<std::size_t>(a)] > model.weights[static_cast<std::size_t>(b)];
   });
   std::vector<T> w(static_cast<std::size_t>(r));
-  for (index_t j = 0; j < r; ++j) w[static_cast<std::size_t>(j)] = model.weights[static_cast<std::size_t>(perm[static_cast<std::size_t>(j)])];
+  for (index_t j = 0; j < r; ++j)
+    w[static_cast<std::size_t>(j)] =
+        model.weights[static_cast<std::size_t>(perm[static_cast<std::size_t>(j)])];
   model.weights = w;
   for (Matrix<T>& f : model.factors) {
     Matrix<T> g(f.rows(), r);
@@ -353,9 +357,12 @@ template void arrange<double>(KTensor<double>&);
 
 std::string_view to_string(CpInit init) {
   switch (init) {
-    case CpInit::random: return "random";
-    case CpInit::nvecs: return "nvecs";
-    case CpInit::given: return "given";
+    case CpInit::random:
+      return "random";
+    case CpInit::nvecs:
+      return "nvecs";
+    case CpInit::given:
+      return "given";
   }
   return "?";
 }
@@ -364,15 +371,20 @@ CpInit parse_cp_init(std::string_view name) {
   if (name == "random") return CpInit::random;
   if (name == "nvecs") return CpInit::nvecs;
   if (name == "given") return CpInit::given;
-  throw InvalidArgument("unknown init '" + std::string(name) + "' (expected random, nvecs or given)");
+  throw InvalidArgument("unknown init '" + std::string(name) +
+                        "' (expected random, nvecs or given)");
 }
 
 std::string_view to_string(CpStop stop) {
   switch (stop) {
-    case CpStop::converged: return "converged";
-    case CpStop::max_iters: return "max_iters";
-    case CpStop::time_limit: return "time_limit";
-    case CpStop::callback: return "callback";
+    case CpStop::converged:
+      return "converged";
+    case CpStop::max_iters:
+      return "max_iters";
+    case CpStop::time_limit:
+      return "time_limit";
+    case CpStop::callback:
+      return "callback";
   }
   return "?";
 }

@@ -34,7 +34,8 @@ class DenseOperand final : public CpOperand<T> {
   // Khatri-Rao product of factors[lo..hi) (mode lo fastest) into kr_; returns it.
   const T* khatri_rao_range(std::span<const T* const> factors, int lo, int hi, index_t rank);
   // out = MTTKRP of local mode j of the partial tensor y (modes lo..hi of X, then R).
-  void finish(const T* y, int lo, int hi, int n, std::span<const T* const> factors, index_t rank, T* out);
+  void finish(const T* y, int lo, int hi, int n, std::span<const T* const> factors, index_t rank,
+              T* out);
 
   std::vector<index_t> dims_;
   const T* x_ = nullptr;

@@ -43,8 +43,9 @@ double KruskalOperand<T>::norm_squared() {
   std::vector<const T*> blocks;
   for (int m = 0; m < this->order(); ++m) {
     grams.emplace_back(c, ss);
-    c.syrk(Op::trans, s_, dims_[static_cast<std::size_t>(m)], T(1), a_[static_cast<std::size_t>(m)].get(),
-           dims_[static_cast<std::size_t>(m)], T(0), grams.back().get(), s_);
+    c.syrk(Op::trans, s_, dims_[static_cast<std::size_t>(m)], T(1),
+           a_[static_cast<std::size_t>(m)].get(), dims_[static_cast<std::size_t>(m)], T(0),
+           grams.back().get(), s_);
     blocks.push_back(grams.back().get());
   }
   // ||X||^2 = mu^T (diag(mu) *_m G_m) 1 = sum of diag(mu) (*_m G_m) diag(mu).

@@ -27,9 +27,9 @@ class KruskalOperand final : public CpOperand<T> {
 
   std::vector<index_t> dims_;
   index_t s_ = 0;
-  std::vector<Buffer<T>> a_;       // A_m on the backend
-  Buffer<T> mu_;                   // S
-  std::vector<Buffer<T>> cross_;   // A_m^T U_m (S x R), valid_[m] says if current
+  std::vector<Buffer<T>> a_;      // A_m on the backend
+  Buffer<T> mu_;                  // S
+  std::vector<Buffer<T>> cross_;  // A_m^T U_m (S x R), valid_[m] says if current
   std::vector<bool> valid_;
   index_t cached_rank_ = 0;
   Buffer<T> w_, mu_cols_;

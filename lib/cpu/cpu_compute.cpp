@@ -20,7 +20,6 @@
 namespace tenfold::detail {
 namespace {
 
-
 int blas_int(index_t v, const char* what) {
   if (v < 0 || v > INT_MAX) {
     throw InvalidArgument(std::string("size ") + std::to_string(v) + " of " + what +
@@ -165,8 +164,7 @@ bool CpuCompute<T>::potrf(index_t n, T* a, index_t lda) {
 }
 
 template <class T>
-void CpuCompute<T>::potrs_right(index_t n, const T* l, index_t ldl, index_t m, T* b,
-                                index_t ldb) {
+void CpuCompute<T>::potrs_right(index_t n, const T* l, index_t ldl, index_t m, T* b, index_t ldb) {
   if (m == 0 || n == 0) return;
   const int in = blas_int(n, "potrs n"), im = blas_int(m, "potrs m");
   const int il = blas_int(ldl, "potrs ldl"), ib = blas_int(ldb, "potrs ldb");

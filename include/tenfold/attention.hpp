@@ -1,0 +1,171 @@
+// Attention adapter: the query/key side of multi-head attention and its
+// collaborative form (Cordonnier, Loukas and Jaggi, arXiv 2006.16362).
+//
+// Head h's score between a query token x and a key token y (both of width D) is
+//   s_h(x, y) = (x^T W_Q^h + b_Q^h^T)(W_K^h^T y + b_K^h) / sqrt(d).
+// Softmax over keys ignores the terms constant along a query's row, so b_K never
+// matters and the content term b_Q^h^T W_K^h^T y is kept exactly. The context part
+// is the H x D x D tensor T[h] = W_Q^h W_K^h^T / sqrt(d), which a CP decomposition of
+// rank R turns into a shared pair W~_Q, W~_K (D x R) and one mixing vector m_h per head:
+//   s~_h(x, y) = context_scale * x^T W~_Q diag(m_h) W~_K^T y + v_h^T y.
+// See docs/attention.md for the conventions and the algorithms.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "tenfold/backend.hpp"
+#include "tenfold/ktensor.hpp"
+#include "tenfold/tensor.hpp"
+
+namespace tenfold::attention {
+
+/// One layer's query/key side: H heads of width d over inputs of width D.
+///
+/// Weights are D x (H d) column-major matrices, which is the same memory as the
+/// row-major (out x in) = (H d) x D weight of a PyTorch nn.Linear: column j is
+/// output unit j, and head h owns columns h d ... (h+1) d - 1 (its W_Q^h, D x d).
+/// A PyTorch buffer can be moved in as `Matrix<T>(D, H * d, std::move(buffer))`.
+template <class T>
+struct QueryKeyLayer {
+  index_t heads = 0;          ///< H >= 1
+  index_t head_dim = 0;       ///< d >= 1
+  Matrix<T> query_weight;     ///< D x (H d): [W_Q^1 ... W_Q^H]
+  Matrix<T> key_weight;       ///< D x (H d): [W_K^1 ... W_K^H]
+  std::vector<T> query_bias;  ///< H d entries, or empty when the layer has none
+  std::vector<T> key_bias;    ///< H d entries, or empty (never changes a probability)
+
+  index_t input_dim() const { return query_weight.rows(); }  ///< D
+  index_t key_dim() const { return heads * head_dim; }       ///< D_k = H d
+
+  /// Throws InvalidArgument / DimensionMismatch unless the sizes above hold and
+  /// every entry is finite.
+  void validate() const;
+};
+
+/// The collaborative form of a layer's query/key side, with R shared dimensions.
+template <class T>
+struct CollaborativeLayer {
+  Matrix<T> mixing;   ///< H x R: row h is m_h
+  Matrix<T> query;    ///< D x R: W~_Q
+  Matrix<T> key;      ///< D x R: W~_K
+  Matrix<T> content;  ///< D x H: column h is v_h = W_K^h b_Q^h / sqrt(d); 0 x 0 without query bias
+  /// Factor on the context term x^T W~_Q diag(m_h) W~_K^T y (never on the content
+  /// term). exact() and compress() fold 1/sqrt(d) into the mixing and set 1; a model
+  /// trained with the reference implementation's convention has 1/sqrt(R / H).
+  double context_scale = 1.0;
+
+  index_t heads() const { return mixing.rows(); }     ///< H
+  index_t rank() const { return mixing.cols(); }      ///< R
+  index_t input_dim() const { return query.rows(); }  ///< D
+
+  /// Throws InvalidArgument / DimensionMismatch unless the shapes agree, R >= 1,
+  /// and every entry (and context_scale) is finite.
+  void validate() const;
+};
+
+/// The layer's QK tensor T[h] = W_Q^h W_K^h^T / sqrt(d) (H x D x D) in CP form with
+/// H d components: head indicator, columns of W_Q, columns of W_K, weights 1/sqrt(d).
+template <class T>
+KTensor<T> qk_tensor(const QueryKeyLayer<T>& layer);
+
+/// The full-rank collaborative form (R = H d): no iterations, scores exact. Mixing
+/// is the head indicator times 1/sqrt(d), W~_Q = [W_Q^1 ... W_Q^H], W~_K likewise.
+template <class T>
+CollaborativeLayer<T> exact(const QueryKeyLayer<T>& layer);
+
+/// How compress() starts the ALS iteration.
+enum class Init {
+  /// Both starts below that come from the exact form's structure (heads, nvecs) run
+  /// a few sweeps (10, or max_iters if fewer) and the one with the lower error goes
+  /// on: per-head redundancy favours `heads`, directions shared across heads `nvecs`.
+  /// When `heads` converges (tol) within those sweeps, nvecs is not tried.
+  structured,
+  /// Each head's product W_Q^h W_K^h^T is split into its singular triplets and the R
+  /// largest over all heads are kept: before the first sweep, the best rank-R model
+  /// in which no component is shared between heads; exact at R = H d.
+  heads,
+  /// Leading left/right singular vectors of the stacked P = [P_1 | ... | P_H] (the
+  /// Tensor Toolbox's nvecs on the QK tensor's two D-sized modes).
+  nvecs,
+  random,  ///< uniform [0, 1) factors from `seed` (the reference recipe's start)
+};
+
+/// "structured", "heads", "nvecs" or "random".
+std::string_view to_string(Init init);
+/// Parses the names above; throws InvalidArgument otherwise.
+Init parse_init(std::string_view name);
+
+/// Options of compress().
+struct CompressOptions {
+  index_t rank = 0;     ///< R, in [1, H d]
+  double tol = 1e-6;    ///< stop when the relative error changes by less than this (>= 0)
+  int max_iters = 100;  ///< ALS iterations (sweeps), >= 1
+  Init init = Init::structured;
+  std::uint64_t seed = 0;  ///< Init::random (and filler columns when rank(T) < R)
+  Backend backend = Backend::cpu;
+};
+
+/// Result of compress().
+template <class T>
+struct CompressResult {
+  CollaborativeLayer<T> layer;
+  /// ||T - T~|| / ||T|| of the QK tensors, computed exactly (in double) from the
+  /// factors after the iteration, not from the iteration's running fit.
+  double relative_error = 0.0;
+  /// ALS sweeps behind the returned model (with Init::structured: the trial of the
+  /// start that was kept plus the rest; the other trial shows only in `seconds`).
+  int iterations = 0;
+  bool converged = false;     ///< stopped on tol rather than max_iters
+  double seconds = 0.0;       ///< wall time of the whole call
+  index_t params_before = 0;  ///< query/key weights and biases: 2 D H d (+ H d per bias)
+  index_t params_after = 0;   ///< H R + 2 D R (+ H D content vectors with a query bias)
+};
+
+/// CP of rank R of the layer's QK tensor by ALS over its Kruskal form (the
+/// H x D x D tensor is never formed), content vectors kept exactly.
+template <class T>
+CompressResult<T> compress(const QueryKeyLayer<T>& layer, const CompressOptions& options);
+
+/// ||T - T~|| / ||T|| between the layer's QK tensor and the collaborative one
+/// (context_scale included), accumulated in double without forming either tensor
+/// (below 1e-3, where norms cancel, from one D x D head slice of T - T~ at a time).
+template <class T>
+double qk_error(const QueryKeyLayer<T>& layer, const CollaborativeLayer<T>& collab);
+
+/// Score matrices of every head. Tokens are columns: `queries` is D x n_q and
+/// `keys` is D x n_k (the memory of PyTorch's row-major (n, D) hidden states). The
+/// result has shape (n_k, n_q, H) with S(j, i, h) = s_h(query i, key j), the memory
+/// of PyTorch's row-major (H, n_q, n_k) scores: softmax runs over mode 0.
+template <class T>
+Tensor<T> scores(const QueryKeyLayer<T>& layer, const Matrix<T>& queries, const Matrix<T>& keys);
+
+/// The same for the collaborative form.
+template <class T>
+Tensor<T> scores(const CollaborativeLayer<T>& layer, const Matrix<T>& queries,
+                 const Matrix<T>& keys);
+
+/// Explained-variance curve of a matrix from the eigenvalues of its Gram.
+struct EnergyCurve {
+  std::vector<double> energy;               ///< squared singular values, descending
+  std::vector<double> cumulative;           ///< cumulative[k] = (energy[0] + ... + energy[k]) / sum
+  index_t dim90 = 0, dim95 = 0, dim99 = 0;  ///< dimension_for(0.90 / 0.95 / 0.99)
+
+  /// Smallest k with cumulative[k - 1] >= fraction (0 for an all-zero matrix).
+  index_t dimension_for(double fraction) const;
+};
+
+/// Redundancy of a layer's heads (the paper's motivation).
+struct Redundancy {
+  EnergyCurve
+      products;  ///< P = [P_1 | ... | P_H], P_h = W_Q^h W_K^h^T (D x H D), via its D x D Gram
+  EnergyCurve queries;  ///< the concatenated W_Q (D x H d)
+  EnergyCurve keys;     ///< the concatenated W_K (D x H d)
+};
+
+/// Explained-variance curves, computed in double from D x D Grams (P is never formed).
+template <class T>
+Redundancy redundancy(const QueryKeyLayer<T>& layer);
+
+}  // namespace tenfold::attention

@@ -1,0 +1,263 @@
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <string>
+
+#include "attention/heads.hpp"
+#include "core/random.hpp"
+#include "tenfold/cp.hpp"
+#include "tenfold/error.hpp"
+
+namespace tenfold::attention {
+namespace detail {
+namespace {
+
+using tenfold::detail::Op;
+using tenfold::detail::Rng;
+
+// Sweeps each structured start runs before the better one is kept.
+constexpr int kTrialIterations = 10;
+
+// A layer's query/key weights in double, with its sizes.
+struct Weights {
+  Matrix<double> q, k;
+  index_t heads, d;
+};
+
+template <class T>
+Weights weights_of(const QueryKeyLayer<T>& layer) {
+  return {to_double(layer.query_weight), to_double(layer.key_weight), layer.heads, layer.head_dim};
+}
+
+// Starting factors for Init::heads: the singular triplets (s, u, v) of every
+// head's P_h / sqrt(d), the R largest over all heads, mixing s at the head's row.
+template <class T>
+std::vector<Matrix<T>> structured_start(const Weights& w, index_t rank, std::uint64_t seed) {
+  Cpu c;
+  const index_t rows = w.q.rows(), d = w.d, s = w.heads * d;
+  const std::vector<double> gq = head_grams(c, w.q, w.q, w.heads, d);
+  const std::vector<double> gk = head_grams(c, w.k, w.k, w.heads, d);
+  Matrix<double> u(rows, s), v(rows, s), z(rows, d);
+  std::vector<double> sigma(static_cast<std::size_t>(s));
+  std::vector<double> lk(static_cast<std::size_t>(d * d)), gz(lk.size()), tmp(lk.size());
+  std::vector<double> lam(static_cast<std::size_t>(d));
+  for (index_t h = 0; h < w.heads; ++h) {
+    const double* qh = w.q.col(h * d);
+    const double* kh = w.k.col(h * d);
+    const double* gqh = gq.data() + h * d * d;
+    // K_h^T K_h = V diag(lam) V^T, L_k = V diag(sqrt(lam)): P_h P_h^T = (Q_h L_k)(Q_h L_k)^T
+    std::copy_n(gk.data() + h * d * d, d * d, lk.data());
+    c.syevd(d, lk.data(), d, lam.data());
+    for (index_t j = 0; j < d; ++j) {
+      const double root = std::sqrt(std::max(lam[static_cast<std::size_t>(j)], 0.0));
+      for (index_t i = 0; i < d; ++i) lk[static_cast<std::size_t>(i + j * d)] *= root;
+    }
+    // Z = Q_h L_k; Z^T Z = L_k^T (Q_h^T Q_h) L_k = W diag(s^2) W^T
+    c.gemm(Op::none, Op::none, rows, d, d, 1.0, qh, rows, lk.data(), d, 0.0, z.data(), rows);
+    c.gemm(Op::none, Op::none, d, d, d, 1.0, gqh, d, lk.data(), d, 0.0, tmp.data(), d);
+    c.gemm(Op::trans, Op::none, d, d, d, 1.0, lk.data(), d, tmp.data(), d, 0.0, gz.data(), d);
+    c.syevd(d, gz.data(), d, lam.data());
+    // U = Z W diag(1/s) (left singular vectors), V = P_h^T U diag(1/s) = K_h Q_h^T Z W diag(1/s^2)
+    double* uh = u.col(h * d);
+    double* vh = v.col(h * d);
+    c.gemm(Op::none, Op::none, rows, d, d, 1.0, z.data(), rows, gz.data(), d, 0.0, uh, rows);
+    const double floor =
+        lam.back() * static_cast<double>(d) * std::numeric_limits<double>::epsilon();
+    for (index_t j = 0; j < d; ++j) {
+      // Directions whose s^2 is at round-off level carry no energy: s = 0 leaves them out.
+      const double sj2 = lam[static_cast<std::size_t>(j)];
+      sigma[static_cast<std::size_t>(h * d + j)] = sj2 > floor && sj2 > 0.0 ? std::sqrt(sj2) : 0.0;
+    }
+    c.gemm(Op::trans, Op::none, d, d, rows, 1.0, qh, rows, uh, rows, 0.0, tmp.data(), d);
+    c.gemm(Op::none, Op::none, rows, d, d, 1.0, kh, rows, tmp.data(), d, 0.0, vh, rows);
+    for (index_t j = 0; j < d; ++j) {
+      const double sj = sigma[static_cast<std::size_t>(h * d + j)];
+      const double inv = sj > 0.0 ? 1.0 / sj : 0.0;
+      for (index_t i = 0; i < rows; ++i) {
+        uh[i + j * rows] *= inv;
+        vh[i + j * rows] *= inv * inv;
+      }
+    }
+  }
+  // Keep the R largest s over all heads (ties in head order); directions without
+  // energy, needed only when the tensor's rank is below R, get random columns.
+  std::vector<index_t> order(static_cast<std::size_t>(s));
+  std::iota(order.begin(), order.end(), index_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](index_t a, index_t b) {
+    return sigma[static_cast<std::size_t>(a)] > sigma[static_cast<std::size_t>(b)];
+  });
+  Rng rng(seed);
+  Matrix<T> m0(w.heads, rank), a(rows, rank), b(rows, rank);
+  for (index_t r = 0; r < rank; ++r) {
+    const index_t j = order[static_cast<std::size_t>(r)];
+    const double sj = sigma[static_cast<std::size_t>(j)];
+    for (index_t i = 0; i < rows; ++i) {
+      a(i, r) = static_cast<T>(sj > 0.0 ? u(i, j) : rng.uniform());
+      b(i, r) = static_cast<T>(sj > 0.0 ? v(i, j) : rng.uniform());
+    }
+    m0(j / d, r) = static_cast<T>(sj / std::sqrt(static_cast<double>(d)));
+  }
+  return {std::move(m0), std::move(a), std::move(b)};
+}
+
+// The model's factors with lambda folded into the first (a start for CpInit::given).
+template <class T>
+std::vector<Matrix<T>> folded(KTensor<T>&& model) {
+  Matrix<T>& f = model.factors[0];
+  for (index_t j = 0; j < f.cols(); ++j)
+    for (index_t i = 0; i < f.rows(); ++i) f(i, j) *= model.weights[static_cast<std::size_t>(j)];
+  return std::move(model.factors);
+}
+
+// ||T - T~|| / ||T|| with T~[h] = A diag(m_h) B^T (context scale folded into M).
+double relative_error(const Weights& w, const Matrix<double>& m, const Matrix<double>& a,
+                      const Matrix<double>& b) {
+  Cpu c;
+  const index_t rows = w.q.rows(), d = w.d, s = w.heads * d, r = m.cols();
+  const double nt2 = qk_norm_squared(c, w.q, w.k, w.heads, d);
+  if (!(nt2 > 0.0)) {
+    throw InvalidArgument("the layer's QK tensor is zero (W_Q^h W_K^h^T vanishes for every head)");
+  }
+  const double inv_sqrt_d = 1.0 / std::sqrt(static_cast<double>(d));
+  // ||T~||^2 = sum_{r,t} (M^T M)(r,t) (A^T A)(r,t) (B^T B)(r,t)
+  const auto rr = static_cast<std::size_t>(r * r);
+  std::vector<double> mm(rr), aa(rr), bb(rr);
+  c.syrk(Op::trans, r, w.heads, 1.0, m.data(), w.heads, 0.0, mm.data(), r);
+  c.syrk(Op::trans, r, rows, 1.0, a.data(), rows, 0.0, aa.data(), r);
+  c.syrk(Op::trans, r, rows, 1.0, b.data(), rows, 0.0, bb.data(), r);
+  c.hadamard(rr, mm.data(), aa.data());
+  const double nm2 = c.dot(rr, aa.data(), bb.data());
+  // <T, T~> = sum_h sum_r m_hr sum_{j in head h} (A^T W_Q)(r,j) (B^T W_K)(r,j) / sqrt(d)
+  Matrix<double> ca(r, s), cb(r, s);
+  c.gemm(Op::trans, Op::none, r, s, rows, 1.0, a.data(), rows, w.q.data(), rows, 0.0, ca.data(), r);
+  c.gemm(Op::trans, Op::none, r, s, rows, 1.0, b.data(), rows, w.k.data(), rows, 0.0, cb.data(), r);
+  c.hadamard(static_cast<std::size_t>(ca.size()), ca.data(), cb.data());
+  Matrix<double> mt(r, s);  // mt(:, j) = m_h for the head h of column j
+  for (index_t j = 0; j < s; ++j)
+    for (index_t t = 0; t < r; ++t) mt(t, j) = m(j / d, t);
+  const double inner =
+      c.dot(static_cast<std::size_t>(cb.size()), cb.data(), mt.data()) * inv_sqrt_d;
+  const double resid2 = nt2 + nm2 - 2.0 * inner;
+  if (resid2 > 1e-6 * nt2) return std::sqrt(resid2 / nt2);
+  // The difference above cancels for near-exact models (relative error below 1e-3):
+  // sum the squares of each head's residual [Q_h / sqrt(d), -A diag(m_h)] [K_h, B]^T.
+  Matrix<double> x(rows, d + r), y(rows, d + r), e(rows, rows);
+  std::copy_n(b.data(), b.size(), y.col(d));
+  double sum = 0.0;
+  for (index_t h = 0; h < w.heads; ++h) {
+    for (index_t i = 0; i < rows * d; ++i) x.data()[i] = w.q.col(h * d)[i] * inv_sqrt_d;
+    for (index_t t = 0; t < r; ++t)
+      for (index_t i = 0; i < rows; ++i) x(i, d + t) = -a(i, t) * m(h, t);
+    std::copy_n(w.k.col(h * d), rows * d, y.data());
+    c.gemm(Op::none, Op::trans, rows, rows, d + r, 1.0, x.data(), rows, y.data(), rows, 0.0,
+           e.data(), rows);
+    sum += c.sum_squares(static_cast<std::size_t>(e.size()), e.data());
+  }
+  return std::sqrt(sum / nt2);
+}
+
+}  // namespace
+}  // namespace detail
+
+template <class T>
+double qk_error(const QueryKeyLayer<T>& layer, const CollaborativeLayer<T>& collab) {
+  layer.validate();
+  collab.validate();
+  if (collab.heads() != layer.heads || collab.input_dim() != layer.input_dim()) {
+    throw DimensionMismatch("collaborative layer has " + std::to_string(collab.heads()) +
+                            " heads and input width " + std::to_string(collab.input_dim()) +
+                            ", the layer " + std::to_string(layer.heads) + " and " +
+                            std::to_string(layer.input_dim()));
+  }
+  Matrix<double> m = detail::to_double(collab.mixing);
+  for (index_t i = 0; i < m.size(); ++i) m.data()[i] *= collab.context_scale;
+  return detail::relative_error(detail::weights_of(layer), m, detail::to_double(collab.query),
+                                detail::to_double(collab.key));
+}
+
+template <class T>
+CompressResult<T> compress(const QueryKeyLayer<T>& layer, const CompressOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  layer.validate();
+  const index_t s = layer.key_dim(), r = options.rank;
+  if (r < 1 || r > s) {
+    throw InvalidArgument("rank must be in [1, H d] = [1, " + std::to_string(s) + "], got " +
+                          std::to_string(r));
+  }
+  const detail::Weights w = detail::weights_of(layer);
+  {
+    detail::Cpu c;
+    if (!(detail::qk_norm_squared(c, w.q, w.k, w.heads, w.d) > 0.0)) {
+      throw InvalidArgument("the layer's QK tensor is zero: nothing to compress");
+    }
+  }
+  const KTensor<T> x = qk_tensor(layer);
+  CpOptions<T> cp;
+  cp.rank = r;
+  cp.tol = options.tol;
+  cp.seed = options.seed;
+  cp.backend = options.backend;
+  auto run = [&](CpInit init, std::vector<Matrix<T>> start, int iters) {
+    cp.init = init;
+    cp.initial_factors = std::move(start);
+    cp.max_iters = iters;
+    return cp_als(x, cp);
+  };
+  CpResult<T> fit;
+  switch (options.init) {
+    case Init::structured: {
+      // Both structured starts for a few sweeps (nvecs only when heads has not already
+      // converged); the better one goes on from where it is.
+      const int trial = std::min(options.max_iters, detail::kTrialIterations);
+      fit = run(CpInit::given, detail::structured_start<T>(w, r, options.seed), trial);
+      if (!fit.converged) {
+        CpResult<T> nvecs = run(CpInit::nvecs, {}, trial);
+        if (nvecs.fit > fit.fit) fit = std::move(nvecs);
+      }
+      if (fit.stop == CpStop::max_iters && options.max_iters > trial) {
+        const int done = fit.iterations;
+        fit = run(CpInit::given, detail::folded(std::move(fit.model)), options.max_iters - trial);
+        fit.iterations += done;
+      }
+      break;
+    }
+    case Init::heads:
+      fit = run(CpInit::given, detail::structured_start<T>(w, r, options.seed), options.max_iters);
+      break;
+    case Init::nvecs:
+      fit = run(CpInit::nvecs, {}, options.max_iters);
+      break;
+    case Init::random:
+      fit = run(CpInit::random, {}, options.max_iters);
+      break;
+  }
+
+  CompressResult<T> res;
+  CollaborativeLayer<T>& out = res.layer;
+  // T~ = [[lambda; M_0, A, B]]: mixing = M_0 diag(lambda), W~_Q = A, W~_K = B.
+  std::vector<Matrix<T>> f = detail::folded(std::move(fit.model));
+  out.mixing = std::move(f[0]);
+  out.query = std::move(f[1]);
+  out.key = std::move(f[2]);
+  out.content = detail::content_vectors(layer);
+  res.relative_error = detail::relative_error(
+      w, detail::to_double(out.mixing), detail::to_double(out.query), detail::to_double(out.key));
+  res.iterations = fit.iterations;
+  res.converged = fit.converged;
+  const index_t rows = layer.input_dim(),
+                biases = (layer.query_bias.empty() ? 0 : 1) + (layer.key_bias.empty() ? 0 : 1);
+  res.params_before = 2 * rows * s + biases * s;
+  res.params_after = layer.heads * r + 2 * rows * r + out.content.size();
+  res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return res;
+}
+
+template double qk_error<float>(const QueryKeyLayer<float>&, const CollaborativeLayer<float>&);
+template double qk_error<double>(const QueryKeyLayer<double>&, const CollaborativeLayer<double>&);
+template CompressResult<float> compress<float>(const QueryKeyLayer<float>&, const CompressOptions&);
+template CompressResult<double> compress<double>(const QueryKeyLayer<double>&,
+                                                 const CompressOptions&);
+
+}  // namespace tenfold::attention

@@ -1,0 +1,35 @@
+// Helpers of the attention adapter shared by its algorithms: double copies of a
+// layer's matrices and per-head products on the CPU backend.
+#pragma once
+
+#include <vector>
+
+#include "cpu/cpu_compute.hpp"
+#include "tenfold/attention.hpp"
+
+namespace tenfold::attention::detail {
+
+using Cpu = tenfold::detail::CpuCompute<double>;
+
+/// The matrix with its entries converted to double.
+template <class T>
+Matrix<double> to_double(const Matrix<T>& m);
+
+/// G_h = A_h^T B_h (d x d) for every head, A_h and B_h being the column blocks
+/// h d ... (h+1) d - 1 of A and B (D x H d); returned as H consecutive d x d blocks.
+std::vector<double> head_grams(Cpu& c, const Matrix<double>& a, const Matrix<double>& b,
+                               index_t heads, index_t d);
+
+/// ||T||^2 = sum_h <W_Q^h^T W_Q^h, W_K^h^T W_K^h> / d of the layer's QK tensor.
+double qk_norm_squared(Cpu& c, const Matrix<double>& wq, const Matrix<double>& wk, index_t heads,
+                       index_t d);
+
+/// v_h = W_K^h b_Q^h / sqrt(d) as the columns of a D x H matrix (0 x 0 without query bias).
+template <class T>
+Matrix<T> content_vectors(const QueryKeyLayer<T>& layer);
+
+/// Throws DimensionMismatch unless `tokens` has D rows.
+template <class T>
+void check_tokens(const Matrix<T>& tokens, index_t input_dim, const char* what);
+
+}  // namespace tenfold::attention::detail

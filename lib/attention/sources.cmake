@@ -1,0 +1,6 @@
+target_sources(tenfold PRIVATE
+  attention/checkpoint.cpp
+  attention/compress.cpp
+  attention/layer.cpp
+  attention/redundancy.cpp
+  attention/scores.cpp)

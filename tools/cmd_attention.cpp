@@ -1,0 +1,193 @@
+// tenfold attention compress|analyze: multi-head attention to collaborative form.
+#include <cstdio>
+#include <memory>
+
+#include "commands.hpp"
+#include "common.hpp"
+#include "tenfold/attention_checkpoint.hpp"
+#include "tenfold/error.hpp"
+
+namespace tenfold::cli {
+namespace {
+
+struct CompressArgs {
+  std::string input, out, report;
+  index_t shared_dim = 0;
+  index_t heads = 0;
+  int max_iters = 100;
+  double tol = 1e-6;
+  std::string init = "structured";
+  std::uint64_t seed = 0;
+  bool float64 = false;
+  bool quiet = false;
+  std::string backend = "cpu";
+};
+
+struct AnalyzeArgs {
+  std::string input;
+  index_t heads = 0;
+  bool json = false;
+};
+
+nlohmann::json layer_json(const attention::LayerReport& l) {
+  return {{"index", l.index},
+          {"prefix", l.prefix},
+          {"relative_error", l.relative_error},
+          {"iterations", l.iterations},
+          {"converged", l.converged},
+          {"seconds", l.seconds},
+          {"params_before", l.params_before},
+          {"params_after", l.params_after}};
+}
+
+int run_compress(const CompressArgs& a) {
+  prepare_output_file(a.out, a.input);
+  if (!a.report.empty()) prepare_output_file(a.report, a.input);
+  attention::CheckpointOptions o;
+  o.compress.rank = a.shared_dim;
+  o.compress.max_iters = a.max_iters;
+  o.compress.tol = a.tol;
+  o.compress.init = attention::parse_init(a.init);
+  o.compress.seed = a.seed;
+  o.compress.backend = parse_backend(a.backend);
+  o.heads = a.heads;
+  o.float64 = a.float64;
+  if (!a.quiet) {
+    o.on_layer = [](const attention::LayerReport& l) {
+      std::fprintf(stderr, "layer %2d  QK error %.6f  %4d iterations  %7.2f s\n", l.index,
+                   l.relative_error, l.iterations, l.seconds);
+    };
+  }
+  const attention::CheckpointReport rep = attention::compress_checkpoint(a.input, a.out, o);
+
+  std::printf("%-6s %14s %10s %9s %14s %14s\n", "layer", "QK rel. error", "iterations", "seconds",
+              "params before", "params after");
+  index_t before = 0, after = 0;
+  nlohmann::json layers = nlohmann::json::array();
+  for (const attention::LayerReport& l : rep.layers) {
+    std::printf("%-6d %14.6g %10d %9.2f %14lld %14lld\n", l.index, l.relative_error, l.iterations,
+                l.seconds, static_cast<long long>(l.params_before),
+                static_cast<long long>(l.params_after));
+    before += l.params_before;
+    after += l.params_after;
+    layers.push_back(layer_json(l));
+  }
+  std::printf(
+      "shared dim %lld (heads %lld x head dim %lld, width %lld): query/key parameters "
+      "%lld -> %lld, model %lld -> %lld, %.2f s\n",
+      static_cast<long long>(rep.shared_dim), static_cast<long long>(rep.heads),
+      static_cast<long long>(rep.head_dim), static_cast<long long>(rep.input_dim),
+      static_cast<long long>(before), static_cast<long long>(after),
+      static_cast<long long>(rep.total_params_before),
+      static_cast<long long>(rep.total_params_after), rep.seconds);
+  if (!a.report.empty()) {
+    write_json(a.report, {{"command", "attention compress"},
+                          {"input", a.input},
+                          {"output", a.out},
+                          {"shared_dim", rep.shared_dim},
+                          {"heads", rep.heads},
+                          {"head_dim", rep.head_dim},
+                          {"input_dim", rep.input_dim},
+                          {"init", a.init},
+                          {"max_iters", a.max_iters},
+                          {"tol", a.tol},
+                          {"dtype", a.float64 ? "float64" : "float32"},
+                          {"scale_convention", "scale folded into mixing and content_bias"},
+                          {"layers", layers},
+                          {"qk_params_before", before},
+                          {"qk_params_after", after},
+                          {"total_params_before", rep.total_params_before},
+                          {"total_params_after", rep.total_params_after},
+                          {"seconds", rep.seconds}});
+  }
+  return 0;
+}
+
+nlohmann::json curve_json(const attention::EnergyCurve& c) {
+  return {{"dim90", c.dim90},
+          {"dim95", c.dim95},
+          {"dim99", c.dim99},
+          {"energy", c.energy},
+          {"cumulative", c.cumulative}};
+}
+
+int run_analyze(const AnalyzeArgs& a) {
+  const auto layers = attention::analyze_checkpoint(a.input, a.heads);
+  if (a.json) {
+    nlohmann::json j = {{"input", a.input}, {"layers", nlohmann::json::array()}};
+    for (const auto& l : layers) {
+      j["layers"].push_back({{"index", l.index},
+                             {"prefix", l.prefix},
+                             {"products", curve_json(l.redundancy.products)},
+                             {"queries", curve_json(l.redundancy.queries)},
+                             {"keys", curve_json(l.redundancy.keys)}});
+    }
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  std::printf("dimensions holding 90/95/99 %% of the energy\n");
+  std::printf("%-6s %16s %16s %16s\n", "layer", "P = [P_1..P_H]", "W_Q", "W_K");
+  const auto dims = [](const attention::EnergyCurve& c) {
+    return std::to_string(c.dim90) + "/" + std::to_string(c.dim95) + "/" + std::to_string(c.dim99);
+  };
+  for (const auto& l : layers) {
+    std::printf("%-6d %16s %16s %16s\n", l.index, dims(l.redundancy.products).c_str(),
+                dims(l.redundancy.queries).c_str(), dims(l.redundancy.keys).c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+Command add_attention_command(CLI::App& app) {
+  CLI::App* cmd =
+      app.add_subcommand("attention",
+                         "Rewrite multi-head attention into collaborative form (compress), or "
+                         "measure how much the heads share (analyze)");
+  cmd->require_subcommand(1);
+
+  auto c = std::make_shared<CompressArgs>();
+  CLI::App* compress = cmd->add_subcommand(
+      "compress",
+      "CP of each layer's stacked W_Q^h W_K^h^T / sqrt(d) at rank R = --shared-dim. Every "
+      "other tensor is copied bit for bit; each layer's query/key weights and biases become "
+      "<P>collab.mixing (H x R), <P>collab.query.weight (R x D), <P>collab.key.weight (R x D) "
+      "and <P>collab.content_bias.weight (H x D).");
+  compress->add_option("input", c->input, "Checkpoint (.safetensors), BERT-family or DistilBERT")
+      ->required();
+  compress->add_option("-r,--shared-dim", c->shared_dim, "Shared key/query dimension R, 1..H*d")
+      ->required();
+  compress->add_option("--heads", c->heads,
+                       "Attention heads (default: num_attention_heads or n_heads from the "
+                       "config.json beside the checkpoint)");
+  compress->add_option("--max-iters", c->max_iters, "ALS iterations per layer")
+      ->capture_default_str();
+  compress->add_option("--tol", c->tol, "Stop when the error changes by less than this")
+      ->capture_default_str();
+  compress->add_option("--init", c->init, "Start: structured, heads, nvecs or random")
+      ->check(CLI::IsMember({"structured", "heads", "nvecs", "random"}))
+      ->capture_default_str();
+  compress->add_option("--seed", c->seed, "Seed for --init random")->capture_default_str();
+  compress->add_flag("--float64", c->float64,
+                     "Compute and write the new tensors in float64 (default float32)");
+  compress->add_option("-o,--out", c->out, "Output checkpoint (.safetensors)")->required();
+  compress->add_option("--report", c->report, "Also write a JSON report here");
+  compress->add_flag("-q,--quiet", c->quiet, "Print no per-layer progress on stderr");
+  compress->add_option("--backend", c->backend, "Compute backend: cpu or cuda")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
+
+  auto an = std::make_shared<AnalyzeArgs>();
+  CLI::App* analyze =
+      cmd->add_subcommand("analyze",
+                          "Per layer, the dimensions that hold 90/95/99 % of the energy of "
+                          "P = [P_1 | ... | P_H] (P_h = W_Q^h W_K^h^T), of W_Q and of W_K");
+  analyze->add_option("input", an->input, "Checkpoint (.safetensors)")->required();
+  analyze->add_option("--heads", an->heads, "Attention heads (default: from config.json)");
+  analyze->add_flag("--json", an->json, "Print JSON with the full curves");
+
+  return {cmd,
+          [c, an, compress] { return compress->parsed() ? run_compress(*c) : run_analyze(*an); }};
+}
+
+}  // namespace tenfold::cli
