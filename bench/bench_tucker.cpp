@@ -15,19 +15,16 @@
 
 #include "core/compute.hpp"
 #include "tenfold/tucker.hpp"
+#include "tucker_common.hpp"
 
 namespace {
 
 using tenfold::index_t;
-
-// Uniform in [-0.5, 0.5) from an integer hash of l (SplitMix64's finaliser), which
-// NumPy reproduces exactly with uint64 arithmetic.
-double hash_noise(std::uint64_t l) {
-  std::uint64_t h = (l + 1) * 0x9E3779B97F4A7C15ull;
-  h = (h ^ (h >> 31)) * 0xBF58476D1CE4E5B9ull;
-  h ^= h >> 29;
-  return static_cast<double>(h >> 11) * 0x1.0p-53 - 0.5;
-}
+using tenfold::bench::hash_noise;
+using tenfold::bench::hooi_flops;
+using tenfold::bench::hosvd_flops;
+using tenfold::bench::sthosvd_flops;
+using tenfold::bench::TuckerFlops;
 
 // X = G x_0 U x_1 U x_2 U + E, with G(a,b,c) = sin(1 + a + 2b + 3c),
 // U(i,j) = sin(0.37 (i+1)(j+1)) (I x r), and E(l) = hash_noise(l) (l the column-major
@@ -55,33 +52,6 @@ const tenfold::Tensor<T>& test_tensor(index_t size, index_t rank) {
   return cache.emplace(std::pair{size, rank}, std::move(y)).first->second;
 }
 
-struct Flops {
-  double gram = 0.0;
-  double ttm = 0.0;
-};
-
-// Flops of the algorithms as implemented, for an I^3 tensor and ranks (r, r, r)
-// (ST-HOSVD goes 0, 2, 1; with equal reductions any order costs the same). A Gram of
-// mode n costs I_n^2 times the other modes' product (syrk), Y = X x_n U^T costs
-// 2 r_n numel(X).
-Flops sthosvd_flops(double i, double r) {
-  return {i * i * i * i + r * i * i * i + r * r * i * i,
-          2 * (r * i * i * i + r * r * i * i + r * r * r * i)};
-}
-
-Flops hosvd_flops(double i, double r) {
-  return {3 * i * i * i * i, 2 * (r * i * i * i + r * r * i * i + r * r * r * i)};
-}
-
-// Each sweep: Y_0 = X x_2 U_2^T x_1 U_1^T; Z = X x_0 U_0^T, Y_1 = Z x_2 U_2^T,
-// Y_2 = Z x_1 U_1^T; G = Y_2 x_2 U_2^T; three Grams of I x r^2 unfoldings.
-Flops hooi_flops(double i, double r, int sweeps) {
-  Flops f = sthosvd_flops(i, r);
-  f.gram += sweeps * 3 * i * i * r * r;
-  f.ttm += sweeps * (4 * r * i * i * i + 6 * r * r * i * i + 2 * r * r * r * i);
-  return f;
-}
-
 template <class T>
 void run_tucker(benchmark::State& state, tenfold::TuckerMethod method) {
   const index_t size = state.range(0), rank = state.range(1);
@@ -97,9 +67,9 @@ void run_tucker(benchmark::State& state, tenfold::TuckerMethod method) {
     state.SetIterationTime(r.timings.total);
   }
   const double i = static_cast<double>(size), rr = static_cast<double>(rank);
-  const Flops f = method == tenfold::TuckerMethod::sthosvd ? sthosvd_flops(i, rr)
-                  : method == tenfold::TuckerMethod::hosvd ? hosvd_flops(i, rr)
-                                                           : hooi_flops(i, rr, r.iterations);
+  const TuckerFlops f = method == tenfold::TuckerMethod::sthosvd ? sthosvd_flops(i, rr)
+                        : method == tenfold::TuckerMethod::hosvd ? hosvd_flops(i, rr)
+                                                                 : hooi_flops(i, rr, r.iterations);
   const tenfold::TuckerTimings& t = r.timings;
   state.counters["rel_error"] = r.relative_error;
   state.counters["gram_s"] = t.gram;

@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
-# Installs the dependencies, builds Tenfold with its tests, and runs the whole suite.
+# Installs the dependencies, builds Tenfold with its tests, and runs the whole suite
+# (C++ suites, the CLI tests, and the NumPy-only Python tests in a virtual environment).
 set -euo pipefail
 # Passive OpenMP waiting: on a busy machine, spinning threads slow small problems down.
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/install-deps.sh"
-"$root/scripts/build.sh"
+# A virtual environment with NumPy for the Python tests that drive the tenfold program.
+venv="$root/.venv-test"
+[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+"$venv/bin/python" -c "import numpy" 2>/dev/null || "$venv/bin/pip" install -q "numpy==2.4.6"
+"$root/scripts/build.sh" -DTENFOLD_TEST_PYTHON="$venv/bin/python"
 ctest --test-dir "$root/build" --output-on-failure -j "$(nproc)"

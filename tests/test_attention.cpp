@@ -259,6 +259,8 @@ TEST(Attention, ErrorFallsWithRankAndVanishesAtFullRank) {
     const CompressResult<double> full = compress(l, o);
     EXPECT_LT(full.relative_error, 1e-13);
     EXPECT_LT(dense_relative_error(l, full.layer), 1e-13);
+    EXPECT_EQ(full.iterations, 0);  // the exact form, no ALS
+    EXPECT_TRUE(full.converged);
   }
 }
 

@@ -1,6 +1,7 @@
 // CUDA backend against the CPU backend on random data: every primitive, then
-// CP-ALS on dense and Kruskal-form operands from the same start. Every test is
-// skipped where no CUDA device can be used.
+// CP-ALS on dense and Kruskal-form operands from the same start, the Tucker
+// decompositions, and the attention adapter's compression. Every test is skipped
+// where no CUDA device can be used.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,14 +10,18 @@
 #include <optional>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "core/compute.hpp"
 #include "core/random.hpp"
 #include "cpu/cpu_compute.hpp"
+#include "tenfold/attention.hpp"
 #include "tenfold/backend.hpp"
 #include "tenfold/cp.hpp"
 #include "tenfold/error.hpp"
+#include "tenfold/tucker.hpp"
+#include "tucker_test_util.hpp"
 
 namespace {
 
@@ -468,6 +473,170 @@ TYPED_TEST(GpuCpAls, KruskalOperand) {
   o.init = tenfold::CpInit::given;
   o.initial_factors = start_near(x, 2, 4, rng);
   expect_backends_agree(x, o);
+}
+
+// Tucker decompositions on both backends. Factors are defined only up to sign (and
+// rotation within a repeated eigenvalue), so the comparison is of what they
+// determine: the relative error, every mode's eigenvalues, the chosen ranks and the
+// reconstructed tensor, which depends on the factors only through U_n U_n^T.
+template <class T>
+class GpuTucker : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!tenfold::cuda_available()) GTEST_SKIP() << "no CUDA device available";
+  }
+
+  // A random Tucker model of multilinear rank `ranks` plus 10% Gaussian noise: each
+  // mode Gram has a clear gap after its r_n-th eigenvalue, so U_n U_n^T is well
+  // determined and rounding differences between the backends stay at their level.
+  static tenfold::Tensor<T> low_rank(const std::vector<index_t>& dims,
+                                     const std::vector<index_t>& ranks, std::uint64_t seed) {
+    tenfold::Tensor<T> x = tenfold::test::random_ttensor<T>(dims, ranks, seed).full();
+    const tenfold::Tensor<T> e = tenfold::test::random_tensor<T>(dims, seed + 1);
+    const double scale = 0.1 * tenfold::norm<T>(x.view()) / tenfold::norm<T>(e.view());
+    for (index_t i = 0; i < x.numel(); ++i) x[i] += static_cast<T>(scale * e[i]);
+    return x;
+  }
+
+  static void expect_backends_agree(const tenfold::Tensor<T>& x, tenfold::TuckerOptions o) {
+    o.backend = Backend::cpu;
+    const auto cpu = tenfold::tucker(x, o);
+    o.backend = Backend::cuda;
+    const auto gpu = tenfold::tucker(x, o);
+    const double tol = tolerance<T>();
+    ASSERT_EQ(gpu.model.ranks(), cpu.model.ranks());
+    EXPECT_EQ(gpu.mode_order, cpu.mode_order);
+    EXPECT_EQ(gpu.iterations, cpu.iterations);
+    EXPECT_NEAR(gpu.relative_error, cpu.relative_error, tol);
+    ASSERT_EQ(gpu.error_history.size(), cpu.error_history.size());
+    for (std::size_t i = 0; i < cpu.error_history.size(); ++i) {
+      EXPECT_NEAR(gpu.error_history[i], cpu.error_history[i], tol) << "sweep " << i;
+    }
+    ASSERT_EQ(gpu.eigenvalues.size(), cpu.eigenvalues.size());
+    for (std::size_t n = 0; n < cpu.eigenvalues.size(); ++n) {
+      EXPECT_LE(relative_error(gpu.eigenvalues[n], cpu.eigenvalues[n]), tol) << "mode " << n;
+    }
+    EXPECT_LE(relative_error(gpu.model.full().values(), cpu.model.full().values()), tol);
+    EXPECT_LE(tenfold::test::orthonormality_defect(gpu.model), tol);
+  }
+};
+
+TYPED_TEST_SUITE(GpuTucker, Precisions);
+
+TYPED_TEST(GpuTucker, SthosvdThreeWay) {
+  tenfold::TuckerOptions o;
+  o.ranks = {4, 3, 5};
+  this->expect_backends_agree(this->low_rank({30, 25, 20}, o.ranks, 5), o);
+}
+
+TYPED_TEST(GpuTucker, SthosvdFourWayGivenOrder) {
+  tenfold::TuckerOptions o;
+  o.ranks = {3, 3, 2, 2};
+  o.mode_order = {2, 0, 3, 1};
+  this->expect_backends_agree(this->low_rank({12, 10, 9, 8}, o.ranks, 6), o);
+}
+
+TYPED_TEST(GpuTucker, HosvdFourWay) {
+  tenfold::TuckerOptions o;
+  o.method = tenfold::TuckerMethod::hosvd;
+  o.ranks = {3, 3, 2, 2};
+  this->expect_backends_agree(this->low_rank({12, 10, 9, 8}, o.ranks, 6), o);
+}
+
+TYPED_TEST(GpuTucker, HooiFixedSweeps) {
+  tenfold::TuckerOptions o;
+  o.method = tenfold::TuckerMethod::hooi;
+  o.ranks = {4, 3, 5};
+  o.max_iters = 5;
+  o.tol = 0.0;
+  this->expect_backends_agree(this->low_rank({30, 25, 20}, o.ranks, 5), o);
+}
+
+TYPED_TEST(GpuTucker, ToleranceChoosesThePlantedRanks) {
+  // eps = 0.2 discards at most 0.04 ||X||^2 / 3 per mode: all the noise (about
+  // 0.01 ||X||^2), never a planted direction.
+  tenfold::TuckerOptions o;
+  o.eps = 0.2;
+  const std::vector<index_t> ranks{4, 3, 5};
+  const auto x = this->low_rank({30, 25, 20}, ranks, 5);
+  o.backend = Backend::cuda;
+  EXPECT_EQ(tenfold::tucker(x, o).model.ranks(), ranks);
+  this->expect_backends_agree(x, o);
+}
+
+// Attention compression on both backends: the structured start is computed on the
+// host in double (identical for both), the ALS sweeps run on the chosen backend.
+template <class T>
+class GpuAttention : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!tenfold::cuda_available()) GTEST_SKIP() << "no CUDA device available";
+  }
+
+  // H heads of width d over inputs of width D: weights N(0, 1/D), biases N(0, 1).
+  static tenfold::attention::QueryKeyLayer<T> layer(index_t heads, index_t d, index_t input) {
+    tenfold::detail::Rng rng(31);
+    tenfold::attention::QueryKeyLayer<T> l;
+    l.heads = heads;
+    l.head_dim = d;
+    const double sd = 1.0 / std::sqrt(static_cast<double>(input));
+    for (auto* w : {&l.query_weight, &l.key_weight}) {
+      *w = tenfold::Matrix<T>(input, heads * d);
+      for (T& v : w->values()) v = static_cast<T>(sd * rng.normal());
+    }
+    for (auto* b : {&l.query_bias, &l.key_bias}) {
+      for (index_t i = 0; i < heads * d; ++i) b->push_back(static_cast<T>(rng.normal()));
+    }
+    return l;
+  }
+
+  // Both backends from the same options; returns {cpu, gpu}.
+  static std::pair<tenfold::attention::CompressResult<T>, tenfold::attention::CompressResult<T>>
+  both(const tenfold::attention::QueryKeyLayer<T>& l, tenfold::attention::CompressOptions o) {
+    o.backend = Backend::cpu;
+    auto cpu = tenfold::attention::compress(l, o);
+    o.backend = Backend::cuda;
+    return {std::move(cpu), tenfold::attention::compress(l, o)};
+  }
+};
+
+TYPED_TEST_SUITE(GpuAttention, Precisions);
+
+TYPED_TEST(GpuAttention, HeadsStartFixedSweeps) {
+  using T = TypeParam;
+  const auto l = this->layer(4, 8, 32);
+  tenfold::Matrix<T> queries(32, 7), keys(32, 9);
+  tenfold::detail::Rng rng(32);
+  for (auto* m : {&queries, &keys})
+    for (T& v : m->values()) v = static_cast<T>(rng.normal());
+  for (index_t rank : {6, 20}) {
+    tenfold::attention::CompressOptions o;
+    o.rank = rank;
+    o.init = tenfold::attention::Init::heads;
+    o.max_iters = 10;
+    o.tol = 0.0;
+    const auto [cpu, gpu] = this->both(l, o);
+    EXPECT_NEAR(gpu.relative_error, cpu.relative_error, tolerance<T>()) << "R = " << rank;
+    // The models themselves, through the scores they give (invariant to the
+    // scaling and order of the components).
+    EXPECT_LE(relative_error(tenfold::attention::scores(gpu.layer, queries, keys).values(),
+                             tenfold::attention::scores(cpu.layer, queries, keys).values()),
+              tolerance<T>())
+        << "R = " << rank;
+  }
+}
+
+TYPED_TEST(GpuAttention, FullRankIsExact) {
+  using T = TypeParam;
+  // R = H d with the default (structured) start: exact on both backends, to the
+  // precision of T.
+  const auto l = this->layer(4, 8, 32);
+  tenfold::attention::CompressOptions o;
+  o.rank = 32;
+  const auto [cpu, gpu] = this->both(l, o);
+  const double exact = std::is_same_v<T, double> ? 1e-13 : 1e-5;
+  EXPECT_LT(cpu.relative_error, exact);
+  EXPECT_LT(gpu.relative_error, exact);
 }
 
 }  // namespace

@@ -2,10 +2,12 @@
 // - cuBLAS GEMM rate, timed with CUDA events, as the ceiling of this run;
 // - CP-ALS per iteration on a random dense 400^3 tensor at rank 64, and the
 //   MTTKRP rate against that ceiling;
-// - CP-ALS of the query/key tensors of a synthetic 12-layer BERT-base, kept in
-//   Kruskal form (the attention adapter's operand), at rank 384.
-// CP-ALS is timed by its own phase timers, which wait for the device after each
-// phase. Prints a table to stdout and, when OUT is set, to $OUT/gpu_results.txt.
+// - ST-HOSVD of a 600^3 tensor of multilinear rank (60, 60, 60) plus noise, and
+//   its Gram and TTM rates against that ceiling;
+// - attention::compress of a synthetic 12-layer BERT-base at rank 384.
+// The algorithms are timed by their own phase timers, which wait for the device
+// after each phase, or around the whole call. Prints a table to stdout and, when
+// OUT is set, to $OUT/gpu_results.txt.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -23,12 +25,16 @@
 #include <vector>
 
 #include "core/random.hpp"
+#include "tenfold/attention.hpp"
 #include "tenfold/cp.hpp"
 #include "tenfold/error.hpp"
+#include "tenfold/tucker.hpp"
+#include "tucker_common.hpp"
 
 namespace {
 
 using tenfold::index_t;
+using tenfold::bench::hash_noise;
 
 void check(cudaError_t status, const char* call) {
   if (status != cudaSuccess) {
@@ -170,64 +176,132 @@ DenseCp dense_cp(index_t dim, index_t rank, int iterations) {
   return {(t.total - t.init) / r.iterations, sweep_flops * r.iterations / t.mttkrp * 1e-9, r.fit};
 }
 
-struct AttentionCp {
-  double seconds_per_layer = 0.0;
-  double seconds_per_iteration = 0.0;
-  double iterations = 0.0;
-  double fit = 0.0;
-  int eigen_fallbacks = 0;
-  int time_limited = 0;
-};
-
-// Query/key tensor of one layer in Kruskal form: T[h] = W_Q^h W_K^h^T / sqrt(d), as
-// D_k = H d components (head indicator, column of W_Q, column of W_K).
-template <class T>
-tenfold::KTensor<T> attention_layer(index_t heads, index_t width, index_t head_width,
-                                    tenfold::detail::Rng& rng) {
-  const index_t dk = heads * head_width;
-  tenfold::KTensor<T> k;
-  k.weights.assign(static_cast<std::size_t>(dk),
-                   static_cast<T>(1.0 / std::sqrt(static_cast<double>(head_width))));
-  tenfold::Matrix<T> heads_of(heads, dk);
-  for (index_t c = 0; c < dk; ++c) heads_of(c / head_width, c) = T(1);
-  k.factors.push_back(std::move(heads_of));
-  const double sigma = 1.0 / std::sqrt(static_cast<double>(width));  // N(0, 1/D)
-  for (int w = 0; w < 2; ++w) {
-    tenfold::Matrix<T> f(width, dk);
-    for (T& v : f.values()) v = static_cast<T>(sigma * rng.normal());
-    k.factors.push_back(std::move(f));
+// X = G x_0 U_0 x_1 U_1 x_2 U_2 + E on the host: N(0, 1) core (r^3) and factors
+// (I x r), E(l) = hash_noise(l) scaled to ||E|| = 0.1 ||G x U||.
+tenfold::Tensor<double> low_rank_tensor(index_t size, index_t rank) {
+  tenfold::detail::Rng rng(5);
+  tenfold::TTensor<double> m;
+  m.core = tenfold::Tensor<double>({rank, rank, rank});
+  for (double& v : m.core.values()) v = rng.normal();
+  for (int n = 0; n < 3; ++n) {
+    tenfold::Matrix<double> u(size, rank);
+    for (double& v : u.values()) v = rng.normal();
+    m.factors.push_back(std::move(u));
   }
-  return k;
+  tenfold::Tensor<double> x = m.full();
+  double ne = 0.0;
+  for (index_t l = 0; l < x.numel(); ++l)
+    ne += hash_noise(static_cast<std::uint64_t>(l)) * hash_noise(static_cast<std::uint64_t>(l));
+  const double scale = 0.1 * tenfold::norm<double>(x.view()) / std::sqrt(ne);
+  for (index_t l = 0; l < x.numel(); ++l) x[l] += scale * hash_noise(static_cast<std::uint64_t>(l));
+  return x;
 }
 
 template <class T>
-AttentionCp attention_cp(int layers, index_t rank) {
-  tenfold::detail::Rng rng(4);
-  tenfold::CpOptions<T> o;
-  o.rank = rank;
-  o.max_iters = 100;
-  o.tol = 1e-6;
-  o.time_limit = 20.0;  // guard: the whole program must stay within minutes
+tenfold::Tensor<T> converted(const tenfold::Tensor<double>& x) {
+  tenfold::Tensor<T> y(x.dims());
+  for (index_t l = 0; l < x.numel(); ++l) y[l] = static_cast<T>(x[l]);
+  return y;
+}
+
+struct TuckerRun {
+  double seconds = 0.0;         // whole call: validation, upload, decomposition, download
+  double device_seconds = 0.0;  // Gram + eigensolver + TTM phases
+  double eig_seconds = 0.0;
+  double gram_gflops = 0.0;
+  double ttm_gflops = 0.0;
+  double error = 0.0;
+};
+
+// ST-HOSVD of x (I^3) at ranks (r, r, r) on the device; rates from the flop counts
+// of the algorithm as implemented.
+template <class T>
+TuckerRun sthosvd(const tenfold::Tensor<T>& x, index_t rank) {
+  tenfold::TuckerOptions o;
+  o.ranks = {rank, rank, rank};
   o.backend = tenfold::Backend::cuda;
-  AttentionCp a;
-  double iteration_seconds = 0.0;
-  for (int layer = 0; layer < layers; ++layer) {
-    const auto x = attention_layer<T>(12, 768, 64, rng);
-    o.seed = static_cast<std::uint64_t>(layer);
-    const auto t0 = std::chrono::steady_clock::now();
-    const auto r = tenfold::cp_als(x, o);
-    a.seconds_per_layer +=
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    iteration_seconds += (r.timings.total - r.timings.init) / r.iterations;
-    a.iterations += r.iterations;
-    a.fit += r.fit;
-    a.eigen_fallbacks += r.eigen_fallbacks;
-    a.time_limited += r.stop == tenfold::CpStop::time_limit ? 1 : 0;
+  {
+    // Warm-up on a small tensor: cuSOLVER's and cuBLAS's kernels for this precision.
+    const tenfold::Tensor<T> small = converted<T>(low_rank_tensor(2 * rank, rank / 4));
+    tenfold::TuckerOptions w = o;
+    w.ranks = {rank / 2, rank / 2, rank / 2};
+    tenfold::tucker(small, w);
   }
-  a.seconds_per_layer /= layers;
-  a.seconds_per_iteration = iteration_seconds / layers;
-  a.iterations /= layers;
-  a.fit /= layers;
+  const auto r = tenfold::tucker(x, o);
+  const auto& t = r.timings;
+  const auto f =
+      tenfold::bench::sthosvd_flops(static_cast<double>(x.dim(0)), static_cast<double>(rank));
+  TuckerRun run;
+  run.seconds = t.total;
+  run.device_seconds = t.gram + t.eig + t.ttm;
+  run.eig_seconds = t.eig;
+  run.gram_gflops = f.gram / t.gram * 1e-9;
+  run.ttm_gflops = f.ttm / t.ttm * 1e-9;
+  run.error = r.relative_error;
+  return run;
+}
+
+// One BERT-base-sized query/key side: H heads of width d over inputs of width D,
+// weights N(0, 1/D), biases N(0, 1).
+template <class T>
+tenfold::attention::QueryKeyLayer<T> attention_layer(index_t heads, index_t width,
+                                                     index_t head_width,
+                                                     tenfold::detail::Rng& rng) {
+  tenfold::attention::QueryKeyLayer<T> l;
+  l.heads = heads;
+  l.head_dim = head_width;
+  const double sigma = 1.0 / std::sqrt(static_cast<double>(width));
+  for (auto* w : {&l.query_weight, &l.key_weight}) {
+    *w = tenfold::Matrix<T>(width, heads * head_width);
+    for (T& v : w->values()) v = static_cast<T>(sigma * rng.normal());
+  }
+  for (auto* b : {&l.query_bias, &l.key_bias}) {
+    for (index_t i = 0; i < heads * head_width; ++i) b->push_back(static_cast<T>(rng.normal()));
+  }
+  return l;
+}
+
+struct AttentionRun {
+  int layers = 0;              // layers compressed (fewer than asked if the guard hit)
+  double seconds = 0.0;        // all compress() calls
+  double error_seconds = 0.0;  // the exact QK error on the host, timed again on its own
+  double mean_error = 0.0;     // mean relative QK error
+  double mean_sweeps = 0.0;    // ALS sweeps per layer
+};
+
+// compress() of `layers` synthetic layers at rank R with the default options
+// (structured start, tol 1e-6, at most 100 sweeps) on the device. Stops early,
+// between layers, once `guard` seconds have passed.
+template <class T>
+AttentionRun attention(int layers, index_t rank, double guard) {
+  tenfold::detail::Rng rng(4);
+  std::vector<tenfold::attention::QueryKeyLayer<T>> model;
+  for (int i = 0; i < layers; ++i) model.push_back(attention_layer<T>(12, 768, 64, rng));
+  tenfold::attention::CompressOptions o;
+  o.rank = rank;
+  o.backend = tenfold::Backend::cuda;
+  {
+    // Warm-up: one sweep of the first layer.
+    tenfold::attention::CompressOptions w = o;
+    w.max_iters = 1;
+    tenfold::attention::compress(model[0], w);
+  }
+  AttentionRun a;
+  for (const auto& layer : model) {
+    if (a.seconds > guard) break;
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto r = tenfold::attention::compress(layer, o);
+    const auto t1 = std::chrono::steady_clock::now();
+    tenfold::attention::qk_error(layer, r.layer);
+    const auto t2 = std::chrono::steady_clock::now();
+    a.seconds += std::chrono::duration<double>(t1 - t0).count();
+    a.error_seconds += std::chrono::duration<double>(t2 - t1).count();
+    a.mean_error += r.relative_error;
+    a.mean_sweeps += r.iterations;
+    ++a.layers;
+  }
+  a.mean_error /= a.layers;
+  a.mean_sweeps /= a.layers;
   return a;
 }
 
@@ -248,8 +322,10 @@ std::string device_line() {
 }
 
 void run() {
-  constexpr index_t kGemm = 8192, kDim = 400, kRank = 64, kAttentionRank = 384;
+  constexpr index_t kGemm = 8192, kDim = 400, kRank = 64, kTuckerDim = 600, kTuckerRank = 60,
+                    kAttentionRank = 384;
   constexpr int kIterations = 10, kLayers = 12;
+  constexpr double kAttentionGuard = 60.0;  // seconds: the program must stay within minutes
   Table table;
   table.note(device_line());
 
@@ -267,27 +343,33 @@ void run() {
             format("%.3f", d32.mttkrp_gflops / gemm32));
   table.add(dense + ", fit after 10 iterations", format("%.6f", d64.fit), format("%.6f", d32.fit));
 
-  const AttentionCp a64 = attention_cp<double>(kLayers, kAttentionRank);
-  const AttentionCp a32 = attention_cp<float>(kLayers, kAttentionRank);
-  const std::string att = "attention 12x768x768 R=384 (Kruskal), ";
-  table.add(att + "s/layer", format("%.3f", a64.seconds_per_layer),
-            format("%.3f", a32.seconds_per_layer));
-  table.add(att + "12 layers, s", format("%.2f", a64.seconds_per_layer * kLayers),
-            format("%.2f", a32.seconds_per_layer * kLayers));
-  table.add(att + "s/iteration", format("%.5f", a64.seconds_per_iteration),
-            format("%.5f", a32.seconds_per_iteration));
-  table.add(att + "mean iterations", format("%.1f", a64.iterations),
-            format("%.1f", a32.iterations));
-  table.add(att + "mean fit", format("%.6f", a64.fit), format("%.6f", a32.fit));
-  table.add(att + "eigen fallbacks", std::to_string(a64.eigen_fallbacks),
-            std::to_string(a32.eigen_fallbacks));
-  table.add(att + "layers stopped by time limit", std::to_string(a64.time_limited),
-            std::to_string(a32.time_limited));
-#if __has_include("tenfold/tucker.hpp")
-  table.note("tucker: header present, ST-HOSVD 600^3 ranks 60 not timed by this program yet");
-#else
-  table.note("tucker: not built");
-#endif
+  const tenfold::Tensor<double> x = low_rank_tensor(kTuckerDim, kTuckerRank);
+  const TuckerRun t64 = sthosvd(x, kTuckerRank);
+  const TuckerRun t32 = sthosvd(converted<float>(x), kTuckerRank);
+  const std::string tucker = "ST-HOSVD 600^3 r=(60,60,60), ";
+  table.add(tucker + "s (whole call, upload included)", format("%.3f", t64.seconds),
+            format("%.3f", t32.seconds));
+  table.add(tucker + "s (Gram + eig + TTM)", format("%.4f", t64.device_seconds),
+            format("%.4f", t32.device_seconds));
+  table.add(tucker + "eig s", format("%.4f", t64.eig_seconds), format("%.4f", t32.eig_seconds));
+  table.add(tucker + "Gram GFLOP/s", format("%.0f", t64.gram_gflops),
+            format("%.0f", t32.gram_gflops));
+  table.add(tucker + "Gram / GEMM rate", format("%.3f", t64.gram_gflops / gemm64),
+            format("%.3f", t32.gram_gflops / gemm32));
+  table.add(tucker + "TTM GFLOP/s", format("%.0f", t64.ttm_gflops), format("%.0f", t32.ttm_gflops));
+  table.add(tucker + "TTM / GEMM rate", format("%.3f", t64.ttm_gflops / gemm64),
+            format("%.3f", t32.ttm_gflops / gemm32));
+  table.add(tucker + "relative error", format("%.6f", t64.error), format("%.6f", t32.error));
+
+  const AttentionRun a64 = attention<double>(kLayers, kAttentionRank, kAttentionGuard);
+  const AttentionRun a32 = attention<float>(kLayers, kAttentionRank, kAttentionGuard);
+  const std::string att = "attention::compress BERT-base R=384, ";
+  table.add(att + "layers", std::to_string(a64.layers), std::to_string(a32.layers));
+  table.add(att + "s (all layers)", format("%.2f", a64.seconds), format("%.2f", a32.seconds));
+  table.add(att + "host exact-error step, s (all layers)", format("%.2f", a64.error_seconds),
+            format("%.2f", a32.error_seconds));
+  table.add(att + "mean sweeps", format("%.1f", a64.mean_sweeps), format("%.1f", a32.mean_sweeps));
+  table.add(att + "mean QK error", format("%.6f", a64.mean_error), format("%.6f", a32.mean_error));
 
   const std::string out = table.str();
   std::cout << out << std::flush;

@@ -124,7 +124,8 @@ struct CompressResult {
 };
 
 /// CP of rank R of the layer's QK tensor by ALS over its Kruskal form (the
-/// H x D x D tensor is never formed), content vectors kept exactly.
+/// H x D x D tensor is never formed), content vectors kept exactly. At R = H d the
+/// exact form is returned without iterating (iterations = 0).
 template <class T>
 CompressResult<T> compress(const QueryKeyLayer<T>& layer, const CompressOptions& options);
 

@@ -177,22 +177,13 @@ double qk_error(const QueryKeyLayer<T>& layer, const CollaborativeLayer<T>& coll
                                 detail::to_double(collab.key));
 }
 
+namespace {
+
+// CP-ALS of rank R < H d on the layer's QK tensor from the chosen start.
 template <class T>
-CompressResult<T> compress(const QueryKeyLayer<T>& layer, const CompressOptions& options) {
-  const auto start = std::chrono::steady_clock::now();
-  layer.validate();
-  const index_t s = layer.key_dim(), r = options.rank;
-  if (r < 1 || r > s) {
-    throw InvalidArgument("rank must be in [1, H d] = [1, " + std::to_string(s) + "], got " +
-                          std::to_string(r));
-  }
-  const detail::Weights w = detail::weights_of(layer);
-  {
-    detail::Cpu c;
-    if (!(detail::qk_norm_squared(c, w.q, w.k, w.heads, w.d) > 0.0)) {
-      throw InvalidArgument("the layer's QK tensor is zero: nothing to compress");
-    }
-  }
+void fit_rank(const QueryKeyLayer<T>& layer, const detail::Weights& w,
+              const CompressOptions& options, CompressResult<T>& res) {
+  const index_t r = options.rank;
   const KTensor<T> x = qk_tensor(layer);
   CpOptions<T> cp;
   cp.rank = r;
@@ -234,18 +225,46 @@ CompressResult<T> compress(const QueryKeyLayer<T>& layer, const CompressOptions&
       break;
   }
 
-  CompressResult<T> res;
-  CollaborativeLayer<T>& out = res.layer;
   // T~ = [[lambda; M_0, A, B]]: mixing = M_0 diag(lambda), W~_Q = A, W~_K = B.
+  CollaborativeLayer<T>& out = res.layer;
   std::vector<Matrix<T>> f = detail::folded(std::move(fit.model));
   out.mixing = std::move(f[0]);
   out.query = std::move(f[1]);
   out.key = std::move(f[2]);
   out.content = detail::content_vectors(layer);
-  res.relative_error = detail::relative_error(
-      w, detail::to_double(out.mixing), detail::to_double(out.query), detail::to_double(out.key));
   res.iterations = fit.iterations;
   res.converged = fit.converged;
+}
+
+}  // namespace
+
+template <class T>
+CompressResult<T> compress(const QueryKeyLayer<T>& layer, const CompressOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  layer.validate();
+  const index_t s = layer.key_dim(), r = options.rank;
+  if (r < 1 || r > s) {
+    throw InvalidArgument("rank must be in [1, H d] = [1, " + std::to_string(s) + "], got " +
+                          std::to_string(r));
+  }
+  const detail::Weights w = detail::weights_of(layer);
+  {
+    detail::Cpu c;
+    if (!(detail::qk_norm_squared(c, w.q, w.k, w.heads, w.d) > 0.0)) {
+      throw InvalidArgument("the layer's QK tensor is zero: nothing to compress");
+    }
+  }
+  CompressResult<T> res;
+  CollaborativeLayer<T>& out = res.layer;
+  if (r == s) {
+    // Full rank: the exact form, no iteration.
+    out = exact(layer);
+    res.converged = true;
+  } else {
+    fit_rank(layer, w, options, res);
+  }
+  res.relative_error = detail::relative_error(
+      w, detail::to_double(out.mixing), detail::to_double(out.query), detail::to_double(out.key));
   const index_t rows = layer.input_dim(),
                 biases = (layer.query_bias.empty() ? 0 : 1) + (layer.key_bias.empty() ? 0 : 1);
   res.params_before = 2 * rows * s + biases * s;
@@ -253,6 +272,7 @@ CompressResult<T> compress(const QueryKeyLayer<T>& layer, const CompressOptions&
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return res;
 }
+
 
 template double qk_error<float>(const QueryKeyLayer<float>&, const CollaborativeLayer<float>&);
 template double qk_error<double>(const QueryKeyLayer<double>&, const CollaborativeLayer<double>&);
