@@ -1,7 +1,5 @@
 // Tests of the file formats: .npy, safetensors and atomic file replacement.
 #include <gtest/gtest.h>
-
-#include "temp_dir.hpp"
 #include <unistd.h>
 
 #include <bit>
@@ -14,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "temp_dir.hpp"
 #include "tenfold/error.hpp"
 #include "tenfold/io.hpp"
 #include "tenfold/safetensors.hpp"

@@ -273,7 +273,6 @@ CompressResult<T> compress(const QueryKeyLayer<T>& layer, const CompressOptions&
   return res;
 }
 
-
 template double qk_error<float>(const QueryKeyLayer<float>&, const CollaborativeLayer<float>&);
 template double qk_error<double>(const QueryKeyLayer<double>&, const CollaborativeLayer<double>&);
 template CompressResult<float> compress<float>(const QueryKeyLayer<float>&, const CompressOptions&);

@@ -96,9 +96,8 @@ void KruskalOperand<T>::mode_gram(int n, T* out) {
   for (int m = 0; m < this->order(); ++m) {
     if (m == n) continue;
     grams.emplace_back(c, ss);
-    c.syrk(Op::trans, s_, dims_[static_cast<std::size_t>(m)], T(1),
-           a_[static_cast<std::size_t>(m)], dims_[static_cast<std::size_t>(m)], T(0),
-           grams.back().get(), s_);
+    c.syrk(Op::trans, s_, dims_[static_cast<std::size_t>(m)], T(1), a_[static_cast<std::size_t>(m)],
+           dims_[static_cast<std::size_t>(m)], T(0), grams.back().get(), s_);
     blocks[static_cast<std::size_t>(m)] = grams.back().get();
   }
   // X_(n) X_(n)^T = A_n diag(mu) (*_{m!=n} G_m) diag(mu) A_n^T

@@ -285,8 +285,8 @@ template <class T>
 void save_npy(const std::filesystem::path& path, TensorView<const T> x, NpyOrder order) {
   const DType dtype = sizeof(T) == 4 ? DType::float32 : DType::float64;
   const bool fortran = order == NpyOrder::fortran;
-  std::string dict = "{'descr': '" + dtype_descr(dtype) + "', 'fortran_order': " +
-                     (fortran ? "True" : "False") + ", 'shape': (";
+  std::string dict = "{'descr': '" + dtype_descr(dtype) +
+                     "', 'fortran_order': " + (fortran ? "True" : "False") + ", 'shape': (";
   const std::size_t nd = x.dims().size();
   for (std::size_t i = 0; i < nd; ++i) {
     if (i > 0) dict += ", ";

@@ -1,9 +1,8 @@
 // Fits a rank-2 CP model to an exact rank-2 tensor through the installed library.
-#include <tenfold/cp.hpp>
-#include <tenfold/error.hpp>
-
 #include <cmath>
 #include <cstdio>
+#include <tenfold/cp.hpp>
+#include <tenfold/error.hpp>
 
 int main() {
   tenfold::KTensor<double> truth;
