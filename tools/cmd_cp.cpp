@@ -105,7 +105,7 @@ int run_cp(const CpArgs& a, const io::NpyHeader& header) {
       {"command", "cp"},
       {"input", a.input},
       {"shape", header.shape},
-      {"dtype", dtype_name(std::is_same_v<T, float> ? io::DType::float32 : io::DType::float64)},
+      {"dtype", dtype_name<T>()},
       {"backend", a.common.backend},
       {"rank", m.rank()},
       {"init", std::string(to_string(o.init))},

@@ -69,7 +69,7 @@ int run_tucker(const TuckerArgs& a, const io::NpyHeader& header) {
       {"command", "tucker"},
       {"input", a.input},
       {"shape", header.shape},
-      {"dtype", dtype_name(std::is_same_v<T, float> ? io::DType::float32 : io::DType::float64)},
+      {"dtype", dtype_name<T>()},
       {"backend", a.common.backend},
       {"method", a.method},
       {"ranks", ranks},

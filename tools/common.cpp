@@ -95,8 +95,6 @@ template void save_factors<float>(const std::filesystem::path&, const io::NpyHea
 template void save_factors<double>(const std::filesystem::path&, const io::NpyHeader&,
                                    const std::vector<Matrix<double>>&);
 
-std::string dtype_name(io::DType t) { return t == io::DType::float32 ? "float32" : "float64"; }
-
 io::DType choose_dtype(const std::string& requested, io::DType stored) {
   if (requested.empty()) return stored;
   if (requested == "float32") return io::DType::float32;

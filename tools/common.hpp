@@ -59,7 +59,10 @@ void save_factors(const std::filesystem::path& dir, const io::NpyHeader& header,
 std::vector<std::string> factor_names(const io::NpyHeader& header);
 
 /// "float32" / "float64"
-std::string dtype_name(io::DType t);
+template <class T>
+constexpr const char* dtype_name() {
+  return sizeof(T) == 4 ? "float32" : "float64";
+}
 
 /// Resolves --dtype against the stored dtype; throws InvalidArgument for other names.
 io::DType choose_dtype(const std::string& requested, io::DType stored);
