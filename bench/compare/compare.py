@@ -9,7 +9,6 @@ the modes in the same order from the same initial factors).
 """
 
 import argparse
-import ctypes
 import json
 import os
 import platform
@@ -207,16 +206,18 @@ def run_json(cmd, env, timeout=None):
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
-def environment(side, threads, wait_policy):
+def environment(side, threads, wait_policy, blas_kernel):
     env = dict(os.environ)
     for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         env[k] = str(threads)
-    if side == "tensorly":
-        # This machine pins OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE for the old system
-        # OpenBLAS that Tenfold links; NumPy's own OpenBLAS is current and picks its kernel.
+    if blas_kernel == "detect":
+        # Both OpenBLAS builds (the system's for Tenfold, NumPy's own) pick their kernel
+        # for this processor, as they do where nothing pins it.
         env.pop("OPENBLAS_CORETYPE", None)
         env.pop("OPENBLAS_L2_SIZE", None)
-    elif wait_policy == "default":
+    if side == "tensorly":
+        return env
+    if wait_policy == "default":
         env.pop("OMP_WAIT_POLICY", None)
     else:
         # libgomp's default wait is a pure busy loop; NumPy's OpenBLAS threads yield and sleep.
@@ -259,18 +260,21 @@ def measure_case(cmds, reps, thread_choices, budget, env_of):
     return out
 
 
-def openblas_of(driver):
-    """Config and kernel of the OpenBLAS the driver loads (queried in this process,
-    whose environment the driver inherits)."""
+def openblas_of(driver, env):
+    """Config and kernel of the OpenBLAS the driver loads, queried by loading that
+    library in a process with the driver's environment."""
     out = subprocess.run(["ldd", driver], capture_output=True, text=True).stdout
     m = re.search(r"libopenblas\S*\s*=>\s*(\S+)", out)
     if not m:
         return "OpenBLAS not found in ldd output"
-    lib = ctypes.CDLL(m.group(1))
-    lib.openblas_get_config.restype = ctypes.c_char_p
-    lib.openblas_get_corename.restype = ctypes.c_char_p
-    return (f"{lib.openblas_get_config().decode()}, kernel {lib.openblas_get_corename().decode()}"
-            f" ({m.group(1)})")
+    code = """import ctypes, sys
+lib = ctypes.CDLL(sys.argv[1])
+lib.openblas_get_config.restype = lib.openblas_get_corename.restype = ctypes.c_char_p
+print(f"{lib.openblas_get_config().decode()}, kernel {lib.openblas_get_corename().decode()}")
+"""
+    info = subprocess.run([sys.executable, "-c", code, m.group(1)], env=env, capture_output=True,
+                          text=True, check=True).stdout.strip()
+    return f"{info} ({m.group(1)})"
 
 
 def numpy_blas(env):
@@ -481,6 +485,10 @@ def main():
                    help="seconds per case and side after which repetitions stop (default 20)")
     p.add_argument("--omp-wait-policy", default="passive", choices=["passive", "active", "default"],
                    help="OMP_WAIT_POLICY of the Tenfold side (default passive; see docs/performance.md)")
+    p.add_argument("--blas-kernel", default="detect", choices=["detect", "environment"],
+                   help="detect (default): both OpenBLAS builds pick their kernel for this "
+                   "processor (OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE removed for both sides); "
+                   "environment: both sides keep the caller's settings")
     p.add_argument("--dtypes", help="comma-separated (default float64,float32; quick float64)")
     p.add_argument("--only", help="run only cases whose label contains this text")
     p.add_argument("--out", default="build/compare", help="folder for results.json, table.md, ratios.png")
@@ -497,7 +505,7 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     def env_of(side, threads):
         return environment("tensorly" if side == "tensorly" else "tenfold", threads,
-                           args.omp_wait_policy)
+                           args.omp_wait_policy, args.blas_kernel)
 
     tf_env, tl_env = env_of("tenfold", args.threads), env_of("tensorly", args.threads)
     # Each side runs at its faster of 1 and --threads threads (see measure_case), or at
@@ -514,8 +522,9 @@ def main():
         "threads": args.threads,
         "fixed_threads": args.fixed_threads,
         "omp_wait_policy": args.omp_wait_policy,
+        "blas_kernel": args.blas_kernel,
         "tenfold": tf_version,
-        "tenfold_blas": openblas_of(args.driver),
+        "tenfold_blas": openblas_of(args.driver, tf_env),
         "numpy_blas": numpy_blas(tl_env),
         **versions(),
     }

@@ -178,6 +178,9 @@ void CpuCompute<T>::syrk(Op trans, index_t n, index_t k, T alpha, const T* a, in
 template <class T>
 bool CpuCompute<T>::potrf(index_t n, T* a, index_t lda) {
   const int in = blas_int(n, "potrf n"), ia = blas_int(lda, "potrf lda");
+  // OpenBLAS 0.3.21's threaded potrf was slower than one thread at every size measured
+  // up to n = 2000 on the 2-core development machine (3x at 2000, 14x at 384, 80x at 64).
+  const SerialBlas serial;
   // The _work variant skips LAPACKE's NaN scan, which reports a NaN entry as an
   // invalid argument (info = -4).
   lapack_int info;
@@ -201,6 +204,10 @@ void CpuCompute<T>::potrs_right(index_t n, const T* l, index_t ldl, index_t m, T
   if (m == 0 || n == 0) return;
   const int in = blas_int(n, "potrs n"), im = blas_int(m, "potrs m");
   const int il = blas_int(ldl, "potrs ldl"), ib = blas_int(ldb, "potrs ldb");
+  // Small solves (a CP factor's normal equations) are faster on one thread.
+  std::optional<SerialBlas> serial;
+  if (static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(n) < 4e6)
+    serial.emplace();
   // B (L L^T)^{-1} = (B L^{-T}) L^{-1}: two triangular solves from the right.
   if constexpr (std::is_same_v<T, double>) {
     cblas_dtrsm(CblasColMajor, CblasRight, CblasLower, CblasTrans, CblasNonUnit, im, in, 1.0, l, il,
