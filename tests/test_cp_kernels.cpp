@@ -213,43 +213,47 @@ TYPED_TEST(Kernels, SyrkBothTransposesFillsBothTriangles) {
   }
 }
 
+// Sizes: one BLAS call; the recursive halving (n > 32) on one thread; and row blocks
+// on several threads (m n^2 >= 4e6).
 TYPED_TEST(Kernels, CholeskySolveFromTheRight) {
   using T = TypeParam;
-  const index_t n = 5, m = 7, ld = n + 1, ldb = m + 2;
-  // SPD A = G^T G + n I.
-  const auto g = random_values<T>(static_cast<std::size_t>(n * n), 60);
-  std::vector<T> a(static_cast<std::size_t>(ld * n));
-  for (index_t j = 0; j < n; ++j)
-    for (index_t i = 0; i < n; ++i) {
-      double s = i == j ? static_cast<double>(n) : 0.0;
-      for (index_t l = 0; l < n; ++l)
-        s += static_cast<double>(g[static_cast<std::size_t>(l + i * n)]) *
-             g[static_cast<std::size_t>(l + j * n)];
-      a[static_cast<std::size_t>(i + j * ld)] = static_cast<T>(s);
-    }
-  std::vector<T> l = a;
-  ASSERT_TRUE(this->c.potrf(n, l.data(), ld));
-  // The lower triangle holds L with L L^T = A.
-  for (index_t i = 0; i < n; ++i)
-    for (index_t j = 0; j <= i; ++j) {
-      double s = 0.0;
-      for (index_t q = 0; q <= j; ++q)
-        s += static_cast<double>(l[static_cast<std::size_t>(i + q * ld)]) *
-             l[static_cast<std::size_t>(j + q * ld)];
-      EXPECT_NEAR(s, a[static_cast<std::size_t>(i + j * ld)], this->tol * n * 4) << i << "," << j;
-    }
-  // X = B A^{-1}, checked through X A = B.
-  const auto b = random_values<T>(static_cast<std::size_t>(ldb * n), 61);
-  std::vector<T> x = b;
-  this->c.potrs_right(n, l.data(), ld, m, x.data(), ldb);
-  const auto xa = ref_gemm(Op::none, Op::none, m, n, n, 1.0, x, ldb, a, ld, 0.0, x, ldb);
-  std::vector<double> got, want;
-  for (index_t j = 0; j < n; ++j)
-    for (index_t i = 0; i < m; ++i) {
-      got.push_back(xa[static_cast<std::size_t>(i + j * ldb)]);
-      want.push_back(b[static_cast<std::size_t>(i + j * ldb)]);
-    }
-  EXPECT_LT(rel_diff(got, want), this->tol * 10);
+  for (const auto [n, m] : {std::pair<index_t, index_t>{5, 7}, {77, 130}, {150, 301}}) {
+    const index_t ld = n + 1, ldb = m + 2;
+    // SPD A = G^T G + n I.
+    const auto g = random_values<T>(static_cast<std::size_t>(n * n), 60);
+    std::vector<T> a(static_cast<std::size_t>(ld * n));
+    for (index_t j = 0; j < n; ++j)
+      for (index_t i = 0; i < n; ++i) {
+        double s = i == j ? static_cast<double>(n) : 0.0;
+        for (index_t l = 0; l < n; ++l)
+          s += static_cast<double>(g[static_cast<std::size_t>(l + i * n)]) *
+               g[static_cast<std::size_t>(l + j * n)];
+        a[static_cast<std::size_t>(i + j * ld)] = static_cast<T>(s);
+      }
+    std::vector<T> l = a;
+    ASSERT_TRUE(this->c.potrf(n, l.data(), ld));
+    // The lower triangle holds L with L L^T = A.
+    for (index_t i = 0; i < n; ++i)
+      for (index_t j = 0; j <= i; ++j) {
+        double s = 0.0;
+        for (index_t q = 0; q <= j; ++q)
+          s += static_cast<double>(l[static_cast<std::size_t>(i + q * ld)]) *
+               l[static_cast<std::size_t>(j + q * ld)];
+        EXPECT_NEAR(s, a[static_cast<std::size_t>(i + j * ld)], this->tol * n * 4) << i << "," << j;
+      }
+    // X = B A^{-1}, checked through X A = B.
+    const auto b = random_values<T>(static_cast<std::size_t>(ldb * n), 61);
+    std::vector<T> x = b;
+    this->c.potrs_right(n, l.data(), ld, m, x.data(), ldb);
+    const auto xa = ref_gemm(Op::none, Op::none, m, n, n, 1.0, x, ldb, a, ld, 0.0, x, ldb);
+    std::vector<double> got, want;
+    for (index_t j = 0; j < n; ++j)
+      for (index_t i = 0; i < m; ++i) {
+        got.push_back(xa[static_cast<std::size_t>(i + j * ldb)]);
+        want.push_back(b[static_cast<std::size_t>(i + j * ldb)]);
+      }
+    EXPECT_LT(rel_diff(got, want), this->tol * 10) << n << " x " << m;
+  }
 }
 
 TYPED_TEST(Kernels, CholeskyReportsIndefiniteAndSingular) {

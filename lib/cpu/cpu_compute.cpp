@@ -43,6 +43,52 @@ class SerialBlas {
   int saved_;
 };
 
+// One BLAS GEMM call, C = alpha op(A) op(B) + beta C (sizes checked by the caller).
+template <class T>
+void blas_gemm(Op ta, Op tb, index_t m, index_t n, index_t k, T alpha, const T* a, index_t lda,
+               const T* b, index_t ldb, T beta, T* c, index_t ldc) {
+  const auto i = [](index_t v) { return static_cast<int>(v); };
+  if constexpr (std::is_same_v<T, double>) {
+    cblas_dgemm(CblasColMajor, blas_op(ta), blas_op(tb), i(m), i(n), i(k), alpha, a, i(lda), b,
+                i(ldb), beta, c, i(ldc));
+  } else {
+    cblas_sgemm(CblasColMajor, blas_op(ta), blas_op(tb), i(m), i(n), i(k), alpha, a, i(lda), b,
+                i(ldb), beta, c, i(ldc));
+  }
+}
+
+// B = B op(L)^{-1}, L lower triangular n x n, B m x n, on the calling thread's BLAS.
+// Halving L = [L11 0; L21 L22] puts most of the work into GEMMs, which OpenBLAS runs
+// about twice as fast as its trsm: op = trans: X1 = B1 L11^{-T}, X2 = (B2 - X1 L21^T)
+// L22^{-T}; op = none: X2 = B2 L22^{-1}, X1 = (B1 - X2 L21) L11^{-1}.
+template <class T>
+void recursive_solve(Op op, index_t n, const T* l, index_t ldl, index_t m, T* b, index_t ldb) {
+  if (n <= 32) {
+    const auto i = [](index_t v) { return static_cast<int>(v); };
+    if constexpr (std::is_same_v<T, double>) {
+      cblas_dtrsm(CblasColMajor, CblasRight, CblasLower, blas_op(op), CblasNonUnit, i(m), i(n), 1.0,
+                  l, i(ldl), b, i(ldb));
+    } else {
+      cblas_strsm(CblasColMajor, CblasRight, CblasLower, blas_op(op), CblasNonUnit, i(m), i(n),
+                  1.0f, l, i(ldl), b, i(ldb));
+    }
+    return;
+  }
+  const index_t n1 = (n / 2 + 7) / 8 * 8, n2 = n - n1;
+  const T* l21 = l + n1;
+  const T* l22 = l + n1 + n1 * ldl;
+  T* b2 = b + n1 * ldb;
+  if (op == Op::trans) {
+    recursive_solve(op, n1, l, ldl, m, b, ldb);
+    blas_gemm(Op::none, Op::trans, m, n2, n1, T(-1), b, ldb, l21, ldl, T(1), b2, ldb);
+    recursive_solve(op, n2, l22, ldl, m, b2, ldb);
+  } else {
+    recursive_solve(op, n2, l22, ldl, m, b2, ldb);
+    blas_gemm(Op::none, Op::none, m, n1, n2, T(-1), b2, ldb, l21, ldl, T(1), b, ldb);
+    recursive_solve(op, n1, l, ldl, m, b, ldb);
+  }
+}
+
 }  // namespace
 
 template <class T>
@@ -81,9 +127,10 @@ template <class T>
 void CpuCompute<T>::gemm(Op ta, Op tb, index_t m, index_t n, index_t k, T alpha, const T* a,
                          index_t lda, const T* b, index_t ldb, T beta, T* c, index_t ldc) {
   if (m == 0 || n == 0) return;
-  const int im = blas_int(m, "gemm m"), in = blas_int(n, "gemm n"), ik = blas_int(k, "gemm k");
-  const int ia = blas_int(lda, "gemm lda"), ib = blas_int(ldb, "gemm ldb"),
-            ic = blas_int(ldc, "gemm ldc");
+  blas_int(n, "gemm n");
+  blas_int(ldc, "gemm ldc");
+  const int im = blas_int(m, "gemm m"), ik = blas_int(k, "gemm k");
+  const int ia = blas_int(lda, "gemm lda"), ib = blas_int(ldb, "gemm ldb");
   if (n == 1 && k > 0) {
     // Matrix-vector product: B is a k-vector with stride 1 (none) or ldb (trans).
     const int incb = tb == Op::none ? 1 : ib;
@@ -95,14 +142,9 @@ void CpuCompute<T>::gemm(Op ta, Op tb, index_t m, index_t n, index_t k, T alpha,
     }
     return;
   }
-  const auto blas_gemm = [&](int rows, int cols, const T* a_part, const T* b_part, T* c_part) {
-    if constexpr (std::is_same_v<T, double>) {
-      cblas_dgemm(CblasColMajor, blas_op(ta), blas_op(tb), rows, cols, ik, alpha, a_part, ia,
-                  b_part, ib, beta, c_part, ic);
-    } else {
-      cblas_sgemm(CblasColMajor, blas_op(ta), blas_op(tb), rows, cols, ik, alpha, a_part, ia,
-                  b_part, ib, beta, c_part, ic);
-    }
+  const auto gemm_part = [&](index_t rows, index_t cols, const T* a_part, const T* b_part,
+                             T* c_part) {
+    blas_gemm(ta, tb, rows, cols, k, alpha, a_part, lda, b_part, ldb, beta, c_part, ldc);
   };
   // Tall and skinny C (the MTTKRP's big contractions) or short and wide C (a TTM on the
   // first mode): OpenBLAS threads these poorly (or not at all, and statically, which a
@@ -119,7 +161,7 @@ void CpuCompute<T>::gemm(Op ta, Op tb, index_t m, index_t n, index_t k, T alpha,
   if (!(rows || cols) ||
       2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) < 4e6 ||
       omp_get_max_threads() < 2 || omp_in_parallel()) {
-    blas_gemm(im, in, a, b, c);
+    gemm_part(m, n, a, b, c);
     return;
   }
   const index_t len = rows ? m : n, block = block_of(len);
@@ -130,9 +172,9 @@ void CpuCompute<T>::gemm(Op ta, Op tb, index_t m, index_t n, index_t k, T alpha,
   for (index_t i0 = 0; i0 < len; i0 += block) {
     const int part = static_cast<int>(std::min(block, len - i0));
     if (rows) {
-      blas_gemm(part, in, a + i0 * step, b, c + i0);
+      gemm_part(part, n, a + i0 * step, b, c + i0);
     } else {
-      blas_gemm(im, part, a, b + i0 * step, c + i0 * ldc);
+      gemm_part(m, part, a, b + i0 * step, c + i0 * ldc);
     }
   }
 }
@@ -202,23 +244,24 @@ bool CpuCompute<T>::potrf(index_t n, T* a, index_t lda) {
 template <class T>
 void CpuCompute<T>::potrs_right(index_t n, const T* l, index_t ldl, index_t m, T* b, index_t ldb) {
   if (m == 0 || n == 0) return;
-  const int in = blas_int(n, "potrs n"), im = blas_int(m, "potrs m");
-  const int il = blas_int(ldl, "potrs ldl"), ib = blas_int(ldb, "potrs ldb");
-  // Small solves (a CP factor's normal equations) are faster on one thread.
-  std::optional<SerialBlas> serial;
-  if (static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(n) < 4e6)
-    serial.emplace();
-  // B (L L^T)^{-1} = (B L^{-T}) L^{-1}: two triangular solves from the right.
-  if constexpr (std::is_same_v<T, double>) {
-    cblas_dtrsm(CblasColMajor, CblasRight, CblasLower, CblasTrans, CblasNonUnit, im, in, 1.0, l, il,
-                b, ib);
-    cblas_dtrsm(CblasColMajor, CblasRight, CblasLower, CblasNoTrans, CblasNonUnit, im, in, 1.0, l,
-                il, b, ib);
-  } else {
-    cblas_strsm(CblasColMajor, CblasRight, CblasLower, CblasTrans, CblasNonUnit, im, in, 1.0f, l,
-                il, b, ib);
-    cblas_strsm(CblasColMajor, CblasRight, CblasLower, CblasNoTrans, CblasNonUnit, im, in, 1.0f, l,
-                il, b, ib);
+  for (index_t v : {n, m, ldl, ldb}) blas_int(v, "potrs");
+  // B (L L^T)^{-1} = (B L^{-T}) L^{-1}. Rows of B are independent: threads take
+  // blocks of rows, each solved on one thread by recursive_solve (BLAS runs
+  // single-threaded inside the region). Small solves stay on the calling thread.
+  const double work = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(n);
+  const auto threads = static_cast<index_t>(omp_get_max_threads());
+  if (work < 4e6 || threads < 2 || omp_in_parallel()) {
+    const SerialBlas serial;
+    recursive_solve(Op::trans, n, l, ldl, m, b, ldb);
+    recursive_solve(Op::none, n, l, ldl, m, b, ldb);
+    return;
+  }
+  const index_t block = std::max<index_t>(16, (m + threads - 1) / threads);
+#pragma omp parallel for schedule(dynamic)
+  for (index_t i0 = 0; i0 < m; i0 += block) {
+    const index_t rows = std::min(block, m - i0);
+    recursive_solve(Op::trans, n, l, ldl, rows, b + i0, ldb);
+    recursive_solve(Op::none, n, l, ldl, rows, b + i0, ldb);
   }
 }
 
