@@ -20,65 +20,56 @@ using tenfold::detail::Rng;
 // Sweeps each structured start runs before the better one is kept.
 constexpr int kTrialIterations = 10;
 
-// A layer's query/key weights in double, with its sizes.
-struct Weights {
-  Matrix<double> q, k;
-  index_t heads, d;
-};
+// A layer's query/key weights in double (copies only for a float layer), with its
+// sizes. Made where needed and dropped after, so that no copy lives during the ALS.
+class Weights {
+ public:
+  template <class T>
+  explicit Weights(const QueryKeyLayer<T>& layer)
+      : heads(layer.heads), d(layer.head_dim), q_(layer.query_weight), k_(layer.key_weight) {}
+  const Matrix<double>& q() const { return q_.get(); }
+  const Matrix<double>& k() const { return k_.get(); }
 
-template <class T>
-Weights weights_of(const QueryKeyLayer<T>& layer) {
-  return {to_double(layer.query_weight), to_double(layer.key_weight), layer.heads, layer.head_dim};
-}
+  const index_t heads, d;
+
+ private:
+  AsDouble q_, k_;
+};
 
 // Starting factors for Init::heads: the singular triplets (s, u, v) of every
 // head's P_h / sqrt(d), the R largest over all heads, mixing s at the head's row.
+// A first pass finds every s from d x d products; a second forms u and v only for
+// the heads that contribute, one head at a time.
 template <class T>
 std::vector<Matrix<T>> structured_start(const Weights& w, index_t rank, std::uint64_t seed) {
   Cpu c;
-  const index_t rows = w.q.rows(), d = w.d, s = w.heads * d;
-  const std::vector<double> gq = head_grams(c, w.q, w.q, w.heads, d);
-  const std::vector<double> gk = head_grams(c, w.k, w.k, w.heads, d);
-  Matrix<double> u(rows, s), v(rows, s), z(rows, d);
-  std::vector<double> sigma(static_cast<std::size_t>(s));
-  std::vector<double> lk(static_cast<std::size_t>(d * d)), gz(lk.size()), tmp(lk.size());
+  const index_t rows = w.q().rows(), d = w.d, s = w.heads * d, dd = d * d;
+  const std::vector<double> gq = head_grams(c, w.q(), w.q(), w.heads, d);
+  const std::vector<double> gk = head_grams(c, w.k(), w.k(), w.heads, d);
+  // Per head: L_k and the eigenvectors W of Z^T Z (d x d each), kept for the second pass.
+  std::vector<double> lks(static_cast<std::size_t>(w.heads * dd)), ws(lks.size());
+  std::vector<double> sigma(static_cast<std::size_t>(s)), tmp(static_cast<std::size_t>(dd));
   std::vector<double> lam(static_cast<std::size_t>(d));
   for (index_t h = 0; h < w.heads; ++h) {
-    const double* qh = w.q.col(h * d);
-    const double* kh = w.k.col(h * d);
-    const double* gqh = gq.data() + h * d * d;
+    double* lk = lks.data() + h * dd;
+    double* wz = ws.data() + h * dd;
     // K_h^T K_h = V diag(lam) V^T, L_k = V diag(sqrt(lam)): P_h P_h^T = (Q_h L_k)(Q_h L_k)^T
-    std::copy_n(gk.data() + h * d * d, d * d, lk.data());
-    c.syevd(d, lk.data(), d, lam.data());
+    std::copy_n(gk.data() + h * dd, dd, lk);
+    c.syevd(d, lk, d, lam.data());
     for (index_t j = 0; j < d; ++j) {
       const double root = std::sqrt(std::max(lam[static_cast<std::size_t>(j)], 0.0));
-      for (index_t i = 0; i < d; ++i) lk[static_cast<std::size_t>(i + j * d)] *= root;
+      for (index_t i = 0; i < d; ++i) lk[i + j * d] *= root;
     }
     // Z = Q_h L_k; Z^T Z = L_k^T (Q_h^T Q_h) L_k = W diag(s^2) W^T
-    c.gemm(Op::none, Op::none, rows, d, d, 1.0, qh, rows, lk.data(), d, 0.0, z.data(), rows);
-    c.gemm(Op::none, Op::none, d, d, d, 1.0, gqh, d, lk.data(), d, 0.0, tmp.data(), d);
-    c.gemm(Op::trans, Op::none, d, d, d, 1.0, lk.data(), d, tmp.data(), d, 0.0, gz.data(), d);
-    c.syevd(d, gz.data(), d, lam.data());
-    // U = Z W diag(1/s) (left singular vectors), V = P_h^T U diag(1/s) = K_h Q_h^T Z W diag(1/s^2)
-    double* uh = u.col(h * d);
-    double* vh = v.col(h * d);
-    c.gemm(Op::none, Op::none, rows, d, d, 1.0, z.data(), rows, gz.data(), d, 0.0, uh, rows);
+    c.gemm(Op::none, Op::none, d, d, d, 1.0, gq.data() + h * dd, d, lk, d, 0.0, tmp.data(), d);
+    c.gemm(Op::trans, Op::none, d, d, d, 1.0, lk, d, tmp.data(), d, 0.0, wz, d);
+    c.syevd(d, wz, d, lam.data());
     const double floor =
         lam.back() * static_cast<double>(d) * std::numeric_limits<double>::epsilon();
     for (index_t j = 0; j < d; ++j) {
       // Directions whose s^2 is at round-off level carry no energy: s = 0 leaves them out.
       const double sj2 = lam[static_cast<std::size_t>(j)];
       sigma[static_cast<std::size_t>(h * d + j)] = sj2 > floor && sj2 > 0.0 ? std::sqrt(sj2) : 0.0;
-    }
-    c.gemm(Op::trans, Op::none, d, d, rows, 1.0, qh, rows, uh, rows, 0.0, tmp.data(), d);
-    c.gemm(Op::none, Op::none, rows, d, d, 1.0, kh, rows, tmp.data(), d, 0.0, vh, rows);
-    for (index_t j = 0; j < d; ++j) {
-      const double sj = sigma[static_cast<std::size_t>(h * d + j)];
-      const double inv = sj > 0.0 ? 1.0 / sj : 0.0;
-      for (index_t i = 0; i < rows; ++i) {
-        uh[i + j * rows] *= inv;
-        vh[i + j * rows] *= inv * inv;
-      }
     }
   }
   // Keep the R largest s over all heads (ties in head order); directions without
@@ -88,16 +79,44 @@ std::vector<Matrix<T>> structured_start(const Weights& w, index_t rank, std::uin
   std::stable_sort(order.begin(), order.end(), [&](index_t a, index_t b) {
     return sigma[static_cast<std::size_t>(a)] > sigma[static_cast<std::size_t>(b)];
   });
+  std::vector<index_t> slot(static_cast<std::size_t>(s), -1);  // component of a kept triplet
   Rng rng(seed);
   Matrix<T> m0(w.heads, rank), a(rows, rank), b(rows, rank);
   for (index_t r = 0; r < rank; ++r) {
     const index_t j = order[static_cast<std::size_t>(r)];
     const double sj = sigma[static_cast<std::size_t>(j)];
-    for (index_t i = 0; i < rows; ++i) {
-      a(i, r) = static_cast<T>(sj > 0.0 ? u(i, j) : rng.uniform());
-      b(i, r) = static_cast<T>(sj > 0.0 ? v(i, j) : rng.uniform());
-    }
     m0(j / d, r) = static_cast<T>(sj / std::sqrt(static_cast<double>(d)));
+    if (sj > 0.0) {
+      slot[static_cast<std::size_t>(j)] = r;
+      continue;
+    }
+    for (index_t i = 0; i < rows; ++i) {
+      a(i, r) = static_cast<T>(rng.uniform());
+      b(i, r) = static_cast<T>(rng.uniform());
+    }
+  }
+  Matrix<double> z(rows, d), u(rows, d), v(rows, d);
+  for (index_t h = 0; h < w.heads; ++h) {
+    const auto first = slot.begin() + h * d;
+    if (std::all_of(first, first + d, [](index_t r) { return r < 0; })) continue;
+    const double* qh = w.q().col(h * d);
+    const double* kh = w.k().col(h * d);
+    // U = Z W diag(1/s) (left singular vectors), V = P_h^T U diag(1/s) = K_h Q_h^T Z W diag(1/s^2)
+    c.gemm(Op::none, Op::none, rows, d, d, 1.0, qh, rows, lks.data() + h * dd, d, 0.0, z.data(),
+           rows);
+    c.gemm(Op::none, Op::none, rows, d, d, 1.0, z.data(), rows, ws.data() + h * dd, d, 0.0,
+           u.data(), rows);
+    c.gemm(Op::trans, Op::none, d, d, rows, 1.0, qh, rows, u.data(), rows, 0.0, tmp.data(), d);
+    c.gemm(Op::none, Op::none, rows, d, d, 1.0, kh, rows, tmp.data(), d, 0.0, v.data(), rows);
+    for (index_t j = 0; j < d; ++j) {
+      const index_t r = first[j];
+      if (r < 0) continue;
+      const double inv = 1.0 / sigma[static_cast<std::size_t>(h * d + j)];
+      for (index_t i = 0; i < rows; ++i) {
+        a(i, r) = static_cast<T>(u(i, j) * inv);
+        b(i, r) = static_cast<T>(v(i, j) * inv * inv);
+      }
+    }
   }
   return {std::move(m0), std::move(a), std::move(b)};
 }
@@ -115,8 +134,8 @@ std::vector<Matrix<T>> folded(KTensor<T>&& model) {
 double relative_error(const Weights& w, const Matrix<double>& m, const Matrix<double>& a,
                       const Matrix<double>& b) {
   Cpu c;
-  const index_t rows = w.q.rows(), d = w.d, s = w.heads * d, r = m.cols();
-  const double nt2 = qk_norm_squared(c, w.q, w.k, w.heads, d);
+  const index_t rows = w.q().rows(), d = w.d, r = m.cols();
+  const double nt2 = qk_norm_squared(c, w.q(), w.k(), w.heads, d);
   if (!(nt2 > 0.0)) {
     throw InvalidArgument("the layer's QK tensor is zero (W_Q^h W_K^h^T vanishes for every head)");
   }
@@ -129,16 +148,19 @@ double relative_error(const Weights& w, const Matrix<double>& m, const Matrix<do
   c.syrk(Op::trans, r, rows, 1.0, b.data(), rows, 0.0, bb.data(), r);
   c.hadamard(rr, mm.data(), aa.data());
   const double nm2 = c.dot(rr, aa.data(), bb.data());
-  // <T, T~> = sum_h sum_r m_hr sum_{j in head h} (A^T W_Q)(r,j) (B^T W_K)(r,j) / sqrt(d)
-  Matrix<double> ca(r, s), cb(r, s);
-  c.gemm(Op::trans, Op::none, r, s, rows, 1.0, a.data(), rows, w.q.data(), rows, 0.0, ca.data(), r);
-  c.gemm(Op::trans, Op::none, r, s, rows, 1.0, b.data(), rows, w.k.data(), rows, 0.0, cb.data(), r);
-  c.hadamard(static_cast<std::size_t>(ca.size()), ca.data(), cb.data());
-  Matrix<double> mt(r, s);  // mt(:, j) = m_h for the head h of column j
-  for (index_t j = 0; j < s; ++j)
-    for (index_t t = 0; t < r; ++t) mt(t, j) = m(j / d, t);
-  const double inner =
-      c.dot(static_cast<std::size_t>(cb.size()), cb.data(), mt.data()) * inv_sqrt_d;
+  // <T, T~> = sum_h sum_r m_hr sum_{j in head h} (A^T W_Q)(r,j) (B^T W_K)(r,j) / sqrt(d),
+  // one head's r x d block at a time.
+  Matrix<double> ca(r, d), cb(r, d);
+  double inner = 0.0;
+  for (index_t h = 0; h < w.heads; ++h) {
+    c.gemm(Op::trans, Op::none, r, d, rows, 1.0, a.data(), rows, w.q().col(h * d), rows, 0.0,
+           ca.data(), r);
+    c.gemm(Op::trans, Op::none, r, d, rows, 1.0, b.data(), rows, w.k().col(h * d), rows, 0.0,
+           cb.data(), r);
+    for (index_t j = 0; j < d; ++j)
+      for (index_t t = 0; t < r; ++t) inner += m(h, t) * ca(t, j) * cb(t, j);
+  }
+  inner *= inv_sqrt_d;
   const double resid2 = nt2 + nm2 - 2.0 * inner;
   if (resid2 > 1e-6 * nt2) return std::sqrt(resid2 / nt2);
   // The difference above cancels for near-exact models (relative error below 1e-3):
@@ -147,10 +169,10 @@ double relative_error(const Weights& w, const Matrix<double>& m, const Matrix<do
   std::copy_n(b.data(), b.size(), y.col(d));
   double sum = 0.0;
   for (index_t h = 0; h < w.heads; ++h) {
-    for (index_t i = 0; i < rows * d; ++i) x.data()[i] = w.q.col(h * d)[i] * inv_sqrt_d;
+    for (index_t i = 0; i < rows * d; ++i) x.data()[i] = w.q().col(h * d)[i] * inv_sqrt_d;
     for (index_t t = 0; t < r; ++t)
       for (index_t i = 0; i < rows; ++i) x(i, d + t) = -a(i, t) * m(h, t);
-    std::copy_n(w.k.col(h * d), rows * d, y.data());
+    std::copy_n(w.k().col(h * d), rows * d, y.data());
     c.gemm(Op::none, Op::trans, rows, rows, d + r, 1.0, x.data(), rows, y.data(), rows, 0.0,
            e.data(), rows);
     sum += c.sum_squares(static_cast<std::size_t>(e.size()), e.data());
@@ -173,16 +195,16 @@ double qk_error(const QueryKeyLayer<T>& layer, const CollaborativeLayer<T>& coll
   }
   Matrix<double> m = detail::to_double(collab.mixing);
   for (index_t i = 0; i < m.size(); ++i) m.data()[i] *= collab.context_scale;
-  return detail::relative_error(detail::weights_of(layer), m, detail::to_double(collab.query),
-                                detail::to_double(collab.key));
+  return detail::relative_error(detail::Weights(layer), m, detail::AsDouble(collab.query).get(),
+                                detail::AsDouble(collab.key).get());
 }
 
 namespace {
 
 // CP-ALS of rank R < H d on the layer's QK tensor from the chosen start.
 template <class T>
-void fit_rank(const QueryKeyLayer<T>& layer, const detail::Weights& w,
-              const CompressOptions& options, CompressResult<T>& res) {
+void fit_rank(const QueryKeyLayer<T>& layer, const CompressOptions& options,
+              CompressResult<T>& res) {
   const index_t r = options.rank;
   const KTensor<T> x = qk_tensor(layer);
   CpOptions<T> cp;
@@ -190,6 +212,10 @@ void fit_rank(const QueryKeyLayer<T>& layer, const detail::Weights& w,
   cp.tol = options.tol;
   cp.seed = options.seed;
   cp.backend = options.backend;
+  // The start is made (and its double weights dropped) before the iteration runs.
+  const auto heads_start = [&] {
+    return detail::structured_start<T>(detail::Weights(layer), r, options.seed);
+  };
   auto run = [&](CpInit init, std::vector<Matrix<T>> start, int iters) {
     cp.init = init;
     cp.initial_factors = std::move(start);
@@ -202,7 +228,7 @@ void fit_rank(const QueryKeyLayer<T>& layer, const detail::Weights& w,
       // Both structured starts for a few sweeps (nvecs only when heads has not already
       // converged); the better one goes on from where it is.
       const int trial = std::min(options.max_iters, detail::kTrialIterations);
-      fit = run(CpInit::given, detail::structured_start<T>(w, r, options.seed), trial);
+      fit = run(CpInit::given, heads_start(), trial);
       if (!fit.converged) {
         CpResult<T> nvecs = run(CpInit::nvecs, {}, trial);
         if (nvecs.fit > fit.fit) fit = std::move(nvecs);
@@ -215,7 +241,7 @@ void fit_rank(const QueryKeyLayer<T>& layer, const detail::Weights& w,
       break;
     }
     case Init::heads:
-      fit = run(CpInit::given, detail::structured_start<T>(w, r, options.seed), options.max_iters);
+      fit = run(CpInit::given, heads_start(), options.max_iters);
       break;
     case Init::nvecs:
       fit = run(CpInit::nvecs, {}, options.max_iters);
@@ -247,10 +273,10 @@ CompressResult<T> compress(const QueryKeyLayer<T>& layer, const CompressOptions&
     throw InvalidArgument("rank must be in [1, H d] = [1, " + std::to_string(s) + "], got " +
                           std::to_string(r));
   }
-  const detail::Weights w = detail::weights_of(layer);
   {
     detail::Cpu c;
-    if (!(detail::qk_norm_squared(c, w.q, w.k, w.heads, w.d) > 0.0)) {
+    const detail::Weights w(layer);
+    if (!(detail::qk_norm_squared(c, w.q(), w.k(), w.heads, w.d) > 0.0)) {
       throw InvalidArgument("the layer's QK tensor is zero: nothing to compress");
     }
   }
@@ -261,10 +287,11 @@ CompressResult<T> compress(const QueryKeyLayer<T>& layer, const CompressOptions&
     out = exact(layer);
     res.converged = true;
   } else {
-    fit_rank(layer, w, options, res);
+    fit_rank(layer, options, res);
   }
-  res.relative_error = detail::relative_error(
-      w, detail::to_double(out.mixing), detail::to_double(out.query), detail::to_double(out.key));
+  res.relative_error =
+      detail::relative_error(detail::Weights(layer), detail::to_double(out.mixing),
+                             detail::AsDouble(out.query).get(), detail::AsDouble(out.key).get());
   const index_t rows = layer.input_dim(),
                 biases = (layer.query_bias.empty() ? 0 : 1) + (layer.key_bias.empty() ? 0 : 1);
   res.params_before = 2 * rows * s + biases * s;

@@ -1,7 +1,8 @@
-// Helpers of the attention adapter shared by its algorithms: double copies of a
-// layer's matrices and per-head products on the CPU backend.
+// Helpers of the attention adapter shared by its algorithms: a layer's matrices in
+// double and per-head products on the CPU backend.
 #pragma once
 
+#include <type_traits>
 #include <vector>
 
 #include "cpu/cpu_compute.hpp"
@@ -14,6 +15,28 @@ using Cpu = tenfold::detail::CpuCompute<double>;
 /// The matrix with its entries converted to double.
 template <class T>
 Matrix<double> to_double(const Matrix<T>& m);
+
+/// A matrix in double without copying one that already is: a view of a double
+/// matrix, a converted copy of a float one.
+class AsDouble {
+ public:
+  template <class T>
+  explicit AsDouble(const Matrix<T>& m) {
+    if constexpr (std::is_same_v<T, double>) {
+      m_ = &m;
+    } else {
+      copy_ = to_double(m);
+      m_ = &copy_;
+    }
+  }
+  AsDouble(const AsDouble&) = delete;
+  AsDouble& operator=(const AsDouble&) = delete;
+  const Matrix<double>& get() const { return *m_; }
+
+ private:
+  Matrix<double> copy_;
+  const Matrix<double>* m_ = nullptr;
+};
 
 /// G_h = A_h^T B_h (d x d) for every head, A_h and B_h being the column blocks
 /// h d ... (h+1) d - 1 of A and B (D x H d); returned as H consecutive d x d blocks.

@@ -162,7 +162,8 @@ Matrix<T> content_vectors(const QueryKeyLayer<T>& layer) {
   if (layer.query_bias.empty()) return {};
   const index_t h = layer.heads, d = layer.head_dim, rows = layer.input_dim();
   Cpu c;
-  Matrix<double> wk = to_double(layer.key_weight);
+  const AsDouble as_double(layer.key_weight);
+  const Matrix<double>& wk = as_double.get();
   std::vector<double> bq(layer.query_bias.begin(), layer.query_bias.end());
   Matrix<double> v(rows, h);
   // v_h = W_K^h b_Q^h / sqrt(d)
