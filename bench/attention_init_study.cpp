@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "random_matrix.hpp"
 #include "tenfold/attention.hpp"
 
 namespace {
@@ -16,32 +17,10 @@ namespace {
 using tenfold::index_t;
 using tenfold::Matrix;
 namespace at = tenfold::attention;
+using tenfold::test::gaussian;
+using tenfold::test::orthonormal;
 
 std::mt19937_64 gen(1);
-
-Matrix<double> gaussian(index_t rows, index_t cols, double sd) {
-  std::normal_distribution<double> n(0.0, sd);
-  Matrix<double> m(rows, cols);
-  for (double& x : m.values()) x = n(gen);
-  return m;
-}
-
-// Random orthonormal columns (Gram-Schmidt, twice).
-Matrix<double> orthonormal(index_t rows, index_t cols) {
-  Matrix<double> m = gaussian(rows, cols, 1.0);
-  for (index_t j = 0; j < cols; ++j) {
-    for (int pass = 0; pass < 2; ++pass)
-      for (index_t k = 0; k < j; ++k) {
-        double s = 0.0;
-        for (index_t i = 0; i < rows; ++i) s += m(i, j) * m(i, k);
-        for (index_t i = 0; i < rows; ++i) m(i, j) -= s * m(i, k);
-      }
-    double s = 0.0;
-    for (index_t i = 0; i < rows; ++i) s += m(i, j) * m(i, j);
-    for (index_t i = 0; i < rows; ++i) m(i, j) /= std::sqrt(s);
-  }
-  return m;
-}
 
 // C = A B (or A B^T), by loops: the sizes here are small.
 Matrix<double> multiply(const Matrix<double>& a, const Matrix<double>& b, bool transpose_b) {
@@ -65,8 +44,10 @@ at::QueryKeyLayer<double> empty_layer(index_t heads, index_t d) {
 // Entries N(0, 1/D).
 at::QueryKeyLayer<double> random_layer(index_t heads, index_t input, index_t d) {
   at::QueryKeyLayer<double> l = empty_layer(heads, d);
-  l.query_weight = gaussian(input, heads * d, 1.0 / std::sqrt(static_cast<double>(input)));
-  l.key_weight = gaussian(input, heads * d, 1.0 / std::sqrt(static_cast<double>(input)));
+  l.query_weight =
+      gaussian<double>(input, heads * d, 1.0 / std::sqrt(static_cast<double>(input)), gen);
+  l.key_weight =
+      gaussian<double>(input, heads * d, 1.0 / std::sqrt(static_cast<double>(input)), gen);
   return l;
 }
 
@@ -76,10 +57,11 @@ at::QueryKeyLayer<double> random_layer(index_t heads, index_t input, index_t d) 
 at::QueryKeyLayer<double> pool_layer(index_t heads, index_t input, index_t d, index_t pool,
                                      double noise) {
   const double sd = 1.0 / std::sqrt(static_cast<double>(input));
-  const Matrix<double> a = gaussian(input, pool, sd), b = gaussian(input, pool, sd);
+  const Matrix<double> a = gaussian<double>(input, pool, sd, gen),
+                       b = gaussian<double>(input, pool, sd, gen);
   at::QueryKeyLayer<double> l = empty_layer(heads, d);
-  l.query_weight = gaussian(input, heads * d, noise * sd);
-  l.key_weight = gaussian(input, heads * d, noise * sd);
+  l.query_weight = gaussian<double>(input, heads * d, noise * sd, gen);
+  l.key_weight = gaussian<double>(input, heads * d, noise * sd, gen);
   std::normal_distribution<double> n(0.0, 1.0);
   std::vector<index_t> idx(static_cast<std::size_t>(pool));
   for (index_t h = 0; h < heads; ++h) {
@@ -94,7 +76,7 @@ at::QueryKeyLayer<double> pool_layer(index_t heads, index_t input, index_t d, in
         kb(i, j) = b(i, r);
       }
     }
-    const Matrix<double> g = orthonormal(d, d);
+    const Matrix<double> g = orthonormal(d, d, gen);
     const Matrix<double> q = multiply(qa, g, false), k = multiply(kb, g, false);
     for (index_t j = 0; j < d; ++j)
       for (index_t i = 0; i < input; ++i) {
@@ -109,8 +91,8 @@ at::QueryKeyLayer<double> pool_layer(index_t heads, index_t input, index_t d, in
 at::QueryKeyLayer<double> spectral_layer(index_t heads, index_t input, index_t d) {
   const index_t s = heads * d;
   auto weight = [&] {
-    Matrix<double> u = orthonormal(input, s);
-    const Matrix<double> v = orthonormal(s, s);
+    Matrix<double> u = orthonormal(input, s, gen);
+    const Matrix<double> v = orthonormal(s, s, gen);
     for (index_t j = 0; j < s; ++j)
       for (index_t i = 0; i < input; ++i) u(i, j) *= std::exp(-4.0 * j / s);
     return multiply(u, v, true);

@@ -8,6 +8,7 @@
 #include <random>
 #include <vector>
 
+#include "random_matrix.hpp"
 #include "tenfold/attention.hpp"
 #include "tenfold/error.hpp"
 
@@ -16,15 +17,9 @@ namespace {
 using tenfold::index_t;
 using tenfold::Matrix;
 using tenfold::Tensor;
+using tenfold::test::gaussian;
+using tenfold::test::orthonormal;
 using namespace tenfold::attention;
-
-template <class T>
-Matrix<T> gaussian(index_t rows, index_t cols, double sd, std::mt19937_64& gen) {
-  std::normal_distribution<double> n(0.0, sd);
-  Matrix<T> m(rows, cols);
-  for (T& x : m.values()) x = static_cast<T>(n(gen));
-  return m;
-}
 
 template <class T>
 std::vector<T> gaussian_vector(index_t n, std::mt19937_64& gen) {
@@ -350,23 +345,6 @@ TEST(Attention, FloatLayers) {
   const double ed = compress(ld, o).relative_error, ef = compress(lf, o).relative_error;
   EXPECT_NEAR(ef, ed, 1e-3 * ed);
   EXPECT_LT(qk_error(lf, exact(lf)), 1e-6);
-}
-
-// Orthonormal columns by Gram-Schmidt (twice).
-Matrix<double> orthonormal(index_t rows, index_t cols, std::mt19937_64& gen) {
-  Matrix<double> m = gaussian<double>(rows, cols, 1.0, gen);
-  for (index_t j = 0; j < cols; ++j) {
-    for (int pass = 0; pass < 2; ++pass)
-      for (index_t k = 0; k < j; ++k) {
-        double s = 0.0;
-        for (index_t i = 0; i < rows; ++i) s += m(i, j) * m(i, k);
-        for (index_t i = 0; i < rows; ++i) m(i, j) -= s * m(i, k);
-      }
-    double s = 0.0;
-    for (index_t i = 0; i < rows; ++i) s += m(i, j) * m(i, j);
-    for (index_t i = 0; i < rows; ++i) m(i, j) /= std::sqrt(s);
-  }
-  return m;
 }
 
 TEST(Attention, RedundancyOfAKnownSpectrum) {

@@ -78,6 +78,22 @@ bool reset_peak() {
   return static_cast<bool>(f);
 }
 
+// Resident memory right after the input is loaded, then the peak of the computation
+// that follows: the peak is reset on construction and read by stop().
+class MemoryProbe {
+ public:
+  MemoryProbe() : loaded_kib_(status_kib("VmRSS")), reset_(reset_peak()) {}
+  void stop() { peak_kib_ = status_kib("VmHWM"); }
+  Json json() const {
+    return {{"rss_loaded_kib", loaded_kib_}, {"peak_rss_kib", peak_kib_}, {"peak_reset", reset_}};
+  }
+
+ private:
+  long loaded_kib_;
+  bool reset_;
+  long peak_kib_ = -1;
+};
+
 template <class T>
 tenfold::Matrix<T> load_matrix(const std::string& path) {
   tenfold::io::NpyHeader h;
@@ -130,13 +146,12 @@ Json run_cp(const Args& a) {
   o.rank = o.initial_factors.at(0).cols();
   o.max_iters = std::stoi(need(a, "iters"));
   o.tol = 0.0;
-  const long rss_loaded = status_kib("VmRSS");
-  const bool peak_reset = reset_peak();
+  MemoryProbe memory;
 
   const tenfold::CpResult<T> res = tenfold::cp_als(x, o);
-  const long peak = status_kib("VmHWM");
+  memory.stop();
   const tenfold::CpTimings& t = res.timings;
-  return {
+  Json out = {
       {"iters", res.iterations},
       {"seconds_total", t.total},
       {"seconds_init", t.init},
@@ -144,10 +159,9 @@ Json run_cp(const Args& a) {
       {"rel_error", relative_error(x, res.model)},
       {"rel_error_als", res.relative_error},
       {"input_bytes", x.numel() * static_cast<index_t>(sizeof(T))},
-      {"rss_loaded_kib", rss_loaded},
-      {"peak_rss_kib", peak},
-      {"peak_reset", peak_reset},
       {"gemm_gflops", gemm}};
+  out.update(memory.json());
+  return out;
 }
 
 template <class T>
@@ -159,22 +173,20 @@ Json run_tucker(const Args& a) {
   for (const std::string& r : split(need(a, "ranks"))) o.ranks.push_back(std::stoll(r));
   o.max_iters = std::max(1, std::stoi(need(a, "iters")));
   o.tol = 0.0;
-  const long rss_loaded = status_kib("VmRSS");
-  const bool peak_reset = reset_peak();
+  MemoryProbe memory;
 
   const tenfold::TuckerResult<T> res = tenfold::tucker(x, o);
-  const long peak = status_kib("VmHWM");
+  memory.stop();
   const tenfold::TuckerTimings& t = res.timings;
-  return {{"iters", res.iterations},
-          {"seconds_total", t.total},
-          {"phases", {{"gram", t.gram}, {"eig", t.eig}, {"ttm", t.ttm}}},
-          {"rel_error", relative_error(x, res.model)},
-          {"rel_error_own", res.relative_error},
-          {"input_bytes", x.numel() * static_cast<index_t>(sizeof(T))},
-          {"rss_loaded_kib", rss_loaded},
-          {"peak_rss_kib", peak},
-          {"peak_reset", peak_reset},
-          {"gemm_gflops", gemm}};
+  Json out = {{"iters", res.iterations},
+              {"seconds_total", t.total},
+              {"phases", {{"gram", t.gram}, {"eig", t.eig}, {"ttm", t.ttm}}},
+              {"rel_error", relative_error(x, res.model)},
+              {"rel_error_own", res.relative_error},
+              {"input_bytes", x.numel() * static_cast<index_t>(sizeof(T))},
+              {"gemm_gflops", gemm}};
+  out.update(memory.json());
+  return out;
 }
 
 // Layer from --query and --key (D x H d Fortran-order files, head h owning columns
@@ -196,11 +208,10 @@ Json run_attention(const Args& a) {
   o.tol = 0.0;
   o.init = tenfold::attention::Init::random;
   o.seed = a.count("seed") ? std::stoull(a.at("seed")) : 0;
-  const long rss_loaded = status_kib("VmRSS");
-  const bool peak_reset = reset_peak();
+  MemoryProbe memory;
 
   const tenfold::attention::CompressResult<T> res = tenfold::attention::compress(layer, o);
-  const long peak = status_kib("VmHWM");
+  memory.stop();
   if (a.count("model-out")) {
     // The model, and what the adapter reported for it, side by side for the check.
     const std::filesystem::path dir = a.at("model-out");
@@ -217,15 +228,14 @@ Json run_attention(const Args& a) {
                                        [&](std::ostream& os) { os << reported.dump(); });
   }
   const index_t weights = layer.query_weight.size() + layer.key_weight.size();
-  return {{"iters", res.iterations},
-          {"seconds_total", res.seconds},
-          {"phases", Json::object()},
-          {"rel_error", res.relative_error},
-          {"input_bytes", weights * static_cast<index_t>(sizeof(T))},
-          {"rss_loaded_kib", rss_loaded},
-          {"peak_rss_kib", peak},
-          {"peak_reset", peak_reset},
-          {"gemm_gflops", gemm}};
+  Json out = {{"iters", res.iterations},
+              {"seconds_total", res.seconds},
+              {"phases", Json::object()},
+              {"rel_error", res.relative_error},
+              {"input_bytes", weights * static_cast<index_t>(sizeof(T))},
+              {"gemm_gflops", gemm}};
+  out.update(memory.json());
+  return out;
 }
 
 template <class T>
