@@ -25,9 +25,14 @@ TEST(TensorSizes, CheckedNumel) {
   expect_throw_with<InvalidArgument>([&] { checked_numel(negative); }, "size -2 of mode 1");
   const std::vector<index_t> overflow = {kHuge, kHuge};
   expect_throw_with<InvalidArgument>([&] { checked_numel(overflow); }, "(4294967296, 4294967296)");
-  // Zero anywhere makes the product zero, but an overflowing prefix is still rejected.
+  // Zero anywhere makes the product zero, but overflowing nonzero sizes are rejected
+  // wherever the zero stands (a shape and its reverse alike).
   const std::vector<index_t> overflow_then_zero = {kHuge, kHuge, 0};
   EXPECT_THROW(checked_numel(overflow_then_zero), InvalidArgument);
+  const std::vector<index_t> zero_then_overflow = {0, kHuge, kHuge};
+  EXPECT_THROW(checked_numel(zero_then_overflow), InvalidArgument);
+  const std::vector<index_t> zero_between = {kHuge, 0, kHuge};
+  EXPECT_THROW(checked_numel(zero_between), InvalidArgument);
 }
 
 TEST(TensorSizes, ConstructionRejectsOverflowBeforeAllocating) {

@@ -301,6 +301,8 @@ TEST(Npy, RejectsDamagedFilesNamingTheProblem) {
       {"structured", with_descr("[('a', '<f8')]"), "not a simple dtype string"},
       {"absurd shape", with_shape("(4611686018427387904, 4611686018427387904)"),
        "more elements than"},
+      {"absurd empty shape", with_shape("(0, 4611686018427387904, 4611686018427387904)"),
+       "more elements than a 64-bit index can count"},  // its reverse is rejected too
       {"data size overflow", with_shape("(2305843009213693952,)"), "overflows 64 bits"},
       {"huge data size", with_shape("(1152921504606846976,)"),
        "needs 9223372036854775808 data bytes"},

@@ -15,7 +15,8 @@ namespace tenfold {
 /// Signed index and size type used throughout the library.
 using index_t = std::int64_t;
 
-/// Product of the sizes; throws InvalidArgument on a negative size or on overflow.
+/// Product of the sizes; throws InvalidArgument on a negative size or when the product
+/// of the nonzero sizes overflows (whether or not another size is zero).
 index_t checked_numel(std::span<const index_t> dims);
 
 /// Non-owning view of a dense column-major tensor. `T` may be const-qualified.

@@ -11,20 +11,27 @@
 namespace tenfold {
 
 index_t checked_numel(std::span<const index_t> dims) {
+  // The product of the nonzero sizes must fit, whatever the order of the modes (a
+  // shape and its reverse, as in C and Fortran order, are accepted or rejected alike).
   index_t n = 1;
+  bool empty = false;
   for (std::size_t i = 0; i < dims.size(); ++i) {
     const index_t d = dims[i];
     if (d < 0) {
       throw InvalidArgument("size " + std::to_string(d) + " of mode " + std::to_string(i) +
                             " is negative");
     }
-    if (d != 0 && n > INT64_MAX / d) {
+    if (d == 0) {
+      empty = true;
+      continue;
+    }
+    if (n > INT64_MAX / d) {
       throw InvalidArgument("tensor of shape " + detail::shape_string(dims) +
                             " has more elements than a 64-bit index can count");
     }
     n *= d;
   }
-  return n;
+  return empty ? 0 : n;
 }
 
 namespace {
