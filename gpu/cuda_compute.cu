@@ -6,6 +6,7 @@
 #include <limits>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "cuda_check.cuh"
 #include "cuda_compute.hpp"
@@ -228,7 +229,16 @@ class CudaCompute final : public Compute<T> {
     if (status < 0) {
       throw InvalidArgument("potrf: argument " + std::to_string(-status) + " is invalid");
     }
-    return status == 0;
+    if (status > 0) return false;
+    // The pivots L(i, i), a strided column of the factor, decide numerical definiteness
+    // as on the cpu backend.
+    std::vector<T> pivots(static_cast<std::size_t>(n));
+    check(cudaMemcpy2DAsync(pivots.data(), sizeof(T), a,
+                            static_cast<std::size_t>(lda + 1) * sizeof(T), sizeof(T),
+                            static_cast<std::size_t>(n), cudaMemcpyDeviceToHost, stream()),
+          "cudaMemcpy2DAsync (Cholesky pivots)");
+    synchronize();
+    return cholesky_pivots_ok(n, pivots.data(), 1);
   }
 
   void potrs_right(index_t n, const T* l, index_t ldl, index_t m, T* b, index_t ldb) override {

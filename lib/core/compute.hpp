@@ -4,7 +4,10 @@
 // parameter name says `host`. Matrices are column-major with a leading dimension.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
+#include <limits>
 #include <memory>
 #include <utility>
 
@@ -47,7 +50,8 @@ class Compute {
   virtual void syrk(Op trans, index_t n, index_t k, T alpha, const T* a, index_t lda, T beta, T* c,
                     index_t ldc) = 0;
   /// Cholesky A = L L^T in place (lower triangle). Returns false when A is not
-  /// (numerically) positive definite, which includes a NaN entry; A is then unspecified.
+  /// numerically positive definite (see cholesky_pivots_ok: a non-positive or NaN pivot,
+  /// or pivots so unequal that A is singular to working precision); A is then unspecified.
   virtual bool potrf(index_t n, T* a, index_t lda) = 0;
   /// B = B (L L^T)^{-1} for the factor of potrf; B is m x n.
   virtual void potrs_right(index_t n, const T* l, index_t ldl, index_t m, T* b, index_t ldb) = 0;
@@ -75,6 +79,24 @@ class Compute {
   /// sum x_i^2, accumulated in double.
   virtual double sum_squares(std::size_t n, const T* x) = 0;
 };
+
+/// Whether the diagonal of a Cholesky factor L (host memory, n pivots, stride `inc`)
+/// shows a numerically positive definite A = L L^T: every pivot finite and positive, and
+/// (min L_ii / max L_ii)^2 >= n eps. The squared pivot ratio bounds cond(A) from below,
+/// so a smaller one means A is singular to working precision and a solve with L would
+/// amplify rounding errors by more than 1 / (n eps).
+template <class T>
+bool cholesky_pivots_ok(index_t n, const T* diag, index_t inc) {
+  double lo = std::numeric_limits<double>::infinity(), hi = 0.0;
+  for (index_t i = 0; i < n; ++i) {
+    const double d = static_cast<double>(diag[i * inc]);
+    if (!(d > 0.0) || !std::isfinite(d)) return false;
+    lo = std::min(lo, d);
+    hi = std::max(hi, d);
+  }
+  const double ratio = lo / hi;
+  return n == 0 || ratio * ratio >= static_cast<double>(n) * std::numeric_limits<T>::epsilon();
+}
 
 /// The compute backend of the given kind. cuda: throws NotCompiled in a build
 /// without it, DeviceError when no device can be used.

@@ -234,11 +234,8 @@ bool CpuCompute<T>::potrf(index_t n, T* a, index_t lda) {
   if (info < 0) throw InvalidArgument("potrf: argument " + std::to_string(-info) + " is invalid");
   if (info > 0) return false;
   // OpenBLAS does not stop at a NaN pivot, but a NaN entry of A always reaches the
-  // diagonal of L: L(i, i)^2 = A(i, i) - sum_k L(i, k)^2.
-  for (index_t i = 0; i < n; ++i) {
-    if (std::isnan(a[i + i * lda])) return false;
-  }
-  return true;
+  // diagonal of L: L(i, i)^2 = A(i, i) - sum_k L(i, k)^2; the pivot check catches it.
+  return cholesky_pivots_ok(n, a, lda + 1);
 }
 
 template <class T>
