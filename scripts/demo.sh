@@ -3,8 +3,6 @@
 # model to the real COVID-19 systems-serology tensor (438 samples x 6 antigens x
 # 11 receptors, tests/data/COVID19_data.npy), printing the fit and the components.
 set -euo pipefail
-# Passive OpenMP waiting: on a busy machine, spinning threads slow small problems down.
-export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/install-deps.sh"
 "$root/scripts/build.sh"

@@ -2,8 +2,6 @@
 # Installs the dependencies, builds Tenfold with its tests, and runs the whole suite
 # (C++ suites, the CLI tests, and the NumPy-only Python tests in a virtual environment).
 set -euo pipefail
-# Passive OpenMP waiting: on a busy machine, spinning threads slow small problems down.
-export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/install-deps.sh"
 # A virtual environment with NumPy for the Python tests that drive the tenfold program.

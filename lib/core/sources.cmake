@@ -3,4 +3,5 @@ target_sources(tenfold PRIVATE
   core/format.cpp
   core/ktensor.cpp
   core/multilinear.cpp
-  core/tensor.cpp)
+  core/tensor.cpp
+  core/thread_pool.cpp)

@@ -2,7 +2,6 @@
 
 #include <cblas.h>
 #include <lapacke.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <climits>
@@ -10,11 +9,11 @@
 #include <cstring>
 #include <limits>
 #include <new>
-#include <optional>
 #include <string>
 #include <type_traits>
 
 #include "core/parallel.hpp"
+#include "core/thread_pool.hpp"
 #include "tenfold/error.hpp"
 
 namespace tenfold::detail {
@@ -30,24 +29,13 @@ int blas_int(index_t v, const char* what) {
 
 CBLAS_TRANSPOSE blas_op(Op op) { return op == Op::trans ? CblasTrans : CblasNoTrans; }
 
-// Runs the BLAS calls of its lifetime on the calling thread only (OpenBLAS follows
-// omp_get_max_threads() of the caller; other threads are not affected).
-class SerialBlas {
- public:
-  SerialBlas() : saved_(omp_get_max_threads()) { omp_set_num_threads(1); }
-  ~SerialBlas() { omp_set_num_threads(saved_); }
-  SerialBlas(const SerialBlas&) = delete;
-  SerialBlas& operator=(const SerialBlas&) = delete;
-
- private:
-  int saved_;
-};
-
-// One BLAS GEMM call, C = alpha op(A) op(B) + beta C (sizes checked by the caller).
+// One single-threaded BLAS GEMM call, C = alpha op(A) op(B) + beta C (sizes checked by
+// the caller).
 template <class T>
 void blas_gemm(Op ta, Op tb, index_t m, index_t n, index_t k, T alpha, const T* a, index_t lda,
                const T* b, index_t ldb, T beta, T* c, index_t ldc) {
   const auto i = [](index_t v) { return static_cast<int>(v); };
+  const SerialBlas serial;
   if constexpr (std::is_same_v<T, double>) {
     cblas_dgemm(CblasColMajor, blas_op(ta), blas_op(tb), i(m), i(n), i(k), alpha, a, i(lda), b,
                 i(ldb), beta, c, i(ldc));
@@ -57,7 +45,7 @@ void blas_gemm(Op ta, Op tb, index_t m, index_t n, index_t k, T alpha, const T* 
   }
 }
 
-// B = B op(L)^{-1}, L lower triangular n x n, B m x n, on the calling thread's BLAS.
+// B = B op(L)^{-1}, L lower triangular n x n, B m x n, on the calling thread.
 // Halving L = [L11 0; L21 L22] puts most of the work into GEMMs, which OpenBLAS runs
 // about twice as fast as its trsm: op = trans: X1 = B1 L11^{-T}, X2 = (B2 - X1 L21^T)
 // L22^{-T}; op = none: X2 = B2 L22^{-1}, X1 = (B1 - X2 L21) L11^{-1}.
@@ -65,6 +53,7 @@ template <class T>
 void recursive_solve(Op op, index_t n, const T* l, index_t ldl, index_t m, T* b, index_t ldb) {
   if (n <= 32) {
     const auto i = [](index_t v) { return static_cast<int>(v); };
+    const SerialBlas serial;
     if constexpr (std::is_same_v<T, double>) {
       cblas_dtrsm(CblasColMajor, CblasRight, CblasLower, blas_op(op), CblasNonUnit, i(m), i(n), 1.0,
                   l, i(ldl), b, i(ldb));
@@ -87,6 +76,14 @@ void recursive_solve(Op op, index_t n, const T* l, index_t ldl, index_t m, T* b,
     blas_gemm(Op::none, Op::none, m, n1, n2, T(-1), b2, ldb, l21, ldl, T(1), b, ldb);
     recursive_solve(op, n1, l, ldl, m, b, ldb);
   }
+}
+
+// body(lo, hi) over [0, n) in contiguous pieces, a few per thread of the pool when the
+// elements touched (`work`) are worth it, in one piece on the caller otherwise.
+template <class F>
+void in_pieces(index_t n, double work, F body) {
+  const index_t pieces = work > 65536.0 ? std::min<index_t>(n, 4 * pool_threads()) : 1;
+  parallel_for(pieces, [&](index_t p) { body(n * p / pieces, n * (p + 1) / pieces); });
 }
 
 }  // namespace
@@ -135,6 +132,7 @@ void CpuCompute<T>::gemm(Op ta, Op tb, index_t m, index_t n, index_t k, T alpha,
     // Matrix-vector product: B is a k-vector with stride 1 (none) or ldb (trans).
     const int incb = tb == Op::none ? 1 : ib;
     const int rows = ta == Op::none ? im : ik, cols = ta == Op::none ? ik : im;
+    const SerialBlas serial;
     if constexpr (std::is_same_v<T, double>) {
       cblas_dgemv(CblasColMajor, blas_op(ta), rows, cols, alpha, a, ia, b, incb, beta, c, 1);
     } else {
@@ -142,41 +140,34 @@ void CpuCompute<T>::gemm(Op ta, Op tb, index_t m, index_t n, index_t k, T alpha,
     }
     return;
   }
-  const auto gemm_part = [&](index_t rows, index_t cols, const T* a_part, const T* b_part,
-                             T* c_part) {
-    blas_gemm(ta, tb, rows, cols, k, alpha, a_part, lda, b_part, ldb, beta, c_part, ldc);
-  };
-  // Tall and skinny C (the MTTKRP's big contractions) or short and wide C (a TTM on the
-  // first mode): OpenBLAS threads these poorly (or not at all, and statically, which a
-  // busy machine punishes), so the long side of C is cut into blocks that the threads
-  // take dynamically, each block one single-threaded GEMM (OpenBLAS does not thread
-  // inside an OpenMP region). Block sizes depend on the shape only.
-  const auto block_of = [](index_t len) {
-    return std::max<index_t>(256, (len / 32 + 63) / 64 * 64);
-  };
-  const auto splits = [&](index_t len, index_t other) {
-    return other <= 128 && len >= 8 * other && len >= 2 * block_of(len);
-  };
-  const bool rows = splits(m, n), cols = !rows && splits(n, m);
-  if (!(rows || cols) ||
-      2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) < 4e6 ||
-      omp_get_max_threads() < 2 || omp_in_parallel()) {
-    gemm_part(m, n, a, b, c);
+  const double flops =
+      2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  const int threads = pool_threads();
+  if (flops < 4e6 || threads < 2) {
+    blas_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }
-  const index_t len = rows ? m : n, block = block_of(len);
-  // Rows i0.. of op(A) start at column i0 of A when A is transposed; columns j0.. of
-  // op(B) at row j0 of B when B is transposed.
+  // C is cut along its longer side into blocks that the pool's threads take one at a
+  // time, each block one single-threaded GEMM (rows i0.. of op(A) start at column i0 of
+  // A when A is transposed; columns j0.. of op(B) at row j0 of B when B is transposed).
+  // Tall and skinny C (the MTTKRP's big contractions) or short and wide C (a TTM on the
+  // first mode) get blocks of at least 256 that depend on the shape only; other shapes
+  // two blocks per thread, so a thread that the scheduler delays holds up little.
+  const bool rows = m >= n;
+  const index_t len = rows ? m : n, other = rows ? n : m;
+  const index_t per_thread = (len + 2 * threads - 1) / (2 * threads);
+  const index_t block = other <= 128 && len >= 8 * other
+                            ? std::max<index_t>(256, (len / 32 + 63) / 64 * 64)
+                            : std::max<index_t>(16, (per_thread + 15) / 16 * 16);
   const index_t step = rows ? (ta == Op::none ? 1 : lda) : (tb == Op::none ? ldb : 1);
-#pragma omp parallel for schedule(dynamic)
-  for (index_t i0 = 0; i0 < len; i0 += block) {
-    const int part = static_cast<int>(std::min(block, len - i0));
+  parallel_for((len + block - 1) / block, [&](index_t part) {
+    const index_t i0 = part * block, size = std::min(block, len - i0);
     if (rows) {
-      gemm_part(part, n, a + i0 * step, b, c + i0);
+      blas_gemm(ta, tb, size, n, k, alpha, a + i0 * step, lda, b, ldb, beta, c + i0, ldc);
     } else {
-      gemm_part(m, part, a, b + i0 * step, c + i0 * ldc);
+      blas_gemm(ta, tb, m, size, k, alpha, a, lda, b + i0 * step, ldb, beta, c + i0 * ldc, ldc);
     }
-  }
+  });
 }
 
 template <class T>
@@ -184,19 +175,21 @@ void CpuCompute<T>::gemm_strided_batched(Op ta, Op tb, index_t m, index_t n, ind
                                          const T* a, index_t lda, index_t stride_a, const T* b,
                                          index_t ldb, index_t stride_b, T beta, T* c, index_t ldc,
                                          index_t stride_c, index_t batch) {
-  // Small products, or many of them: one thread per product (OpenBLAS runs
-  // single-threaded inside an OpenMP region), with no synchronisation inside a
-  // product; a few large ones: threaded BLAS, one after the other. Tiny batches
-  // stay serial. Sizes are checked here: an exception must not escape the region.
+  // Small products, or many of them: one task per product, each single-threaded, with
+  // no synchronisation inside a product; a few large ones: one after the other, each
+  // cut into blocks by gemm. Tiny batches stay serial. Sizes are checked here, before
+  // any task starts.
   for (index_t v : {m, n, k, lda, ldb, ldc}) blas_int(v, "batched gemm");
   const double work = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
-  const bool parallel_batch =
-      batch > 1 && work * static_cast<double>(batch) > 65536.0 &&
-      (work < 262144.0 || batch >= 4 * static_cast<index_t>(omp_get_max_threads()));
-#pragma omp parallel for schedule(static) if (parallel_batch)
-  for (index_t i = 0; i < batch; ++i) {
+  const auto product = [&](index_t i) {
     gemm(ta, tb, m, n, k, alpha, a + i * stride_a, lda, b + i * stride_b, ldb, beta,
          c + i * stride_c, ldc);
+  };
+  if (batch > 1 && work * static_cast<double>(batch) > 65536.0 &&
+      (work < 262144.0 || batch >= 4 * static_cast<index_t>(pool_threads()))) {
+    parallel_for(batch, product);
+  } else {
+    for (index_t i = 0; i < batch; ++i) product(i);
   }
 }
 
@@ -206,12 +199,35 @@ void CpuCompute<T>::syrk(Op trans, index_t n, index_t k, T alpha, const T* a, in
   if (n == 0) return;
   const int in = blas_int(n, "syrk n"), ik = blas_int(k, "syrk k");
   const int ia = blas_int(lda, "syrk lda"), ic = blas_int(ldc, "syrk ldc");
-  // op == trans: C = A^T A with A k x n.
-  const CBLAS_TRANSPOSE t = trans == Op::trans ? CblasTrans : CblasNoTrans;
-  if constexpr (std::is_same_v<T, double>) {
-    cblas_dsyrk(CblasColMajor, CblasLower, t, in, ik, alpha, a, ia, beta, c, ic);
+  const int threads = pool_threads();
+  if (static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(k) < 4e6 ||
+      threads < 2) {
+    // op == trans: C = A^T A with A k x n.
+    const CBLAS_TRANSPOSE t = trans == Op::trans ? CblasTrans : CblasNoTrans;
+    const SerialBlas serial;
+    if constexpr (std::is_same_v<T, double>) {
+      cblas_dsyrk(CblasColMajor, CblasLower, t, in, ik, alpha, a, ia, beta, c, ic);
+    } else {
+      cblas_ssyrk(CblasColMajor, CblasLower, t, in, ik, alpha, a, ia, beta, c, ic);
+    }
   } else {
-    cblas_ssyrk(CblasColMajor, CblasLower, t, in, ik, alpha, a, ia, beta, c, ic);
+    // Column blocks J = j0..j1 of the lower triangle, one GEMM each, taken by the pool's
+    // threads: C(j0:n, J) = op(A)(:, j0:n)^T op(A)(:, J), where op(A) = A (k x n) for
+    // trans and A^T for none. Four blocks per thread even out the triangle's work.
+    const index_t per_block = (n + 4 * threads - 1) / (4 * threads);
+    const index_t block = std::max<index_t>(32, (per_block + 15) / 16 * 16);
+    const index_t col = trans == Op::trans ? lda : 1;  // where column j of op(A) starts
+    parallel_for((n + block - 1) / block, [&](index_t part) {
+      const index_t j0 = part * block, width = std::min(block, n - j0);
+      const T* aj = a + j0 * col;
+      if (trans == Op::trans) {
+        blas_gemm(Op::trans, Op::none, n - j0, width, k, alpha, aj, lda, aj, lda, beta,
+                  c + j0 + j0 * ldc, ldc);
+      } else {
+        blas_gemm(Op::none, Op::trans, n - j0, width, k, alpha, aj, lda, aj, lda, beta,
+                  c + j0 + j0 * ldc, ldc);
+      }
+    });
   }
   for (index_t j = 0; j < n; ++j)
     for (index_t i = 0; i < j; ++i) c[i + j * ldc] = c[j + i * ldc];
@@ -242,35 +258,27 @@ template <class T>
 void CpuCompute<T>::potrs_right(index_t n, const T* l, index_t ldl, index_t m, T* b, index_t ldb) {
   if (m == 0 || n == 0) return;
   for (index_t v : {n, m, ldl, ldb}) blas_int(v, "potrs");
-  // B (L L^T)^{-1} = (B L^{-T}) L^{-1}. Rows of B are independent: threads take
-  // blocks of rows, each solved on one thread by recursive_solve (BLAS runs
-  // single-threaded inside the region). Small solves stay on the calling thread.
+  // B (L L^T)^{-1} = (B L^{-T}) L^{-1}. Rows of B are independent: the pool's threads
+  // take blocks of rows, each solved on one thread by recursive_solve. Small solves
+  // stay on the calling thread.
   const double work = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(n);
-  const auto threads = static_cast<index_t>(omp_get_max_threads());
-  if (work < 4e6 || threads < 2 || omp_in_parallel()) {
-    const SerialBlas serial;
-    recursive_solve(Op::trans, n, l, ldl, m, b, ldb);
-    recursive_solve(Op::none, n, l, ldl, m, b, ldb);
-    return;
-  }
-  const index_t block = std::max<index_t>(16, (m + threads - 1) / threads);
-#pragma omp parallel for schedule(dynamic)
-  for (index_t i0 = 0; i0 < m; i0 += block) {
-    const index_t rows = std::min(block, m - i0);
+  const auto threads = static_cast<index_t>(pool_threads());
+  const index_t block =
+      work < 4e6 || threads < 2 ? m : std::max<index_t>(16, (m + threads - 1) / threads);
+  parallel_for((m + block - 1) / block, [&](index_t part) {
+    const index_t i0 = part * block, rows = std::min(block, m - i0);
     recursive_solve(Op::trans, n, l, ldl, rows, b + i0, ldb);
     recursive_solve(Op::none, n, l, ldl, rows, b + i0, ldb);
-  }
+  });
 }
 
 template <class T>
 void CpuCompute<T>::syevd(index_t n, T* a, index_t lda, T* host_w) {
   if (n == 0) return;
   const int in = blas_int(n, "syevd n"), ia = blas_int(lda, "syevd lda");
-  // The tridiagonal reduction is n matrix-vector products, each a synchronisation
-  // point for threaded BLAS. On the 2-core development machine one thread was faster
-  // at every size measured up to n = 2000 (6-8x while other jobs were running).
-  std::optional<SerialBlas> serial;
-  if (n <= 2000) serial.emplace();
+  // On one thread: the tridiagonal reduction is n matrix-vector products, each a
+  // synchronisation point for threaded BLAS (docs/performance.md).
+  const SerialBlas serial;
   lapack_int info;
   if constexpr (std::is_same_v<T, double>) {
     info = LAPACKE_dsyevd(LAPACK_COL_MAJOR, 'V', 'L', in, a, ia, host_w);
@@ -288,53 +296,57 @@ void CpuCompute<T>::syevd(index_t n, T* a, index_t lda, T* host_w) {
 
 template <class T>
 void CpuCompute<T>::hadamard(std::size_t n, const T* x, T* y) {
-#pragma omp parallel for schedule(static) if (n > 65536)
-  for (std::size_t i = 0; i < n; ++i) y[i] *= x[i];
+  in_pieces(static_cast<index_t>(n), static_cast<double>(n), [&](index_t lo, index_t hi) {
+    for (index_t i = lo; i < hi; ++i) y[i] *= x[i];
+  });
 }
 
 template <class T>
 void CpuCompute<T>::khatri_rao(index_t ma, index_t mb, index_t r, const T* a, const T* b, T* c) {
   // C(:, q) = kron(B(:, q), A(:, q)).
-#pragma omp parallel for collapse(2) schedule(static) if (ma * mb * r > 65536)
-  for (index_t q = 0; q < r; ++q) {
-    for (index_t j = 0; j < mb; ++j) {
-      const T bj = b[j + q * mb];
+  // Pair t = j + q * mb is the column block C(:, q)(j * ma .. (j + 1) * ma).
+  in_pieces(mb * r, static_cast<double>(ma * mb * r), [&](index_t lo, index_t hi) {
+    for (index_t t = lo; t < hi; ++t) {
+      const index_t q = t / mb;
+      const T bj = b[t];
       const T* aq = a + q * ma;
-      T* cq = c + (j + q * mb) * ma;
+      T* cq = c + t * ma;
       for (index_t i = 0; i < ma; ++i) cq[i] = aq[i] * bj;
     }
-  }
+  });
 }
 
 template <class T>
 void CpuCompute<T>::normalize_columns(ColumnNorm kind, index_t m, index_t n, T* a, index_t lda,
                                       T* lambda) {
-#pragma omp parallel for schedule(static) if (m * n > 65536)
-  for (index_t j = 0; j < n; ++j) {
-    T* col = a + j * lda;
-    double s = 0.0;
-    if (kind == ColumnNorm::two) {
-      for (index_t i = 0; i < m; ++i) s += static_cast<double>(col[i]) * col[i];
-      s = std::sqrt(s);
-    } else {
-      for (index_t i = 0; i < m; ++i) s = std::max(s, static_cast<double>(std::abs(col[i])));
-      s = std::max(s, 1.0);
+  in_pieces(n, static_cast<double>(m * n), [&](index_t lo, index_t hi) {
+    for (index_t j = lo; j < hi; ++j) {
+      T* col = a + j * lda;
+      double s = 0.0;
+      if (kind == ColumnNorm::two) {
+        for (index_t i = 0; i < m; ++i) s += static_cast<double>(col[i]) * col[i];
+        s = std::sqrt(s);
+      } else {
+        for (index_t i = 0; i < m; ++i) s = std::max(s, static_cast<double>(std::abs(col[i])));
+        s = std::max(s, 1.0);
+      }
+      lambda[j] = static_cast<T>(s);
+      if (s > 0.0) {
+        const T inv = static_cast<T>(1.0 / s);
+        for (index_t i = 0; i < m; ++i) col[i] *= inv;
+      }
     }
-    lambda[j] = static_cast<T>(s);
-    if (s > 0.0) {
-      const T inv = static_cast<T>(1.0 / s);
-      for (index_t i = 0; i < m; ++i) col[i] *= inv;
-    }
-  }
+  });
 }
 
 template <class T>
 void CpuCompute<T>::scale_columns(index_t m, index_t n, T* a, index_t lda, const T* s) {
-#pragma omp parallel for schedule(static) if (m * n > 65536)
-  for (index_t j = 0; j < n; ++j) {
-    T* col = a + j * lda;
-    for (index_t i = 0; i < m; ++i) col[i] *= s[j];
-  }
+  in_pieces(n, static_cast<double>(m * n), [&](index_t lo, index_t hi) {
+    for (index_t j = lo; j < hi; ++j) {
+      T* col = a + j * lda;
+      for (index_t i = 0; i < m; ++i) col[i] *= s[j];
+    }
+  });
 }
 
 template <class T>

@@ -1,0 +1,23 @@
+// How many CPU threads the library computes with.
+//
+// The cpu backend runs its parallel work on a pool of its own threads that sleep in the
+// kernel when they have nothing to do (after a spin of a few microseconds), so a busy
+// machine loses no time to threads spinning at barriers, whatever the OpenMP settings
+// of the program that links the library. BLAS and LAPACK calls run single-threaded
+// inside the pool's tasks. See docs/api.md, "Threads".
+#pragma once
+
+namespace tenfold {
+
+/// The number of threads the cpu backend uses (the calling thread included), >= 1.
+/// Unless set_num_threads chose it: OMP_NUM_THREADS when the environment sets it (its
+/// first entry), otherwise the CPUs this process may run on (its affinity mask), capped
+/// by the cgroup CPU quota when one is set (rounded up).
+int num_threads();
+
+/// Sets the number of threads for the rest of the process (all calling threads);
+/// 0 restores the default above. Throws InvalidArgument for a negative count. Calls
+/// running at that moment keep the count they started with.
+void set_num_threads(int threads);
+
+}  // namespace tenfold

@@ -1,0 +1,230 @@
+#include "core/thread_pool.hpp"
+
+#include <omp.h>
+#include <pthread.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <atomic>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <exception>
+#include <fstream>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tenfold/error.hpp"
+#include "tenfold/threads.hpp"
+
+namespace tenfold {
+namespace detail {
+namespace {
+
+// First entry of OMP_NUM_THREADS ("4" or "4,2"), or 0 when unset or not a count.
+int omp_num_threads_from_environment() {
+  const char* s = std::getenv("OMP_NUM_THREADS");
+  if (s == nullptr) return 0;
+  const std::string_view v(s);
+  int n = 0;
+  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+  if (ec != std::errc() || n < 1 || (end != v.data() + v.size() && *end != ',')) return 0;
+  return n;
+}
+
+// ceil(quota / period) of the first CPU quota found: cgroup v2 cpu.max along this
+// process's cgroup path and its parents, then cgroup v1 cpu.cfs_quota_us; 0 for none.
+int cgroup_cpu_limit() {
+  const auto limit = [](double quota, double period) {
+    return quota > 0 && period > 0 ? static_cast<int>(std::ceil(quota / period)) : 0;
+  };
+  std::ifstream groups("/proc/self/cgroup");
+  std::string line, v2_path;
+  while (std::getline(groups, line)) {
+    if (line.rfind("0::", 0) == 0) v2_path = line.substr(3);
+  }
+  for (std::string path = v2_path; !path.empty();) {
+    std::ifstream f("/sys/fs/cgroup" + (path == "/" ? std::string() : path) + "/cpu.max");
+    std::string quota;
+    double period = 0;
+    if (f >> quota >> period && quota != "max") return limit(std::atof(quota.c_str()), period);
+    if (path == "/") break;
+    const auto slash = path.find_last_of('/');
+    path = slash == 0 ? "/" : path.substr(0, slash);
+  }
+  std::ifstream q("/sys/fs/cgroup/cpu/cpu.cfs_quota_us"), p("/sys/fs/cgroup/cpu/cpu.cfs_period_us");
+  double quota = 0, period = 0;
+  if (q >> quota && p >> period) return limit(quota, period);
+  return 0;
+}
+
+int default_threads() {
+  if (const int n = omp_num_threads_from_environment(); n > 0) return n;
+  int cpus = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) cpus = std::max(1, CPU_COUNT(&set));
+  if (const int quota = cgroup_cpu_limit(); quota > 0) cpus = std::min(cpus, quota);
+  return cpus;
+}
+
+std::atomic<int> requested_threads{0};  // 0: default_threads()
+
+thread_local bool inside_task = false;
+
+// Spins about `micros` microseconds for `ready` to hold, then blocks on `word` until it
+// changes from the value `ready` last rejected.
+template <class Word, class Ready>
+void wait_until(const std::atomic<Word>& word, Ready ready, double micros) {
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; !ready(word.load()); ++i) {
+    if ((i & 63) == 63 &&
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+                .count() > micros) {
+      for (Word w = word.load(); !ready(w); w = word.load()) word.wait(w);
+      return;
+    }
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  }
+}
+
+// How long a thread spins before it sleeps: long enough to catch the next step of a
+// running algorithm on an idle core, short against a scheduler time slice (milliseconds)
+// when other programs want the core.
+constexpr double kSpinMicros = 30.0;
+
+class Pool {
+ public:
+  explicit Pool(int threads) {
+    workers_.reserve(static_cast<std::size_t>(threads - 1));
+    for (int t = 1; t < threads; ++t) workers_.emplace_back([this] { worker_main(); });
+  }
+  ~Pool() {
+    stop_.store(true);
+    generation_.fetch_add(1);
+    generation_.notify_all();
+    for (std::thread& w : workers_) w.join();
+  }
+  Pool(const Pool&) = delete;
+  Pool& operator=(const Pool&) = delete;
+
+  int threads() const { return static_cast<int>(workers_.size()) + 1; }
+
+  // One job at a time (the caller holds the pool's run lock).
+  void run(index_t count, TaskRef task) {
+    task_ = &task;
+    count_ = count;
+    next_.store(0);
+    error_ = nullptr;
+    closed_.store(false);
+    generation_.fetch_add(1);
+    generation_.notify_all();
+    take_tasks();
+    // Every index is taken: wait for the workers still inside a task. A worker that
+    // arrives after `closed_` is set sees it and leaves the job alone (both sides use
+    // sequentially consistent operations on `active_` and `closed_`).
+    closed_.store(true);
+    wait_until(
+        active_, [](int a) { return a == 0; }, kSpinMicros);
+    if (error_) std::rethrow_exception(error_);
+  }
+
+ private:
+  void worker_main() {
+    // BLAS calls inside tasks run on this thread alone.
+    omp_set_num_threads(1);
+    std::uint64_t seen = 0;
+    for (;;) {
+      wait_until(
+          generation_, [seen](std::uint64_t g) { return g != seen; }, kSpinMicros);
+      seen = generation_.load();
+      if (stop_.load()) return;
+      active_.fetch_add(1);
+      if (!closed_.load()) take_tasks();
+      if (active_.fetch_sub(1) == 1) active_.notify_all();
+    }
+  }
+
+  void take_tasks() {
+    inside_task = true;
+    for (index_t i = next_.fetch_add(1); i < count_; i = next_.fetch_add(1)) {
+      try {
+        (*task_)(i);
+      } catch (...) {
+        const std::lock_guard lock(error_mutex_);
+        if (!error_) error_ = std::current_exception();
+        next_.store(count_);
+      }
+    }
+    inside_task = false;
+  }
+
+  std::vector<std::thread> workers_;
+  std::atomic<std::uint64_t> generation_{0};
+  std::atomic<int> active_{0};
+  std::atomic<bool> closed_{true};
+  std::atomic<bool> stop_{false};
+  std::atomic<index_t> next_{0};
+  index_t count_ = 0;
+  const TaskRef* task_ = nullptr;
+  std::mutex error_mutex_;
+  std::exception_ptr error_;
+};
+
+// The process's pool, created on first use and re-created when the thread count
+// changes. Never destroyed: its workers sleep until the process exits, so no static
+// destructor can race with a late call. A forked child starts without workers, so it
+// forgets the parent's pool (leaked) and makes its own.
+std::mutex pool_mutex;
+Pool* pool = nullptr;
+
+void forget_pool_in_child() {
+  new (&pool_mutex) std::mutex();
+  pool = nullptr;
+}
+
+}  // namespace
+
+int pool_threads() { return inside_task ? 1 : num_threads(); }
+
+void parallel_for(index_t count, TaskRef task) {
+  const int threads = pool_threads();
+  std::unique_lock lock(pool_mutex, std::defer_lock);
+  if (count < 2 || threads < 2 || !lock.try_lock()) {
+    for (index_t i = 0; i < count; ++i) task(i);
+    return;
+  }
+  static const int registered = pthread_atfork(nullptr, nullptr, forget_pool_in_child);
+  (void)registered;
+  if (pool == nullptr || pool->threads() != threads) {
+    delete pool;
+    pool = nullptr;
+    pool = new Pool(threads);
+  }
+  pool->run(count, task);
+}
+
+SerialBlas::SerialBlas() : saved_(omp_get_max_threads()) { omp_set_num_threads(1); }
+SerialBlas::~SerialBlas() { omp_set_num_threads(saved_); }
+
+}  // namespace detail
+
+int num_threads() {
+  static const int fallback = detail::default_threads();
+  const int n = detail::requested_threads.load();
+  return n > 0 ? n : fallback;
+}
+
+void set_num_threads(int threads) {
+  if (threads < 0) {
+    throw InvalidArgument("thread count " + std::to_string(threads) + " is negative");
+  }
+  detail::requested_threads.store(threads);
+}
+
+}  // namespace tenfold
