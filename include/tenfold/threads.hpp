@@ -10,9 +10,9 @@
 namespace tenfold {
 
 /// The number of threads the cpu backend uses (the calling thread included), >= 1.
-/// Unless set_num_threads chose it: OMP_NUM_THREADS when the environment sets it (its
-/// first entry), otherwise the CPUs this process may run on (its affinity mask), capped
-/// by the cgroup CPU quota when one is set (rounded up).
+/// Unless set_num_threads chose it: OMP_NUM_THREADS, else OPENBLAS_NUM_THREADS, when the
+/// environment sets it (its first entry); otherwise the CPUs this process may run on
+/// (its affinity mask), capped by the cgroup CPU quota when one is set (rounded up).
 int num_threads();
 
 /// Sets the number of threads for the rest of the process (all calling threads);

@@ -24,9 +24,9 @@ namespace tenfold {
 namespace detail {
 namespace {
 
-// First entry of OMP_NUM_THREADS ("4" or "4,2"), or 0 when unset or not a count.
-int omp_num_threads_from_environment() {
-  const char* s = std::getenv("OMP_NUM_THREADS");
+// First entry of a thread-count variable ("4" or "4,2"), or 0 when unset or not a count.
+int threads_from_environment(const char* name) {
+  const char* s = std::getenv(name);
   if (s == nullptr) return 0;
   const std::string_view v(s);
   int n = 0;
@@ -62,7 +62,9 @@ int cgroup_cpu_limit() {
 }
 
 int default_threads() {
-  if (const int n = omp_num_threads_from_environment(); n > 0) return n;
+  for (const char* name : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"}) {
+    if (const int n = threads_from_environment(name); n > 0) return n;
+  }
   int cpus = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   cpu_set_t set;
   CPU_ZERO(&set);
@@ -93,10 +95,20 @@ void wait_until(const std::atomic<Word>& word, Ready ready, double micros) {
   }
 }
 
-// How long a thread spins before it sleeps: long enough to catch the next step of a
-// running algorithm on an idle core, short against a scheduler time slice (milliseconds)
-// when other programs want the core.
-constexpr double kSpinMicros = 30.0;
+// How long a thread spins before it sleeps. By default long enough to catch the next
+// step of a running algorithm on an idle core, short against a scheduler time slice
+// (milliseconds) when other programs want the core. OMP_WAIT_POLICY, when set, is
+// followed as OpenMP runtimes do: passive sleeps at once, active spins for 200 ms.
+double spin_micros() {
+  static const double micros = [] {
+    const char* policy = std::getenv("OMP_WAIT_POLICY");
+    const std::string_view p = policy == nullptr ? "" : policy;
+    if (p == "passive" || p == "PASSIVE") return 0.0;
+    if (p == "active" || p == "ACTIVE") return 200000.0;
+    return 30.0;
+  }();
+  return micros;
+}
 
 class Pool {
  public:
@@ -130,7 +142,7 @@ class Pool {
     // sequentially consistent operations on `active_` and `closed_`).
     closed_.store(true);
     wait_until(
-        active_, [](int a) { return a == 0; }, kSpinMicros);
+        active_, [](int a) { return a == 0; }, spin_micros());
     if (error_) std::rethrow_exception(error_);
   }
 
@@ -141,7 +153,7 @@ class Pool {
     std::uint64_t seen = 0;
     for (;;) {
       wait_until(
-          generation_, [seen](std::uint64_t g) { return g != seen; }, kSpinMicros);
+          generation_, [seen](std::uint64_t g) { return g != seen; }, spin_micros());
       seen = generation_.load();
       if (stop_.load()) return;
       active_.fetch_add(1);
