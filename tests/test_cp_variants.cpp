@@ -186,8 +186,17 @@ TEST(CpMissing, Il2ResponseTensorDecomposes) {
     // More components fit the observed entries better.
     EXPECT_GT(r.fit, previous) << "rank " << rank;
     previous = r.fit;
+    // Measured (nvecs start, 2000 sweeps): fit 0.597391097 at rank 1 (every start agrees
+    // to 1e-11), 0.7637 at rank 3 and 0.8110 at rank 5; three random starts reach
+    // 0.7619-0.7637 and 0.8094-0.8110. TensorLy's parafac(mask=...) from the same start
+    // gives the same fits to 1e-15 (bench/cp_variants). The bands are five times the
+    // spread between starts.
+    if (rank == 1) {
+      EXPECT_NEAR(r.fit, 0.597391097, 1e-8);
+    } else {
+      EXPECT_NEAR(r.fit, rank == 3 ? 0.7637 : 0.8110, 0.01) << "rank " << rank;
+    }
   }
-  EXPECT_GT(previous, 0.9);
 }
 
 TEST(CpMissing, RejectsBadMasks) {

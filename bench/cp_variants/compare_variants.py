@@ -72,10 +72,11 @@ def fms(a, b):
 # --- running tenfold ------------------------------------------------------------------
 
 def run_tenfold(cli, x, rank, *flags, init_factors=None, tmp):
-    """Runs `tenfold cp` on x (saved in C order); returns (report, (weights, factors))
-    with factors per NumPy axis."""
+    """Runs `tenfold cp` on x; returns (report, (weights, factors)) with factors per NumPy
+    axis. x is saved in Fortran order, where tenfold's modes are the NumPy axes, so that
+    both libraries sweep the modes in the same order."""
     path = os.path.join(tmp, "x.npy")
-    np.save(path, x)
+    np.save(path, np.asfortranarray(x))
     out = os.path.join(tmp, "out")
     cmd = [cli, "cp", path, "--rank", str(rank), "--out", out, "-q", *flags]
     if init_factors is not None:
