@@ -67,6 +67,16 @@ TEST(CpDefaultStart, AutomaticIsRandomBeyondTheGramLimit) {
   EXPECT_EQ(to_string(CpInit::automatic), "auto");
 }
 
+TEST(CpDefaultStart, NvecsOverflowIsAClearError) {
+  const auto p = planted({12, 10, 8}, 2, 0.0, 0.2, 3);
+  Tensor<float> x = convert<float>(p.tensor.view());
+  for (float& v : x.values()) v *= 1e30f;  // X_(n) X_(n)^T ~ 1e64 overflows float
+  CpOptions<float> o;
+  o.rank = 2;
+  expect_throw_with<NumericalError>([&] { cp_als(x, o); },
+                                    "the nvecs start overflows: the Gram of mode 1");
+}
+
 TEST(CpStarts, BestOfSeveralStartsIsTheBestFitAndReproducible) {
   const auto p = planted({30, 20, 10}, 3, 0.0, 0.0, 7);
   CpOptions<double> o;

@@ -131,6 +131,11 @@ void initialise(CpOperand<T>& x, Compute<T>& c, const CpOptions<T>& o, CpInit in
       Buffer<T> g(c, static_cast<std::size_t>(in * in));
       std::vector<T> w(static_cast<std::size_t>(in));
       x.mode_gram(n, g.get());
+      if (!std::isfinite(c.sum_squares(static_cast<std::size_t>(in * in), g.get()))) {
+        throw NumericalError("the nvecs start overflows: the Gram of mode " + std::to_string(n) +
+                             " is not finite in this precision; scale the tensor down or use "
+                             "init = random");
+      }
       c.syevd(in, g.get(), in, w.data());
       for (index_t j = 0; j < std::min(r, in); ++j) {
         c.copy(s.u[ni].get() + j * in, g.get() + (in - 1 - j) * in, static_cast<std::size_t>(in));
