@@ -252,7 +252,8 @@ TEST(CpNonnegative, RecoversPlantedNonnegativeFactors) {
       for (double v : f.values()) EXPECT_GE(v, 0.0);
     EXPECT_GT(r.fit, 0.999) << "seed " << seed;
     EXPECT_GE(factor_match_score(r.model, p.truth), 0.99) << "seed " << seed;
-    expect_monotone(r.fit_history, 1e-10);
+    // Near an exact fit the fit formula resolves only about sqrt(eps) (algorithms.md).
+    expect_monotone(r.fit_history, std::sqrt(std::numeric_limits<double>::epsilon()));
   }
 }
 

@@ -205,6 +205,7 @@ CpResult<T> run_cp_als(CpOperand<T>& x, Compute<T>& c, const CpOptions<T>& o,
   res.init = resolve_init(o.init, dims);
   initialise(x, c, o, res.init, s);
   std::vector<T> host;
+  c.fill(s.lambda.get(), static_cast<std::size_t>(r), T(1));
   if (o.nonnegative) {
     for (int n = 0; n < order; ++n) {
       make_nonnegative(c, static_cast<std::size_t>(dims[static_cast<std::size_t>(n)] * r),
@@ -254,6 +255,8 @@ CpResult<T> run_cp_als(CpOperand<T>& x, Compute<T>& c, const CpOptions<T>& o,
       // U_n = M V^{-1}, or with nonnegative the HALS update of U_n >= 0
       timed(t.solve, [&] {
         if (o.nonnegative) {
+          // Warm start at the current model: U_n diag(lambda) (lambda from mode n-1).
+          c.scale_columns(in, r, s.ptrs[ni], in, s.lambda.get());
           hals_update(c, in, r, s.m.get(), s.v.get(), s.ptrs[ni], host);
         } else if (solve_normal_equations(c, s, in, s.ptrs[ni])) {
           ++res.eigen_fallbacks;
