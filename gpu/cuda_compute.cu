@@ -271,6 +271,10 @@ class CudaCompute final : public Compute<T> {
 
   void hadamard(std::size_t n, const T* x, T* y) override { launch_hadamard(stream(), n, x, y); }
 
+  void axpy(std::size_t n, T alpha, const T* x, T* y) override {
+    launch_axpy(stream(), n, alpha, x, y);
+  }
+
   void khatri_rao(index_t ma, index_t mb, index_t r, const T* a, const T* b, T* c) override {
     launch_khatri_rao(stream(), ma, mb, r, a, b, c);
   }

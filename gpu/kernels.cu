@@ -54,6 +54,11 @@ __global__ void hadamard_kernel(std::size_t n, const T* x, T* y) {
 }
 
 template <class T>
+__global__ void axpy_kernel(std::size_t n, T alpha, const T* x, T* y) {
+  for (std::size_t i = first_index(); i < n; i += grid_stride()) y[i] += alpha * x[i];
+}
+
+template <class T>
 __global__ void khatri_rao_kernel(std::size_t ma, std::size_t mb, std::size_t total, const T* a,
                                   const T* b, T* c) {
   for (std::size_t idx = first_index(); idx < total; idx += grid_stride()) {
@@ -152,6 +157,13 @@ void launch_hadamard(cudaStream_t stream, std::size_t n, const T* x, T* y) {
 }
 
 template <class T>
+void launch_axpy(cudaStream_t stream, std::size_t n, T alpha, const T* x, T* y) {
+  if (n == 0) return;
+  axpy_kernel<<<grid_for(n), kThreads, 0, stream>>>(n, alpha, x, y);
+  check_launch("axpy kernel launch");
+}
+
+template <class T>
 void launch_khatri_rao(cudaStream_t stream, index_t ma, index_t mb, index_t r, const T* a,
                        const T* b, T* c) {
   const auto total = static_cast<std::size_t>(ma * mb * r);
@@ -208,6 +220,7 @@ void launch_dot(cudaStream_t stream, std::size_t n, const T* x, const T* y, doub
 
 template void launch_fill<float>(cudaStream_t, float*, std::size_t, float);
 template void launch_hadamard<float>(cudaStream_t, std::size_t, const float*, float*);
+template void launch_axpy<float>(cudaStream_t, std::size_t, float, const float*, float*);
 template void launch_khatri_rao<float>(cudaStream_t, index_t, index_t, index_t, const float*,
                                        const float*, float*);
 template void launch_normalize_columns<float>(cudaStream_t, ColumnNorm, index_t, index_t, float*,
@@ -220,6 +233,7 @@ template void launch_dot<float>(cudaStream_t, std::size_t, const float*, const f
 
 template void launch_fill<double>(cudaStream_t, double*, std::size_t, double);
 template void launch_hadamard<double>(cudaStream_t, std::size_t, const double*, double*);
+template void launch_axpy<double>(cudaStream_t, std::size_t, double, const double*, double*);
 template void launch_khatri_rao<double>(cudaStream_t, index_t, index_t, index_t, const double*,
                                         const double*, double*);
 template void launch_normalize_columns<double>(cudaStream_t, ColumnNorm, index_t, index_t, double*,

@@ -20,6 +20,8 @@ void launch_fill(cudaStream_t stream, T* dst, std::size_t n, T value);
 /// y = x .* y
 template <class T>
 void launch_hadamard(cudaStream_t stream, std::size_t n, const T* x, T* y);
+template <class T>
+void launch_axpy(cudaStream_t stream, std::size_t n, T alpha, const T* x, T* y);
 
 /// C(i + ma*j, q) = A(i, q) * B(j, q)
 template <class T>

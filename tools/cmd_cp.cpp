@@ -17,9 +17,13 @@ struct CpArgs {
   index_t rank = 0;
   int max_iters = 100;
   double tol = 1e-6;
-  std::string init = "random";
+  std::string init = "auto";
   std::string init_factors;
   std::uint64_t seed = 0;
+  int n_starts = 1;
+  bool nonnegative = false;
+  bool line_search = false;
+  std::string missing;
   double ridge = 0.0;
   double time_limit = 0.0;
   CommonOptions common;
@@ -54,7 +58,20 @@ void print_summary(const CpArgs& a, const io::NpyHeader& h, const CpResult<T>& r
 
 template <class T>
 int run_cp(const CpArgs& a, const io::NpyHeader& header) {
-  const Tensor<T> x = load_input<T>(a.input, header);
+  const bool missing = a.missing == "nan";
+  const Tensor<T> x = load_input<T>(
+      a.input, header, {missing, "pass --missing nan to treat NaN entries as missing values"});
+  // With --missing nan, the NaN entries are the missing ones.
+  std::vector<std::uint8_t> observed;
+  index_t n_observed = x.numel();
+  if (missing) {
+    observed.resize(static_cast<std::size_t>(x.numel()));
+    n_observed = 0;
+    for (index_t i = 0; i < x.numel(); ++i) {
+      observed[static_cast<std::size_t>(i)] = std::isnan(x[i]) ? 0 : 1;
+      n_observed += observed[static_cast<std::size_t>(i)];
+    }
+  }
   const int order = x.order();
   std::vector<std::string> names = factor_names(header);
   names.insert(names.end(), {"weights.npy", "report.json"});
@@ -85,6 +102,9 @@ int run_cp(const CpArgs& a, const io::NpyHeader& header) {
     }
   }
   o.seed = a.seed;
+  o.n_starts = a.n_starts;
+  o.nonnegative = a.nonnegative;
+  o.line_search = a.line_search;
   o.ridge = a.ridge;
   o.time_limit = a.time_limit;
   o.backend = parse_backend(a.common.backend);
@@ -95,7 +115,9 @@ int run_cp(const CpArgs& a, const io::NpyHeader& header) {
       return true;
     };
   }
-  const CpResult<T> res = cp_als(x, o);
+  const CpResult<T> res =
+      missing ? cp_als(x, TensorView<const std::uint8_t>(observed.data(), x.dims()), o)
+              : cp_als(x, o);
 
   const std::filesystem::path dir(a.out);
   const KTensor<T>& m = res.model;
@@ -108,7 +130,15 @@ int run_cp(const CpArgs& a, const io::NpyHeader& header) {
       {"dtype", dtype_name<T>()},
       {"backend", a.common.backend},
       {"rank", m.rank()},
-      {"init", std::string(to_string(o.init))},
+      {"init", std::string(to_string(res.init))},
+      {"n_starts", a.n_starts},
+      {"best_start", res.best_start},
+      {"start_fits", res.start_fits},
+      {"nonnegative", a.nonnegative},
+      {"line_search", a.line_search},
+      {"line_search_accepted", res.line_search_accepted},
+      {"missing", missing ? "nan" : "none"},
+      {"observed_entries", n_observed},
       {"seed", a.seed},
       {"tol", a.tol},
       {"max_iters", a.max_iters},
@@ -148,9 +178,23 @@ Command add_cp_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--tol", a->tol, "Stop when the fit changes by less than this")
       ->capture_default_str();
-  cmd->add_option("--init", a->init, "Initialisation: random or nvecs")
-      ->check(CLI::IsMember({"random", "nvecs"}))
+  cmd->add_option("--init", a->init,
+                  "Initialisation: auto (nvecs unless a mode past the first exceeds 4096), "
+                  "random or nvecs")
+      ->check(CLI::IsMember({"auto", "random", "nvecs"}))
       ->capture_default_str();
+  cmd->add_option("--n-starts", a->n_starts,
+                  "Run this many starts (the first from --init, the others random with seeds "
+                  "seed+1, ...) and keep the best fit")
+      ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
+  cmd->add_flag("--nonnegative", a->nonnegative, "Non-negative factors (HALS updates)");
+  cmd->add_flag("--line-search", a->line_search,
+                "Bro's extrapolation every second iteration (as TensorLy's linesearch=True)");
+  cmd->add_option("--missing", a->missing,
+                  "nan: NaN entries are missing values (EM-ALS; the fit is over the observed "
+                  "entries). Without it a NaN is refused")
+      ->check(CLI::IsMember({"nan"}));
   cmd->add_option("--init-factors", a->init_factors,
                   "Start from DIR/factor_<a>.npy (I_a x rank per NumPy axis a), e.g. an earlier "
                   "--out folder; overrides --init")

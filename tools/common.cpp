@@ -48,10 +48,10 @@ int numpy_axis(const io::NpyHeader& header, int mode) {
 }
 
 template <class T>
-Tensor<T> load_input(const std::string& path, const io::NpyHeader& header) {
+Tensor<T> load_input(const std::string& path, const io::NpyHeader& header, const NanPolicy& nan) {
   Tensor<T> x = io::load_npy<T>(path);
   for (index_t i = 0; i < x.numel(); ++i) {
-    if (std::isfinite(x[i])) continue;
+    if (std::isfinite(x[i]) || (nan.keep && std::isnan(x[i]))) continue;
     // Column-major multi-index in tenfold's modes, printed in NumPy axis order.
     std::vector<index_t> idx(static_cast<std::size_t>(x.order()));
     index_t rest = i;
@@ -64,8 +64,10 @@ Tensor<T> load_input(const std::string& path, const io::NpyHeader& header) {
       where +=
           (ax ? ", " : "") + std::to_string(idx[static_cast<std::size_t>(numpy_axis(header, ax))]);
     }
-    throw InvalidArgument(std::string("input has a non-finite entry (") +
-                          (std::isnan(x[i]) ? "NaN" : "Inf") + ") at NumPy index [" + where + "]");
+    const bool is_nan = std::isnan(x[i]);
+    throw InvalidArgument(std::string("input has a non-finite entry (") + (is_nan ? "NaN" : "Inf") +
+                          ") at NumPy index [" + where + "]" +
+                          (is_nan && !nan.hint.empty() ? "; " + nan.hint : ""));
   }
   return x;
 }
@@ -88,8 +90,10 @@ std::vector<std::string> factor_names(const io::NpyHeader& header) {
   return names;
 }
 
-template Tensor<float> load_input<float>(const std::string&, const io::NpyHeader&);
-template Tensor<double> load_input<double>(const std::string&, const io::NpyHeader&);
+template Tensor<float> load_input<float>(const std::string&, const io::NpyHeader&,
+                                         const NanPolicy&);
+template Tensor<double> load_input<double>(const std::string&, const io::NpyHeader&,
+                                           const NanPolicy&);
 template void save_factors<float>(const std::filesystem::path&, const io::NpyHeader&,
                                   const std::vector<Matrix<float>>&);
 template void save_factors<double>(const std::filesystem::path&, const io::NpyHeader&,

@@ -45,10 +45,18 @@ void write_json(const std::filesystem::path& path, const nlohmann::json& j);
 /// modes reversed (numpy axis a = mode N-1-a), a Fortran-order file does not.
 int numpy_axis(const io::NpyHeader& header, int mode);
 
+/// How load_input treats NaN entries: refused (with `hint` appended to the message
+/// when given, e.g. the flag that accepts them), or kept (missing values).
+struct NanPolicy {
+  bool keep = false;
+  std::string hint;
+};
+
 /// Loads a .npy input as T; throws InvalidArgument naming the first NaN or Inf
 /// entry by its NumPy index (the library's own check names tenfold's mode order).
 template <class T>
-Tensor<T> load_input(const std::string& path, const io::NpyHeader& header);
+Tensor<T> load_input(const std::string& path, const io::NpyHeader& header,
+                     const NanPolicy& nan = {});
 
 /// Writes dir/factor_<a>.npy (I_a x R) for each NumPy axis a of the input.
 template <class T>

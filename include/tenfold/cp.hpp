@@ -14,12 +14,16 @@ namespace tenfold {
 
 /// How the factor matrices are initialised.
 enum class CpInit {
-  random,  ///< entries uniform in [0, 1), from `seed`
-  nvecs,   ///< leading eigenvectors of each mode's Gram X_(n) X_(n)^T (random columns past I_n)
-  given,   ///< CpOptions::initial_factors
+  automatic,  ///< nvecs when every mode n >= 1 has I_n <= kCpNvecsMaxSize, random otherwise
+  random,     ///< entries uniform in [0, 1), from `seed`
+  nvecs,      ///< leading eigenvectors of each mode's Gram X_(n) X_(n)^T (random columns past I_n)
+  given,      ///< CpOptions::initial_factors
 };
 
-/// "random", "nvecs" or "given".
+/// Largest mode size for which CpInit::automatic forms the I_n x I_n Gram of nvecs.
+inline constexpr index_t kCpNvecsMaxSize = 4096;
+
+/// "auto", "random", "nvecs" or "given".
 std::string_view to_string(CpInit init);
 /// Parses the names above; throws InvalidArgument otherwise.
 CpInit parse_cp_init(std::string_view name);
@@ -43,8 +47,21 @@ struct CpOptions {
   index_t rank = 1;     ///< number of components R >= 1
   int max_iters = 100;  ///< outer iterations (sweeps over all modes), >= 1
   double tol = 1e-6;    ///< stop when |change of fit| < tol (>= 0)
-  CpInit init = CpInit::random;
+  /// The start. The default resolves to nvecs, which recovers planted low-rank
+  /// problems far more often than one random start (docs/algorithms.md).
+  CpInit init = CpInit::automatic;
   std::uint64_t seed = 0;  ///< seed of the random initialisation
+  /// Starts to run (>= 1): start 0 uses `init` and `seed`, start s > 0 is random with
+  /// seed `seed + s`; the result is the start with the best final fit.
+  int n_starts = 1;
+  /// Non-negative factors: each mode update is HALS (projected coordinate descent on
+  /// the columns) instead of the normal-equation solve. The start is made non-negative
+  /// (absolute values).
+  bool nonnegative = false;
+  /// Bro's extrapolation every second iteration after the fifth (as TensorLy's
+  /// linesearch=True); accepted only when it lowers the error. Not with nonnegative or
+  /// missing values.
+  bool line_search = false;
   /// Used when init == given: one I_n x R matrix per mode (weights are taken as one).
   std::vector<Matrix<T>> initial_factors;
   double ridge = 0.0;       ///< l2 regulariser added to the diagonal of each normal matrix
@@ -71,10 +88,14 @@ struct CpResult {
   int iterations = 0;
   bool converged = false;  ///< stop == CpStop::converged
   CpStop stop = CpStop::max_iters;
-  double fit = 0.0;                 ///< 1 - relative_error
+  double fit = 0.0;                 ///< 1 - relative_error (over the observed entries with a mask)
   double relative_error = 0.0;      ///< ||X - M|| / ||X||
   std::vector<double> fit_history;  ///< fit after each iteration
-  int eigen_fallbacks = 0;  ///< solves where Cholesky failed and the pseudo-inverse was used
+  int eigen_fallbacks = 0;         ///< solves where Cholesky failed and the pseudo-inverse was used
+  CpInit init = CpInit::random;    ///< the start of the returned run (never automatic)
+  int best_start = 0;              ///< index of the returned start (0 when n_starts = 1)
+  std::vector<double> start_fits;  ///< final fit of every start
+  int line_search_accepted = 0;    ///< extrapolations taken (line_search only)
   CpTimings timings;
 };
 
@@ -85,6 +106,21 @@ CpResult<T> cp_als(TensorView<const T> x, const CpOptions<T>& options);
 template <class T>
 CpResult<T> cp_als(const Tensor<T>& x, const CpOptions<T>& options) {
   return cp_als(x.view(), options);
+}
+
+/// CP-ALS of a dense tensor with missing entries: `observed` has x's shape, and an
+/// entry counts where it is non-zero (a missing entry of x may hold anything, NaN
+/// included). EM-ALS: each sweep sees x with its missing entries filled by the current
+/// model (by the mean of the observed entries before the first sweep), as TensorLy's
+/// parafac(mask=...); the fit is 1 - ||W (X - M)|| / ||W X|| over the observed entries.
+template <class T>
+CpResult<T> cp_als(TensorView<const T> x, TensorView<const std::uint8_t> observed,
+                   const CpOptions<T>& options);
+
+template <class T>
+CpResult<T> cp_als(const Tensor<T>& x, TensorView<const std::uint8_t> observed,
+                   const CpOptions<T>& options) {
+  return cp_als(x.view(), observed, options);
 }
 
 /// CP-ALS of a tensor given in CP form (it is never formed): approximates a

@@ -63,6 +63,8 @@ class Compute {
   // --- element-wise and reductions -------------------------------------------
   /// y = x .* y (n elements).
   virtual void hadamard(std::size_t n, const T* x, T* y) = 0;
+  /// y = alpha x + y (n elements).
+  virtual void axpy(std::size_t n, T alpha, const T* x, T* y) = 0;
   /// Khatri-Rao product C = A (.) B: C(i + ma*j, r) = A(i, r) * B(j, r); A is ma x r,
   /// B is mb x r, C is (ma*mb) x r, all with leading dimension equal to rows.
   virtual void khatri_rao(index_t ma, index_t mb, index_t r, const T* a, const T* b, T* c) = 0;

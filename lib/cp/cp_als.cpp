@@ -4,12 +4,16 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <optional>
 #include <string>
 
 #include "core/format.hpp"
 #include "core/random.hpp"
 #include "cp/dense_operand.hpp"
+#include "cp/hals.hpp"
 #include "cp/kruskal_operand.hpp"
+#include "cp/line_search.hpp"
+#include "cp/masked_operand.hpp"
 #include "tenfold/error.hpp"
 
 namespace tenfold {
@@ -94,8 +98,18 @@ bool solve_normal_equations(Compute<T>& c, AlsState<T>& s, index_t rows, T* u) {
   return true;
 }
 
+// automatic: nvecs while every Gram it forms (modes n >= 1) is at most
+// kCpNvecsMaxSize^2 entries, random otherwise.
+CpInit resolve_init(CpInit init, const std::vector<index_t>& dims) {
+  if (init != CpInit::automatic) return init;
+  const bool affordable =
+      std::all_of(dims.begin() + 1, dims.end(), [](index_t d) { return d <= kCpNvecsMaxSize; });
+  return affordable ? CpInit::nvecs : CpInit::random;
+}
+
 template <class T>
-void initialise(CpOperand<T>& x, Compute<T>& c, const CpOptions<T>& o, AlsState<T>& s) {
+void initialise(CpOperand<T>& x, Compute<T>& c, const CpOptions<T>& o, CpInit init,
+                AlsState<T>& s) {
   const auto& dims = x.dims();
   const index_t r = s.r;
   Rng rng(o.seed);
@@ -103,7 +117,7 @@ void initialise(CpOperand<T>& x, Compute<T>& c, const CpOptions<T>& o, AlsState<
     const auto ni = static_cast<std::size_t>(n);
     const index_t in = dims[ni];
     const auto size = static_cast<std::size_t>(in * r);
-    if (o.init == CpInit::given) {
+    if (init == CpInit::given) {
       c.upload(s.u[ni].get(), o.initial_factors[ni].data(), size);
       continue;
     }
@@ -111,12 +125,17 @@ void initialise(CpOperand<T>& x, Compute<T>& c, const CpOptions<T>& o, AlsState<
     std::vector<T> host(size);
     for (T& v : host) v = static_cast<T>(rng.uniform());
     c.upload(s.u[ni].get(), host.data(), size);
-    if (o.init == CpInit::nvecs && n > 0) {
+    if (init == CpInit::nvecs && n > 0) {
       // Leading eigenvectors of X_(n) X_(n)^T, largest first (mode 0 is solved first
       // and needs no start).
       Buffer<T> g(c, static_cast<std::size_t>(in * in));
       std::vector<T> w(static_cast<std::size_t>(in));
       x.mode_gram(n, g.get());
+      if (!std::isfinite(c.sum_squares(static_cast<std::size_t>(in * in), g.get()))) {
+        throw NumericalError("the nvecs start overflows: the Gram of mode " + std::to_string(n) +
+                             " is not finite in this precision; scale the tensor down or use "
+                             "init = random");
+      }
       c.syevd(in, g.get(), in, w.data());
       for (index_t j = 0; j < std::min(r, in); ++j) {
         c.copy(s.u[ni].get() + j * in, g.get() + (in - 1 - j) * in, static_cast<std::size_t>(in));
@@ -138,6 +157,12 @@ void validate_cp_options(const CpOptions<T>& o, const std::vector<index_t>& dims
   }
   if (!(o.ridge >= 0.0) || !std::isfinite(o.ridge)) {
     throw InvalidArgument("ridge must be finite and >= 0, got " + std::to_string(o.ridge));
+  }
+  if (o.n_starts < 1) {
+    throw InvalidArgument("n_starts must be at least 1, got " + std::to_string(o.n_starts));
+  }
+  if (o.line_search && o.nonnegative) {
+    throw InvalidArgument("line_search cannot be combined with nonnegative");
   }
   if (!(o.time_limit >= 0.0)) {
     throw InvalidArgument("time_limit must be >= 0, got " + std::to_string(o.time_limit));
@@ -177,7 +202,20 @@ CpResult<T> run_cp_als(CpOperand<T>& x, Compute<T>& c, const CpOptions<T>& o,
   CpTimings& t = res.timings;
 
   AlsState<T> s(c, dims, r);
-  initialise(x, c, o, s);
+  res.init = resolve_init(o.init, dims);
+  initialise(x, c, o, res.init, s);
+  std::vector<T> host;
+  c.fill(s.lambda.get(), static_cast<std::size_t>(r), T(1));
+  if (o.nonnegative) {
+    for (int n = 0; n < order; ++n) {
+      make_nonnegative(c, static_cast<std::size_t>(dims[static_cast<std::size_t>(n)] * r),
+                       s.ptrs[static_cast<std::size_t>(n)], host);
+    }
+  }
+  std::vector<T*> gram_ptrs;
+  for (auto& g : s.gram) gram_ptrs.push_back(g.get());
+  std::optional<LineSearch<T>> line_search;
+  if (o.line_search) line_search.emplace(c, dims, r);
   for (int n = 0; n < order; ++n) {
     // G_n = U_n^T U_n
     c.syrk(Op::trans, r, dims[static_cast<std::size_t>(n)], T(1),
@@ -201,6 +239,8 @@ CpResult<T> run_cp_als(CpOperand<T>& x, Compute<T>& c, const CpOptions<T>& o,
 
   double fit = 0.0;
   for (int iter = 1; iter <= o.max_iters; ++iter) {
+    const bool jump = line_search && LineSearch<T>::tries(iter);
+    if (jump) timed(t.other, [&] { line_search->remember(s.ptrs, s.lambda.get(), order - 1); });
     double inner = 0.0;  // <X, model> after the sweep
     for (int n = 0; n < order; ++n) {
       const auto ni = static_cast<std::size_t>(n);
@@ -212,9 +252,15 @@ CpResult<T> run_cp_als(CpOperand<T>& x, Compute<T>& c, const CpOptions<T>& o,
         hadamard_of_grams(c, s, n);
         if (o.ridge > 0.0) c.add_diagonal(r, s.v.get(), r, static_cast<T>(o.ridge));
       });
-      // U_n = M V^{-1}
+      // U_n = M V^{-1}, or with nonnegative the HALS update of U_n >= 0
       timed(t.solve, [&] {
-        if (solve_normal_equations(c, s, in, s.ptrs[ni])) ++res.eigen_fallbacks;
+        if (o.nonnegative) {
+          // Warm start at the current model: U_n diag(lambda) (lambda from mode n-1).
+          c.scale_columns(in, r, s.ptrs[ni], in, s.lambda.get());
+          hals_update(c, in, r, s.m.get(), s.v.get(), s.ptrs[ni], host);
+        } else if (solve_normal_equations(c, s, in, s.ptrs[ni])) {
+          ++res.eigen_fallbacks;
+        }
       });
       // lambda = column norms (2-norm first, then max(max|.|, 1)); G_n = U_n^T U_n
       timed(t.other, [&] {
@@ -230,15 +276,24 @@ CpResult<T> run_cp_als(CpOperand<T>& x, Compute<T>& c, const CpOptions<T>& o,
       timed(t.gram,
             [&] { c.syrk(Op::trans, r, in, T(1), s.ptrs[ni], in, T(0), s.gram[ni].get(), r); });
     }
-    // ||X - model||^2 = ||X||^2 + lambda^T (*_n G_n) lambda - 2 <X, model>
+    // ||X - model||^2 = ||X||^2 + lambda^T (*_n G_n) lambda - 2 <X, model>, unless the
+    // operand reports it (missing values: over the observed entries)
     double resid2 = 0.0;
     timed(t.other, [&] {
+      resid2 = x.end_sweep(s.cptrs, s.lambda.get(), r);
+      if (resid2 >= 0.0) return;
       hadamard_of_grams(c, s, -1);
       c.gemm(Op::none, Op::none, r, 1, r, T(1), s.v.get(), r, s.lambda.get(), r, T(0),
              s.scratch.get(), r);
       const double norm_m2 = c.dot(static_cast<std::size_t>(r), s.lambda.get(), s.scratch.get());
       resid2 = norm_x2 + norm_m2 - 2.0 * inner;
     });
+    if (jump) {
+      timed(t.other, [&] {
+        resid2 = line_search->jump(x, iter, resid2, norm_x2, s.ptrs, gram_ptrs, s.lambda.get(),
+                                   order - 1);
+      });
+    }
     if (!std::isfinite(resid2)) {
       throw NumericalError(
           "CP-ALS produced a non-finite fit at iteration " + std::to_string(iter) +
@@ -277,6 +332,7 @@ CpResult<T> run_cp_als(CpOperand<T>& x, Compute<T>& c, const CpOptions<T>& o,
     res.model.factors.push_back(std::move(f));
   }
   arrange(res.model);
+  if (line_search) res.line_search_accepted = line_search->accepted();
   res.converged = res.stop == CpStop::converged;
   res.fit = fit;
   res.relative_error = 1.0 - fit;
@@ -357,6 +413,8 @@ template void arrange<double>(KTensor<double>&);
 
 std::string_view to_string(CpInit init) {
   switch (init) {
+    case CpInit::automatic:
+      return "auto";
     case CpInit::random:
       return "random";
     case CpInit::nvecs:
@@ -368,11 +426,12 @@ std::string_view to_string(CpInit init) {
 }
 
 CpInit parse_cp_init(std::string_view name) {
+  if (name == "auto") return CpInit::automatic;
   if (name == "random") return CpInit::random;
   if (name == "nvecs") return CpInit::nvecs;
   if (name == "given") return CpInit::given;
   throw InvalidArgument("unknown init '" + std::string(name) +
-                        "' (expected random, nvecs or given)");
+                        "' (expected auto, random, nvecs or given)");
 }
 
 std::string_view to_string(CpStop stop) {
@@ -406,7 +465,7 @@ CpResult<T> cp_als(TensorView<const T> x, const CpOptions<T>& options) {
   detail::validate_cp_options(options, x.dims());
   auto c = detail::make_compute<T>(options.backend);
   detail::DenseOperand<T> op(*c, x);
-  return detail::run_cp_als(op, *c, options, start);
+  return detail::run_cp_starts(op, *c, options, start);
 }
 
 template <class T>
@@ -420,7 +479,7 @@ CpResult<T> cp_als(const KTensor<T>& x, const CpOptions<T>& options) {
   detail::validate_cp_options(options, x.dims());
   auto c = detail::make_compute<T>(options.backend);
   detail::KruskalOperand<T> op(*c, x);
-  return detail::run_cp_als(op, *c, options, start);
+  return detail::run_cp_starts(op, *c, options, start);
 }
 
 template CpResult<float> cp_als<float>(TensorView<const float>, const CpOptions<float>&);

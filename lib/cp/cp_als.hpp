@@ -18,6 +18,13 @@ template <class T>
 CpResult<T> run_cp_als(CpOperand<T>& x, Compute<T>& c, const CpOptions<T>& options,
                        std::chrono::steady_clock::time_point start);
 
+/// Runs options.n_starts starts of run_cp_als on x (reset between starts): start 0 with
+/// options.init and seed, start s > 0 random with seed + s. Returns the best final fit,
+/// with every start's fit in start_fits and the total time in timings.total.
+template <class T>
+CpResult<T> run_cp_starts(CpOperand<T>& x, Compute<T>& c, const CpOptions<T>& options,
+                          std::chrono::steady_clock::time_point start);
+
 /// Normalises every column to unit 2-norm (into the weights), sorts components by
 /// descending weight and fixes signs as the Tensor Toolbox does: the largest-magnitude
 /// entry of each column is made positive in pairs of modes, so the model is unchanged.

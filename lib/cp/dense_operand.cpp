@@ -16,6 +16,17 @@ DenseOperand<T>::DenseOperand(Compute<T>& c, TensorView<const T> x)
     c.upload(x_copy_.get(), x.data(), static_cast<std::size_t>(x.numel()));
     x_ = x_copy_.get();
   }
+  choose_blocks();
+}
+
+template <class T>
+DenseOperand<T>::DenseOperand(Compute<T>& c, const T* backend_data, std::vector<index_t> dims)
+    : CpOperand<T>(c), dims_(std::move(dims)), x_(backend_data) {
+  choose_blocks();
+}
+
+template <class T>
+void DenseOperand<T>::choose_blocks() {
   const int order = static_cast<int>(dims_.size());
   if (order == 2) {
     lead_end_ = trail_begin_ = 1;
@@ -57,19 +68,21 @@ void DenseOperand<T>::factor_changed(int m) {
 }
 
 template <class T>
-const T* DenseOperand<T>::khatri_rao_range(std::span<const T* const> factors, int lo, int hi,
-                                           index_t rank) {
+const T* khatri_rao_range(Compute<T>& c, const std::vector<index_t>& dims,
+                          std::span<const T* const> factors, int lo, int hi, index_t rank,
+                          Buffer<T>& kr, Buffer<T>& tmp) {
   if (hi - lo == 1) return factors[static_cast<std::size_t>(lo)];
-  const auto total = static_cast<std::size_t>(prod(lo, hi) * rank);
-  T* bufs[2] = {ensure(this->c_, kr_, total), ensure(this->c_, kr_tmp_, total)};
-  // Built from the last mode down so that mode lo ends fastest, landing in kr_.
+  index_t rows_all = 1;
+  for (int m = lo; m < hi; ++m) rows_all *= dims[static_cast<std::size_t>(m)];
+  const auto total = static_cast<std::size_t>(rows_all * rank);
+  T* bufs[2] = {ensure(c, kr, total), ensure(c, tmp, total)};
+  // Built from the last mode down so that mode lo ends fastest, landing in kr.
   int target = (hi - lo - 1) % 2 == 1 ? 0 : 1;
   const T* acc = factors[static_cast<std::size_t>(hi - 1)];
-  index_t acc_rows = dims_[static_cast<std::size_t>(hi - 1)];
+  index_t acc_rows = dims[static_cast<std::size_t>(hi - 1)];
   for (int m = hi - 2; m >= lo; --m) {
-    const index_t rows = dims_[static_cast<std::size_t>(m)];
-    this->c_.khatri_rao(rows, acc_rows, rank, factors[static_cast<std::size_t>(m)], acc,
-                        bufs[target]);
+    const index_t rows = dims[static_cast<std::size_t>(m)];
+    c.khatri_rao(rows, acc_rows, rank, factors[static_cast<std::size_t>(m)], acc, bufs[target]);
     acc = bufs[target];
     acc_rows *= rows;
     target ^= 1;
@@ -89,7 +102,7 @@ void DenseOperand<T>::finish(const T* y, int lo, int hi, int n, std::span<const 
   const T* v = y;
   if (right) {
     // V(:, r) = Y_r (Jl*Jn x Jr) * KR_right(:, r), one matrix-vector product per column.
-    const T* kr = khatri_rao_range(factors, n + 1, hi, rank);
+    const T* kr = khatri_rao_range(c, dims_, factors, n + 1, hi, rank, kr_, kr_tmp_);
     T* dst = left ? ensure(c, v_, static_cast<std::size_t>(jl * jn * rank)) : out;
     c.gemm_strided_batched(Op::none, Op::none, jl * jn, 1, jr, T(1), y, jl * jn, jall, kr, jr, jr,
                            T(0), dst, jl * jn, jl * jn, rank);
@@ -97,7 +110,7 @@ void DenseOperand<T>::finish(const T* y, int lo, int hi, int n, std::span<const 
   }
   if (left) {
     // out(:, r) = V_r (Jl x Jn)^T * KR_left(:, r).
-    const T* kr = khatri_rao_range(factors, lo, n, rank);
+    const T* kr = khatri_rao_range(c, dims_, factors, lo, n, rank, kr_, kr_tmp_);
     c.gemm_strided_batched(Op::trans, Op::none, jn, 1, jl, T(1), v, jl, jl * jn, kr, jl, jl, T(0),
                            out, jn, jn, rank);
   }
@@ -114,7 +127,7 @@ void DenseOperand<T>::mttkrp(int n, std::span<const T* const> factors, index_t r
     const index_t il = prod(0, lead_end_), ir = prod(lead_end_, order);
     const bool single = lead_end_ == 1;
     if (single || cached_ != Cached::leading) {
-      const T* kr = khatri_rao_range(factors, lead_end_, order, rank);
+      const T* kr = khatri_rao_range(c, dims_, factors, lead_end_, order, rank, kr_, kr_tmp_);
       T* y = single ? out : ensure(c, y_, static_cast<std::size_t>(il * rank));
       c.gemm(Op::none, Op::none, il, rank, ir, T(1), x_, il, kr, ir, T(0), y, il);
       if (single) return;
@@ -126,7 +139,7 @@ void DenseOperand<T>::mttkrp(int n, std::span<const T* const> factors, index_t r
     const index_t il = prod(0, trail_begin_), ir = prod(trail_begin_, order);
     const bool single = trail_begin_ == order - 1;
     if (single || cached_ != Cached::trailing) {
-      const T* kr = khatri_rao_range(factors, 0, trail_begin_, rank);
+      const T* kr = khatri_rao_range(c, dims_, factors, 0, trail_begin_, rank, kr_, kr_tmp_);
       T* y = single ? out : ensure(c, y_, static_cast<std::size_t>(ir * rank));
       c.gemm(Op::trans, Op::none, ir, rank, il, T(1), x_, il, kr, il, T(0), y, ir);
       if (single) return;
@@ -141,6 +154,12 @@ void DenseOperand<T>::mode_gram(int n, T* out) {
   detail::mode_gram(this->c_, x_, dims_, n, out);
 }
 
+template const float* khatri_rao_range<float>(Compute<float>&, const std::vector<index_t>&,
+                                              std::span<const float* const>, int, int, index_t,
+                                              Buffer<float>&, Buffer<float>&);
+template const double* khatri_rao_range<double>(Compute<double>&, const std::vector<index_t>&,
+                                                std::span<const double* const>, int, int, index_t,
+                                                Buffer<double>&, Buffer<double>&);
 template class DenseOperand<float>;
 template class DenseOperand<double>;
 

@@ -13,26 +13,39 @@
 
 namespace tenfold::detail {
 
+/// Khatri-Rao product of factors[lo..hi) (I_m x R each, mode lo fastest), built in kr
+/// with tmp as scratch (both grown as needed); returns it, or factors[lo] when hi = lo + 1.
+template <class T>
+const T* khatri_rao_range(Compute<T>& c, const std::vector<index_t>& dims,
+                          std::span<const T* const> factors, int lo, int hi, index_t rank,
+                          Buffer<T>& kr, Buffer<T>& tmp);
+
 template <class T>
 class DenseOperand final : public CpOperand<T> {
  public:
   /// Views `x` on the cpu backend; copies it to the device once otherwise.
   DenseOperand(Compute<T>& c, TensorView<const T> x);
+  /// Views a tensor that is already in backend memory (it must outlive the operand).
+  DenseOperand(Compute<T>& c, const T* backend_data, std::vector<index_t> dims);
 
   const std::vector<index_t>& dims() const override { return dims_; }
   double norm_squared() override;
   void mttkrp(int n, std::span<const T* const> factors, index_t rank, T* out) override;
   void factor_changed(int m) override;
   void mode_gram(int n, T* out) override;
+  /// Drops every cached contraction (the tensor's entries changed).
+  void data_changed() {
+    cached_ = Cached::none;
+    norm_squared_ = -1.0;
+  }
   /// The tensor in backend memory.
   const T* data() const { return x_; }
 
  private:
   enum class Cached { none, leading, trailing };
 
+  void choose_blocks();
   index_t prod(int lo, int hi) const;  // prod of dims_[lo..hi)
-  // Khatri-Rao product of factors[lo..hi) (mode lo fastest) into kr_; returns it.
-  const T* khatri_rao_range(std::span<const T* const> factors, int lo, int hi, index_t rank);
   // out = MTTKRP of local mode j of the partial tensor y (modes lo..hi of X, then R).
   void finish(const T* y, int lo, int hi, int n, std::span<const T* const> factors, index_t rank,
               T* out);

@@ -37,6 +37,19 @@ class CpOperand {
   /// out (I_n x I_n) = X_(n) X_(n)^T.
   virtual void mode_gram(int n, T* out) = 0;
 
+  /// Called after every sweep with the model [[lambda; U_0, ..., U_{N-1}]] (backend
+  /// memory). An operand whose entries follow the model (missing values filled by EM)
+  /// updates itself here and returns ||W (X - model)||^2 over the entries that count;
+  /// norm_squared() is then ||W X||^2. Other operands return a negative value and the
+  /// loop uses its closed form.
+  virtual double end_sweep(std::span<const T* const> /*factors*/, const T* /*lambda*/,
+                           index_t /*rank*/) {
+    return -1.0;
+  }
+
+  /// Returns to the state before the first sweep (for another start).
+  virtual void reset() {}
+
  protected:
   Compute<T>& c_;
 };

@@ -1,6 +1,11 @@
 target_sources(tenfold PRIVATE
   cp/cp_als.cpp
+  cp/cp_missing.cpp
   cp/dense_operand.cpp
   cp/factor_match.cpp
+  cp/hals.cpp
   cp/kruskal_operand.cpp
+  cp/line_search.cpp
+  cp/masked_operand.cpp
+  cp/multi_start.cpp
   cp/random_cp.cpp)

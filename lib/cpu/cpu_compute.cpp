@@ -302,6 +302,13 @@ void CpuCompute<T>::hadamard(std::size_t n, const T* x, T* y) {
 }
 
 template <class T>
+void CpuCompute<T>::axpy(std::size_t n, T alpha, const T* x, T* y) {
+  in_pieces(static_cast<index_t>(n), static_cast<double>(n), [&](index_t lo, index_t hi) {
+    for (index_t i = lo; i < hi; ++i) y[i] += alpha * x[i];
+  });
+}
+
+template <class T>
 void CpuCompute<T>::khatri_rao(index_t ma, index_t mb, index_t r, const T* a, const T* b, T* c) {
   // C(:, q) = kron(B(:, q), A(:, q)).
   // Pair t = j + q * mb is the column block C(:, q)(j * ma .. (j + 1) * ma).

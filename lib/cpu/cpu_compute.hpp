@@ -31,6 +31,7 @@ class CpuCompute final : public Compute<T> {
   void syevd(index_t n, T* a, index_t lda, T* host_w) override;
 
   void hadamard(std::size_t n, const T* x, T* y) override;
+  void axpy(std::size_t n, T alpha, const T* x, T* y) override;
   void khatri_rao(index_t ma, index_t mb, index_t r, const T* a, const T* b, T* c) override;
   void normalize_columns(ColumnNorm kind, index_t m, index_t n, T* a, index_t lda,
                          T* lambda) override;

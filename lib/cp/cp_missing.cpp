@@ -1,0 +1,61 @@
+// CP-ALS of a dense tensor with missing entries (EM through MaskedOperand).
+#include <cmath>
+#include <string>
+
+#include "core/format.hpp"
+#include "cp/cp_als.hpp"
+#include "cp/masked_operand.hpp"
+#include "tenfold/error.hpp"
+
+namespace tenfold {
+
+template <class T>
+CpResult<T> cp_als(TensorView<const T> x, TensorView<const std::uint8_t> observed,
+                   const CpOptions<T>& options) {
+  const auto start = std::chrono::steady_clock::now();
+  if (x.order() < 2) {
+    throw InvalidArgument("CP-ALS needs a tensor of order >= 2, got order " +
+                          std::to_string(x.order()));
+  }
+  for (int n = 0; n < x.order(); ++n) {
+    if (x.dim(n) < 1) {
+      throw InvalidArgument("tensor of shape " + detail::shape_string(x.dims()) +
+                            " is empty (mode " + std::to_string(n) + " has size 0)");
+    }
+  }
+  if (observed.dims() != x.dims()) {
+    throw DimensionMismatch("the mask of observed entries has shape " +
+                            detail::shape_string(observed.dims()) + ", the tensor " +
+                            detail::shape_string(x.dims()));
+  }
+  // Observed entries must be finite; missing ones are never read.
+  index_t count = 0;
+  for (index_t i = 0; i < x.numel(); ++i) {
+    if (observed[i] == 0) continue;
+    ++count;
+    if (!std::isfinite(x[i])) {
+      std::string at;
+      for (index_t rest = i; index_t d : x.dims()) {
+        at += (at.empty() ? "(" : ", ") + std::to_string(rest % d);
+        rest /= d;
+      }
+      throw InvalidArgument("tensor has a non-finite observed entry at index " + at +
+                            ") (mark it missing in the mask)");
+    }
+  }
+  if (count == 0) throw InvalidArgument("the mask marks no entry of the tensor as observed");
+  if (options.line_search) {
+    throw InvalidArgument("line_search cannot be combined with missing values");
+  }
+  detail::validate_cp_options(options, x.dims());
+  auto c = detail::make_compute<T>(options.backend);
+  detail::MaskedOperand<T> op(*c, x, observed);
+  return detail::run_cp_starts(op, *c, options, start);
+}
+
+template CpResult<float> cp_als<float>(TensorView<const float>, TensorView<const std::uint8_t>,
+                                       const CpOptions<float>&);
+template CpResult<double> cp_als<double>(TensorView<const double>, TensorView<const std::uint8_t>,
+                                         const CpOptions<double>&);
+
+}  // namespace tenfold

@@ -1,0 +1,47 @@
+// A dense tensor with missing entries as a CP-ALS operand, by EM (expectation
+// maximisation, as TensorLy's parafac(mask=...)). The loop sees the filled tensor
+//   F = W * X + (1 - W) * M
+// (W the 0/1 mask of observed entries, M the current model; before the first sweep M
+// is the mean of the observed entries). After every sweep F takes the new model, and
+// the residual reported is over the observed entries only.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "cp/dense_operand.hpp"
+
+namespace tenfold::detail {
+
+template <class T>
+class MaskedOperand final : public CpOperand<T> {
+ public:
+  /// Copies x (with 0 at missing entries) and the mask to the backend; missing
+  /// entries of x are not read.
+  MaskedOperand(Compute<T>& c, TensorView<const T> x, TensorView<const std::uint8_t> observed);
+
+  const std::vector<index_t>& dims() const override { return filled_op_.dims(); }
+  /// ||W X||^2.
+  double norm_squared() override { return norm_observed2_; }
+  void mttkrp(int n, std::span<const T* const> factors, index_t rank, T* out) override {
+    filled_op_.mttkrp(n, factors, rank, out);
+  }
+  void factor_changed(int m) override { filled_op_.factor_changed(m); }
+  void mode_gram(int n, T* out) override { filled_op_.mode_gram(n, out); }
+  double end_sweep(std::span<const T* const> factors, const T* lambda, index_t rank) override;
+  void reset() override;
+
+ private:
+  std::size_t numel_ = 0;
+  int split_ = 1;         // the model is formed as KR(modes < split) diag(lambda) KR(rest)^T
+  Buffer<T> observed_x_;  // W X (0 at missing entries)
+  Buffer<T> weight_;      // W (1 observed, 0 missing)
+  Buffer<T> filled_;      // F
+  Buffer<T> model_;       // scratch: the full model
+  Buffer<T> kr_, kr_tmp_, lead_;
+  double norm_observed2_ = 0.0;
+  T mean_ = 0;
+  DenseOperand<T> filled_op_;  // views filled_
+};
+
+}  // namespace tenfold::detail

@@ -1,0 +1,41 @@
+// Best of several starts.
+#include <string>
+
+#include "cp/cp_als.hpp"
+
+namespace tenfold::detail {
+
+template <class T>
+CpResult<T> run_cp_starts(CpOperand<T>& x, Compute<T>& c, const CpOptions<T>& options,
+                          std::chrono::steady_clock::time_point start) {
+  CpResult<T> best = run_cp_als(x, c, options, start);
+  best.start_fits = {best.fit};
+  if (options.n_starts == 1) return best;
+  CpOptions<T> o = options;
+  o.init = CpInit::random;
+  std::vector<double> fits = best.start_fits;
+  for (int k = 1; k < options.n_starts; ++k) {
+    o.seed = options.seed + static_cast<std::uint64_t>(k);
+    x.reset();
+    for (int m = 0; m < x.order(); ++m) x.factor_changed(m);
+    CpResult<T> res = run_cp_als(x, c, o, std::chrono::steady_clock::now());
+    fits.push_back(res.fit);
+    if (res.fit > best.fit) {
+      best = std::move(res);
+      best.best_start = k;
+    }
+  }
+  best.start_fits = std::move(fits);
+  best.timings.total =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return best;
+}
+
+template CpResult<float> run_cp_starts<float>(CpOperand<float>&, Compute<float>&,
+                                              const CpOptions<float>&,
+                                              std::chrono::steady_clock::time_point);
+template CpResult<double> run_cp_starts<double>(CpOperand<double>&, Compute<double>&,
+                                                const CpOptions<double>&,
+                                                std::chrono::steady_clock::time_point);
+
+}  // namespace tenfold::detail

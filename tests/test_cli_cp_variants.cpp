@@ -1,0 +1,88 @@
+// `tenfold cp` with missing values, a non-negative model, several starts and the line
+// search: flags, report.json fields and messages.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "cli_run.hpp"
+#include "temp_dir.hpp"
+#include "tenfold/io.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const fs::path kCovid = fs::path(TENFOLD_TEST_DATA_DIR) / "COVID19_data.npy";
+const fs::path kIl2 = fs::path(TENFOLD_TEST_DATA_DIR) / "IL2_Response_Tensor.npy";
+
+nlohmann::json report(const TempDir& dir) {
+  return nlohmann::json::parse(slurp(dir / "o/report.json"));
+}
+
+TEST(CliCpVariants, Il2WithMissingValues) {
+  TempDir dir;
+  // Without the flag a NaN is refused, and the message names the flag.
+  const CliRun refused =
+      tenfold_cli(dir, "cp " + kIl2.string() + " --rank 3 -q --out " + (dir / "o").string());
+  EXPECT_EQ(refused.code, 1);
+  EXPECT_EQ(refused.err_lines(), 1) << refused.err;
+  EXPECT_NE(refused.err.find("--missing nan"), std::string::npos) << refused.err;
+  EXPECT_FALSE(fs::exists(dir / "o/report.json"));
+
+  const CliRun r = tenfold_cli(dir, "cp " + kIl2.string() +
+                                        " --rank 3 --missing nan --max-iters 2000 --tol 1e-10 "
+                                        "-q --out " +
+                                        (dir / "o").string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json j = report(dir);
+  EXPECT_EQ(j["missing"], "nan");
+  EXPECT_EQ(j["observed_entries"], 13 * 4 * 12 * 8 - 192);
+  EXPECT_EQ(j["init"], "nvecs");
+  // The library test measures 0.7637 at rank 3 with the same settings.
+  EXPECT_NEAR(j["fit"].get<double>(), 0.7637, 0.01);
+  const tenfold::Tensor<double> f0 = tenfold::io::load_npy<double>(dir / "o/factor_0.npy");
+  for (double v : f0.values()) EXPECT_TRUE(std::isfinite(v));
+}
+
+TEST(CliCpVariants, NonnegativeStartsAndLineSearch) {
+  TempDir dir;
+  const std::string out = " -q --out " + (dir / "o").string();
+  ASSERT_EQ(
+      tenfold_cli(dir, "cp " + kCovid.string() + " --rank 3 --nonnegative --max-iters 50" + out)
+          .code,
+      0);
+  nlohmann::json j = report(dir);
+  EXPECT_EQ(j["nonnegative"], true);
+  for (int a = 0; a < 3; ++a) {
+    const auto f = tenfold::io::load_npy<double>(dir / ("o/factor_" + std::to_string(a) + ".npy"));
+    for (double v : f.values()) EXPECT_GE(v, 0.0);
+  }
+  fs::remove_all(dir / "o");
+  ASSERT_EQ(tenfold_cli(dir, "cp " + kCovid.string() +
+                                 " --rank 3 --init random --n-starts 3 --max-iters 30" + out)
+                .code,
+            0);
+  j = report(dir);
+  EXPECT_EQ(j["n_starts"], 3);
+  ASSERT_EQ(j["start_fits"].size(), 3u);
+  EXPECT_EQ(j["fit"], j["start_fits"][j["best_start"].get<int>()]);
+  fs::remove_all(dir / "o");
+  ASSERT_EQ(
+      tenfold_cli(dir, "cp " + kCovid.string() + " --rank 3 --line-search --max-iters 60" + out)
+          .code,
+      0);
+  j = report(dir);
+  EXPECT_EQ(j["line_search"], true);
+  EXPECT_GE(j["line_search_accepted"].get<int>(), 0);
+
+  const CliRun bad =
+      tenfold_cli(dir, "cp " + kCovid.string() + " --rank 3 --line-search --nonnegative -q --out " +
+                           (dir / "p").string());
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.err.find("line_search cannot be combined with nonnegative"), std::string::npos)
+      << bad.err;
+}
+
+}  // namespace
