@@ -53,8 +53,10 @@ struct LayerReport {
 /// Options of compress_checkpoint.
 struct CheckpointOptions {
   CompressOptions compress;  ///< rank = shared dimension R
-  index_t heads = 0;         ///< 0: from config.json beside the input
-  bool float64 = false;      ///< compute and write the new tensors in float64 (else float32)
+  /// 0: from config.json beside the input; a head count that disagrees with that
+  /// file is refused (InvalidArgument).
+  index_t heads = 0;
+  bool float64 = false;  ///< compute and write the new tensors in float64 (else float32)
   /// Called after each layer (progress).
   std::function<void(const LayerReport&)> on_layer;
 };

@@ -24,6 +24,7 @@ class DenseOperand final : public CpOperand<T> {
   void mttkrp(int n, std::span<const T* const> factors, index_t rank, T* out) override;
   void factor_changed(int m) override;
   void mode_gram(int n, T* out) override;
+  double workspace_elements(index_t rank, bool mode_grams) const override;
   /// The tensor in backend memory.
   const T* data() const { return x_; }
 

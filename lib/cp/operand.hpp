@@ -37,6 +37,11 @@ class CpOperand {
   /// out (I_n x I_n) = X_(n) X_(n)^T.
   virtual void mode_gram(int n, T* out) = 0;
 
+  /// Upper bound on the elements of T the operand allocates on the backend for
+  /// MTTKRPs at `rank` (and, with `mode_grams`, for mode_gram), beyond what it holds
+  /// already; in double so that no product overflows. For the memory estimate.
+  virtual double workspace_elements(index_t rank, bool mode_grams) const = 0;
+
  protected:
   Compute<T>& c_;
 };

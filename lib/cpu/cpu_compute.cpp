@@ -14,6 +14,7 @@
 #include <string>
 #include <type_traits>
 
+#include "core/memory.hpp"
 #include "core/parallel.hpp"
 #include "tenfold/error.hpp"
 
@@ -90,6 +91,11 @@ void recursive_solve(Op op, index_t n, const T* l, index_t ldl, index_t m, T* b,
 }
 
 }  // namespace
+
+template <class T>
+std::uint64_t CpuCompute<T>::available_bytes() {
+  return host_available_bytes();
+}
 
 template <class T>
 T* CpuCompute<T>::allocate(std::size_t n) {
