@@ -33,7 +33,8 @@ std::vector<LayerNames> find_layers(const io::SafetensorsFile& file);
 index_t heads_from_config(const std::filesystem::path& checkpoint);
 
 /// Loads one layer; throws IoError / DimensionMismatch when shapes disagree or
-/// `heads` does not divide the query width.
+/// `heads` does not divide the query width, InvalidArgument naming the tensor and
+/// its index as stored ([row, column] of the (out x in) weight) for a NaN or Inf.
 template <class T>
 QueryKeyLayer<T> load_layer(const io::SafetensorsFile& file, const LayerNames& names,
                             index_t heads);
