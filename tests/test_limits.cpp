@@ -14,6 +14,7 @@
 #include "temp_dir.hpp"
 #include "tenfold/attention.hpp"
 #include "tenfold/attention_checkpoint.hpp"
+#include "tenfold/backend.hpp"
 #include "tenfold/cp.hpp"
 #include "tenfold/error.hpp"
 #include "tenfold/io.hpp"
@@ -114,6 +115,24 @@ TEST(Limits, RequestsThatCannotFitAreRefusedBeforeAllocating) {
   o.rank = 1;
   o.init = tenfold::CpInit::nvecs;
   expect_error<tenfold::MemoryError>([&] { tenfold::cp_als(tall, o); }, {"needs about"});
+}
+
+TEST(Limits, DeviceRequestsThatCannotFitAreRefused) {
+  if (!tenfold::cuda_available()) GTEST_SKIP() << "no CUDA device available";
+  // Measured against the device's free memory (cudaMemGetInfo), before cudaMalloc.
+  tenfold::CpOptions<double> o;
+  o.rank = 1000000;
+  o.backend = tenfold::Backend::cuda;
+  expect_error<tenfold::MemoryError>(
+      [&] {
+        tenfold::cp_als(rank_one({100000, 100000, 100000}), o);
+      },
+      {"needs about", "of device memory", "available"});
+  const tenfold::Tensor<double> tall({160000, 2, 1}, random_values(320000, 9));
+  tenfold::TuckerOptions to;
+  to.ranks = {2, 2, 1};
+  to.backend = tenfold::Backend::cuda;
+  expect_error<tenfold::MemoryError>([&] { tenfold::tucker(tall, to); }, {"of device memory"});
 }
 
 TEST(Limits, AttentionRankBoundAppliesBelowTheExactForm) {

@@ -106,11 +106,14 @@ std::vector<int> choose_mode_order(const std::vector<index_t>& dims, const Tucke
 }
 
 // Memory: the tensor's device copy, the largest Gram with the eigensolver's 2 I^2
-// workspace, the factors, the core, and two intermediates of a TTM chain, each at most
-// the tensor shrunk in one mode (by the largest r_n / I_n; with eps, up to the tensor).
+// workspace, the factors, the core, and two intermediates of a TTM chain (HOOI: three,
+// with its X x_0 U_0^T), each at most the tensor shrunk in one mode (by the largest
+// r_n / I_n; with eps, up to the tensor).
 template <class T>
 void require_tucker_memory(detail::Compute<T>& c, const std::vector<index_t>& dims,
-                           const std::vector<index_t>& ranks) {
+                           const TuckerOptions& o) {
+  const std::vector<index_t>& ranks = o.ranks;
+  const double intermediates = o.method == TuckerMethod::hooi ? 3.0 : 2.0;
   double numel = 1.0, core = 1.0, factors = 0.0, gram = 0.0, shrink = ranks.empty() ? 1.0 : 0.0;
   for (std::size_t n = 0; n < dims.size(); ++n) {
     const double in = static_cast<double>(dims[n]);
@@ -122,7 +125,8 @@ void require_tucker_memory(detail::Compute<T>& c, const std::vector<index_t>& di
     shrink = std::max(shrink, rn / in);
   }
   const double copy = c.kind() == Backend::cpu ? 0.0 : numel;
-  detail::require_memory(c, copy + gram + factors + core + 2.0 * numel * shrink, "Tucker");
+  detail::require_memory(c, copy + gram + factors + core + intermediates * numel * shrink,
+                         "Tucker");
 }
 
 }  // namespace
@@ -153,7 +157,7 @@ TuckerResult<T> tucker(TensorView<const T> x, const TuckerOptions& options) {
   const auto start = Clock::now();
   validate_tucker(x, options);
   auto c = detail::make_compute<T>(options.backend);
-  require_tucker_memory(*c, x.dims(), options.ranks);
+  require_tucker_memory(*c, x.dims(), options);
   detail::TuckerState<T> s(*c, x);
   const int order = x.order();
   // With eps: the discarded eigenvalues of each mode sum to at most eps^2 ||X||^2 / N.
