@@ -158,6 +158,12 @@ class CudaCompute final : public Compute<T> {
 
   void synchronize() override { check(cudaStreamSynchronize(stream()), "cudaStreamSynchronize"); }
 
+  std::uint64_t available_bytes() override {
+    std::size_t free_bytes = 0, total_bytes = 0;
+    check(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
+    return free_bytes;
+  }
+
   T* allocate(std::size_t n) override {
     if (n == 0) return nullptr;
     if (n > std::numeric_limits<std::size_t>::max() / sizeof(T)) {

@@ -1,5 +1,8 @@
-// Runs the `tenfold` program (path TENFOLD_CLI) as a user runs it, for the CLI tests.
+// Runs the `tenfold` program (TENFOLD_CLI) as a user runs it, through the shell,
+// capturing its exit status, stdout and stderr.
 #pragma once
+
+#include <sys/wait.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -26,7 +29,7 @@ struct CliRun {
   }
 };
 
-// Runs `tenfold ARGS` through the shell, capturing stdout and stderr.
+/// Runs `tenfold ARGS`; stdout and stderr pass through files in `dir`.
 inline CliRun tenfold_cli(const TempDir& dir, const std::string& args) {
   const std::filesystem::path out = dir / "stdout.txt", err = dir / "stderr.txt";
   const std::string cmd =

@@ -41,8 +41,9 @@ nlohmann::json layer_json(const attention::LayerReport& l) {
 }
 
 int run_compress(const CompressArgs& a) {
-  prepare_output_file(a.out, a.input);
-  if (!a.report.empty()) prepare_output_file(a.report, a.input);
+  std::vector<Output> outputs = {{"--out", a.out, false}};
+  if (!a.report.empty()) outputs.push_back({"--report", a.report, false});
+  check_outputs(outputs, {a.input});
   attention::CheckpointOptions o;
   o.compress.rank = a.shared_dim;
   o.compress.max_iters = a.max_iters;
@@ -80,6 +81,16 @@ int run_compress(const CompressArgs& a) {
       static_cast<long long>(before), static_cast<long long>(after),
       static_cast<long long>(rep.total_params_before),
       static_cast<long long>(rep.total_params_after), rep.seconds);
+  // R near H d gives more parameters than the input had: compression needs a smaller R.
+  const bool larger = after > before;
+  if (larger) {
+    std::fprintf(stderr,
+                 "tenfold attention compress: warning: --shared-dim %lld makes the query/key "
+                 "side larger, not smaller (%lld -> %lld parameters); choose a smaller "
+                 "--shared-dim to compress\n",
+                 static_cast<long long>(rep.shared_dim), static_cast<long long>(before),
+                 static_cast<long long>(after));
+  }
   if (!a.report.empty()) {
     write_json(a.report, {{"command", "attention compress"},
                           {"input", a.input},
@@ -96,6 +107,7 @@ int run_compress(const CompressArgs& a) {
                           {"layers", layers},
                           {"qk_params_before", before},
                           {"qk_params_after", after},
+                          {"larger_than_input", larger},
                           {"total_params_before", rep.total_params_before},
                           {"total_params_after", rep.total_params_after},
                           {"seconds", rep.seconds}});
@@ -155,19 +167,20 @@ Command add_attention_command(CLI::App& app) {
       "and <P>collab.content_bias.weight (H x D).");
   compress->add_option("input", c->input, "Checkpoint (.safetensors), BERT-family or DistilBERT")
       ->required();
-  compress->add_option("-r,--shared-dim", c->shared_dim, "Shared key/query dimension R, 1..H*d")
+  add_integer_option(*compress, "-r,--shared-dim", c->shared_dim,
+                     "Shared key/query dimension R, 1..H*d (H*d, the exact form, and values "
+                     "near it make the model larger)")
       ->required();
-  compress->add_option("--heads", c->heads,
-                       "Attention heads (default: num_attention_heads or n_heads from the "
-                       "config.json beside the checkpoint)");
-  compress->add_option("--max-iters", c->max_iters, "ALS iterations per layer")
-      ->capture_default_str();
+  add_integer_option(*compress, "--heads", c->heads,
+                     "Attention heads (default: num_attention_heads or n_heads from the "
+                     "config.json beside the checkpoint, which must agree when both are given)");
+  add_integer_option(*compress, "--max-iters", c->max_iters, "ALS iterations per layer");
   compress->add_option("--tol", c->tol, "Stop when the error changes by less than this")
       ->capture_default_str();
   compress->add_option("--init", c->init, "Start: structured, heads, nvecs or random")
       ->check(CLI::IsMember({"structured", "heads", "nvecs", "random"}))
       ->capture_default_str();
-  compress->add_option("--seed", c->seed, "Seed for --init random")->capture_default_str();
+  add_integer_option(*compress, "--seed", c->seed, "Seed for --init random");
   compress->add_flag("--float64", c->float64,
                      "Compute and write the new tensors in float64 (default float32)");
   compress->add_option("-o,--out", c->out, "Output checkpoint (.safetensors)")->required();
@@ -183,7 +196,8 @@ Command add_attention_command(CLI::App& app) {
                           "Per layer, the dimensions that hold 90/95/99 % of the energy of "
                           "P = [P_1 | ... | P_H] (P_h = W_Q^h W_K^h^T), of W_Q and of W_K");
   analyze->add_option("input", an->input, "Checkpoint (.safetensors)")->required();
-  analyze->add_option("--heads", an->heads, "Attention heads (default: from config.json)");
+  add_integer_option(*analyze, "--heads", an->heads,
+                     "Attention heads (default: from config.json, which must agree)");
   analyze->add_flag("--json", an->json, "Print JSON with the full curves");
 
   return {cmd,

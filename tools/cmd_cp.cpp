@@ -56,8 +56,52 @@ void print_summary(const CpArgs& a, const io::NpyHeader& h, const CpResult<T>& r
   }
 }
 
+// The start DIR/factor_<a>.npy of each NumPy axis a as the I_a x R matrix of its
+// mode, checked against the input's shape and for finite entries in the file's terms.
+template <class T>
+std::vector<Matrix<T>> load_initial_factors(const CpArgs& a, const io::NpyHeader& header) {
+  const int order = static_cast<int>(header.shape.size());
+  std::vector<Matrix<T>> factors(static_cast<std::size_t>(order));
+  for (int ax = 0; ax < order; ++ax) {
+    const auto path =
+        std::filesystem::path(a.init_factors) / ("factor_" + std::to_string(ax) + ".npy");
+    io::NpyHeader fh;
+    Tensor<T> f = io::load_npy<T>(path, &fh);
+    const index_t rows = header.shape[static_cast<std::size_t>(ax)];
+    if (fh.shape != std::vector<index_t>{rows, a.rank}) {
+      throw DimensionMismatch("initial factor '" + path.string() + "' has shape " +
+                              shape_text(fh.shape) + ", expected (" + std::to_string(rows) + ", " +
+                              std::to_string(a.rank) + "): axis " + std::to_string(ax) +
+                              " of the input by --rank");
+    }
+    // A C-order (I, R) array loads as R x I: transpose it to I x R.
+    Matrix<T> m(rows, a.rank);
+    for (index_t i = 0; i < m.rows(); ++i) {
+      for (index_t j = 0; j < m.cols(); ++j) {
+        m(i, j) = fh.fortran_order ? f(i, j) : f(j, i);
+        if (!std::isfinite(m(i, j))) {
+          throw InvalidArgument("initial factor '" + path.string() + "' has a non-finite entry (" +
+                                (std::isnan(m(i, j)) ? "NaN" : "Inf") + ") at NumPy index [" +
+                                std::to_string(i) + ", " + std::to_string(j) + "]");
+        }
+      }
+    }
+    // factor_<a>.npy of NumPy axis a holds the start of mode numpy_axis(header, a).
+    factors[static_cast<std::size_t>(numpy_axis(header, ax))] = std::move(m);
+  }
+  return factors;
+}
+
 template <class T>
 int run_cp(const CpArgs& a, const io::NpyHeader& header) {
+  // Checked before any work, in the input's NumPy terms: the rank, then the outputs.
+  if (const index_t bound = max_cp_rank(header.shape); a.rank > bound) {
+    throw InvalidArgument("--rank " + std::to_string(a.rank) + " exceeds " + std::to_string(bound) +
+                          ", the largest CP rank of any tensor of shape " +
+                          shape_text(header.shape) +
+                          " (the smallest product of all sizes but one)");
+  }
+  check_outputs({{"--out", a.out, true}}, {a.input});
   const bool missing = a.missing == "nan";
   const Tensor<T> x = load_input<T>(
       a.input, header, {missing, "pass --missing nan to treat NaN entries as missing values"});
@@ -72,10 +116,6 @@ int run_cp(const CpArgs& a, const io::NpyHeader& header) {
       n_observed += observed[static_cast<std::size_t>(i)];
     }
   }
-  const int order = x.order();
-  std::vector<std::string> names = factor_names(header);
-  names.insert(names.end(), {"weights.npy", "report.json"});
-  prepare_output_dir(a.out, a.input, names);
 
   CpOptions<T> o;
   o.rank = a.rank;
@@ -83,23 +123,8 @@ int run_cp(const CpArgs& a, const io::NpyHeader& header) {
   o.tol = a.tol;
   o.init = parse_cp_init(a.init);
   if (!a.init_factors.empty()) {
-    // factor_<a>.npy of NumPy axis a holds the start of mode numpy_axis(header, a).
     o.init = CpInit::given;
-    o.initial_factors.resize(static_cast<std::size_t>(order));
-    for (int ax = 0; ax < order; ++ax) {
-      const auto path =
-          std::filesystem::path(a.init_factors) / ("factor_" + std::to_string(ax) + ".npy");
-      io::NpyHeader fh;
-      Tensor<T> f = io::load_npy<T>(path, &fh);
-      if (f.order() != 2) {
-        throw DimensionMismatch("initial factor '" + path.string() + "' is not a matrix");
-      }
-      // A C-order (I, R) array loads as R x I: transpose it to I x R.
-      Matrix<T> m(fh.shape[0], fh.shape[1]);
-      for (index_t i = 0; i < m.rows(); ++i)
-        for (index_t j = 0; j < m.cols(); ++j) m(i, j) = fh.fortran_order ? f(i, j) : f(j, i);
-      o.initial_factors[static_cast<std::size_t>(numpy_axis(header, ax))] = std::move(m);
-    }
+    o.initial_factors = load_initial_factors<T>(a, header);
   }
   o.seed = a.seed;
   o.n_starts = a.n_starts;
@@ -119,11 +144,8 @@ int run_cp(const CpArgs& a, const io::NpyHeader& header) {
       missing ? cp_als(x, TensorView<const std::uint8_t>(observed.data(), x.dims()), o)
               : cp_als(x, o);
 
-  const std::filesystem::path dir(a.out);
   const KTensor<T>& m = res.model;
-  io::save_npy<T>(dir / "weights.npy", TensorView<const T>(m.weights.data(), {m.rank()}));
-  save_factors(dir, header, m.factors);
-  nlohmann::json j = {
+  const nlohmann::json j = {
       {"command", "cp"},
       {"input", a.input},
       {"shape", header.shape},
@@ -157,7 +179,11 @@ int run_cp(const CpArgs& a, const io::NpyHeader& header) {
         {"solve", res.timings.solve},
         {"other", res.timings.other}}},
       {"factor_files", "factor_<a>.npy is the factor of NumPy axis a of the input (I_a x rank)"}};
-  write_json(dir / "report.json", j);
+  io::write_folder_atomically(a.out, [&](const std::filesystem::path& dir) {
+    io::save_npy<T>(dir / "weights.npy", TensorView<const T>(m.weights.data(), {m.rank()}));
+    save_factors(dir, header, m.factors);
+    write_json(dir / "report.json", j);
+  });
   print_summary(a, header, res);
   return 0;
 }
@@ -172,10 +198,14 @@ Command add_cp_command(CLI::App& app) {
       "OUT/factor_<a>.npy (I_a x rank, for each NumPy axis a of the input) and OUT/report.json.");
   cmd->add_option("input", a->input, "Input tensor: .npy, float32 or float64, order >= 2")
       ->required();
-  cmd->add_option("-r,--rank", a->rank, "Number of components (>= 1)")->required();
-  cmd->add_option("-o,--out", a->out, "Output folder (created if missing)")->required();
-  cmd->add_option("--max-iters", a->max_iters, "Maximum number of ALS iterations")
-      ->capture_default_str();
+  add_integer_option(*cmd, "-r,--rank", a->rank,
+                     "Number of components, 1 up to the smallest product of all axis sizes but "
+                     "one")
+      ->required();
+  cmd->add_option("-o,--out", a->out,
+                  "Output folder, written whole: created, or replacing an earlier result")
+      ->required();
+  add_integer_option(*cmd, "--max-iters", a->max_iters, "Maximum number of ALS iterations");
   cmd->add_option("--tol", a->tol, "Stop when the fit changes by less than this")
       ->capture_default_str();
   cmd->add_option("--init", a->init,
@@ -199,14 +229,14 @@ Command add_cp_command(CLI::App& app) {
                   "Start from DIR/factor_<a>.npy (I_a x rank per NumPy axis a), e.g. an earlier "
                   "--out folder; overrides --init")
       ->check(CLI::ExistingDirectory);
-  cmd->add_option("--seed", a->seed, "Seed of the random initialisation")->capture_default_str();
+  add_integer_option(*cmd, "--seed", a->seed, "Seed of the random initialisation");
   cmd->add_option("--ridge", a->ridge, "l2 regularisation of the normal equations")
       ->capture_default_str();
   cmd->add_option("--time-limit", a->time_limit, "Stop after this many seconds (0: no limit)")
       ->capture_default_str();
   add_common_options(*cmd, a->common);
   return {cmd, [a] {
-            const io::NpyHeader header = io::read_npy_header(a->input);
+            const io::NpyHeader header = read_input_header(a->input);
             return choose_dtype(a->common.dtype, header.dtype) == io::DType::float32
                        ? run_cp<float>(*a, header)
                        : run_cp<double>(*a, header);

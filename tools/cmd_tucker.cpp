@@ -1,6 +1,8 @@
 // tenfold tucker: HOSVD, ST-HOSVD or HOOI of a dense .npy tensor.
+#include <algorithm>
 #include <cstdio>
 #include <memory>
+#include <sstream>
 
 #include "commands.hpp"
 #include "common.hpp"
@@ -22,12 +24,8 @@ struct TuckerArgs {
 
 template <class T>
 int run_tucker(const TuckerArgs& a, const io::NpyHeader& header) {
-  const Tensor<T> x = load_input<T>(a.input, header);
-  const int order = x.order();
-  std::vector<std::string> names = factor_names(header);
-  names.insert(names.end(), {"core.npy", "report.json"});
-  prepare_output_dir(a.out, a.input, names);
-
+  // Checked before any work, in the input's NumPy terms: the sizes, then the outputs.
+  const int order = static_cast<int>(header.shape.size());
   TuckerOptions o;
   o.method = parse_tucker_method(a.method);
   o.max_iters = a.max_iters;
@@ -37,27 +35,33 @@ int run_tucker(const TuckerArgs& a, const io::NpyHeader& header) {
       throw InvalidArgument("--ranks has " + std::to_string(a.ranks.size()) +
                             " values, but the input has " + std::to_string(order) + " axes");
     }
+    const index_t numel = checked_numel(header.shape);
     o.ranks.resize(static_cast<std::size_t>(order));
     for (int ax = 0; ax < order; ++ax) {
       const index_t r = a.ranks[static_cast<std::size_t>(ax)];
       const index_t size = header.shape[static_cast<std::size_t>(ax)];
-      if (r < 1 || r > size) {
+      // The axis-a unfolding is I_a x (product of the other sizes): its rank bounds r_a.
+      const index_t bound = size > 0 ? std::min(size, numel / size) : 0;
+      if (r < 1 || r > bound) {
         throw InvalidArgument("--ranks: rank " + std::to_string(r) + " of axis " +
-                              std::to_string(ax) + " is outside [1, " + std::to_string(size) + "]");
+                              std::to_string(ax) + " is outside [1, " + std::to_string(bound) +
+                              "] (the axis size, or the product of the other sizes if smaller)");
       }
       o.ranks[static_cast<std::size_t>(numpy_axis(header, ax))] = r;
     }
   } else {
+    if (!(a.eps > 0.0 && a.eps < 1.0)) {
+      std::ostringstream text;
+      text << "--tol must be in (0, 1), got " << a.eps;
+      throw InvalidArgument(text.str());
+    }
     o.eps = a.eps;
   }
+  check_outputs({{"--out", a.out, true}}, {a.input});
+  const Tensor<T> x = load_input<T>(a.input, header);
   const TuckerResult<T> res = tucker(x, o);
 
-  const std::filesystem::path dir(a.out);
   const TTensor<T>& m = res.model;
-  // The core's axes follow the input's NumPy axes, like the factors.
-  io::save_npy<T>(dir / "core.npy", m.core.view(),
-                  header.fortran_order ? io::NpyOrder::fortran : io::NpyOrder::c_reversed);
-  save_factors(dir, header, m.factors);
   std::vector<index_t> ranks(static_cast<std::size_t>(order));
   std::vector<std::vector<double>> eigenvalues(static_cast<std::size_t>(order));
   for (int ax = 0; ax < order; ++ax) {
@@ -83,7 +87,13 @@ int run_tucker(const TuckerArgs& a, const io::NpyHeader& header) {
       {"timings", {{"gram", res.timings.gram}, {"eig", res.timings.eig}, {"ttm", res.timings.ttm}}},
       {"files", "core.npy and factor_<a>.npy (I_a x r_a) follow the NumPy axes of the input"}};
   if (o.eps) j["tol"] = *o.eps;
-  write_json(dir / "report.json", j);
+  io::write_folder_atomically(a.out, [&](const std::filesystem::path& dir) {
+    // The core's axes follow the input's NumPy axes, like the factors.
+    io::save_npy<T>(dir / "core.npy", m.core.view(),
+                    header.fortran_order ? io::NpyOrder::fortran : io::NpyOrder::c_reversed);
+    save_factors(dir, header, m.factors);
+    write_json(dir / "report.json", j);
+  });
   std::printf("Tucker (%s) of %s: ranks", a.method.c_str(), a.input.c_str());
   for (index_t r : ranks) std::printf(" %lld", static_cast<long long>(r));
   std::printf(", relative error %.6g, compression %.1fx, %.3f s\n", res.relative_error,
@@ -101,24 +111,28 @@ Command add_tucker_command(CLI::App& app) {
       "OUT/factor_<a>.npy (I_a x r_a, for each NumPy axis a of the input) and OUT/report.json.");
   cmd->add_option("input", a->input, "Input tensor: .npy, float32 or float64, order >= 2")
       ->required();
-  auto* ranks =
-      cmd->add_option("--ranks", a->ranks, "Ranks per NumPy axis, e.g. 10,8,5")->delimiter(',');
+  auto* ranks = add_integer_option(*cmd, "--ranks", a->ranks, "Ranks per NumPy axis, e.g. 10,8,5");
   auto* tol = cmd->add_option("--tol", a->eps,
                               "Relative error bound eps in (0, 1): smallest ranks with "
                               "||X - X^|| <= eps ||X||");
   ranks->excludes(tol);
   tol->excludes(ranks);
-  cmd->add_option("-o,--out", a->out, "Output folder (created if missing)")->required();
+  cmd->add_option("-o,--out", a->out,
+                  "Output folder, written whole: created, or replacing an earlier result")
+      ->required();
   cmd->add_option("--method", a->method, "sthosvd, hosvd or hooi")
       ->check(CLI::IsMember({"sthosvd", "hosvd", "hooi"}))
       ->capture_default_str();
-  cmd->add_option("--max-iters", a->max_iters, "HOOI: most iterations")->capture_default_str();
+  add_integer_option(*cmd, "--max-iters", a->max_iters, "HOOI: most iterations");
   add_common_options(*cmd, a->common);
-  return {cmd, [a, ranks, tol] {
-            if (ranks->count() == 0 && tol->count() == 0) {
-              throw InvalidArgument("give either --ranks or --tol");
-            }
-            const io::NpyHeader header = io::read_npy_header(a->input);
+  // A usage error (exit 2), raised while parsing.
+  cmd->callback([ranks, tol] {
+    if (ranks->count() == 0 && tol->count() == 0) {
+      throw CLI::ValidationError("give either --ranks or --tol");
+    }
+  });
+  return {cmd, [a] {
+            const io::NpyHeader header = read_input_header(a->input);
             return choose_dtype(a->common.dtype, header.dtype) == io::DType::float32
                        ? run_tucker<float>(*a, header)
                        : run_tucker<double>(*a, header);

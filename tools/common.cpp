@@ -1,6 +1,15 @@
 #include "common.hpp"
 
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <regex>
+#include <type_traits>
 
 #include "tenfold/error.hpp"
 
@@ -16,26 +25,194 @@ void add_common_options(CLI::App& cmd, CommonOptions& o) {
       ->check(CLI::IsMember({"float32", "float64"}));
 }
 
-void prepare_output_dir(const std::filesystem::path& dir, const std::filesystem::path& input,
-                        const std::vector<std::string>& outputs) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec)) {
-    throw IoError("output path '" + dir.string() + "' exists and is not a folder");
+namespace {
+
+// factor_<a>.npy for each NumPy axis a.
+std::vector<std::string> factor_names(const io::NpyHeader& header) {
+  std::vector<std::string> names;
+  for (std::size_t ax = 0; ax < header.shape.size(); ++ax)
+    names.push_back("factor_" + std::to_string(ax) + ".npy");
+  return names;
+}
+
+// "--rank" of "-r,--rank": the last of the option's names.
+std::string long_name(const std::string& names) { return names.substr(names.rfind(',') + 1); }
+
+}  // namespace
+
+template <class I>
+I parse_integer(const std::string& flag, const std::string& text) {
+  I value{};
+  const char* end = text.data() + text.size();
+  const auto [ptr, err] = std::from_chars(text.data(), end, value);
+  const bool negative = text.size() > 1 && text[0] == '-';
+  // A negative number for an unsigned option is out of range too, not malformed.
+  const bool unsigned_negative = std::is_unsigned_v<I> && negative &&
+                                 text.find_first_not_of("0123456789", 1) == std::string::npos;
+  if (err == std::errc::result_out_of_range || unsigned_negative) {
+    throw CLI::ValidationError(flag, "'" + text + "' is out of range (at " +
+                                         (negative ? "least " : "most ") +
+                                         std::to_string(negative ? std::numeric_limits<I>::min()
+                                                                 : std::numeric_limits<I>::max()) +
+                                         ")");
   }
-  fs::create_directories(dir, ec);
-  if (ec) throw IoError("cannot create output folder '" + dir.string() + "': " + ec.message());
-  for (const std::string& name : outputs) {
-    const fs::path out = dir / name;
-    if (fs::exists(out, ec) && fs::equivalent(out, input, ec)) {
-      throw IoError("output file '" + out.string() + "' is the input file; choose another --out");
-    }
+  if (err != std::errc() || ptr != end) {
+    throw CLI::ValidationError(flag, "'" + text + "' is not an integer");
+  }
+  return value;
+}
+
+template <class I>
+CLI::Option* add_integer_option(CLI::App& cmd, const std::string& name, I& target,
+                                const std::string& description) {
+  const std::string flag = long_name(name);
+  return cmd
+      .add_option_function<std::string>(
+          name, [&target, flag](const std::string& s) { target = parse_integer<I>(flag, s); },
+          description)
+      ->default_str(std::to_string(target));
+}
+
+template <class I>
+CLI::Option* add_integer_option(CLI::App& cmd, const std::string& name, std::vector<I>& target,
+                                const std::string& description) {
+  const std::string flag = long_name(name);
+  return cmd
+      .add_option_function<std::vector<std::string>>(
+          name,
+          [&target, flag](const std::vector<std::string>& v) {
+            target.clear();
+            for (const std::string& s : v) target.push_back(parse_integer<I>(flag, s));
+          },
+          description)
+      ->delimiter(',');
+}
+
+template int parse_integer<int>(const std::string&, const std::string&);
+template index_t parse_integer<index_t>(const std::string&, const std::string&);
+template std::uint64_t parse_integer<std::uint64_t>(const std::string&, const std::string&);
+template CLI::Option* add_integer_option<int>(CLI::App&, const std::string&, int&,
+                                              const std::string&);
+template CLI::Option* add_integer_option<index_t>(CLI::App&, const std::string&, index_t&,
+                                                  const std::string&);
+template CLI::Option* add_integer_option<std::uint64_t>(CLI::App&, const std::string&,
+                                                        std::uint64_t&, const std::string&);
+template CLI::Option* add_integer_option<index_t>(CLI::App&, const std::string&,
+                                                  std::vector<index_t>&, const std::string&);
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string quote(const fs::path& p) { return "'" + p.string() + "'"; }
+
+// The path with every symlink resolved, also a final one whose target is missing.
+fs::path resolve(const fs::path& p) {
+  std::error_code ec;
+  fs::path at = fs::absolute(p, ec);
+  for (int hops = 0; hops < 40 && fs::is_symlink(fs::symlink_status(at, ec)); ++hops) {
+    const fs::path target = fs::read_symlink(at, ec);
+    if (ec) break;
+    at = target.is_absolute() ? target : at.parent_path() / target;
+  }
+  const fs::path canonical = fs::weakly_canonical(at, ec);
+  return ec ? at.lexically_normal() : canonical;
+}
+
+// Whether `inner` lies inside the folder `outer` (both resolved).
+bool inside(const fs::path& inner, const fs::path& outer) {
+  const fs::path rel = inner.lexically_relative(outer);
+  return !rel.empty() && *rel.begin() != ".." && rel != ".";
+}
+
+// Names a tenfold result folder holds (and the hidden temporaries of an interrupted write).
+bool result_file_name(const std::string& name) {
+  static const std::regex pattern(
+      R"((factor_[0-9]+\.npy|weights\.npy|core\.npy|report\.json|\..*\.tmp\..*))");
+  return std::regex_match(name, pattern);
+}
+
+// Throws unless a file or folder can be created at `resolved`: its nearest existing
+// ancestor must be a folder this process may write in.
+void check_creatable(const Output& o, const fs::path& resolved) {
+  std::error_code ec;
+  fs::path folder = resolved.parent_path();
+  while (!fs::exists(folder, ec) && folder.has_relative_path()) folder = folder.parent_path();
+  if (!fs::is_directory(folder, ec)) {
+    throw IoError("cannot create " + o.flag + " " + quote(o.path) + ": " + quote(folder) +
+                  " is not a folder");
+  }
+  if (::access(folder.c_str(), W_OK | X_OK) != 0) {
+    throw IoError("cannot create " + o.flag + " " + quote(o.path) + ": no permission to write in " +
+                  quote(folder) + " (" + std::strerror(errno) + ")");
   }
 }
 
-void prepare_output_file(const std::filesystem::path& file, const std::filesystem::path& input) {
-  prepare_output_dir(file.parent_path().empty() ? "." : file.parent_path(), input,
-                     {file.filename().string()});
+void check_output(const Output& o, const fs::path& resolved) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(resolved, ec);
+  check_creatable(o, resolved);
+  if (!fs::exists(st)) return;
+  if (!o.folder) {
+    if (fs::is_directory(st)) {
+      throw IoError(o.flag + " " + quote(o.path) + " is a folder; give a file name");
+    }
+    return;
+  }
+  if (!fs::is_directory(st)) {
+    throw IoError(o.flag + " " + quote(o.path) + " exists and is not a folder");
+  }
+  // The folder is replaced as a whole: it may only hold an earlier result.
+  for (const fs::directory_entry& e : fs::directory_iterator(resolved, ec)) {
+    const std::string name = e.path().filename().string();
+    if (!result_file_name(name) || e.is_directory(ec)) {
+      throw IoError(o.flag + " " + quote(o.path) + " holds " + quote(name) +
+                    ", which is not part of a tenfold result; the folder is replaced as a "
+                    "whole, so give a new or empty folder");
+    }
+  }
+  if (ec) throw IoError("cannot read the folder " + quote(o.path) + ": " + ec.message());
+  if (::access(resolved.c_str(), W_OK | X_OK) != 0) {
+    throw IoError("cannot replace " + o.flag + " " + quote(o.path) +
+                  ": no permission to write in it (" + std::strerror(errno) + ")");
+  }
+}
+
+}  // namespace
+
+void check_outputs(const std::vector<Output>& outputs, const std::vector<fs::path>& inputs) {
+  std::error_code ec;
+  std::vector<fs::path> resolved;
+  for (const Output& o : outputs) {
+    resolved.push_back(resolve(o.path));
+    check_output(o, resolved.back());
+  }
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    const Output& o = outputs[i];
+    for (const fs::path& in : inputs) {
+      const fs::path r = resolve(in);
+      if (r == resolved[i] || fs::equivalent(in, o.path, ec)) {
+        throw IoError(o.flag + " " + quote(o.path) + " is the input file " + quote(in) +
+                      "; choose another " + o.flag);
+      }
+      if (o.folder && inside(r, resolved[i])) {
+        throw IoError(quote(in) + " is the input file and lies inside " + o.flag + " " +
+                      quote(o.path) + ", which is replaced as a whole; choose another " + o.flag);
+      }
+    }
+    for (std::size_t j = 0; j < i; ++j) {
+      const Output& p = outputs[j];
+      if (resolved[i] == resolved[j] || fs::equivalent(o.path, p.path, ec)) {
+        throw IoError(p.flag + " and " + o.flag + " name the same file " + quote(o.path) +
+                      "; give them different paths");
+      }
+      if ((p.folder && inside(resolved[i], resolved[j])) ||
+          (o.folder && inside(resolved[j], resolved[i]))) {
+        throw IoError(p.flag + " " + quote(p.path) + " and " + o.flag + " " + quote(o.path) +
+                      " overlap: one lies inside the other; give separate paths");
+      }
+    }
+  }
 }
 
 void write_json(const std::filesystem::path& path, const nlohmann::json& j) {
@@ -45,6 +222,23 @@ void write_json(const std::filesystem::path& path, const nlohmann::json& j) {
 int numpy_axis(const io::NpyHeader& header, int mode) {
   const int order = static_cast<int>(header.shape.size());
   return header.fortran_order ? mode : order - 1 - mode;
+}
+
+std::string shape_text(const std::vector<index_t>& shape) {
+  std::string s;
+  for (index_t d : shape) s += (s.empty() ? "" : ", ") + std::to_string(d);
+  return "(" + s + (shape.size() == 1 ? ",)" : ")");
+}
+
+io::NpyHeader read_input_header(const std::string& path) {
+  io::NpyHeader header = io::read_npy_header(path);
+  for (std::size_t ax = 0; ax < header.shape.size(); ++ax) {
+    if (header.shape[ax] == 0) {
+      throw InvalidArgument("input of shape " + shape_text(header.shape) + " is empty (axis " +
+                            std::to_string(ax) + " has size 0)");
+    }
+  }
+  return header;
 }
 
 template <class T>
@@ -81,13 +275,6 @@ void save_factors(const std::filesystem::path& dir, const io::NpyHeader& header,
         factors[static_cast<std::size_t>(numpy_axis(header, static_cast<int>(ax)))];
     io::save_npy<T>(dir / names[ax], TensorView<const T>(f.data(), {f.rows(), f.cols()}));
   }
-}
-
-std::vector<std::string> factor_names(const io::NpyHeader& header) {
-  std::vector<std::string> names;
-  for (std::size_t ax = 0; ax < header.shape.size(); ++ax)
-    names.push_back("factor_" + std::to_string(ax) + ".npy");
-  return names;
 }
 
 template Tensor<float> load_input<float>(const std::string&, const io::NpyHeader&,

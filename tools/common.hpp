@@ -30,13 +30,36 @@ struct CommonOptions {
 /// Adds --quiet, --backend and --dtype to a subcommand.
 void add_common_options(CLI::App& cmd, CommonOptions& o);
 
-/// Creates `dir` (and parents) if needed; throws IoError if it is not a folder
-/// or if any of `outputs` (file names inside dir) is the same file as `input`.
-void prepare_output_dir(const std::filesystem::path& dir, const std::filesystem::path& input,
-                        const std::vector<std::string>& outputs);
+/// Parses a whole decimal integer of type I; throws CLI::ValidationError naming
+/// `flag` when the text is not one or lies outside the range of I (CLI11 itself
+/// would silently saturate).
+template <class I>
+I parse_integer(const std::string& flag, const std::string& text);
 
-/// Creates the folder of `file` if needed; throws IoError if `file` is `input`.
-void prepare_output_file(const std::filesystem::path& file, const std::filesystem::path& input);
+/// An integer option (one value, or a comma-separated list for std::vector<I>)
+/// parsed by parse_integer.
+template <class I>
+CLI::Option* add_integer_option(CLI::App& cmd, const std::string& name, I& target,
+                                const std::string& description);
+template <class I>
+CLI::Option* add_integer_option(CLI::App& cmd, const std::string& name, std::vector<I>& target,
+                                const std::string& description);
+
+/// One output of a command: a file, or a result folder that is written whole (see
+/// write_result_folder) and may only replace an earlier result.
+struct Output {
+  std::string flag;  ///< the option that named it, for messages ("--out")
+  std::filesystem::path path;
+  bool folder = false;
+};
+
+/// Checks, before any work and without writing anything, that every output can be
+/// created: its nearest existing folder is writable, a file output is not a folder,
+/// a result folder is absent or holds only files of an earlier result; that no two
+/// outputs are the same file (also through symlinks and hard links) and no output is
+/// an input or holds one. Throws IoError naming the flag and the path.
+void check_outputs(const std::vector<Output>& outputs,
+                   const std::vector<std::filesystem::path>& inputs);
 
 /// Writes pretty JSON atomically.
 void write_json(const std::filesystem::path& path, const nlohmann::json& j);
@@ -44,6 +67,10 @@ void write_json(const std::filesystem::path& path, const nlohmann::json& j);
 /// NumPy axis of each tenfold mode of a loaded array: a C-order file has its
 /// modes reversed (numpy axis a = mode N-1-a), a Fortran-order file does not.
 int numpy_axis(const io::NpyHeader& header, int mode);
+
+/// Reads the header of a .npy input; throws InvalidArgument naming a size-0 axis
+/// by its NumPy number (the library's own check names tenfold's mode order).
+io::NpyHeader read_input_header(const std::string& path);
 
 /// How load_input treats NaN entries: refused (with `hint` appended to the message
 /// when given, e.g. the flag that accepts them), or kept (missing values).
@@ -63,8 +90,8 @@ template <class T>
 void save_factors(const std::filesystem::path& dir, const io::NpyHeader& header,
                   const std::vector<Matrix<T>>& factors);
 
-/// The file names save_factors writes, for prepare_output_dir.
-std::vector<std::string> factor_names(const io::NpyHeader& header);
+/// A NumPy shape as Python prints it: "(10, 8, 6)".
+std::string shape_text(const std::vector<index_t>& shape);
 
 /// "float32" / "float64"
 template <class T>

@@ -125,7 +125,9 @@ struct CompressResult {
 
 /// CP of rank R of the layer's QK tensor by ALS over its Kruskal form (the
 /// H x D x D tensor is never formed), content vectors kept exactly. At R = H d the
-/// exact form is returned without iterating (iterations = 0).
+/// exact form is returned without iterating (iterations = 0); below it R may not
+/// exceed max_cp_rank({H, D, D}) = min(H D, D^2) (InvalidArgument). The host memory
+/// the call needs is estimated first (MemoryError when it cannot fit).
 template <class T>
 CompressResult<T> compress(const QueryKeyLayer<T>& layer, const CompressOptions& options);
 

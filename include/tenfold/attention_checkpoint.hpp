@@ -33,7 +33,8 @@ std::vector<LayerNames> find_layers(const io::SafetensorsFile& file);
 index_t heads_from_config(const std::filesystem::path& checkpoint);
 
 /// Loads one layer; throws IoError / DimensionMismatch when shapes disagree or
-/// `heads` does not divide the query width.
+/// `heads` does not divide the query width, InvalidArgument naming the tensor and
+/// its index as stored ([row, column] of the (out x in) weight) for a NaN or Inf.
 template <class T>
 QueryKeyLayer<T> load_layer(const io::SafetensorsFile& file, const LayerNames& names,
                             index_t heads);
@@ -53,8 +54,10 @@ struct LayerReport {
 /// Options of compress_checkpoint.
 struct CheckpointOptions {
   CompressOptions compress;  ///< rank = shared dimension R
-  index_t heads = 0;         ///< 0: from config.json beside the input
-  bool float64 = false;      ///< compute and write the new tensors in float64 (else float32)
+  /// 0: from config.json beside the input; a head count that disagrees with that
+  /// file is refused (InvalidArgument).
+  index_t heads = 0;
+  bool float64 = false;  ///< compute and write the new tensors in float64 (else float32)
   /// Called after each layer (progress).
   std::function<void(const LayerReport&)> on_layer;
 };

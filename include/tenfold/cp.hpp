@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -99,7 +100,16 @@ struct CpResult {
   CpTimings timings;
 };
 
-/// CP-ALS of a dense tensor (order >= 2, all sizes >= 1, finite entries).
+/// An upper bound on the CP rank of every tensor of shape `dims`: min over n of the
+/// product of all sizes but I_n (a tensor is the sum of its mode-n fibres, one
+/// rank-one term each), e.g. 48 for 10 x 8 x 6. cp_als refuses a larger rank, since
+/// an exact model never needs it. Products saturate at the largest index_t.
+index_t max_cp_rank(std::span<const index_t> dims);
+
+/// CP-ALS of a dense tensor (order >= 2, all sizes >= 1, finite entries,
+/// rank <= max_cp_rank(x.dims())). The memory the iteration needs (factors, Grams,
+/// MTTKRP buffers) is estimated first; a request that cannot fit throws MemoryError
+/// with the estimate and the memory available, before anything large is allocated.
 template <class T>
 CpResult<T> cp_als(TensorView<const T> x, const CpOptions<T>& options);
 
@@ -124,7 +134,9 @@ CpResult<T> cp_als(const Tensor<T>& x, TensorView<const std::uint8_t> observed,
 }
 
 /// CP-ALS of a tensor given in CP form (it is never formed): approximates a
-/// rank-S model by a rank-R one, at O(sum_n I_n S R) per iteration.
+/// rank-S model by a rank-R one, at O(sum_n I_n S R) per iteration. The rank bound
+/// and the memory estimate are those of the dense call (the tensor's own rank is at
+/// most S, but R > S is accepted: the extra components are redundant, not wrong).
 template <class T>
 CpResult<T> cp_als(const KTensor<T>& x, const CpOptions<T>& options);
 

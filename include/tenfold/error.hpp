@@ -43,6 +43,14 @@ class DeviceError : public Error {
   using Error::Error;
 };
 
+/// A request needs more memory than the backend has available (host memory, or the
+/// device's for cuda). Raised before allocating, with the estimate and the amount
+/// available in the message.
+class MemoryError : public Error {
+ public:
+  using Error::Error;
+};
+
 /// Reading or writing a file failed, or a file is malformed.
 class IoError : public Error {
  public:

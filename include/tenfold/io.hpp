@@ -55,4 +55,17 @@ void save_npy(const std::filesystem::path& path, TensorView<const T> x,
 void write_file_atomically(const std::filesystem::path& path,
                            const std::function<void(std::ostream&)>& writer);
 
+/// Writes a folder of files as one unit: `writer` fills a new temporary folder beside
+/// `dir` (hidden, in the same parent, which is created if missing); when it returns
+/// normally the folder is flushed and takes the place of `dir` (symlinks in it followed)
+/// by a rename. An existing
+/// `dir` is replaced as a whole, with everything in it (atomically exchanged where the
+/// file system supports it, else moved aside first), so a reader finds the old folder,
+/// the new one, or (only on the fallback path, and only for the instant between two
+/// renames) none, never a mixture. If writer throws, the temporary folder is removed and
+/// `dir` is untouched. A process killed while writing leaves at most the hidden
+/// ".<name>.tmp.*" sibling. Throws IoError (or what writer throws).
+void write_folder_atomically(const std::filesystem::path& dir,
+                             const std::function<void(const std::filesystem::path&)>& writer);
+
 }  // namespace tenfold::io

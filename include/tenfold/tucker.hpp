@@ -60,7 +60,8 @@ TuckerMethod parse_tucker_method(std::string_view name);
 /// Options of tucker(). Give exactly one of `ranks` and `eps`.
 struct TuckerOptions {
   TuckerMethod method = TuckerMethod::sthosvd;
-  /// Multilinear ranks, one per mode, 1 <= r_n <= I_n.
+  /// Multilinear ranks, one per mode, 1 <= r_n <= min(I_n, prod_{m != n} I_m) (the
+  /// mode-n unfolding's rank can be no larger).
   std::vector<index_t> ranks;
   /// Relative error tolerance in (0, 1): each mode keeps the fewest leading
   /// eigenvectors whose discarded eigenvalues sum to at most eps^2 ||X||^2 / N,
@@ -106,7 +107,9 @@ struct TuckerResult {
 };
 
 /// Tucker decomposition of a dense tensor (order >= 2, all sizes >= 1, finite
-/// entries). Throws InvalidArgument / DimensionMismatch on bad input or options.
+/// entries). Throws InvalidArgument / DimensionMismatch on bad input or options, and
+/// MemoryError, before allocating, when the estimated memory (Grams with the
+/// eigensolver's workspace, TTM intermediates, the device copy) cannot fit.
 template <class T>
 TuckerResult<T> tucker(TensorView<const T> x, const TuckerOptions& options);
 

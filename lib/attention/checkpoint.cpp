@@ -1,6 +1,9 @@
 #include <algorithm>
+#include <charconv>
 #include <chrono>
+#include <cmath>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -55,9 +58,31 @@ std::pair<index_t, index_t> check_layer_shapes(const io::SafetensorsFile& file,
   return {d_in, dk};
 }
 
+// Throws naming the tensor and the index of its first non-finite entry as the file
+// shows it: [k] for a bias, [row, column] of the stored (out x in) weight, whose
+// memory is the column-major in x out matrix (`in` = its rows; 0 for a bias).
+template <class T>
+void check_finite_tensor(const std::string& name, const std::vector<T>& values, index_t in) {
+  for (std::size_t k = 0; k < values.size(); ++k) {
+    if (std::isfinite(values[k])) continue;
+    const auto i = static_cast<index_t>(k);
+    const std::string where =
+        in > 0 ? std::to_string(i / in) + ", " + std::to_string(i % in) : std::to_string(i);
+    throw InvalidArgument("'" + name + "' has a non-finite entry (" +
+                          (std::isnan(values[k]) ? "NaN" : "Inf") + ") at index [" + where + "]");
+  }
+}
+
 index_t resolve_heads(const std::filesystem::path& input, index_t heads) {
   if (heads < 0) throw InvalidArgument("heads must be >= 1, got " + std::to_string(heads));
-  if (heads == 0) heads = heads_from_config(input);
+  const index_t configured = heads_from_config(input);
+  if (heads > 0 && configured > 0 && heads != configured) {
+    throw InvalidArgument("heads = " + std::to_string(heads) + " disagrees with the " +
+                          std::to_string(configured) + " attention heads of '" +
+                          (input.parent_path() / "config.json").string() +
+                          "'; give the model's head count, or leave it out to use the config");
+  }
+  if (heads == 0) heads = configured;
   if (heads == 0) {
     throw InvalidArgument(
         "the head count is unknown: pass --heads, or put a config.json with "
@@ -210,7 +235,12 @@ std::vector<LayerNames> find_layers(const io::SafetensorsFile& file) {
     } else {
       continue;
     }
-    l.index = std::stoi(m[2].str());
+    const std::string digits = m[2].str();
+    const auto [end, err] = std::from_chars(digits.data(), digits.data() + digits.size(), l.index);
+    if (err != std::errc() || end != digits.data() + digits.size()) {
+      throw IoError("layer index " + digits + " of '" + e.name + "' is too large (at most " +
+                    std::to_string(std::numeric_limits<int>::max()) + ")");
+    }
     l.query_weight = e.name;
     l.key_weight = l.prefix + k + "weight";
     if (!file.find(l.key_weight)) {
@@ -263,9 +293,16 @@ QueryKeyLayer<T> load_layer(const io::SafetensorsFile& file, const LayerNames& n
   // (H d, D) row-major weights are the column-major D x (H d) matrices [W^1 ... W^H].
   l.query_weight = file.read_matrix<T>(names.query_weight);
   l.key_weight = file.read_matrix<T>(names.key_weight);
-  if (!names.query_bias.empty()) l.query_bias = file.read<T>(names.query_bias).values();
-  if (!names.key_bias.empty()) l.key_bias = file.read<T>(names.key_bias).values();
-  (void)d_in;
+  check_finite_tensor(names.query_weight, l.query_weight.values(), d_in);
+  check_finite_tensor(names.key_weight, l.key_weight.values(), d_in);
+  if (!names.query_bias.empty()) {
+    l.query_bias = file.read<T>(names.query_bias).values();
+    check_finite_tensor(names.query_bias, l.query_bias, 0);
+  }
+  if (!names.key_bias.empty()) {
+    l.key_bias = file.read<T>(names.key_bias).values();
+    check_finite_tensor(names.key_bias, l.key_bias, 0);
+  }
   l.validate();
   return l;
 }

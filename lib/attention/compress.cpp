@@ -6,6 +6,7 @@
 #include <string>
 
 #include "attention/heads.hpp"
+#include "core/memory.hpp"
 #include "core/random.hpp"
 #include "tenfold/cp.hpp"
 #include "tenfold/error.hpp"
@@ -273,8 +274,30 @@ CompressResult<T> compress(const QueryKeyLayer<T>& layer, const CompressOptions&
     throw InvalidArgument("rank must be in [1, H d] = [1, " + std::to_string(s) + "], got " +
                           std::to_string(r));
   }
+  // Below H d the ALS runs on the H x D x D tensor, whose rank is at most
+  // min(H D, D^2) (max_cp_rank); only the exact form may have more components.
+  const index_t rows = layer.input_dim(), dims[3] = {layer.heads, rows, rows};
+  if (const index_t bound = max_cp_rank(dims); r < s && r > bound) {
+    throw InvalidArgument(
+        "rank " + std::to_string(r) + " exceeds " + std::to_string(bound) +
+        ", the largest CP rank of the H x D x D = " + std::to_string(layer.heads) + " x " +
+        std::to_string(rows) + " x " + std::to_string(rows) + " QK tensor; use at most " +
+        std::to_string(bound) + ", or H d = " + std::to_string(s) + " for the exact form");
+  }
   {
     detail::Cpu c;
+    // Host memory besides the ALS (which checks its own): the CP form of T and the
+    // weights in double, the structured start's per-head d x d blocks and D x d
+    // products, the start and the result (H + 2 D) x R each, and the error's R x R
+    // Grams and D x (d + R), D x D residual blocks.
+    const double h = static_cast<double>(layer.heads), d = static_cast<double>(layer.head_dim),
+                 dd = static_cast<double>(rows), ss = static_cast<double>(s),
+                 rr = static_cast<double>(r);
+    tenfold::detail::require_memory(c,
+                                    (h + 4.0 * dd) * ss + 4.0 * h * d * d + 3.0 * dd * d +
+                                        2.0 * (h + 2.0 * dd) * rr + 3.0 * rr * rr +
+                                        2.0 * dd * (d + rr) + dd * dd,
+                                    "compressing a layer at rank " + std::to_string(r));
     const detail::Weights w(layer);
     if (!(detail::qk_norm_squared(c, w.q(), w.k(), w.heads, w.d) > 0.0)) {
       throw InvalidArgument("the layer's QK tensor is zero: nothing to compress");
@@ -292,8 +315,7 @@ CompressResult<T> compress(const QueryKeyLayer<T>& layer, const CompressOptions&
   res.relative_error =
       detail::relative_error(detail::Weights(layer), detail::to_double(out.mixing),
                              detail::AsDouble(out.query).get(), detail::AsDouble(out.key).get());
-  const index_t rows = layer.input_dim(),
-                biases = (layer.query_bias.empty() ? 0 : 1) + (layer.key_bias.empty() ? 0 : 1);
+  const index_t biases = (layer.query_bias.empty() ? 0 : 1) + (layer.key_bias.empty() ? 0 : 1);
   res.params_before = 2 * rows * s + biases * s;
   res.params_after = layer.heads * r + 2 * rows * r + out.content.size();
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstddef>
 #include <limits>
+#include <cstdint>
 #include <memory>
 #include <utility>
 
@@ -28,6 +29,9 @@ class Compute {
   virtual void synchronize() = 0;
 
   // --- memory ---------------------------------------------------------------
+  /// Bytes that can still be allocated on the backend (host memory for cpu, free
+  /// device memory for cuda), for the estimates that run before large allocations.
+  virtual std::uint64_t available_bytes() = 0;
   /// n elements (n >= 0; n == 0 may return nullptr). Throws DeviceError/bad_alloc.
   virtual T* allocate(std::size_t n) = 0;
   virtual void deallocate(T* p) noexcept = 0;

@@ -2,6 +2,7 @@ target_sources(tenfold PRIVATE
   core/backend.cpp
   core/format.cpp
   core/ktensor.cpp
+  core/memory.cpp
   core/multilinear.cpp
   core/tensor.cpp
   core/thread_pool.cpp)

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/format.hpp"
+#include "core/memory.hpp"
 #include "core/random.hpp"
 #include "cp/dense_operand.hpp"
 #include "cp/hals.hpp"
@@ -167,12 +168,11 @@ void validate_cp_options(const CpOptions<T>& o, const std::vector<index_t>& dims
   if (!(o.time_limit >= 0.0)) {
     throw InvalidArgument("time_limit must be >= 0, got " + std::to_string(o.time_limit));
   }
-  for (index_t d : dims) {
-    const index_t sizes[2] = {d, o.rank};
-    checked_numel(sizes);
+  if (const index_t bound = max_cp_rank(dims); o.rank > bound) {
+    throw InvalidArgument("rank " + std::to_string(o.rank) + " exceeds " + std::to_string(bound) +
+                          ", the largest CP rank of any tensor of shape " + shape_string(dims) +
+                          " (the smallest product of all sizes but one)");
   }
-  const index_t rr[2] = {o.rank, o.rank};
-  checked_numel(rr);
   if (o.init == CpInit::given) {
     if (o.initial_factors.size() != dims.size()) {
       throw DimensionMismatch("init = given needs " + std::to_string(dims.size()) +
@@ -200,6 +200,19 @@ CpResult<T> run_cp_als(CpOperand<T>& x, Compute<T>& c, const CpOptions<T>& o,
   const index_t r = o.rank;
   CpResult<T> res;
   CpTimings& t = res.timings;
+
+  // Memory: factors, Grams, V and its two solve copies, the MTTKRP result, lambda and
+  // a scratch vector (nvecs: a mode Gram and the eigensolver's 2 I^2 workspace), and
+  // the operand's own buffers.
+  const bool nvecs = o.init == CpInit::nvecs;
+  double elements = static_cast<double>(order + 3) * static_cast<double>(r) * r + 2.0 * r;
+  double imax = 0.0;
+  for (index_t d : dims) {
+    elements += static_cast<double>(d) * r;
+    imax = std::max(imax, static_cast<double>(d));
+  }
+  elements += imax * r + (nvecs ? 3.0 * imax * imax : 0.0) + x.workspace_elements(r, nvecs);
+  require_memory(c, elements, "CP-ALS at rank " + std::to_string(r));
 
   AlsState<T> s(c, dims, r);
   res.init = resolve_init(o.init, dims);
@@ -410,6 +423,23 @@ template void arrange<float>(KTensor<float>&);
 template void arrange<double>(KTensor<double>&);
 
 }  // namespace detail
+
+index_t max_cp_rank(std::span<const index_t> dims) {
+  index_t best = std::numeric_limits<index_t>::max();
+  for (std::size_t n = 0; n < dims.size(); ++n) {
+    // prod_{m != n} I_m, saturating
+    index_t p = 1;
+    for (std::size_t m = 0; m < dims.size(); ++m) {
+      if (m == n) continue;
+      const index_t d = dims[m];
+      p = d != 0 && p > std::numeric_limits<index_t>::max() / d
+              ? std::numeric_limits<index_t>::max()
+              : p * d;
+    }
+    best = std::min(best, p);
+  }
+  return best;
+}
 
 std::string_view to_string(CpInit init) {
   switch (init) {

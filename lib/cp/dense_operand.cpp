@@ -150,6 +150,24 @@ void DenseOperand<T>::mttkrp(int n, std::span<const T* const> factors, index_t r
 }
 
 template <class T>
+double DenseOperand<T>::workspace_elements(index_t rank, bool /*mode_grams*/) const {
+  const int order = this->order();
+  const auto size = [this](int lo, int hi) { return static_cast<double>(prod(lo, hi)); };
+  // A block of three or more modes finishes through a partial product and Khatri-Rao
+  // products of its sub-ranges, each smaller than the block.
+  const auto finish = [&](int lo, int hi) { return hi - lo > 2 ? size(lo, hi) : 0.0; };
+  // y_: X contracted with the other block; kr_, kr_tmp_: the Khatri-Rao products of
+  // the contracted block (or of sub-ranges); v_: the partial result within a block.
+  const double y = std::max(lead_end_ > 1 ? size(0, lead_end_) : 0.0,
+                            trail_begin_ < order - 1 ? size(trail_begin_, order) : 0.0);
+  const double kr = std::max({order - lead_end_ > 1 ? size(lead_end_, order) : 0.0,
+                              trail_begin_ > 1 ? size(0, trail_begin_) : 0.0, finish(0, lead_end_),
+                              finish(trail_begin_, order)});
+  const double v = std::max(finish(0, lead_end_), finish(trail_begin_, order));
+  return static_cast<double>(rank) * (y + 2.0 * kr + v);
+}
+
+template <class T>
 void DenseOperand<T>::mode_gram(int n, T* out) {
   detail::mode_gram(this->c_, x_, dims_, n, out);
 }

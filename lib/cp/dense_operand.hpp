@@ -38,6 +38,7 @@ class DenseOperand final : public CpOperand<T> {
     cached_ = Cached::none;
     norm_squared_ = -1.0;
   }
+  double workspace_elements(index_t rank, bool mode_grams) const override;
   /// The tensor in backend memory.
   const T* data() const { return x_; }
 

@@ -1,5 +1,7 @@
 #include "cp/kruskal_operand.hpp"
 
+#include <algorithm>
+
 #include "cp/dense_operand.hpp"
 
 namespace tenfold::detail {
@@ -84,6 +86,19 @@ void KruskalOperand<T>::mttkrp(int n, std::span<const T* const> factors, index_t
   const auto ni = static_cast<std::size_t>(n);
   c.gemm(Op::none, Op::none, dims_[ni], rank, s_, T(1), a_[ni], dims_[ni], w, s_, T(0), out,
          dims_[ni]);
+}
+
+template <class T>
+double KruskalOperand<T>::workspace_elements(index_t rank, bool mode_grams) const {
+  const double s = static_cast<double>(s_), r = static_cast<double>(rank);
+  const double order = static_cast<double>(dims_.size());
+  double imax = 0.0;
+  for (index_t d : dims_) imax = std::max(imax, static_cast<double>(d));
+  // cross_ (one S x R per mode), w_ and mu_cols_; the norm's two S x S temporaries;
+  // mode_gram's N - 1 Grams, W and A_n W, with mu_cols_ grown to S x S.
+  const double mttkrp = (order + 2.0) * s * r;
+  const double grams = mode_grams ? (order + 1.0) * s * s + imax * s : 0.0;
+  return mttkrp + std::max(2.0 * s * s, grams);
 }
 
 template <class T>

@@ -22,6 +22,7 @@ class KruskalOperand final : public CpOperand<T> {
   void mttkrp(int n, std::span<const T* const> factors, index_t rank, T* out) override;
   void factor_changed(int m) override { valid_[static_cast<std::size_t>(m)] = false; }
   void mode_gram(int n, T* out) override;
+  double workspace_elements(index_t rank, bool mode_grams) const override;
 
  private:
   // W (S x R or S x S) = mu mu^T-weighted Hadamard product of A_m^T B_m over m != n.

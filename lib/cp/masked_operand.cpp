@@ -46,6 +46,16 @@ MaskedOperand<T>::MaskedOperand(Compute<T>& c, TensorView<const T> x,
 }
 
 template <class T>
+double MaskedOperand<T>::workspace_elements(index_t rank, bool mode_grams) const {
+  double lead = 1.0, rest = 1.0;
+  const auto& d = dims();
+  for (std::size_t m = 0; m < d.size(); ++m)
+    (static_cast<int>(m) < split_ ? lead : rest) *= static_cast<double>(d[m]);
+  return filled_op_.workspace_elements(rank, mode_grams) +
+         (lead + 2.0 * std::max(lead, rest) + rest) * static_cast<double>(rank);
+}
+
+template <class T>
 void MaskedOperand<T>::reset() {
   Compute<T>& c = this->c_;
   // F = W X + (1 - W) mean

@@ -30,6 +30,9 @@ class MaskedOperand final : public CpOperand<T> {
   void mode_gram(int n, T* out) override { filled_op_.mode_gram(n, out); }
   double end_sweep(std::span<const T* const> factors, const T* lambda, index_t rank) override;
   void reset() override;
+  /// The filled tensor's MTTKRP buffers, and end_sweep's: the Khatri-Rao products of the
+  /// two blocks of modes (and a scratch of the larger) that form the model.
+  double workspace_elements(index_t rank, bool mode_grams) const override;
 
  private:
   std::size_t numel_ = 0;

@@ -50,6 +50,11 @@ class CpOperand {
   /// Returns to the state before the first sweep (for another start).
   virtual void reset() {}
 
+  /// Upper bound on the elements of T the operand allocates on the backend for
+  /// MTTKRPs at `rank` (and, with `mode_grams`, for mode_gram), beyond what it holds
+  /// already; in double so that no product overflows. For the memory estimate.
+  virtual double workspace_elements(index_t rank, bool mode_grams) const = 0;
+
  protected:
   Compute<T>& c_;
 };

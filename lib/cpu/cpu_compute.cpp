@@ -12,6 +12,7 @@
 #include <string>
 #include <type_traits>
 
+#include "core/memory.hpp"
 #include "core/parallel.hpp"
 #include "core/thread_pool.hpp"
 #include "tenfold/error.hpp"
@@ -87,6 +88,11 @@ void in_pieces(index_t n, double work, F body) {
 }
 
 }  // namespace
+
+template <class T>
+std::uint64_t CpuCompute<T>::available_bytes() {
+  return host_available_bytes();
+}
 
 template <class T>
 T* CpuCompute<T>::allocate(std::size_t n) {

@@ -11,6 +11,7 @@ class CpuCompute final : public Compute<T> {
   Backend kind() const override { return Backend::cpu; }
   void synchronize() override {}
 
+  std::uint64_t available_bytes() override;
   T* allocate(std::size_t n) override;
   void deallocate(T* p) noexcept override;
   void upload(T* dst, const T* host_src, std::size_t n) override;

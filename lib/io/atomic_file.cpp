@@ -1,10 +1,12 @@
 // Atomic file replacement: write a temporary file next to the target, flush it to
 // disk, then rename it over the target (rename is atomic within a file system).
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 
@@ -19,10 +21,10 @@ std::string quoted(const std::filesystem::path& p) {
   return s.append(p.string()).append("'");
 }
 
-// Creates an empty file ".<name>.tmp.<pid>.<counter>" in `dir` that did not exist
-// before (O_EXCL), so that concurrent writers never share a temporary file.
-std::filesystem::path create_temp_file(const std::filesystem::path& dir,
-                                       const std::filesystem::path& name) {
+// Creates an empty file (or folder) ".<name>.tmp.<pid>.<counter>" in `dir` that did
+// not exist before (O_EXCL, mkdir), so that concurrent writers never share one.
+std::filesystem::path create_temp(const std::filesystem::path& dir,
+                                  const std::filesystem::path& name, bool folder) {
   static std::atomic<unsigned long> counter{0};
   for (int attempt = 0; attempt < 100; ++attempt) {
     const std::filesystem::path tmp = dir / std::string(".")
@@ -31,16 +33,19 @@ std::filesystem::path create_temp_file(const std::filesystem::path& dir,
                                                 .append(std::to_string(::getpid()))
                                                 .append(".")
                                                 .append(std::to_string(counter.fetch_add(1)));
-    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd >= 0) {
+    if (folder) {
+      if (::mkdir(tmp.c_str(), 0777) == 0) return tmp;
+    } else if (const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+               fd >= 0) {
       ::close(fd);
       return tmp;
     }
     if (errno != EEXIST) {
-      throw IoError("cannot create a temporary file " + quoted(tmp) + ": " + std::strerror(errno));
+      throw IoError(std::string("cannot create a temporary ") + (folder ? "folder " : "file ") +
+                    quoted(tmp) + ": " + std::strerror(errno));
     }
   }
-  throw IoError("cannot find an unused temporary file name in " + quoted(dir));
+  throw IoError("cannot find an unused temporary name in " + quoted(dir));
 }
 
 // fsync of a file or folder; `required` makes a failure an IoError.
@@ -58,7 +63,7 @@ void write_file_atomically(const std::filesystem::path& path,
                            const std::function<void(std::ostream&)>& writer) {
   if (!path.has_filename()) throw IoError("cannot write " + quoted(path) + ": not a file name");
   const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : ".";
-  const std::filesystem::path tmp = create_temp_file(dir, path.filename());
+  const std::filesystem::path tmp = create_temp(dir, path.filename(), false);
   try {
     std::ofstream os(tmp, std::ios::binary | std::ios::trunc);
     if (!os) throw IoError("cannot open " + quoted(tmp) + " for writing");
@@ -79,6 +84,60 @@ void write_file_atomically(const std::filesystem::path& path,
   // Make the rename itself durable; the target is already replaced, so a failure here
   // cannot be reported as "untouched" and is ignored.
   sync_path(dir, false);
+}
+
+void write_folder_atomically(const std::filesystem::path& dir,
+                             const std::function<void(const std::filesystem::path&)>& writer) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  // The folder a symlink points to is the one replaced; "out/" and "out/." name "out".
+  const fs::path target = fs::weakly_canonical(fs::absolute(dir), ec);
+  if (ec || !target.has_filename() || target == target.root_path()) {
+    throw IoError("cannot write the folder " + quoted(dir) + ": it needs a name");
+  }
+  const fs::path parent = target.parent_path();
+  fs::create_directories(parent, ec);
+  if (ec) throw IoError("cannot create the folder " + quoted(parent) + ": " + ec.message());
+  const fs::path tmp = create_temp(parent, target.filename(), true);
+  const auto discard = [](const fs::path& p) {
+    std::error_code ignored;
+    fs::remove_all(p, ignored);
+  };
+  try {
+    writer(tmp);
+    sync_path(tmp, true);
+    if (fs::exists(fs::symlink_status(target, ec))) {
+      // Swap the complete new folder with the old one in one step, then drop the old.
+      if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, target.c_str(), RENAME_EXCHANGE) != 0) {
+        if (errno != EINVAL && errno != ENOSYS && errno != ENOTSUP) {
+          throw IoError("cannot replace the folder " + quoted(target) + ": " +
+                        std::strerror(errno));
+        }
+        // No exchange on this file system: move the old folder aside, then the new in.
+        const fs::path old = create_temp(parent, target.filename(), true);
+        fs::rename(target, old, ec);
+        if (ec) {
+          discard(old);
+          throw IoError("cannot replace the folder " + quoted(target) + ": " + ec.message());
+        }
+        fs::rename(tmp, target, ec);
+        if (ec) {
+          fs::rename(old, target);
+          throw IoError("cannot replace the folder " + quoted(target) + ": " + ec.message());
+        }
+        discard(old);
+      } else {
+        discard(tmp);  // now the old folder
+      }
+    } else {
+      fs::rename(tmp, target, ec);
+      if (ec) throw IoError("cannot create the folder " + quoted(target) + ": " + ec.message());
+    }
+  } catch (...) {
+    discard(tmp);
+    throw;
+  }
+  sync_path(parent, false);
 }
 
 }  // namespace tenfold::io

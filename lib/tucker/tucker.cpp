@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/format.hpp"
+#include "core/memory.hpp"
 #include "tenfold/error.hpp"
 #include "tucker/steps.hpp"
 
@@ -56,6 +57,13 @@ void validate_tucker(TensorView<const T> x, const TuckerOptions& o) {
         throw InvalidArgument("rank " + std::to_string(r) + " of mode " + std::to_string(n) +
                               " exceeds the mode size " + std::to_string(x.dim(n)));
       }
+      // The mode-n unfolding has prod_{m != n} I_m columns, which bound its rank too.
+      if (const index_t others = x.numel() / x.dim(n); r > others) {
+        throw InvalidArgument(
+            "rank " + std::to_string(r) + " of mode " + std::to_string(n) + " exceeds " +
+            std::to_string(others) + ", the product of the other sizes of shape " +
+            detail::shape_string(x.dims()) + ": no tensor of that shape has a larger mode rank");
+      }
     }
   }
   if (!o.mode_order.empty()) {
@@ -97,6 +105,30 @@ std::vector<int> choose_mode_order(const std::vector<index_t>& dims, const Tucke
   return order;
 }
 
+// Memory: the tensor's device copy, the largest Gram with the eigensolver's 2 I^2
+// workspace, the factors, the core, and two intermediates of a TTM chain (HOOI: three,
+// with its X x_0 U_0^T), each at most the tensor shrunk in one mode (by the largest
+// r_n / I_n; with eps, up to the tensor).
+template <class T>
+void require_tucker_memory(detail::Compute<T>& c, const std::vector<index_t>& dims,
+                           const TuckerOptions& o) {
+  const std::vector<index_t>& ranks = o.ranks;
+  const double intermediates = o.method == TuckerMethod::hooi ? 3.0 : 2.0;
+  double numel = 1.0, core = 1.0, factors = 0.0, gram = 0.0, shrink = ranks.empty() ? 1.0 : 0.0;
+  for (std::size_t n = 0; n < dims.size(); ++n) {
+    const double in = static_cast<double>(dims[n]);
+    const double rn = ranks.empty() ? in : static_cast<double>(ranks[n]);
+    numel *= in;
+    core *= rn;
+    factors += in * rn;
+    gram = std::max(gram, 3.0 * in * in);
+    shrink = std::max(shrink, rn / in);
+  }
+  const double copy = c.kind() == Backend::cpu ? 0.0 : numel;
+  detail::require_memory(c, copy + gram + factors + core + intermediates * numel * shrink,
+                         "Tucker");
+}
+
 }  // namespace
 
 std::string_view to_string(TuckerMethod method) {
@@ -125,6 +157,7 @@ TuckerResult<T> tucker(TensorView<const T> x, const TuckerOptions& options) {
   const auto start = Clock::now();
   validate_tucker(x, options);
   auto c = detail::make_compute<T>(options.backend);
+  require_tucker_memory(*c, x.dims(), options);
   detail::TuckerState<T> s(*c, x);
   const int order = x.order();
   // With eps: the discarded eigenvalues of each mode sum to at most eps^2 ||X||^2 / N.

@@ -83,6 +83,22 @@ void TuckerOperand<T>::mttkrp(int n, std::span<const T* const> factors, index_t 
 }
 
 template <class T>
+double TuckerOperand<T>::workspace_elements(index_t rank, bool mode_grams) const {
+  const double r = static_cast<double>(rank);
+  double ranks = 0.0, rmax = 0.0, gram = 0.0;
+  for (std::size_t m = 0; m < dims_.size(); ++m) {
+    const double rm = static_cast<double>(ranks_[m]);
+    ranks += rm;
+    rmax = std::max(rmax, rm);
+    gram = std::max(gram, rm * rm + static_cast<double>(dims_[m]) * rm);
+  }
+  // b_ (U_m^T A_m per mode), m_, the core's MTTKRP buffers, the two weighted-core
+  // buffers; mode_gram's H and U_n H.
+  return ranks * r + rmax * r + core_.workspace_elements(rank, false) +
+         2.0 * static_cast<double>(checked_numel(ranks_)) + (mode_grams ? gram : 0.0);
+}
+
+template <class T>
 void TuckerOperand<T>::mode_gram(int n, T* out) {
   Compute<T>& c = this->c_;
   const auto ni = static_cast<std::size_t>(n);

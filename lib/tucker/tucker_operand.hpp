@@ -25,6 +25,7 @@ class TuckerOperand final : public CpOperand<T> {
   void mttkrp(int n, std::span<const T* const> factors, index_t rank, T* out) override;
   void factor_changed(int m) override;
   void mode_gram(int n, T* out) override;
+  double workspace_elements(index_t rank, bool mode_grams) const override;
 
  private:
   // G x_m Gamma_m over all modes m != skip (every mode when skip < 0), in w0_ or w1_.

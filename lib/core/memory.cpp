@@ -1,0 +1,81 @@
+#include "core/memory.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include "tenfold/error.hpp"
+
+namespace tenfold::detail {
+namespace {
+
+// The first number in `path`, or nothing ("max" and missing files give nothing).
+bool read_number(const char* path, std::uint64_t& value) {
+  std::ifstream in(path);
+  return static_cast<bool>(in >> value);
+}
+
+// Room left under the cgroup memory limit of this process, or the largest value.
+std::uint64_t cgroup_room() {
+  std::uint64_t limit = 0, used = 0;
+  if (read_number("/sys/fs/cgroup/memory.max", limit) &&
+      read_number("/sys/fs/cgroup/memory.current", used)) {
+    return limit > used ? limit - used : 0;
+  }
+  if (read_number("/sys/fs/cgroup/memory/memory.limit_in_bytes", limit) &&
+      read_number("/sys/fs/cgroup/memory/memory.usage_in_bytes", used)) {
+    return limit > used ? limit - used : 0;
+  }
+  return std::numeric_limits<std::uint64_t>::max();
+}
+
+}  // namespace
+
+std::uint64_t host_available_bytes() {
+  std::uint64_t available = 0;
+  bool found = false;
+  std::ifstream meminfo("/proc/meminfo");
+  for (std::string line; std::getline(meminfo, line);) {
+    std::istringstream fields(line);
+    std::string key;
+    std::uint64_t kib = 0;
+    if (fields >> key >> kib && key == "MemAvailable:") {
+      available = kib * 1024;
+      found = true;
+      break;
+    }
+  }
+  if (!found) {
+    const long pages = ::sysconf(_SC_AVPHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+    available = pages > 0 && page > 0
+                    ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page)
+                    : std::numeric_limits<std::uint64_t>::max();
+  }
+  return std::min(available, cgroup_room());
+}
+
+std::string bytes_string(double bytes) {
+  char text[96];
+  std::snprintf(text, sizeof text, "%.2f GiB (%.0f bytes)", bytes / (1024.0 * 1024.0 * 1024.0),
+                bytes);
+  return text;
+}
+
+template <class T>
+void require_memory(Compute<T>& c, double elements, const std::string& what) {
+  const double need = elements * static_cast<double>(sizeof(T));
+  const std::uint64_t available = c.available_bytes();
+  if (need <= static_cast<double>(available)) return;
+  throw MemoryError(what + " needs about " + bytes_string(need) + " of " +
+                    (c.kind() == Backend::cpu ? "host" : "device") + " memory, but only " +
+                    bytes_string(static_cast<double>(available)) + " are available");
+}
+
+template void require_memory<float>(Compute<float>&, double, const std::string&);
+template void require_memory<double>(Compute<double>&, double, const std::string&);
+
+}  // namespace tenfold::detail
