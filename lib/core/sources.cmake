@@ -2,5 +2,6 @@ target_sources(tenfold PRIVATE
   core/backend.cpp
   core/format.cpp
   core/ktensor.cpp
+  core/layout.cpp
   core/multilinear.cpp
   core/tensor.cpp)

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/format.hpp"
+#include "core/layout.hpp"
 #include "core/random.hpp"
 #include "cp/dense_operand.hpp"
 #include "cp/kruskal_operand.hpp"
@@ -125,6 +126,71 @@ void initialise(CpOperand<T>& x, Compute<T>& c, const CpOptions<T>& o, AlsState<
   }
 }
 
+// How the caller names initial factor n: "initial factor n", plus its NumPy axis when
+// the input is row-major.
+std::string factor_name(int n, int order, Layout layout) {
+  std::string s = "initial factor " + std::to_string(n);
+  if (layout == Layout::row_major) s += " (NumPy axis " + std::to_string(order - 1 - n) + ")";
+  return s;
+}
+
+// A given start must let the ALS move. The first update (of NumPy axis 0, the first
+// mode swept) reads only the other factors U_m, through the normal matrix
+// V = *_{m != first} U_m^T U_m, the Gram of their Khatri-Rao product K. A zero column of
+// some U_m zeroes component j in V and in the right-hand side, and j then stays zero in
+// every factor for good; so does a component that is a linear combination of others in
+// K (V singular; e.g. two components equal there): the updates keep it dependent. Both
+// are refused: a zero column always, dependent columns when R <= rows(K), i.e. when
+// independent ones exist (the smallest eigenvalue of V scaled to unit diagonal is then
+// compared with R * 64 eps).
+template <class T>
+void check_start_can_move(const CpOptions<T>& o, const std::vector<index_t>& dims) {
+  const int order = static_cast<int>(dims.size());
+  const int first = array_axis(o.layout, order, 0);
+  const index_t r = o.rank;
+  const auto rr = static_cast<std::size_t>(r * r);
+  const auto compute = make_compute<double>(Backend::cpu);  // host memory
+  Compute<double>& c = *compute;
+  std::vector<double> cosines(rr, 1.0), unit, gram(rr);
+  double rows = 1.0;  // rows of K, in double (it can exceed index_t)
+  for (int n = 0; n < order; ++n) {
+    if (n == first) continue;
+    const Matrix<T>& f = o.initial_factors[static_cast<std::size_t>(n)];
+    unit.assign(static_cast<std::size_t>(f.size()), 0.0);
+    for (index_t j = 0; j < r; ++j) {
+      double s = 0.0;
+      for (index_t i = 0; i < f.rows(); ++i) s += static_cast<double>(f(i, j)) * f(i, j);
+      if (s == 0.0) {
+        throw InvalidArgument(factor_name(n, order, o.layout) + ": column " + std::to_string(j) +
+                              " is zero, so component " + std::to_string(j) +
+                              " could never leave zero; give a start with nonzero columns");
+      }
+      s = 1.0 / std::sqrt(s);
+      for (index_t i = 0; i < f.rows(); ++i) unit[static_cast<std::size_t>(i + j * f.rows())] = f(i, j) * s;
+    }
+    // cosines = *_m (unit columns of U_m)^T (unit columns of U_m)
+    c.syrk(Op::trans, r, f.rows(), 1.0, unit.data(), f.rows(), 0.0, gram.data(), r);
+    c.hadamard(rr, gram.data(), cosines.data());
+    rows *= static_cast<double>(f.rows());
+  }
+  if (static_cast<double>(r) > rows) return;
+  // Cholesky of cosines - delta I fails iff its smallest eigenvalue is <= delta.
+  const double delta = static_cast<double>(r) * 64.0 * std::numeric_limits<double>::epsilon();
+  c.add_diagonal(r, cosines.data(), r, -delta);
+  if (c.potrf(r, cosines.data(), r)) return;
+  std::string axes;
+  for (int n = 0; n < order; ++n) {
+    if (n == first) continue;
+    axes += (axes.empty() ? "" : ", ") + std::to_string(array_axis(o.layout, order, n));
+  }
+  throw InvalidArgument(
+      "the initial factors have linearly dependent components in the modes the first update "
+      "reads (axes " +
+      axes +
+      "; e.g. two components equal there), which CP-ALS can never separate; give a start "
+      "with independent components");
+}
+
 }  // namespace
 
 template <class T>
@@ -164,6 +230,7 @@ void validate_cp_options(const CpOptions<T>& o, const std::vector<index_t>& dims
       check_finite(TensorView<const T>(f.data(), {f.rows(), f.cols()}),
                    ("initial factor " + std::to_string(n)).c_str());
     }
+    check_start_can_move(o, dims);
   }
 }
 
@@ -405,8 +472,14 @@ CpResult<T> cp_als(TensorView<const T> x, const CpOptions<T>& options) {
   check_finite(x, "tensor");
   detail::validate_cp_options(options, x.dims());
   auto c = detail::make_compute<T>(options.backend);
-  detail::DenseOperand<T> op(*c, x);
-  return detail::run_cp_als(op, *c, options, start);
+  // Row-major: the array's column-major copy in NumPy axis order (one more copy of
+  // the tensor in memory), so that the arithmetic is that of its Fortran-order copy.
+  const bool reverse = options.layout == Layout::row_major;
+  const Tensor<T> axis_order = reverse ? detail::reverse_modes(x) : Tensor<T>();
+  return detail::run_in_axis_order(options, [&](const CpOptions<T>& o) {
+    detail::DenseOperand<T> op(*c, reverse ? axis_order.view() : x);
+    return detail::run_cp_als(op, *c, o, start);
+  });
 }
 
 template <class T>
@@ -419,8 +492,14 @@ CpResult<T> cp_als(const KTensor<T>& x, const CpOptions<T>& options) {
   }
   detail::validate_cp_options(options, x.dims());
   auto c = detail::make_compute<T>(options.backend);
-  detail::KruskalOperand<T> op(*c, x);
-  return detail::run_cp_als(op, *c, options, start);
+  // Row-major: the factors in NumPy axis order.
+  const bool reverse = options.layout == Layout::row_major;
+  const KTensor<T> axis_order =
+      reverse ? KTensor<T>(x.weights, detail::reversed(x.factors)) : KTensor<T>();
+  return detail::run_in_axis_order(options, [&](const CpOptions<T>& o) {
+    detail::KruskalOperand<T> op(*c, reverse ? axis_order : x);
+    return detail::run_cp_als(op, *c, o, start);
+  });
 }
 
 template CpResult<float> cp_als<float>(TensorView<const float>, const CpOptions<float>&);

@@ -3,6 +3,7 @@
 
 #include <chrono>
 
+#include "core/layout.hpp"
 #include "cp/operand.hpp"
 #include "tenfold/cp.hpp"
 
@@ -17,6 +18,21 @@ void validate_cp_options(const CpOptions<T>& options, const std::vector<index_t>
 template <class T>
 CpResult<T> run_cp_als(CpOperand<T>& x, Compute<T>& c, const CpOptions<T>& options,
                        std::chrono::steady_clock::time_point start);
+
+/// CP-ALS in the array's axis order: for Layout::row_major, `run` receives the options
+/// with the initial factors in NumPy axis order (and layout col_major), must run on
+/// the operand in that order, and its model's factors are returned in the caller's
+/// mode order again.
+template <class T, class Run>
+CpResult<T> run_in_axis_order(const CpOptions<T>& options, Run&& run) {
+  if (options.layout == Layout::col_major) return run(options);
+  CpOptions<T> axis_order = options;
+  axis_order.layout = Layout::col_major;
+  axis_order.initial_factors = reversed(std::move(axis_order.initial_factors));
+  CpResult<T> res = run(axis_order);
+  res.model.factors = reversed(std::move(res.model.factors));
+  return res;
+}
 
 /// Normalises every column to unit 2-norm (into the weights), sorts components by
 /// descending weight and fixes signs as the Tensor Toolbox does: the largest-magnitude
