@@ -380,9 +380,11 @@ TEST(CpAls, EigenFallbackOnSingularNormalEquations) {
   const std::vector<double> a = {1, 0, 1, 0, 1, 1}, c = {2, 0, 1, 2};
   Tensor<double> x({6, 5, 4});
   for (index_t k = 0; k < 4; ++k)
-    for (index_t i = 0; i < 6; ++i) x(i, 0, k) = a[static_cast<std::size_t>(i)] * c[static_cast<std::size_t>(k)];
+    for (index_t i = 0; i < 6; ++i)
+      x(i, 0, k) = a[static_cast<std::size_t>(i)] * c[static_cast<std::size_t>(k)];
   const std::vector<std::vector<std::vector<double>>> cols = {
-      {{1, 0, 1, 0, 1, 1}, {1, 2, 0, 1, 0, 1}}, {{1, 0, 2, 2, 0}, {0, 1, 0, 0, 0}},
+      {{1, 0, 1, 0, 1, 1}, {1, 2, 0, 1, 0, 1}},
+      {{1, 0, 2, 2, 0}, {0, 1, 0, 0, 0}},
       {{2, 1, 1, 2}, {1, 1, 0, 1}}};
   std::vector<CpResult<double>> runs;
   for (index_t rank : {1, 2}) {

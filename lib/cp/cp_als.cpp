@@ -146,15 +146,14 @@ std::string factor_name(int n, int order, Layout layout) {
 template <class T>
 void check_start_can_move(const CpOptions<T>& o, const std::vector<index_t>& dims) {
   const int order = static_cast<int>(dims.size());
-  const int first = array_axis(o.layout, order, 0);
   const index_t r = o.rank;
   const auto rr = static_cast<std::size_t>(r * r);
   const auto compute = make_compute<double>(Backend::cpu);  // host memory
   Compute<double>& c = *compute;
   std::vector<double> cosines(rr, 1.0), unit, gram(rr);
-  double rows = 1.0;  // rows of K, in double (it can exceed index_t)
-  for (int n = 0; n < order; ++n) {
-    if (n == first) continue;
+  double rows = 1.0;                          // rows of K, in double (it can exceed index_t)
+  for (int axis = 1; axis < order; ++axis) {  // in NumPy axis order, as the sweeps
+    const int n = array_axis(o.layout, order, axis);
     const Matrix<T>& f = o.initial_factors[static_cast<std::size_t>(n)];
     unit.assign(static_cast<std::size_t>(f.size()), 0.0);
     for (index_t j = 0; j < r; ++j) {
@@ -166,7 +165,8 @@ void check_start_can_move(const CpOptions<T>& o, const std::vector<index_t>& dim
                               " could never leave zero; give a start with nonzero columns");
       }
       s = 1.0 / std::sqrt(s);
-      for (index_t i = 0; i < f.rows(); ++i) unit[static_cast<std::size_t>(i + j * f.rows())] = f(i, j) * s;
+      for (index_t i = 0; i < f.rows(); ++i)
+        unit[static_cast<std::size_t>(i + j * f.rows())] = f(i, j) * s;
     }
     // cosines = *_m (unit columns of U_m)^T (unit columns of U_m)
     c.syrk(Op::trans, r, f.rows(), 1.0, unit.data(), f.rows(), 0.0, gram.data(), r);
@@ -178,11 +178,8 @@ void check_start_can_move(const CpOptions<T>& o, const std::vector<index_t>& dim
   const double delta = static_cast<double>(r) * 64.0 * std::numeric_limits<double>::epsilon();
   c.add_diagonal(r, cosines.data(), r, -delta);
   if (c.potrf(r, cosines.data(), r)) return;
-  std::string axes;
-  for (int n = 0; n < order; ++n) {
-    if (n == first) continue;
-    axes += (axes.empty() ? "" : ", ") + std::to_string(array_axis(o.layout, order, n));
-  }
+  std::string axes = "1";
+  for (int axis = 2; axis < order; ++axis) axes += ", " + std::to_string(axis);
   throw InvalidArgument(
       "the initial factors have linearly dependent components in the modes the first update "
       "reads (axes " +

@@ -132,7 +132,8 @@ std::vector<int> reverse_mode_numbers(std::vector<int> modes, int order) {
 
 template <class T>
 TuckerResult<T> run_tucker(detail::Compute<T>& c, TensorView<const T> x,
-                           const TuckerOptions& options, std::chrono::steady_clock::time_point start) {
+                           const TuckerOptions& options,
+                           std::chrono::steady_clock::time_point start) {
   using Clock = std::chrono::steady_clock;
   detail::TuckerState<T> s(c, x);
   const int order = x.order();
