@@ -264,7 +264,8 @@ TEST(CpStart, ZeroColumnIsNamedByNumPyAxis) {
   for (index_t i = 0; i < 3; ++i) o.initial_factors[2](i, 1) = 0.0;
   expect_invalid([&] { cp_als(x, o); }, "initial factor 2: column 1 is zero");
   o.layout = Layout::row_major;
-  expect_invalid([&] { cp_als(x, o); }, "initial factor 2 (NumPy axis 1): column 1 is zero");
+  expect_invalid([&] { cp_als(x, o); },
+                 "initial factor of NumPy axis 1 (mode 2): column 1 is zero");
 }
 
 TEST(CpStart, FactorOfTheFirstUpdateIsNotRead) {
@@ -284,7 +285,8 @@ TEST(CpStart, FactorOfTheFirstUpdateIsNotRead) {
   EXPECT_NO_THROW(cp_als(x, o));
   o.initial_factors[2] = given_start(x.dims(), 2, 3).initial_factors[2];
   for (index_t i = 0; i < 5; ++i) o.initial_factors[0](i, 1) = 0.0;
-  expect_invalid([&] { cp_als(x, o); }, "initial factor 0 (NumPy axis 2): column 1 is zero");
+  expect_invalid([&] { cp_als(x, o); },
+                 "initial factor of NumPy axis 2 (mode 0): column 1 is zero");
 }
 
 TEST(CpStart, DependentComponentsAreRefused) {
@@ -433,7 +435,9 @@ TEST(LayoutCli, AllZeroInitFactorsAreRefused) {
       tenfold_cli(dir, "cp --rank 2 -q " + (dir / "c.npy").string() + " --init-factors " +
                            (dir / "zero").string() + " --out " + (dir / "out").string());
   EXPECT_EQ(c.code, 1);
-  EXPECT_NE(c.err.find("(NumPy axis 1): column 0 is zero"), std::string::npos) << c.err;
+  EXPECT_NE(c.err.find("initial factor of NumPy axis 1 (mode 1): column 0 is zero"),
+            std::string::npos)
+      << c.err;
   EXPECT_FALSE(fs::exists(dir / "out" / "weights.npy"));
   const CliRun f =
       tenfold_cli(dir, "cp --rank 2 -q " + (dir / "f.npy").string() + " --init-factors " +

@@ -126,12 +126,11 @@ void initialise(CpOperand<T>& x, Compute<T>& c, const CpOptions<T>& o, AlsState<
   }
 }
 
-// How the caller names initial factor n: "initial factor n", plus its NumPy axis when
-// the input is row-major.
+// Initial factor n as the caller numbers it: by mode, or by NumPy axis for row-major input.
 std::string factor_name(int n, int order, Layout layout) {
-  std::string s = "initial factor " + std::to_string(n);
-  if (layout == Layout::row_major) s += " (NumPy axis " + std::to_string(order - 1 - n) + ")";
-  return s;
+  if (layout == Layout::col_major) return "initial factor " + std::to_string(n);
+  return "initial factor of NumPy axis " + std::to_string(order - 1 - n) + " (mode " +
+         std::to_string(n) + ")";
 }
 
 // A given start must let the ALS move. The first update (of NumPy axis 0, the first
