@@ -13,6 +13,7 @@
 
 #include "core/layout.hpp"
 #include "temp_dir.hpp"
+#include "tenfold/attention.hpp"
 #include "tenfold/cp.hpp"
 #include "tenfold/error.hpp"
 #include "tenfold/io.hpp"
@@ -298,7 +299,9 @@ TEST(CpStart, DependentComponentsAreRefused) {
     Matrix<double>& f = o.initial_factors[n];
     for (index_t i = 0; i < f.rows(); ++i) f(i, 2) = 3.0 * f(i, 1);  // parallel: same direction
   }
-  expect_invalid([&] { cp_als(x, o); }, "linearly dependent components");
+  expect_invalid([&] { cp_als(x, o); },
+                 "component 2 of the initial factors is a linear combination of the components "
+                 "before it in the factors the first update reads (NumPy axes 1, 2");
   // Parallel in one read factor only: the Khatri-Rao product still has independent
   // columns, and ALS can move.
   o.initial_factors[2] = given_start(x.dims(), 3, 5).initial_factors[2];
@@ -309,6 +312,32 @@ TEST(CpStart, DependentComponentsAreRefused) {
   CpOptions<double> over = given_start(small.dims(), 5, 6);
   over.max_iters = 3;
   EXPECT_NO_THROW(cp_als(small, over));
+}
+
+TEST(CpStart, AttentionStartsWithEqualHeadsAreRepaired) {
+  // Two heads with equal weights give the structured starts equal components, which
+  // CP-ALS would refuse: the adapter replaces them (R = 8 = the tensor's rank here).
+  attention::QueryKeyLayer<double> layer;
+  layer.heads = 3;
+  layer.head_dim = 4;
+  std::mt19937_64 gen(1);
+  std::normal_distribution<double> g(0.0, 0.25);
+  layer.query_weight = Matrix<double>(16, 12);
+  layer.key_weight = Matrix<double>(16, 12);
+  for (double& v : layer.query_weight.values()) v = g(gen);
+  for (double& v : layer.key_weight.values()) v = g(gen);
+  for (index_t i = 0; i < 16; ++i)
+    for (index_t j = 0; j < 4; ++j) {
+      layer.query_weight(i, 4 + j) = layer.query_weight(i, j);
+      layer.key_weight(i, 4 + j) = layer.key_weight(i, j);
+    }
+  for (attention::Init init : {attention::Init::structured, attention::Init::heads}) {
+    attention::CompressOptions o;
+    o.rank = 8;
+    o.init = init;
+    const auto res = attention::compress(layer, o);
+    EXPECT_LT(res.relative_error, 1e-4) << static_cast<int>(init);
+  }
 }
 
 // --- views -----------------------------------------------------------------------

@@ -133,61 +133,109 @@ std::string factor_name(int n, int order, Layout layout) {
          std::to_string(n) + ")";
 }
 
-// A given start must let the ALS move. The first update (of NumPy axis 0, the first
-// mode swept) reads only the other factors U_m, through the normal matrix
-// V = *_{m != first} U_m^T U_m, the Gram of their Khatri-Rao product K. A zero column of
-// some U_m zeroes component j in V and in the right-hand side, and j then stays zero in
-// every factor for good; so does a component that is a linear combination of others in
-// K (V singular; e.g. two components equal there): the updates keep it dependent. Both
-// are refused: a zero column always, dependent columns when R <= rows(K), i.e. when
-// independent ones exist (the smallest eigenvalue of V scaled to unit diagonal is then
-// compared with R * 64 eps).
+// Modes the first update reads, in sweep (NumPy axis) order: all but that of axis 0.
+std::vector<int> modes_read_first(int order, Layout layout) {
+  std::vector<int> read;
+  for (int axis = 1; axis < order; ++axis) read.push_back(array_axis(layout, order, axis));
+  return read;
+}
+
+// A given start must let the ALS move (see stuck_components): zero columns are named
+// by factor and column, dependent components by the first one.
 template <class T>
 void check_start_can_move(const CpOptions<T>& o, const std::vector<index_t>& dims) {
   const int order = static_cast<int>(dims.size());
-  const index_t r = o.rank;
+  const std::vector<int> read = modes_read_first(order, o.layout);
+  for (int n : read) {
+    const Matrix<T>& f = o.initial_factors[static_cast<std::size_t>(n)];
+    for (index_t j = 0; j < f.cols(); ++j) {
+      if (std::all_of(f.col(j), f.col(j) + f.rows(), [](T v) { return v == T(0); })) {
+        throw InvalidArgument(factor_name(n, order, o.layout) + ": column " + std::to_string(j) +
+                              " is zero, so component " + std::to_string(j) +
+                              " could never leave zero; give a start with nonzero columns");
+      }
+    }
+  }
+  const std::vector<index_t> stuck = stuck_components(o.initial_factors, o.rank, read);
+  if (stuck.empty()) return;
+  std::string axes = "1";
+  for (int axis = 2; axis < order; ++axis) axes += ", " + std::to_string(axis);
+  throw InvalidArgument("component " + std::to_string(stuck[0]) +
+                        " of the initial factors is a linear combination of the components "
+                        "before it in the factors the first update reads (NumPy axes " +
+                        axes +
+                        "; e.g. two components equal there), and CP-ALS can never separate "
+                        "them; give a start with independent components");
+}
+
+}  // namespace
+
+template <class T>
+std::vector<index_t> stuck_components(const std::vector<Matrix<T>>& factors, index_t rank,
+                                      const std::vector<int>& read) {
+  const index_t r = rank;
   const auto rr = static_cast<std::size_t>(r * r);
   const auto compute = make_compute<double>(Backend::cpu);  // host memory
   Compute<double>& c = *compute;
+  // C = *_m (unit columns of U_m)^T (unit columns of U_m): K^T K for K's columns scaled
+  // to unit norm (a zero column stays zero).
   std::vector<double> cosines(rr, 1.0), unit, gram(rr);
-  double rows = 1.0;                          // rows of K, in double (it can exceed index_t)
-  for (int axis = 1; axis < order; ++axis) {  // in NumPy axis order, as the sweeps
-    const int n = array_axis(o.layout, order, axis);
-    const Matrix<T>& f = o.initial_factors[static_cast<std::size_t>(n)];
+  std::vector<bool> zero(static_cast<std::size_t>(r), false);
+  double rows = 1.0;  // rows of K, in double (the product can exceed index_t)
+  for (int n : read) {
+    const Matrix<T>& f = factors[static_cast<std::size_t>(n)];
     unit.assign(static_cast<std::size_t>(f.size()), 0.0);
     for (index_t j = 0; j < r; ++j) {
       double s = 0.0;
       for (index_t i = 0; i < f.rows(); ++i) s += static_cast<double>(f(i, j)) * f(i, j);
       if (s == 0.0) {
-        throw InvalidArgument(factor_name(n, order, o.layout) + ": column " + std::to_string(j) +
-                              " is zero, so component " + std::to_string(j) +
-                              " could never leave zero; give a start with nonzero columns");
+        zero[static_cast<std::size_t>(j)] = true;
+        continue;
       }
       s = 1.0 / std::sqrt(s);
       for (index_t i = 0; i < f.rows(); ++i)
         unit[static_cast<std::size_t>(i + j * f.rows())] = f(i, j) * s;
     }
-    // cosines = *_m (unit columns of U_m)^T (unit columns of U_m)
     c.syrk(Op::trans, r, f.rows(), 1.0, unit.data(), f.rows(), 0.0, gram.data(), r);
     c.hadamard(rr, gram.data(), cosines.data());
     rows *= static_cast<double>(f.rows());
   }
-  if (static_cast<double>(r) > rows) return;
-  // Cholesky of cosines - delta I fails iff its smallest eigenvalue is <= delta.
+  std::vector<index_t> stuck;
+  if (static_cast<double>(r) > rows) {
+    // Dependence is unavoidable for every start: only zero columns are stuck.
+    for (index_t j = 0; j < r; ++j)
+      if (zero[static_cast<std::size_t>(j)]) stuck.push_back(j);
+    return stuck;
+  }
+  // Column j of K is dependent when its pivot in the Cholesky factor of C (its squared
+  // distance from the span of the earlier unit columns) is <= delta. Every pivot is at
+  // least the smallest eigenvalue of C, so a successful Cholesky of C - delta I (the
+  // usual case, one LAPACK call) means that none is.
   const double delta = static_cast<double>(r) * 64.0 * std::numeric_limits<double>::epsilon();
-  c.add_diagonal(r, cosines.data(), r, -delta);
-  if (c.potrf(r, cosines.data(), r)) return;
-  std::string axes = "1";
-  for (int axis = 2; axis < order; ++axis) axes += ", " + std::to_string(axis);
-  throw InvalidArgument(
-      "the initial factors have linearly dependent components in the modes the first update "
-      "reads (axes " +
-      axes +
-      "; e.g. two components equal there), which CP-ALS can never separate; give a start "
-      "with independent components");
+  std::vector<double> l = cosines;
+  c.add_diagonal(r, l.data(), r, -delta);
+  if (c.potrf(r, l.data(), r)) return stuck;
+  // Left-looking Cholesky of C that leaves a zero column for each dependent column.
+  l = cosines;
+  const auto at = [r](index_t i, index_t j) { return static_cast<std::size_t>(i + j * r); };
+  for (index_t j = 0; j < r; ++j) {
+    double d = l[at(j, j)];
+    for (index_t k = 0; k < j; ++k) d -= l[at(j, k)] * l[at(j, k)];
+    if (d <= delta) {
+      stuck.push_back(j);
+      for (index_t i = j; i < r; ++i) l[at(i, j)] = 0.0;
+      continue;
+    }
+    const double ljj = std::sqrt(d);
+    l[at(j, j)] = ljj;
+    for (index_t i = j + 1; i < r; ++i) {
+      double v = l[at(i, j)];
+      for (index_t k = 0; k < j; ++k) v -= l[at(i, k)] * l[at(j, k)];
+      l[at(i, j)] = v / ljj;
+    }
+  }
+  return stuck;
 }
-
-}  // namespace
 
 template <class T>
 void validate_cp_options(const CpOptions<T>& o, const std::vector<index_t>& dims) {
@@ -407,6 +455,10 @@ void arrange(KTensor<T>& model) {
   }
 }
 
+template std::vector<index_t> stuck_components<float>(const std::vector<Matrix<float>>&, index_t,
+                                                      const std::vector<int>&);
+template std::vector<index_t> stuck_components<double>(const std::vector<Matrix<double>>&, index_t,
+                                                       const std::vector<int>&);
 template void validate_cp_options<float>(const CpOptions<float>&, const std::vector<index_t>&);
 template void validate_cp_options<double>(const CpOptions<double>&, const std::vector<index_t>&);
 template CpResult<float> run_cp_als<float>(CpOperand<float>&, Compute<float>&,

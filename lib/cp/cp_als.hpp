@@ -13,6 +13,17 @@ namespace tenfold::detail {
 template <class T>
 void validate_cp_options(const CpOptions<T>& options, const std::vector<index_t>& dims);
 
+/// Components of a start that CP-ALS cannot move, ascending. The first update reads
+/// only the factors of the modes `read` (all but the first mode swept), through the
+/// normal matrix V = *_m U_m^T U_m, the Gram of their Khatri-Rao product K. Component j
+/// is stuck when its column is zero in some U_m (it stays zero in every factor for
+/// good) or, when R <= rows(K), when its column of K is numerically a linear
+/// combination of the earlier ones (V singular; the updates keep it dependent): pivot
+/// of the Cholesky factor of K^T K with unit-norm columns <= 64 R eps (double).
+template <class T>
+std::vector<index_t> stuck_components(const std::vector<Matrix<T>>& factors, index_t rank,
+                                      const std::vector<int>& read);
+
 /// Runs CP-ALS on an operand whose options were validated; `start` is when the
 /// public call began (for the time limit and the init timing).
 template <class T>
