@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/layout.hpp"
+#include "cp/cp_als.hpp"
 #include "temp_dir.hpp"
 #include "tenfold/attention.hpp"
 #include "tenfold/cp.hpp"
@@ -306,6 +307,19 @@ TEST(CpStart, DependentComponentsAreRefused) {
   // columns, and ALS can move.
   o.initial_factors[2] = given_start(x.dims(), 3, 5).initial_factors[2];
   EXPECT_NO_THROW(cp_als(x, o));
+  // The check itself does not overflow or underflow: scaled starts give the same answer.
+  for (double scale : {1e200, 1e-200}) {
+    CpOptions<double> scaled = given_start(x.dims(), 3, 4);
+    for (Matrix<double>& f : scaled.initial_factors)
+      for (double& v : f.values()) v *= scale;
+    EXPECT_TRUE(detail::stuck_components(scaled.initial_factors, 3, {1, 2}).empty()) << scale;
+    for (index_t i = 0; i < 5; ++i)
+      scaled.initial_factors[1](i, 2) = scaled.initial_factors[1](i, 0);
+    for (index_t i = 0; i < 4; ++i)
+      scaled.initial_factors[2](i, 2) = scaled.initial_factors[2](i, 0);
+    EXPECT_EQ(detail::stuck_components(scaled.initial_factors, 3, {1, 2}), std::vector<index_t>{2})
+        << scale;
+  }
   // More components than rows of the Khatri-Rao product (R > 2 * 2): dependence is
   // unavoidable for every start, so it is not refused (the eigen fallback handles it).
   const Tensor<double> small = fortran_array<double>({6, 2, 2}, 1);

@@ -186,15 +186,18 @@ std::vector<index_t> stuck_components(const std::vector<Matrix<T>>& factors, ind
     const Matrix<T>& f = factors[static_cast<std::size_t>(n)];
     unit.assign(static_cast<std::size_t>(f.size()), 0.0);
     for (index_t j = 0; j < r; ++j) {
-      double s = 0.0;
-      for (index_t i = 0; i < f.rows(); ++i) s += static_cast<double>(f(i, j)) * f(i, j);
-      if (s == 0.0) {
+      // Scaled by the largest magnitude first, so that no square overflows or underflows.
+      double peak = 0.0;
+      for (index_t i = 0; i < f.rows(); ++i) peak = std::max(peak, std::abs(double{f(i, j)}));
+      if (peak == 0.0) {
         zero[static_cast<std::size_t>(j)] = true;
         continue;
       }
-      s = 1.0 / std::sqrt(s);
+      double s = 0.0;
+      for (index_t i = 0; i < f.rows(); ++i) s += (f(i, j) / peak) * (f(i, j) / peak);
+      s = std::sqrt(s);
       for (index_t i = 0; i < f.rows(); ++i)
-        unit[static_cast<std::size_t>(i + j * f.rows())] = f(i, j) * s;
+        unit[static_cast<std::size_t>(i + j * f.rows())] = f(i, j) / peak / s;
     }
     c.syrk(Op::trans, r, f.rows(), 1.0, unit.data(), f.rows(), 0.0, gram.data(), r);
     c.hadamard(rr, gram.data(), cosines.data());
