@@ -69,6 +69,7 @@ TEST(Cli, CpOnRealDataWritesFactorsInNumPyAxisOrder) {
   o.init = tenfold::CpInit::nvecs;
   o.tol = 1e-8;
   o.max_iters = 1000;
+  o.layout = tenfold::Layout::row_major;  // a C-order file, as the program passes it
   const auto lib = tenfold::cp_als(x, o);
   EXPECT_EQ(report["iterations"], lib.iterations);
   EXPECT_NEAR(report["fit"].get<double>(), lib.fit, 1e-12);
@@ -78,15 +79,16 @@ TEST(Cli, CpOnRealDataWritesFactorsInNumPyAxisOrder) {
   ASSERT_EQ(f0.dims(), (std::vector<index_t>{438, 3}));
   for (index_t i = 0; i < 438 * 3; ++i) EXPECT_EQ(f0[i], lib.model.factors[2].values()[i]);
 
-  // Warm start from the written factors: already at the optimum.
+  // Warm start from the written factors: it resumes at the fit reached (from NumPy
+  // axis 0 on, the run creeps through a swamp, gaining about 2e-8 per iteration).
   const CliRun warm =
       tenfold_cli(dir, "cp " + kCovid.string() + " --rank 3 --tol 1e-8 -q " + "--init-factors " +
                            (dir / "out").string() + " --out " + (dir / "warm").string());
   ASSERT_EQ(warm.code, 0) << warm.err;
   const auto warm_report = nlohmann::json::parse(slurp(dir / "warm/report.json"));
   EXPECT_EQ(warm_report["init"], "given");
-  EXPECT_LT(warm_report["iterations"].get<int>(), 10);
-  EXPECT_NEAR(warm_report["fit"].get<double>(), lib.fit, 1e-6);
+  EXPECT_GE(warm_report["fit_history"][0].get<double>(), lib.fit - 1e-12);
+  EXPECT_NEAR(warm_report["fit"].get<double>(), lib.fit, 1e-5);
 }
 
 TEST(Cli, CpInFloat32AgreesWithFloat64) {

@@ -372,13 +372,22 @@ TEST(CpAls, RidgeShrinksTheSolution) {
 }
 
 TEST(CpAls, EigenFallbackOnSingularNormalEquations) {
-  // A rank-2 start whose two columns are equal in every mode makes each normal matrix
-  // V = *_m G_m exactly singular ([[81, 81], [81, 81]] at the first solve: squared
-  // column norms 9, exact in floating point), so Cholesky fails. The pseudo-inverse gives
-  // the minimum-norm solution, which splits the rank-1 solution into two equal halves:
-  // the run reproduces rank-1 ALS from the same column.
-  const auto p = planted({6, 5, 4}, 3, 0.0, 0.0, 1);
-  const std::vector<std::vector<double>> cols = {{1, 0, 1, 0, 1, 1}, {1, 2, 2, 0, 0}, {2, 0, 1, 2}};
+  // X = a o e_0 o c, and a rank-2 start whose second column in mode 1 is e_1, orthogonal
+  // to the data and to the first column (so the first normal matrix is diagonal): the
+  // first update gives U_0 an exactly zero second column (X_(0)'s
+  // product with it vanishes exactly), so every later normal matrix V = *_m G_m has a
+  // zero row and column and Cholesky fails. The pseudo-inverse gives the minimum-norm
+  // solution, which keeps that component at zero: the run reproduces rank-1 ALS from
+  // the first column. (A start that is singular from the outset is refused instead.)
+  const std::vector<double> a = {1, 0, 1, 0, 1, 1}, c = {2, 0, 1, 2};
+  Tensor<double> x({6, 5, 4});
+  for (index_t k = 0; k < 4; ++k)
+    for (index_t i = 0; i < 6; ++i)
+      x(i, 0, k) = a[static_cast<std::size_t>(i)] * c[static_cast<std::size_t>(k)];
+  const std::vector<std::vector<std::vector<double>>> cols = {
+      {{1, 0, 1, 0, 1, 1}, {1, 2, 0, 1, 0, 1}},
+      {{1, 0, 2, 2, 0}, {0, 1, 0, 0, 0}},
+      {{2, 1, 1, 2}, {1, 1, 0, 1}}};
   std::vector<CpResult<double>> runs;
   for (index_t rank : {1, 2}) {
     CpOptions<double> o;
@@ -386,18 +395,20 @@ TEST(CpAls, EigenFallbackOnSingularNormalEquations) {
     o.init = CpInit::given;
     o.max_iters = 6;
     o.tol = 0.0;
-    for (const auto& col : cols) {
-      Matrix<double> g(static_cast<index_t>(col.size()), rank);
+    for (const auto& mode : cols) {
+      Matrix<double> g(static_cast<index_t>(mode[0].size()), rank);
       for (index_t j = 0; j < rank; ++j)
-        for (std::size_t i = 0; i < col.size(); ++i) g(static_cast<index_t>(i), j) = col[i];
+        for (std::size_t i = 0; i < mode[0].size(); ++i)
+          g(static_cast<index_t>(i), j) = mode[static_cast<std::size_t>(j)][i];
       o.initial_factors.push_back(g);
     }
-    runs.push_back(cp_als(p.tensor, o));
+    runs.push_back(cp_als(x, o));
   }
   const CpResult<double>& r = runs[1];
   EXPECT_EQ(runs[0].eigen_fallbacks, 0);
   EXPECT_GT(r.eigen_fallbacks, 0);
   expect_finite(r);
+  EXPECT_EQ(r.model.weights[1], 0.0);
   for (std::size_t i = 0; i < r.fit_history.size(); ++i)
     EXPECT_NEAR(r.fit_history[i], runs[0].fit_history[i], 1e-12) << "iteration " << i + 1;
   EXPECT_LT(rel_diff(r.model.full().values(), runs[0].model.full().values()), 1e-10);
@@ -488,6 +499,11 @@ TEST(CpAlsErrors, GivenFactors) {
   o.initial_factors[1](3, 1) = kNaN;
   expect_throw_with<InvalidArgument>(
       [&] { cp_als(x, o); }, "initial factor 1 has a non-finite entry (NaN) at index (3, 1)");
+  // Independent columns (zeros elsewhere are fine; the refused starts are in test_layout).
+  for (Matrix<double>& f : o.initial_factors) {
+    f(0, 0) = 1.0;
+    f(1, 1) = 1.0;
+  }
   o.initial_factors[1](3, 1) = 0.0;
   EXPECT_NO_THROW(cp_als(x, o));
 }

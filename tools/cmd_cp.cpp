@@ -130,6 +130,7 @@ int run_cp(const CpArgs& a, const io::NpyHeader& header) {
   o.n_starts = a.n_starts;
   o.nonnegative = a.nonnegative;
   o.line_search = a.line_search;
+  o.layout = header.fortran_order ? Layout::col_major : Layout::row_major;
   o.ridge = a.ridge;
   o.time_limit = a.time_limit;
   o.backend = parse_backend(a.common.backend);

@@ -29,6 +29,7 @@ int run_tucker(const TuckerArgs& a, const io::NpyHeader& header) {
   TuckerOptions o;
   o.method = parse_tucker_method(a.method);
   o.max_iters = a.max_iters;
+  o.layout = header.fortran_order ? Layout::col_major : Layout::row_major;
   o.backend = parse_backend(a.common.backend);
   if (!a.ranks.empty()) {
     if (static_cast<int>(a.ranks.size()) != order) {

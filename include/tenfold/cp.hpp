@@ -67,6 +67,15 @@ struct CpOptions {
   std::vector<Matrix<T>> initial_factors;
   double ridge = 0.0;       ///< l2 regulariser added to the diagonal of each normal matrix
   double time_limit = 0.0;  ///< seconds; 0 means none (checked after each iteration)
+  /// The NumPy-order entry. row_major: the input is a C-order array seen as its
+  /// reversed column-major tensor (mode n is NumPy axis N-1-n, as io::load_npy returns
+  /// it). Everything whose order matters then follows the NumPy axes: the random start
+  /// is drawn for axis 0 first, nvecs and the sweeps take the axes in order, products
+  /// over modes and ties (final sort and sign fix) go by axis. A dense input runs on
+  /// its column-major copy in axis order (one more copy of the tensor in memory), so
+  /// the result is bit-identical to that of the array's Fortran-order copy passed with
+  /// col_major. initial_factors and the result stay in the input's mode order.
+  Layout layout = Layout::col_major;
   Backend backend = Backend::cpu;
   /// Called after every iteration; return false to stop early.
   std::function<bool(const CpProgress&)> callback;

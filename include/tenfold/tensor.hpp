@@ -19,6 +19,20 @@ using index_t = std::int64_t;
 /// of the nonzero sizes overflows (whether or not another size is zero).
 index_t checked_numel(std::span<const index_t> dims);
 
+/// checked_numel(dims), and throws InvalidArgument if `data` is null while the
+/// product is nonzero (a view must point at its elements).
+index_t checked_view_numel(const void* data, std::span<const index_t> dims);
+
+/// How the memory of a caller's array maps onto the modes of a TensorView, for the
+/// algorithms' NumPy-order entry (CpOptions::layout, TuckerOptions::layout).
+enum class Layout {
+  /// Fortran order, Tenfold's own: mode n of the view is axis n of the array.
+  col_major,
+  /// C order (NumPy's default): the view is the array's memory with the shape reversed
+  /// (as io::load_npy returns a C-order file), so mode n is NumPy axis N-1-n.
+  row_major,
+};
+
 /// Non-owning view of a dense column-major tensor. `T` may be const-qualified.
 template <class T>
 class TensorView {
@@ -26,9 +40,11 @@ class TensorView {
   using value_type = std::remove_const_t<T>;
 
   TensorView() = default;
-  /// Views `data`, which must hold checked_numel(dims) elements.
+  /// Views `data`, which must hold checked_numel(dims) elements. Throws
+  /// InvalidArgument on a negative or overflowing size, or a null `data` with a
+  /// nonzero element count, so that every view reaching the library is well formed.
   TensorView(T* data, std::vector<index_t> dims) : data_(data), dims_(std::move(dims)) {
-    numel_ = checked_numel(dims_);
+    numel_ = checked_view_numel(data_, dims_);
   }
   /// A view of mutable data converts to a view of const data.
   template <class U>

@@ -73,6 +73,14 @@ struct TuckerOptions {
   std::vector<int> mode_order;
   int max_iters = 50;  ///< HOOI: most sweeps (>= 1)
   double tol = 1e-6;   ///< HOOI: stop when a sweep lowers the relative error by less (>= 0)
+  /// The NumPy-order entry. row_major: the input is a C-order array seen as its
+  /// reversed column-major tensor (mode n is NumPy axis N-1-n, as io::load_npy returns
+  /// it). The automatic mode order (and its ties), the HOSVD and HOOI sweeps then
+  /// follow the NumPy axes: the input runs as its column-major copy in axis order (one
+  /// more copy of the tensor in memory), so the result is bit-identical to that of the
+  /// array's Fortran-order copy passed with col_major. ranks, mode_order and the result
+  /// (factors, core, eigenvalues, mode_order) stay in the input's mode order.
+  Layout layout = Layout::col_major;
   Backend backend = Backend::cpu;
 };
 

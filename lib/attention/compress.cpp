@@ -8,6 +8,7 @@
 #include "attention/heads.hpp"
 #include "core/memory.hpp"
 #include "core/random.hpp"
+#include "cp/cp_als.hpp"
 #include "tenfold/cp.hpp"
 #include "tenfold/error.hpp"
 
@@ -119,7 +120,16 @@ std::vector<Matrix<T>> structured_start(const Weights& w, index_t rank, std::uin
       }
     }
   }
-  return {std::move(m0), std::move(a), std::move(b)};
+  // Heads with equal weights give equal triplets, which the ALS could never separate
+  // (a start it refuses): such components get random columns too.
+  std::vector<Matrix<T>> start{std::move(m0), std::move(a), std::move(b)};
+  for (index_t r : tenfold::detail::stuck_components(start, rank, {1, 2})) {
+    for (index_t i = 0; i < rows; ++i) {
+      start[1](i, r) = static_cast<T>(rng.uniform());
+      start[2](i, r) = static_cast<T>(rng.uniform());
+    }
+  }
+  return start;
 }
 
 // The model's factors with lambda folded into the first (a start for CpInit::given).

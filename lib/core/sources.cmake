@@ -3,6 +3,7 @@ target_sources(tenfold PRIVATE
   core/format.cpp
   core/ktensor.cpp
   core/memory.cpp
+  core/layout.cpp
   core/multilinear.cpp
   core/tensor.cpp
   core/thread_pool.cpp)

@@ -34,6 +34,15 @@ index_t checked_numel(std::span<const index_t> dims) {
   return empty ? 0 : n;
 }
 
+index_t checked_view_numel(const void* data, std::span<const index_t> dims) {
+  const index_t n = checked_numel(dims);
+  if (data == nullptr && n > 0) {
+    throw InvalidArgument("a view of shape " + detail::shape_string(dims) + " (" +
+                          std::to_string(n) + " elements) has a null data pointer");
+  }
+  return n;
+}
+
 namespace {
 
 // Element count of a tensor of T of shape dims, checked to be addressable in bytes.
@@ -112,6 +121,7 @@ Tensor<U> convert(TensorView<const T> x) {
 
 template class Tensor<float>;
 template class Tensor<double>;
+template class Tensor<std::uint8_t>;  // masks of observed entries
 template class Matrix<float>;
 template class Matrix<double>;
 template double norm<float>(TensorView<const float>);

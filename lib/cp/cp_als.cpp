@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/format.hpp"
+#include "core/layout.hpp"
 #include "core/memory.hpp"
 #include "core/random.hpp"
 #include "cp/dense_operand.hpp"
@@ -145,7 +146,119 @@ void initialise(CpOperand<T>& x, Compute<T>& c, const CpOptions<T>& o, CpInit in
   }
 }
 
+// Initial factor n as the caller numbers it: by mode, or by NumPy axis for row-major input.
+std::string factor_name(int n, int order, Layout layout) {
+  if (layout == Layout::col_major) return "initial factor " + std::to_string(n);
+  return "initial factor of NumPy axis " + std::to_string(order - 1 - n) + " (mode " +
+         std::to_string(n) + ")";
+}
+
+// Modes the first update reads, in sweep (NumPy axis) order: all but that of axis 0.
+std::vector<int> modes_read_first(int order, Layout layout) {
+  std::vector<int> read;
+  for (int axis = 1; axis < order; ++axis) read.push_back(array_axis(layout, order, axis));
+  return read;
+}
+
+// A given start must let the ALS move (see stuck_components): zero columns are named
+// by factor and column, dependent components by the first one.
+template <class T>
+void check_start_can_move(const CpOptions<T>& o, const std::vector<index_t>& dims) {
+  const int order = static_cast<int>(dims.size());
+  const std::vector<int> read = modes_read_first(order, o.layout);
+  for (int n : read) {
+    const Matrix<T>& f = o.initial_factors[static_cast<std::size_t>(n)];
+    for (index_t j = 0; j < f.cols(); ++j) {
+      if (std::all_of(f.col(j), f.col(j) + f.rows(), [](T v) { return v == T(0); })) {
+        throw InvalidArgument(factor_name(n, order, o.layout) + ": column " + std::to_string(j) +
+                              " is zero, so component " + std::to_string(j) +
+                              " could never leave zero; give a start with nonzero columns");
+      }
+    }
+  }
+  const std::vector<index_t> stuck = stuck_components(o.initial_factors, o.rank, read);
+  if (stuck.empty()) return;
+  std::string axes = "1";
+  for (int axis = 2; axis < order; ++axis) axes += ", " + std::to_string(axis);
+  throw InvalidArgument("component " + std::to_string(stuck[0]) +
+                        " of the initial factors is a linear combination of the components "
+                        "before it in the factors the first update reads (NumPy axes " +
+                        axes +
+                        "; e.g. two components equal there), and CP-ALS can never separate "
+                        "them; give a start with independent components");
+}
+
 }  // namespace
+
+template <class T>
+std::vector<index_t> stuck_components(const std::vector<Matrix<T>>& factors, index_t rank,
+                                      const std::vector<int>& read) {
+  const index_t r = rank;
+  const auto rr = static_cast<std::size_t>(r * r);
+  const auto compute = make_compute<double>(Backend::cpu);  // host memory
+  Compute<double>& c = *compute;
+  // C = *_m (unit columns of U_m)^T (unit columns of U_m): K^T K for K's columns scaled
+  // to unit norm (a zero column stays zero).
+  std::vector<double> cosines(rr, 1.0), unit, gram(rr);
+  std::vector<bool> zero(static_cast<std::size_t>(r), false);
+  double rows = 1.0;  // rows of K, in double (the product can exceed index_t)
+  for (int n : read) {
+    const Matrix<T>& f = factors[static_cast<std::size_t>(n)];
+    unit.assign(static_cast<std::size_t>(f.size()), 0.0);
+    for (index_t j = 0; j < r; ++j) {
+      // Scaled by the largest magnitude first, so that no square overflows or underflows.
+      double peak = 0.0;
+      for (index_t i = 0; i < f.rows(); ++i) peak = std::max(peak, std::abs(double{f(i, j)}));
+      if (peak == 0.0) {
+        zero[static_cast<std::size_t>(j)] = true;
+        continue;
+      }
+      double s = 0.0;
+      for (index_t i = 0; i < f.rows(); ++i) s += (f(i, j) / peak) * (f(i, j) / peak);
+      s = std::sqrt(s);
+      for (index_t i = 0; i < f.rows(); ++i)
+        unit[static_cast<std::size_t>(i + j * f.rows())] = f(i, j) / peak / s;
+    }
+    c.syrk(Op::trans, r, f.rows(), 1.0, unit.data(), f.rows(), 0.0, gram.data(), r);
+    c.hadamard(rr, gram.data(), cosines.data());
+    rows *= static_cast<double>(f.rows());
+  }
+  std::vector<index_t> stuck;
+  if (static_cast<double>(r) > rows) {
+    // Dependence is unavoidable for every start: only zero columns are stuck.
+    for (index_t j = 0; j < r; ++j)
+      if (zero[static_cast<std::size_t>(j)]) stuck.push_back(j);
+    return stuck;
+  }
+  // Column j of K is dependent when its pivot in the Cholesky factor of C (its squared
+  // distance from the span of the earlier unit columns) is <= delta. Every pivot is at
+  // least the smallest eigenvalue of C, so a successful Cholesky of C - delta I (the
+  // usual case, one LAPACK call) means that none is.
+  const double delta = static_cast<double>(r) * 64.0 * std::numeric_limits<double>::epsilon();
+  std::vector<double> l = cosines;
+  c.add_diagonal(r, l.data(), r, -delta);
+  if (c.potrf(r, l.data(), r)) return stuck;
+  // Left-looking Cholesky of C that leaves a zero column for each dependent column.
+  l = cosines;
+  const auto at = [r](index_t i, index_t j) { return static_cast<std::size_t>(i + j * r); };
+  for (index_t j = 0; j < r; ++j) {
+    double d = l[at(j, j)];
+    for (index_t k = 0; k < j; ++k) d -= l[at(j, k)] * l[at(j, k)];
+    if (d <= delta) {
+      stuck.push_back(j);
+      for (index_t i = j; i < r; ++i) l[at(i, j)] = 0.0;
+      continue;
+    }
+    const double ljj = std::sqrt(d);
+    l[at(j, j)] = ljj;
+    for (index_t i = j + 1; i < r; ++i) {
+      double v = l[at(i, j)];
+      for (index_t k = 0; k < j; ++k) v -= l[at(i, k)] * l[at(j, k)];
+      l[at(i, j)] = v / ljj;
+    }
+  }
+  return stuck;
+}
 
 template <class T>
 void validate_cp_options(const CpOptions<T>& o, const std::vector<index_t>& dims) {
@@ -189,6 +302,7 @@ void validate_cp_options(const CpOptions<T>& o, const std::vector<index_t>& dims
       check_finite(TensorView<const T>(f.data(), {f.rows(), f.cols()}),
                    ("initial factor " + std::to_string(n)).c_str());
     }
+    check_start_can_move(o, dims);
   }
 }
 
@@ -413,6 +527,10 @@ void arrange(KTensor<T>& model) {
   }
 }
 
+template std::vector<index_t> stuck_components<float>(const std::vector<Matrix<float>>&, index_t,
+                                                      const std::vector<int>&);
+template std::vector<index_t> stuck_components<double>(const std::vector<Matrix<double>>&, index_t,
+                                                       const std::vector<int>&);
 template void validate_cp_options<float>(const CpOptions<float>&, const std::vector<index_t>&);
 template void validate_cp_options<double>(const CpOptions<double>&, const std::vector<index_t>&);
 template CpResult<float> run_cp_als<float>(CpOperand<float>&, Compute<float>&,
@@ -494,8 +612,14 @@ CpResult<T> cp_als(TensorView<const T> x, const CpOptions<T>& options) {
   check_finite(x, "tensor");
   detail::validate_cp_options(options, x.dims());
   auto c = detail::make_compute<T>(options.backend);
-  detail::DenseOperand<T> op(*c, x);
-  return detail::run_cp_starts(op, *c, options, start);
+  // Row-major: the array's column-major copy in NumPy axis order (one more copy of
+  // the tensor in memory), so that the arithmetic is that of its Fortran-order copy.
+  const bool reverse = options.layout == Layout::row_major;
+  const Tensor<T> axis_order = reverse ? detail::reverse_modes(x) : Tensor<T>();
+  return detail::run_in_axis_order(options, [&](const CpOptions<T>& o) {
+    detail::DenseOperand<T> op(*c, reverse ? axis_order.view() : x);
+    return detail::run_cp_starts(op, *c, o, start);
+  });
 }
 
 template <class T>
@@ -508,8 +632,14 @@ CpResult<T> cp_als(const KTensor<T>& x, const CpOptions<T>& options) {
   }
   detail::validate_cp_options(options, x.dims());
   auto c = detail::make_compute<T>(options.backend);
-  detail::KruskalOperand<T> op(*c, x);
-  return detail::run_cp_starts(op, *c, options, start);
+  // Row-major: the factors in NumPy axis order.
+  const bool reverse = options.layout == Layout::row_major;
+  const KTensor<T> axis_order =
+      reverse ? KTensor<T>(x.weights, detail::reversed(x.factors)) : KTensor<T>();
+  return detail::run_in_axis_order(options, [&](const CpOptions<T>& o) {
+    detail::KruskalOperand<T> op(*c, reverse ? axis_order : x);
+    return detail::run_cp_starts(op, *c, o, start);
+  });
 }
 
 template CpResult<float> cp_als<float>(TensorView<const float>, const CpOptions<float>&);

@@ -3,6 +3,7 @@
 
 #include <chrono>
 
+#include "core/layout.hpp"
 #include "cp/operand.hpp"
 #include "tenfold/cp.hpp"
 
@@ -11,6 +12,17 @@ namespace tenfold::detail {
 /// Throws InvalidArgument / DimensionMismatch for options that do not fit `dims`.
 template <class T>
 void validate_cp_options(const CpOptions<T>& options, const std::vector<index_t>& dims);
+
+/// Components of a start that CP-ALS cannot move, ascending. The first update reads
+/// only the factors of the modes `read` (all but the first mode swept), through the
+/// normal matrix V = *_m U_m^T U_m, the Gram of their Khatri-Rao product K. Component j
+/// is stuck when its column is zero in some U_m (it stays zero in every factor for
+/// good) or, when R <= rows(K), when its column of K is numerically a linear
+/// combination of the earlier ones (V singular; the updates keep it dependent): pivot
+/// of the Cholesky factor of K^T K with unit-norm columns <= 64 R eps (double).
+template <class T>
+std::vector<index_t> stuck_components(const std::vector<Matrix<T>>& factors, index_t rank,
+                                      const std::vector<int>& read);
 
 /// Runs CP-ALS on an operand whose options were validated; `start` is when the
 /// public call began (for the time limit and the init timing).
@@ -24,6 +36,20 @@ CpResult<T> run_cp_als(CpOperand<T>& x, Compute<T>& c, const CpOptions<T>& optio
 template <class T>
 CpResult<T> run_cp_starts(CpOperand<T>& x, Compute<T>& c, const CpOptions<T>& options,
                           std::chrono::steady_clock::time_point start);
+/// CP-ALS in the array's axis order: for Layout::row_major, `run` receives the options
+/// with the initial factors in NumPy axis order (and layout col_major), must run on
+/// the operand in that order, and its model's factors are returned in the caller's
+/// mode order again.
+template <class T, class Run>
+CpResult<T> run_in_axis_order(const CpOptions<T>& options, Run&& run) {
+  if (options.layout == Layout::col_major) return run(options);
+  CpOptions<T> axis_order = options;
+  axis_order.layout = Layout::col_major;
+  axis_order.initial_factors = reversed(std::move(axis_order.initial_factors));
+  CpResult<T> res = run(axis_order);
+  res.model.factors = reversed(std::move(res.model.factors));
+  return res;
+}
 
 /// Normalises every column to unit 2-norm (into the weights), sorts components by
 /// descending weight and fixes signs as the Tensor Toolbox does: the largest-magnitude

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "core/format.hpp"
+#include "core/layout.hpp"
 #include "cp/cp_als.hpp"
 #include "cp/masked_operand.hpp"
 #include "tenfold/error.hpp"
@@ -49,8 +50,16 @@ CpResult<T> cp_als(TensorView<const T> x, TensorView<const std::uint8_t> observe
   }
   detail::validate_cp_options(options, x.dims());
   auto c = detail::make_compute<T>(options.backend);
-  detail::MaskedOperand<T> op(*c, x, observed);
-  return detail::run_cp_starts(op, *c, options, start);
+  // Row-major: the tensor and the mask as column-major copies in NumPy axis order.
+  const bool reverse = options.layout == Layout::row_major;
+  const Tensor<T> x_axes = reverse ? detail::reverse_modes(x) : Tensor<T>();
+  const Tensor<std::uint8_t> observed_axes =
+      reverse ? detail::reverse_modes(observed) : Tensor<std::uint8_t>();
+  return detail::run_in_axis_order(options, [&](const CpOptions<T>& o) {
+    detail::MaskedOperand<T> op(*c, reverse ? x_axes.view() : x,
+                                reverse ? observed_axes.view() : observed);
+    return detail::run_cp_starts(op, *c, o, start);
+  });
 }
 
 template CpResult<float> cp_als<float>(TensorView<const float>, TensorView<const std::uint8_t>,

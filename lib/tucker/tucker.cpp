@@ -4,8 +4,10 @@
 #include <cmath>
 #include <numeric>
 #include <string>
+#include <utility>
 
 #include "core/format.hpp"
+#include "core/layout.hpp"
 #include "core/memory.hpp"
 #include "tenfold/error.hpp"
 #include "tucker/steps.hpp"
@@ -151,14 +153,22 @@ TuckerMethod parse_tucker_method(std::string_view name) {
                         "' (expected sthosvd, hosvd or hooi)");
 }
 
+namespace {
+
+// Mode m of an order-N view in NumPy axis order is mode N-1-m of the row-major view,
+// and conversely.
+std::vector<int> reverse_mode_numbers(std::vector<int> modes, int order) {
+  for (int& m : modes) m = order - 1 - m;
+  return modes;
+}
+
 template <class T>
-TuckerResult<T> tucker(TensorView<const T> x, const TuckerOptions& options) {
+TuckerResult<T> run_tucker(detail::Compute<T>& c, TensorView<const T> x,
+                           const TuckerOptions& options,
+                           std::chrono::steady_clock::time_point start) {
   using Clock = std::chrono::steady_clock;
-  const auto start = Clock::now();
-  validate_tucker(x, options);
-  auto c = detail::make_compute<T>(options.backend);
-  require_tucker_memory(*c, x.dims(), options);
-  detail::TuckerState<T> s(*c, x);
+  require_tucker_memory(c, x.dims(), options);
+  detail::TuckerState<T> s(c, x);
   const int order = x.order();
   // With eps: the discarded eigenvalues of each mode sum to at most eps^2 ||X||^2 / N.
   const detail::Truncation truncation{
@@ -184,12 +194,12 @@ TuckerResult<T> tucker(TensorView<const T> x, const TuckerOptions& options) {
   // Download the model.
   TTensor<T>& m = res.model;
   m.core = Tensor<T>(s.ranks);
-  c->download(m.core.data(), s.core.get(), static_cast<std::size_t>(m.core.numel()));
+  c.download(m.core.data(), s.core.get(), static_cast<std::size_t>(m.core.numel()));
   double stored = static_cast<double>(m.core.numel());
   for (int n = 0; n < order; ++n) {
     const auto ni = static_cast<std::size_t>(n);
     Matrix<T> f(s.dims[ni], s.ranks[ni]);
-    c->download(f.data(), s.u[ni].get(), static_cast<std::size_t>(f.size()));
+    c.download(f.data(), s.u[ni].get(), static_cast<std::size_t>(f.size()));
     m.factors.push_back(std::move(f));
     stored += static_cast<double>(s.dims[ni] * s.ranks[ni]);
   }
@@ -197,6 +207,33 @@ TuckerResult<T> tucker(TensorView<const T> x, const TuckerOptions& options) {
   res.compression_ratio = static_cast<double>(x.numel()) / stored;
   res.timings = s.timings;
   res.timings.total = std::chrono::duration<double>(Clock::now() - start).count();
+  return res;
+}
+
+}  // namespace
+
+template <class T>
+TuckerResult<T> tucker(TensorView<const T> x, const TuckerOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  validate_tucker(x, options);
+  auto c = detail::make_compute<T>(options.backend);
+  if (options.layout == Layout::col_major) return run_tucker(*c, x, options, start);
+  // Row-major: run on the array's column-major copy in NumPy axis order (one more copy
+  // of the tensor in memory), the arithmetic of its Fortran-order copy, and give the
+  // model back in the caller's mode order.
+  const int order = x.order();
+  const Tensor<T> axis_order = detail::reverse_modes(x);
+  TuckerOptions o = options;
+  o.layout = Layout::col_major;
+  o.ranks = detail::reversed(std::move(o.ranks));
+  o.mode_order = reverse_mode_numbers(std::move(o.mode_order), order);
+  TuckerResult<T> res = run_tucker(*c, axis_order.view(), o, start);
+  res.model.core = detail::reverse_modes<T>(std::as_const(res.model.core).view());
+  res.model.factors = detail::reversed(std::move(res.model.factors));
+  res.eigenvalues = detail::reversed(std::move(res.eigenvalues));
+  res.mode_order = reverse_mode_numbers(std::move(res.mode_order), order);
+  res.timings.total =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return res;
 }
 

@@ -128,8 +128,15 @@ CpResult<T> cp_als(const TTensor<T>& x, const CpOptions<T>& options) {
   }
   detail::validate_cp_options(options, x.dims());
   auto c = detail::make_compute<T>(options.backend);
-  detail::TuckerOperand<T> op(*c, x);
-  return detail::run_cp_als(op, *c, options, start);
+  // Row-major: the model in NumPy axis order (core reversed, factors reversed).
+  const bool reverse = options.layout == Layout::row_major;
+  const TTensor<T> axis_order =
+      reverse ? TTensor<T>(detail::reverse_modes(x.core.view()), detail::reversed(x.factors))
+              : TTensor<T>();
+  return detail::run_in_axis_order(options, [&](const CpOptions<T>& o) {
+    detail::TuckerOperand<T> op(*c, reverse ? axis_order : x);
+    return detail::run_cp_starts(op, *c, o, start);
+  });
 }
 
 template CpResult<float> cp_als<float>(const TTensor<float>&, const CpOptions<float>&);
