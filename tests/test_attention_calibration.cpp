@@ -5,12 +5,18 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <map>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "random_matrix.hpp"
+#include "temp_dir.hpp"
 #include "tenfold/attention.hpp"
+#include "tenfold/attention_checkpoint.hpp"
 #include "tenfold/error.hpp"
+#include "tenfold/safetensors.hpp"
 
 namespace {
 
@@ -306,6 +312,168 @@ TEST(AttentionCalibration, BadMomentsAreRefused) {
   o.damping = 1e-2;  // the same rank-one moment is fine once damped
   const auto l = random_layer<double>(2, 3, 6, 12);
   EXPECT_NO_THROW(compress(l, o, mo));
+}
+
+// Checkpoint level: a two-layer BERT-named checkpoint (H = 2, d = 4, D = 8) and its
+// calibration statistics file.
+namespace fs = std::filesystem;
+using tenfold::io::SafetensorsTensor;
+
+std::string prefix(int layer) {
+  return "bert.encoder.layer." + std::to_string(layer) + ".attention.self.";
+}
+
+template <class T>
+SafetensorsTensor entry(const std::string& name, const Matrix<T>& m) {
+  return tenfold::io::safetensors_tensor(
+      name, tenfold::TensorView<const T>(m.data(), {m.rows(), m.cols()}));
+}
+
+struct Fixture {
+  TempDir dir;
+  std::vector<Matrix<float>> weights;   // per layer: query, key, query bias (8 x 1)
+  std::vector<Matrix<double>> moments;  // per layer
+  Fixture() {
+    std::mt19937_64 gen(20);
+    std::vector<SafetensorsTensor> t;
+    for (int l = 0; l < 2; ++l) {
+      weights.push_back(gaussian<float>(8, 8, 0.4, gen));
+      weights.push_back(gaussian<float>(8, 8, 0.4, gen));
+      weights.push_back(gaussian<float>(8, 1, 1.0, gen));
+      moments.push_back(moment(anisotropic_tokens(8, 30, gen)));
+    }
+    for (int l = 0; l < 2; ++l) {
+      t.push_back(entry(prefix(l) + "query.weight", weights[3 * l]));
+      t.push_back(entry(prefix(l) + "key.weight", weights[3 * l + 1]));
+      SafetensorsTensor b = entry(prefix(l) + "query.bias", weights[3 * l + 2]);
+      b.shape = {8};
+      t.push_back(b);
+    }
+    tenfold::io::save_safetensors(dir / "model.safetensors", t);
+  }
+  // Writes a statistics file with the given moments per name and metadata.
+  fs::path stats(const std::map<std::string, const Matrix<double>*>& m,
+                 const std::map<std::string, std::string>& meta = {
+                     {"tenfold.calibration.tokens", "60"},
+                     {"tenfold.calibration.source", "test tokens"}}) {
+    std::vector<SafetensorsTensor> t;
+    for (const auto& [name, mat] : m) t.push_back(entry(name, *mat));
+    const fs::path p = dir / "stats.safetensors";
+    tenfold::io::save_safetensors(p, t, meta);
+    return p;
+  }
+  fs::path good_stats() {
+    return stats(
+        {{prefix(0) + "input_moment", &moments[0]}, {prefix(1) + "input_moment", &moments[1]}});
+  }
+  CheckpointReport run(const fs::path& calibration, double damping = 1e-2) {
+    CheckpointOptions o;
+    o.compress.rank = 3;
+    o.compress.damping = damping;
+    o.heads = 2;
+    o.calibration = calibration;
+    return compress_checkpoint(dir / "model.safetensors", dir / "out.safetensors", o);
+  }
+};
+
+TEST(AttentionCalibration, CheckpointRecordsBothErrorsAndTheStatistics) {
+  Fixture f;
+  const CheckpointReport rep = f.run(f.good_stats(), 0.05);
+  EXPECT_EQ(rep.calibration_tokens, 60);
+  EXPECT_EQ(rep.calibration_source, "test tokens");
+  const tenfold::io::SafetensorsFile out(f.dir / "out.safetensors");
+  const auto& meta = out.metadata();
+  EXPECT_EQ(meta.at("tenfold.objective"), "data");
+  EXPECT_EQ(meta.at("tenfold.calibration.tokens"), "60");
+  EXPECT_EQ(meta.at("tenfold.calibration.source"), "test tokens");
+  EXPECT_EQ(meta.at("tenfold.calibration.file"), "stats.safetensors");
+  EXPECT_EQ(std::stod(meta.at("tenfold.calibration.damping")), 0.05);
+  const auto weight = nlohmann::json::parse(meta.at("tenfold.relative_errors"));
+  const auto data = nlohmann::json::parse(meta.at("tenfold.calibration.relative_errors"));
+  ASSERT_EQ(data.size(), 2u);
+  for (int l = 0; l < 2; ++l) {
+    // The library on the same layer and moments gives the recorded figures.
+    QueryKeyLayer<float> layer;
+    layer.heads = 2;
+    layer.head_dim = 4;
+    layer.query_weight = f.weights[3 * l];
+    layer.key_weight = f.weights[3 * l + 1];
+    layer.query_bias = f.weights[3 * l + 2].values();
+    CompressOptions o;
+    o.rank = 3;
+    o.damping = 0.05;
+    InputMoments mo;
+    mo.query = f.moments[static_cast<std::size_t>(l)];
+    const CompressResult<float> r = compress(layer, o, mo);
+    EXPECT_EQ(weight[l].get<double>(), r.relative_error);
+    EXPECT_EQ(data[l].get<double>(), *r.data_error);
+    EXPECT_EQ(rep.layers[static_cast<std::size_t>(l)].data_error, r.data_error);
+  }
+  // Without statistics: the weight objective, no calibration keys.
+  f.run({});
+  const tenfold::io::SafetensorsFile plain(f.dir / "out.safetensors");
+  EXPECT_EQ(plain.metadata().at("tenfold.objective"), "weight");
+  EXPECT_EQ(plain.metadata().count("tenfold.calibration.relative_errors"), 0u);
+}
+
+TEST(AttentionCalibration, FloatStoredRankDeficientMomentIsAccepted) {
+  // A moment of rank 3 rounded to float has eigenvalues of order eps_float, of either
+  // sign: positive semi-definite up to the stored precision.
+  Fixture f;
+  std::mt19937_64 gen(21);
+  const Matrix<double> s = moment(tokens_in(orthonormal(8, 3, gen), 3, gen));
+  Matrix<float> sf(8, 8);
+  for (index_t i = 0; i < 64; ++i) sf.data()[i] = static_cast<float>(s.data()[i]);
+  std::vector<SafetensorsTensor> t = {entry(prefix(0) + "input_moment", sf),
+                                      entry(prefix(1) + "input_moment", sf)};
+  tenfold::io::save_safetensors(f.dir / "f32.safetensors", t,
+                                {{"tenfold.calibration.tokens", "3"}});
+  const CheckpointReport rep = f.run(f.dir / "f32.safetensors");
+  EXPECT_TRUE(rep.layers[0].data_error.has_value());
+  EXPECT_EQ(rep.calibration_source, "");
+}
+
+TEST(AttentionCalibration, BadStatisticsFilesAreRefusedNamingTheLayer) {
+  Fixture f;
+  Matrix<double> nonsym = f.moments[1], indefinite = identity(8, 1.0), nan = f.moments[1];
+  nonsym(0, 5) += 0.5;
+  indefinite(3, 3) = -2.0;
+  nan(2, 2) = std::numeric_limits<double>::quiet_NaN();
+  const Matrix<double> small = identity(7, 1.0);
+  const std::string p0 = prefix(0) + "input_moment", p1 = prefix(1) + "input_moment";
+  struct Case {
+    fs::path file;
+    std::string message;
+  };
+  std::vector<Case> cases;
+  const auto add =
+      [&](const std::map<std::string, const Matrix<double>*>& m, const std::string& message,
+          const std::map<std::string, std::string>& meta = {{"tenfold.calibration.tokens", "60"}}) {
+        const fs::path p = f.dir / ("bad" + std::to_string(cases.size()) + ".safetensors");
+        fs::rename(f.stats(m, meta), p);
+        cases.push_back({p, message});
+      };
+  add({{p0, &f.moments[0]}, {p1, &nonsym}},
+      "calibration tensor '" + p1 + "' (layer 1) is not symmetric");
+  add({{p0, &f.moments[0]}, {p1, &indefinite}},
+      "'" + p1 + "' (layer 1) is not positive semi-definite: smallest eigenvalue -2");
+  add({{p0, &f.moments[0]}, {p1, &nan}}, "'" + p1 + "' (layer 1)");
+  add({{p0, &f.moments[0]}, {p1, &small}}, "(layer 1) has shape (7, 7), expected (8, 8)");
+  add({{p0, &f.moments[0]}}, "no '" + p1 + "'");
+  add({{p0, &f.moments[0]}, {p1, &f.moments[1]}, {"bert.pooler.input_moment", &f.moments[1]}},
+      "'bert.pooler.input_moment' belongs to no attention layer");
+  add({{p0, &f.moments[0]}, {p1, &f.moments[1]}}, "no tenfold.calibration.tokens", {});
+  add({{p0, &f.moments[0]}, {p1, &f.moments[1]}}, "expected a positive integer",
+      {{"tenfold.calibration.tokens", "12 tokens"}});
+  for (const Case& c : cases) {
+    try {
+      f.run(c.file);
+      ADD_FAILURE() << c.message << ": accepted";
+    } catch (const tenfold::Error& e) {
+      EXPECT_NE(std::string(e.what()).find(c.message), std::string::npos) << e.what();
+    }
+    EXPECT_FALSE(fs::exists(f.dir / "out.safetensors")) << c.message;
+  }
 }
 
 }  // namespace
