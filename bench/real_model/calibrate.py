@@ -38,21 +38,28 @@ def tokenize(model_dir, texts, max_length):
             for e in tok.encode_batch(texts)]
 
 
-def input_moments(tensors, heads, eps, tokens):
-    """Per layer, sum over tokens of x xᵀ divided by the token count; and the count."""
+def input_moments(tensors, heads, eps, tokens, per_sentence=False):
+    """Per layer, the mean of x xᵀ over all tokens (per_sentence: the mean over sentences
+    of each sentence's mean, which gives short sentences the weight of long ones); and
+    the token count."""
+    lengths = np.array([len(ids) for ids, _ in tokens])
+    count = int(lengths.sum())
+    if per_sentence:
+        weights = np.repeat(1.0 / (lengths * len(lengths)), lengths)
+    else:
+        weights = np.full(count, 1.0 / count)
     sums = {}
 
     def accumulate(layer, x):
-        sums[layer] = sums.get(layer, 0.0) + x.T @ x
+        sums[layer] = sums.get(layer, 0.0) + (x * weights[:, None]).T @ x
 
     bertnp.BertEncoder(tensors, heads, eps).forward(tokens, on_layer_input=accumulate)
-    count = sum(len(ids) for ids, _ in tokens)
-    return {layer: s / count for layer, s in sums.items()}, count
+    return sums, count
 
 
-def statistics(tensors, heads, eps, tokens, source):
+def statistics(tensors, heads, eps, tokens, source, per_sentence=False):
     """The file's tensors (symmetrised moments) and metadata."""
-    moments, count = input_moments(tensors, heads, eps, tokens)
+    moments, count = input_moments(tensors, heads, eps, tokens, per_sentence)
     out = {bertnp.attention_prefix(layer) + "input_moment": 0.5 * (m + m.T)
            for layer, m in sorted(moments.items())}
     return out, {"tenfold.calibration.tokens": count, "tenfold.calibration.source": source}
@@ -65,6 +72,8 @@ def main():
     ap.add_argument("--model-dir", help="checkpoint folder (default: all-MiniLM-L6-v2)")
     ap.add_argument("--limit", type=int, help="use only the first N sentences")
     ap.add_argument("--source", help="free-text description (default: the file name)")
+    ap.add_argument("--per-sentence", action="store_true",
+                    help="weigh every sentence alike instead of every token")
     args = ap.parse_args()
 
     if args.model_dir:
@@ -80,9 +89,10 @@ def main():
     texts = read_sentences(args.sentences, args.limit)
     if not texts:
         raise SystemExit(f"{args.sentences}: no sentences")
-    source = args.source or f"{Path(args.sentences).name}, {len(texts)} sentences"
+    source = args.source or (f"{Path(args.sentences).name}, {len(texts)} sentences"
+                             + (", per-sentence weights" if args.per_sentence else ""))
     out, meta = statistics(tensors, cfg["num_attention_heads"], cfg.get("layer_norm_eps", 1e-12),
-                           tokenize(model_dir, texts, max_length), source)
+                           tokenize(model_dir, texts, max_length), source, args.per_sentence)
     bertnp.write_safetensors(args.out, out, meta)
     print(f"{args.out}: {len(out)} layers, {meta['tenfold.calibration.tokens']} tokens "
           f"from {len(texts)} sentences")

@@ -51,6 +51,9 @@ def main():
                     help="numbers of calibration sentences (the first N of the file)")
     ap.add_argument("--ranks", type=int, nargs="+", default=[192, 128])
     ap.add_argument("--dampings", type=float, nargs="+", default=[1e-3, 1e-2, 1e-1])
+    ap.add_argument("--weightings", nargs="+", default=["token"], choices=["token", "sentence"],
+                    help="token: the mean of x xᵀ over tokens; sentence: every sentence alike")
+    ap.add_argument("--no-weight-only", action="store_true", help="skip the weight-only runs")
     args = ap.parse_args()
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -66,29 +69,32 @@ def main():
 
     stats = {}
     for size in args.sizes:
-        path = out_dir / f"calibration_{size}.safetensors"
         texts = calibrate.read_sentences(args.calibration, size)
-        tensors, meta = calibrate.statistics(
-            original, heads, cfg["layer_norm_eps"], minilm.tokenize(texts),
-            f"{Path(args.calibration).name}, first {len(texts)} sentences")
-        bertnp.write_safetensors(path, tensors, meta)
-        stats[size] = path
+        for weighting in args.weightings:
+            path = out_dir / f"calibration_{size}_{weighting}.safetensors"
+            tensors, meta = calibrate.statistics(
+                original, heads, cfg["layer_norm_eps"], minilm.tokenize(texts),
+                f"{Path(args.calibration).name}, first {len(texts)} sentences, "
+                f"{weighting} weights", weighting == "sentence")
+            bertnp.write_safetensors(path, tensors, meta)
+            stats[size, weighting] = path
 
-    runs = [(rank, None, None) for rank in args.ranks]
-    runs += [(rank, size, damping) for rank in args.ranks for size in args.sizes
-             for damping in args.dampings]
+    runs = [] if args.no_weight_only else [(rank, None, None, None) for rank in args.ranks]
+    runs += [(rank, size, damping, weighting) for rank in args.ranks for size in args.sizes
+             for damping in args.dampings for weighting in args.weightings]
     results = []
-    for rank, size, damping in runs:
-        label = "weight" if size is None else f"data_n{size}_d{damping:g}"
+    for rank, size, damping, weighting in runs:
+        label = "weight" if size is None else f"data_n{size}_d{damping:g}_{weighting}"
         out, report = out_dir / f"cal_{label}_R{rank}.safetensors", out_dir / f"cal_{label}_R{rank}.json"
         cmd = [args.tenfold, "attention", "compress", str(model), "--shared-dim", str(rank),
                "--heads", str(heads), "--quiet", "--out", str(out), "--report", str(report)]
         if size is not None:
-            cmd += ["--calibration", str(stats[size]), "--damping", repr(damping)]
+            cmd += ["--calibration", str(stats[size, weighting]), "--damping", repr(damping)]
         _, seconds = run.run_cli(cmd)
         rep = json.loads(report.read_text())
         tensors, _ = bertnp.read_safetensors(out)
         entry = {"rank": rank, "calibration_sentences": size, "damping": damping,
+                 "weighting": weighting,
                  "command": " ".join(Path(c).name if c == str(model) else c for c in cmd),
                  "seconds": seconds, "cpu_seconds_reported": rep["seconds"],
                  "qk_error": [l["relative_error"] for l in rep["layers"]],
@@ -106,10 +112,10 @@ def main():
 
 def table(results):
     names = list(SETS)
-    lines = ["| R | objective | calibration sentences | damping | QK error (layers 0..5) | "
+    lines = ["| R | objective | calibration sentences | weights | damping | QK error (layers 0..5) | "
              "data error (layers 0..5) | " + " | ".join(
                  f"{n}: cosine mean / min, NN, TV" for n in names) + " | time (s) |",
-             "| ---: | --- | ---: | ---: | --- | --- | " + " --- |" * len(names) + " ---: |"]
+             "| ---: | --- | ---: | --- | ---: | --- | --- |" + " --- |" * len(names) + " ---: |"]
     for e in results:
         data = e["calibration_sentences"] is not None
         cells = [f"{m['cosine_mean']:.4f} / {m['cosine_min']:.4f}, {m['nn_agreement']:.2f}, "
@@ -117,6 +123,7 @@ def table(results):
         lines.append(
             f"| {e['rank']} | {'data' if data else 'weight'} | "
             f"{e['calibration_sentences'] if data else '-'} | "
+            f"{e['weighting'] if data else '-'} | "
             f"{e['damping'] if data else '-'} | " + " ".join(f"{x:.3f}" for x in e["qk_error"])
             + " | " + (" ".join(f"{x:.3f}" for x in e["data_error"]) if data else "-") + " | "
             + " | ".join(cells) + f" | {e['seconds']:.1f} |")
