@@ -43,11 +43,19 @@ void validate_moment(const Matrix<double>& s, index_t input_dim, std::string_vie
                               std::to_string(j) + ", " + std::to_string(i) + ") is " +
                               number(s(j, i)));
       }
-  // Positive semi-definite: the smallest eigenvalue of the symmetric part.
+  // Positive semi-definite to tol: the Cholesky factorisation of the symmetric part plus
+  // tol I exists when its smallest eigenvalue exceeds -tol; only when it does not is the
+  // smallest eigenvalue computed (for the message, and to decide the borderline case).
   detail::Cpu c;
   Matrix<double> a(n, n);
-  for (index_t j = 0; j < n; ++j)
-    for (index_t i = 0; i < n; ++i) a(i, j) = 0.5 * (s(i, j) + s(j, i));
+  const auto symmetric_part = [&] {
+    for (index_t j = 0; j < n; ++j)
+      for (index_t i = 0; i < n; ++i) a(i, j) = 0.5 * (s(i, j) + s(j, i));
+  };
+  symmetric_part();
+  c.add_diagonal(n, a.data(), n, tol);
+  if (c.potrf(n, a.data(), n)) return;
+  symmetric_part();
   std::vector<double> lambda(static_cast<std::size_t>(n));
   c.syevd(n, a.data(), n, lambda.data());
   if (lambda.front() < -tol) {
