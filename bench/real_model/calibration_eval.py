@@ -54,6 +54,9 @@ def main():
     ap.add_argument("--weightings", nargs="+", default=["token"], choices=["token", "sentence"],
                     help="token: the mean of x xᵀ over tokens; sentence: every sentence alike")
     ap.add_argument("--no-weight-only", action="store_true", help="skip the weight-only runs")
+    ap.add_argument("--sequential", action="store_true",
+                    help="also sequential calibration: layer l's moment taken from the model "
+                         "whose layers < l are already compressed (per R and damping)")
     args = ap.parse_args()
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -79,9 +82,25 @@ def main():
             bertnp.write_safetensors(path, tensors, meta)
             stats[size, weighting] = path
 
+    if args.sequential:
+        texts = calibrate.read_sentences(args.calibration, max(args.sizes))
+        tokens = minilm.tokenize(texts)
+        for rank in args.ranks:
+            for damping in args.dampings:
+                path = out_dir / f"calibration_{len(texts)}_sequential_R{rank}_d{damping:g}.safetensors"
+                tensors, meta = sequential_statistics(
+                    args.tenfold, model, original, heads, cfg["layer_norm_eps"], tokens, rank,
+                    damping, out_dir, f"{Path(args.calibration).name}, first {len(texts)} "
+                    f"sentences, sequential at R = {rank}, damping {damping:g}")
+                bertnp.write_safetensors(path, tensors, meta)
+                stats[len(texts), f"sequential_R{rank}_d{damping:g}"] = path
+
     runs = [] if args.no_weight_only else [(rank, None, None, None) for rank in args.ranks]
     runs += [(rank, size, damping, weighting) for rank in args.ranks for size in args.sizes
              for damping in args.dampings for weighting in args.weightings]
+    if args.sequential:
+        runs += [(rank, max(args.sizes), damping, f"sequential_R{rank}_d{damping:g}")
+                 for rank in args.ranks for damping in args.dampings]
     results = []
     for rank, size, damping, weighting in runs:
         label = "weight" if size is None else f"data_n{size}_d{damping:g}_{weighting}"
@@ -108,6 +127,34 @@ def main():
     (out_dir / "calibration.json").write_text(json.dumps(results, indent=2))
     (out_dir / "calibration.md").write_text(table(results))
     print(f"wrote {out_dir / 'calibration.json'} and {out_dir / 'calibration.md'}")
+
+
+def sequential_statistics(tenfold, model, original, heads, eps, tokens, rank, damping, out_dir,
+                          source):
+    """Moments of layer l measured on the model whose layers < l are already compressed
+    (each with its own sequential moment), as GPTQ-style methods calibrate. Every
+    layer's compression depends only on its own moment, so the CLI given the returned
+    statistics reproduces the model built here."""
+    current = dict(original)
+    fixed = {}
+    layers = bertnp.layer_count(original)
+    for layer in range(layers):
+        moments, count = calibrate.input_moments(current, heads, eps, tokens)
+        fixed[layer] = 0.5 * (moments[layer] + moments[layer].T)
+        stats = {bertnp.attention_prefix(j) + "input_moment":
+                 fixed[j] if j in fixed else 0.5 * (moments[j] + moments[j].T)
+                 for j in range(layers)}
+        path, out = out_dir / "sequential_step.safetensors", out_dir / "sequential_step_out.safetensors"
+        bertnp.write_safetensors(path, stats, {"tenfold.calibration.tokens": count})
+        run.run_cli([tenfold, "attention", "compress", str(model), "--shared-dim", str(rank),
+                     "--heads", str(heads), "--quiet", "--calibration", str(path),
+                     "--damping", repr(damping), "--out", str(out)])
+        compressed, _ = bertnp.read_safetensors(out)
+        p = bertnp.attention_prefix(layer)
+        collab = {k[len(p):]: v for k, v in compressed.items() if k.startswith(p + "collab.")}
+        current = bertnp.replace_query_key(current, {layer: collab})
+    return ({bertnp.attention_prefix(j) + "input_moment": fixed[j] for j in range(layers)},
+            {"tenfold.calibration.tokens": count, "tenfold.calibration.source": source})
 
 
 def table(results):

@@ -109,7 +109,7 @@ struct CompressOptions {
   /// Data-aware compression only: each input moment S is replaced by
   /// S + damping tr(S) / D I before it is factored (>= 0; larger values move the
   /// objective towards the weight-space one).
-  double damping = 1e-2;
+  double damping = 0.3;
 };
 
 /// Second moments S = E[x x^T] (D x D, symmetric positive semi-definite) of a layer's
