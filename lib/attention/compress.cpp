@@ -184,8 +184,11 @@ double relative_error(const Weights& w, const Matrix<double>& m, const Matrix<do
 }  // namespace
 }  // namespace detail
 
+namespace {
+
+// Validates both layers and that they belong together.
 template <class T>
-double qk_error(const QueryKeyLayer<T>& layer, const CollaborativeLayer<T>& collab) {
+void check_pair(const QueryKeyLayer<T>& layer, const CollaborativeLayer<T>& collab) {
   layer.validate();
   collab.validate();
   if (collab.heads() != layer.heads || collab.input_dim() != layer.input_dim()) {
@@ -194,9 +197,23 @@ double qk_error(const QueryKeyLayer<T>& layer, const CollaborativeLayer<T>& coll
                             ", the layer " + std::to_string(layer.heads) + " and " +
                             std::to_string(layer.input_dim()));
   }
+}
+
+// The mixing in double with the context scale folded in.
+template <class T>
+Matrix<double> scaled_mixing(const CollaborativeLayer<T>& collab) {
   Matrix<double> m = detail::to_double(collab.mixing);
   for (index_t i = 0; i < m.size(); ++i) m.data()[i] *= collab.context_scale;
-  return detail::relative_error(detail::Weights(layer), m, detail::AsDouble(collab.query).get(),
+  return m;
+}
+
+}  // namespace
+
+template <class T>
+double qk_error(const QueryKeyLayer<T>& layer, const CollaborativeLayer<T>& collab) {
+  check_pair(layer, collab);
+  return detail::relative_error(detail::Weights(layer), scaled_mixing(collab),
+                                detail::AsDouble(collab.query).get(),
                                 detail::AsDouble(collab.key).get());
 }
 
@@ -363,15 +380,8 @@ CompressResult<T> compress(const QueryKeyLayer<T>& layer, const CompressOptions&
 template <class T>
 double qk_data_error(const QueryKeyLayer<T>& layer, const CollaborativeLayer<T>& collab,
                      const InputMoments& moments) {
-  layer.validate();
-  collab.validate();
+  check_pair(layer, collab);
   validate_moments(moments, layer.input_dim());
-  if (collab.heads() != layer.heads || collab.input_dim() != layer.input_dim()) {
-    throw DimensionMismatch("collaborative layer has " + std::to_string(collab.heads()) +
-                            " heads and input width " + std::to_string(collab.input_dim()) +
-                            ", the layer " + std::to_string(layer.heads) + " and " +
-                            std::to_string(layer.input_dim()));
-  }
   // sum_h E[(x^T E_h y)^2] = sum_h ||F_Q^T E_h F_K||^2 for S = F F^T on either side: the
   // weight-space error of the operand and model with both D-modes multiplied by F^T.
   const Matrix<double> fq = detail::psd_factor(moments.query);
@@ -387,9 +397,7 @@ double qk_data_error(const QueryKeyLayer<T>& layer, const CollaborativeLayer<T>&
     throw InvalidArgument(
         "the layer's logits x^T T_h y vanish for every input the moments describe");
   }
-  Matrix<double> m = detail::to_double(collab.mixing);
-  for (index_t i = 0; i < m.size(); ++i) m.data()[i] *= collab.context_scale;
-  return detail::relative_error(detail::Weights(mapped), m,
+  return detail::relative_error(detail::Weights(mapped), scaled_mixing(collab),
                                 detail::transform(fq, detail::AsDouble(collab.query).get()),
                                 detail::transform(fk, detail::AsDouble(collab.key).get()));
 }
