@@ -476,4 +476,24 @@ TEST(AttentionCalibration, BadStatisticsFilesAreRefusedNamingTheLayer) {
   }
 }
 
+TEST(AttentionCalibration, SingularStatisticsWithoutDampingNameTheLayer) {
+  Fixture f;
+  Matrix<double> ones(8, 8);
+  for (double& v : ones.values()) v = 1.0;  // rank one
+  const fs::path stats =
+      f.stats({{prefix(0) + "input_moment", &ones}, {prefix(1) + "input_moment", &ones}});
+  try {
+    f.run(stats, 0.0);
+    ADD_FAILURE() << "accepted";
+  } catch (const tenfold::NumericalError& e) {
+    EXPECT_NE(std::string(e.what()).find("layer 0 (" + prefix(0) +
+                                         "): the query-side input "
+                                         "moment is singular"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_FALSE(fs::exists(f.dir / "out.safetensors"));
+  EXPECT_NO_THROW(f.run(stats, 1e-2));
+}
+
 }  // namespace

@@ -145,8 +145,15 @@ CheckpointReport compress_typed(const std::filesystem::path& input,
   for (std::size_t i = 0; i < layers.size(); ++i) {
     const LayerNames& l = layers[i];
     const QueryKeyLayer<T> layer = load_layer<T>(file, l, rep.heads);
-    const CompressResult<T> res =
-        moments.empty() ? compress(layer, o.compress) : compress(layer, o.compress, moments[i]);
+    const CompressResult<T> res = [&] {
+      if (moments.empty()) return compress(layer, o.compress);
+      try {
+        return compress(layer, o.compress, moments[i]);
+      } catch (const NumericalError& e) {
+        throw NumericalError("layer " + std::to_string(l.index) + " (" + l.prefix +
+                             "): " + e.what());
+      }
+    }();
     LayerReport lr{l.index,       l.prefix,    res.relative_error, res.data_error,  res.iterations,
                    res.converged, res.seconds, res.params_before,  res.params_after};
     rep.layers.push_back(lr);
