@@ -383,3 +383,53 @@ TEST(Cli, AttentionBadCheckpointsGiveOneLineAndWriteNothing) {
   EXPECT_EQ(same.code, 1);
   EXPECT_EQ(slurp(dir / "good.safetensors"), good);
 }
+
+TEST(Cli, AttentionCompressWithCalibration) {
+  TempDir dir;
+  TinyBert(2).save(dir / "model.safetensors");
+  // Moments diag(1, 2, ..., 8) for both layers.
+  std::vector<double> m(64, 0.0);
+  for (int i = 0; i < 8; ++i) m[static_cast<std::size_t>(9 * i)] = i + 1.0;
+  const auto bytes = std::as_bytes(std::span<const double>(m));
+  std::vector<tenfold::io::SafetensorsTensor> t;
+  for (int l = 0; l < 2; ++l) {
+    t.push_back({"bert.encoder.layer." + std::to_string(l) + ".attention.self.input_moment",
+                 "F64",
+                 {8, 8},
+                 bytes});
+  }
+  tenfold::io::save_safetensors(
+      dir / "stats.safetensors", t,
+      {{"tenfold.calibration.tokens", "99"}, {"tenfold.calibration.source", "diagonal"}});
+  const std::string base = "attention compress " + (dir / "model.safetensors").string() +
+                           " --heads 2 --shared-dim 3 -q --out " +
+                           (dir / "out.safetensors").string();
+  const CliRun r =
+      tenfold_cli(dir, base + " --calibration " + (dir / "stats.safetensors").string() +
+                           " --damping 0.1 --report " + (dir / "report.json").string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("data rel. error"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("data-aware: 99 calibration tokens (diagonal), damping 0.1"),
+            std::string::npos)
+      << r.out;
+  const auto report = nlohmann::json::parse(slurp(dir / "report.json"));
+  EXPECT_EQ(report["objective"], "data");
+  EXPECT_EQ(report["calibration"]["tokens"], 99);
+  EXPECT_EQ(report["calibration"]["damping"], 0.1);
+  const tenfold::io::SafetensorsFile out(dir / "out.safetensors");
+  const auto data = nlohmann::json::parse(out.metadata().at("tenfold.calibration.relative_errors"));
+  for (int l = 0; l < 2; ++l) {
+    EXPECT_EQ(report["layers"][l]["data_relative_error"].get<double>(), data[l].get<double>());
+  }
+  // --damping needs --calibration; a bad statistics file is one line and no output.
+  fs::remove(dir / "out.safetensors");
+  const CliRun lone = tenfold_cli(dir, base + " --damping 0.1");
+  EXPECT_NE(lone.code, 0);
+  EXPECT_NE(lone.err.find("--calibration"), std::string::npos) << lone.err;
+  const CliRun bad =
+      tenfold_cli(dir, base + " --calibration " + (dir / "model.safetensors").string());
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_EQ(bad.err_lines(), 1) << bad.err;
+  EXPECT_NE(bad.err.find("tenfold.calibration.tokens"), std::string::npos) << bad.err;
+  EXPECT_FALSE(fs::exists(dir / "out.safetensors"));
+}

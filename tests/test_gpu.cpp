@@ -640,3 +640,30 @@ TYPED_TEST(GpuAttention, FullRankIsExact) {
 }
 
 }  // namespace
+
+TYPED_TEST(GpuAttention, DataAwareFixedSweeps) {
+  using T = TypeParam;
+  // The whitening and the way back run on the host; the sweeps over the whitened
+  // operand on the chosen backend.
+  const auto l = this->layer(4, 8, 32);
+  tenfold::detail::Rng rng(33);
+  tenfold::Matrix<double> x(32, 50);
+  for (index_t t = 0; t < 50; ++t)
+    for (index_t i = 0; i < 32; ++i) x(i, t) = std::exp(-4.0 * i / 32) * rng.normal();
+  tenfold::attention::InputMoments mo;
+  mo.query = tenfold::Matrix<double>(32, 32);
+  for (index_t i = 0; i < 32; ++i)
+    for (index_t j = 0; j < 32; ++j)
+      for (index_t t = 0; t < 50; ++t) mo.query(i, j) += x(i, t) * x(j, t) / 50.0;
+  tenfold::attention::CompressOptions o;
+  o.rank = 12;
+  o.init = tenfold::attention::Init::heads;
+  o.max_iters = 10;
+  o.tol = 0.0;
+  o.backend = Backend::cpu;
+  const auto cpu = tenfold::attention::compress(l, o, mo);
+  o.backend = Backend::cuda;
+  const auto gpu = tenfold::attention::compress(l, o, mo);
+  EXPECT_NEAR(*gpu.data_error, *cpu.data_error, tolerance<T>());
+  EXPECT_NEAR(gpu.relative_error, cpu.relative_error, tolerance<T>());
+}

@@ -21,6 +21,8 @@ struct CompressArgs {
   bool float64 = false;
   bool quiet = false;
   std::string backend = "cpu";
+  std::string calibration;
+  double damping = attention::CompressOptions{}.damping;
 };
 
 struct AnalyzeArgs {
@@ -30,14 +32,16 @@ struct AnalyzeArgs {
 };
 
 nlohmann::json layer_json(const attention::LayerReport& l) {
-  return {{"index", l.index},
-          {"prefix", l.prefix},
-          {"relative_error", l.relative_error},
-          {"iterations", l.iterations},
-          {"converged", l.converged},
-          {"seconds", l.seconds},
-          {"params_before", l.params_before},
-          {"params_after", l.params_after}};
+  nlohmann::json j = {{"index", l.index},
+                      {"prefix", l.prefix},
+                      {"relative_error", l.relative_error},
+                      {"iterations", l.iterations},
+                      {"converged", l.converged},
+                      {"seconds", l.seconds},
+                      {"params_before", l.params_before},
+                      {"params_after", l.params_after}};
+  if (l.data_error) j["data_relative_error"] = *l.data_error;
+  return j;
 }
 
 int run_compress(const CompressArgs& a) {
@@ -51,24 +55,30 @@ int run_compress(const CompressArgs& a) {
   o.compress.init = attention::parse_init(a.init);
   o.compress.seed = a.seed;
   o.compress.backend = parse_backend(a.backend);
+  o.compress.damping = a.damping;
   o.heads = a.heads;
   o.float64 = a.float64;
+  o.calibration = a.calibration;
+  const bool data = !a.calibration.empty();
   if (!a.quiet) {
     o.on_layer = [](const attention::LayerReport& l) {
-      std::fprintf(stderr, "layer %2d  QK error %.6f  %4d iterations  %7.2f s\n", l.index,
-                   l.relative_error, l.iterations, l.seconds);
+      std::fprintf(stderr, "layer %2d  QK error %.6f", l.index, l.relative_error);
+      if (l.data_error) std::fprintf(stderr, "  data error %.6f", *l.data_error);
+      std::fprintf(stderr, "  %4d iterations  %7.2f s\n", l.iterations, l.seconds);
     };
   }
   const attention::CheckpointReport rep = attention::compress_checkpoint(a.input, a.out, o);
 
-  std::printf("%-6s %14s %10s %9s %14s %14s\n", "layer", "QK rel. error", "iterations", "seconds",
-              "params before", "params after");
+  std::printf("%-6s %14s", "layer", "QK rel. error");
+  if (data) std::printf(" %16s", "data rel. error");
+  std::printf(" %10s %9s %14s %14s\n", "iterations", "seconds", "params before", "params after");
   index_t before = 0, after = 0;
   nlohmann::json layers = nlohmann::json::array();
   for (const attention::LayerReport& l : rep.layers) {
-    std::printf("%-6d %14.6g %10d %9.2f %14lld %14lld\n", l.index, l.relative_error, l.iterations,
-                l.seconds, static_cast<long long>(l.params_before),
-                static_cast<long long>(l.params_after));
+    std::printf("%-6d %14.6g", l.index, l.relative_error);
+    if (l.data_error) std::printf(" %16.6g", *l.data_error);
+    std::printf(" %10d %9.2f %14lld %14lld\n", l.iterations, l.seconds,
+                static_cast<long long>(l.params_before), static_cast<long long>(l.params_after));
     before += l.params_before;
     after += l.params_after;
     layers.push_back(layer_json(l));
@@ -91,7 +101,19 @@ int run_compress(const CompressArgs& a) {
                  static_cast<long long>(rep.shared_dim), static_cast<long long>(before),
                  static_cast<long long>(after));
   }
+  if (data) {
+    std::printf("data-aware: %lld calibration tokens (%s), damping %g\n",
+                static_cast<long long>(rep.calibration_tokens), rep.calibration_source.c_str(),
+                a.damping);
+  }
   if (!a.report.empty()) {
+    nlohmann::json calibration = nullptr;
+    if (data) {
+      calibration = {{"file", a.calibration},
+                     {"tokens", rep.calibration_tokens},
+                     {"source", rep.calibration_source},
+                     {"damping", a.damping}};
+    }
     write_json(a.report, {{"command", "attention compress"},
                           {"input", a.input},
                           {"output", a.out},
@@ -104,6 +126,8 @@ int run_compress(const CompressArgs& a) {
                           {"tol", a.tol},
                           {"dtype", a.float64 ? "float64" : "float32"},
                           {"scale_convention", "scale folded into mixing and content_bias"},
+                          {"objective", data ? "data" : "weight"},
+                          {"calibration", calibration},
                           {"layers", layers},
                           {"qk_params_before", before},
                           {"qk_params_after", after},
@@ -188,6 +212,16 @@ Command add_attention_command(CLI::App& app) {
   compress->add_flag("-q,--quiet", c->quiet, "Print no per-layer progress on stderr");
   compress->add_option("--backend", c->backend, "Compute backend: cpu or cuda")
       ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
+  CLI::Option* calibration = compress->add_option(
+      "--calibration", c->calibration,
+      "Calibration statistics (.safetensors with <P>input_moment per layer): fit the logits "
+      "on the inputs they describe instead of the weights");
+  compress
+      ->add_option("--damping", c->damping,
+                   "With --calibration: each moment S becomes S + damping tr(S)/D I")
+      ->needs(calibration)
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
 
   auto an = std::make_shared<AnalyzeArgs>();

@@ -127,11 +127,12 @@ class BertEncoder:
         k = self._linear(x, p + "key").reshape(len(x), h, -1).transpose(1, 0, 2)
         return q @ k.transpose(0, 2, 1) / math.sqrt(q.shape[-1])
 
-    def forward(self, sequences):
+    def forward(self, sequences, on_layer_input=None):
         """Runs each sequence (token ids, token type ids) through the encoder. Token-wise
         steps run on all tokens at once, attention sentence by sentence (no padding).
         Returns the last hidden state per sequence (n x D) and the attention
-        probabilities per sequence and layer (H x n x n)."""
+        probabilities per sequence and layer (H x n x n). on_layer_input(layer, x), when
+        given, sees each layer's input tokens (all sequences, N x D) before the layer."""
         lengths = [len(ids) for ids, _ in sequences]
         bounds = np.cumsum([0] + lengths)
         ids = np.concatenate([i for i, _ in sequences])
@@ -146,6 +147,8 @@ class BertEncoder:
         x = layer_norm(x, self.t[e + "LayerNorm.weight"], self.t[e + "LayerNorm.bias"], self.eps)
         probs = [[] for _ in sequences]
         for layer in range(self.layers):
+            if on_layer_input is not None:
+                on_layer_input(layer, x)
             p = f"encoder.layer.{layer}."
             v = self._linear(x, p + "attention.self.value")
             context = np.empty_like(v)

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -105,7 +106,26 @@ struct CompressOptions {
   Init init = Init::structured;
   std::uint64_t seed = 0;  ///< Init::random (and filler columns when rank(T) < R)
   Backend backend = Backend::cpu;
+  /// Data-aware compression only: each input moment S is replaced by
+  /// S + damping tr(S) / D I before it is factored (>= 0; larger values move the
+  /// objective towards the weight-space one).
+  double damping = 0.3;
 };
+
+/// Second moments S = E[x x^T] (D x D, symmetric positive semi-definite) of a layer's
+/// input tokens, for the data-aware objective of compress():
+///   sum_h E[(x^T (T_h - T~_h) y)^2],  x from the query side, y from the key side.
+struct InputMoments {
+  Matrix<double> query;  ///< over the tokens the queries are computed from
+  Matrix<double> key;    ///< over the key-side tokens; 0 x 0: the same as `query` (self-attention)
+};
+
+/// Throws InvalidArgument naming `what` unless `moment` is input_dim x input_dim,
+/// finite, symmetric and positive semi-definite, and not zero. Symmetry and the
+/// smallest eigenvalue are judged to 4 D eps max|S_ii|, with `eps` the unit
+/// round-off of the precision the moment was computed or stored in.
+void validate_moment(const Matrix<double>& moment, index_t input_dim, std::string_view what,
+                     double eps);
 
 /// Result of compress().
 template <class T>
@@ -114,6 +134,10 @@ struct CompressResult {
   /// ||T - T~|| / ||T|| of the QK tensors, computed exactly (in double) from the
   /// factors after the iteration, not from the iteration's running fit.
   double relative_error = 0.0;
+  /// Data-aware compression only: the data-space error
+  /// sqrt(sum_h E[(x^T (T_h - T~_h) y)^2] / sum_h E[(x^T T_h y)^2]) under the given
+  /// (undamped) moments, computed exactly like `relative_error`.
+  std::optional<double> data_error;
   /// ALS sweeps behind the returned model (with Init::structured: the trial of the
   /// start that was kept plus the rest; the other trial shows only in `seconds`).
   int iterations = 0;
@@ -130,6 +154,22 @@ struct CompressResult {
 /// the call needs is estimated first (MemoryError when it cannot fit).
 template <class T>
 CompressResult<T> compress(const QueryKeyLayer<T>& layer, const CompressOptions& options);
+
+/// Data-aware compression: the same CP on the whitened operand (L_Q^T W_Q^h, L_K^T W_K^h)
+/// with L L^T the Cholesky factor of each damped moment, every start made in the
+/// whitened space, then W~_Q = L_Q^{-T} A, W~_K = L_K^{-T} B. This minimises
+/// sum_h E[(x^T (T_h - T~_h) y)^2] under the damped moments. When both moments are
+/// multiples of the identity that objective is the weight-space one times a constant,
+/// and the weight-only computation runs unchanged. Content vectors stay exact.
+template <class T>
+CompressResult<T> compress(const QueryKeyLayer<T>& layer, const CompressOptions& options,
+                           const InputMoments& moments);
+
+/// The data-space relative error of `collab` under the moments (see
+/// CompressResult::data_error), in double, without forming the QK tensors.
+template <class T>
+double qk_data_error(const QueryKeyLayer<T>& layer, const CollaborativeLayer<T>& collab,
+                     const InputMoments& moments);
 
 /// ||T - T~|| / ||T|| between the layer's QK tensor and the collaborative one
 /// (context_scale included), accumulated in double without forming either tensor

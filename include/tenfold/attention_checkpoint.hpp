@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,11 +40,40 @@ template <class T>
 QueryKeyLayer<T> load_layer(const io::SafetensorsFile& file, const LayerNames& names,
                             index_t heads);
 
+/// A calibration statistics file: safetensors holding, for each attention layer with
+/// prefix P, P + "input_moment" (D x D, F32 or F64): the mean of x x^T over the
+/// calibration tokens the layer's queries see (padding excluded), and optionally
+/// P + "key_input_moment" when its keys see other tokens; metadata
+/// "tenfold.calibration.tokens" (the token count, a positive integer) and optionally
+/// "tenfold.calibration.source" (free text).
+class CalibrationFile {
+ public:
+  /// Opens the file and checks its metadata. Throws IoError naming the problem.
+  explicit CalibrationFile(const std::filesystem::path& path);
+
+  std::int64_t tokens() const { return tokens_; }
+  const std::string& source() const { return source_; }
+  /// Throws IoError naming the first moment whose prefix is not in `prefixes`, or the
+  /// first prefix without an input moment.
+  void check_prefixes(const std::vector<std::string>& prefixes) const;
+  /// The layer's moments, validated (D x D, finite, symmetric and positive
+  /// semi-definite to the round-off of the stored dtype): IoError / InvalidArgument
+  /// naming the tensor and `layer`.
+  InputMoments moments(const std::string& prefix, int layer, index_t input_dim) const;
+
+ private:
+  io::SafetensorsFile file_;
+  std::int64_t tokens_ = 0;
+  std::string source_;
+};
+
 /// What happened to one layer.
 struct LayerReport {
   int index = 0;
   std::string prefix;
-  double relative_error = 0.0;
+  double relative_error = 0.0;  ///< weight space, ||T - T~|| / ||T||
+  /// Data-aware compression only: the data-space error under the calibration moments.
+  std::optional<double> data_error;
   int iterations = 0;
   bool converged = false;
   double seconds = 0.0;
@@ -58,6 +88,9 @@ struct CheckpointOptions {
   /// file is refused (InvalidArgument).
   index_t heads = 0;
   bool float64 = false;  ///< compute and write the new tensors in float64 (else float32)
+  /// Calibration statistics (CalibrationFile) for data-aware compression with
+  /// compress.damping; empty: the weight-space objective.
+  std::filesystem::path calibration;
   /// Called after each layer (progress).
   std::function<void(const LayerReport&)> on_layer;
 };
@@ -69,15 +102,19 @@ struct CheckpointReport {
   double seconds = 0.0;
   index_t total_params_before = 0;  ///< every floating-point element of the input
   index_t total_params_after = 0;
+  std::int64_t calibration_tokens = 0;  ///< data-aware only (0 otherwise)
+  std::string calibration_source;       ///< data-aware only
 };
 
 /// Compresses every attention layer of `input` and writes `output` atomically. For
 /// each layer with prefix P, the query/key weights and biases are replaced by
 /// P + "collab.mixing" (H x R), P + "collab.query.weight" (R x D),
 /// P + "collab.key.weight" (R x D) and P + "collab.content_bias.weight" (H x D);
-/// the header metadata records shared_dim, heads, head_dim, the scale convention and
-/// the per-layer errors. Everything is validated before anything is written; the
-/// input is never modified. Throws IoError / InvalidArgument naming the problem.
+/// the header metadata records shared_dim, heads, head_dim, the scale convention, the
+/// objective and the per-layer errors (tenfold.relative_errors: weight space;
+/// data-aware, with tenfold.calibration.{file,tokens,source,damping}:
+/// tenfold.calibration.relative_errors, data space). Everything is validated before anything is
+/// written; the input is never modified. Throws IoError / InvalidArgument naming the problem.
 CheckpointReport compress_checkpoint(const std::filesystem::path& input,
                                      const std::filesystem::path& output,
                                      const CheckpointOptions& options);

@@ -148,15 +148,37 @@ CheckpointReport compress_typed(const std::filesystem::path& input,
                           std::to_string(rep.heads) + " x " + std::to_string(rep.head_dim) + ")");
   }
 
+  // Calibration moments of every layer, validated before any work.
+  std::vector<InputMoments> moments;
+  if (!o.calibration.empty()) {
+    const CalibrationFile calib(o.calibration);
+    std::vector<std::string> prefixes;
+    for (const LayerNames& l : layers) prefixes.push_back(l.prefix);
+    calib.check_prefixes(prefixes);
+    for (const LayerNames& l : layers)
+      moments.push_back(calib.moments(l.prefix, l.index, rep.input_dim));
+    rep.calibration_tokens = calib.tokens();
+    rep.calibration_source = calib.source();
+  }
+
   // Compress layer by layer; keep the new tensors in the output dtype.
   std::set<std::string> replaced;
   std::map<std::string, std::vector<std::pair<std::string, std::vector<std::byte>>>> inserted;
   std::map<std::string, std::vector<std::vector<index_t>>> inserted_shapes;
   const std::string out_dtype = o.float64 ? "F64" : "F32";
-  for (const LayerNames& l : layers) {
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    const LayerNames& l = layers[i];
     const QueryKeyLayer<T> layer = load_layer<T>(file, l, rep.heads);
-    const CompressResult<T> res = compress(layer, o.compress);
-    LayerReport lr{l.index,       l.prefix,    res.relative_error, res.iterations,
+    const CompressResult<T> res = [&] {
+      if (moments.empty()) return compress(layer, o.compress);
+      try {
+        return compress(layer, o.compress, moments[i]);
+      } catch (const NumericalError& e) {
+        throw NumericalError("layer " + std::to_string(l.index) + " (" + l.prefix +
+                             "): " + e.what());
+      }
+    }();
+    LayerReport lr{l.index,       l.prefix,    res.relative_error, res.data_error,  res.iterations,
                    res.converged, res.seconds, res.params_before,  res.params_after};
     rep.layers.push_back(lr);
     if (o.on_layer) o.on_layer(lr);
@@ -206,12 +228,102 @@ CheckpointReport compress_typed(const std::filesystem::path& input,
   meta["tenfold.head_dim"] = std::to_string(rep.head_dim);
   meta["tenfold.scale_convention"] = "scale folded into mixing and content_bias";
   meta["tenfold.relative_errors"] = errors.dump();
+  meta["tenfold.objective"] = moments.empty() ? "weight" : "data";
+  if (!moments.empty()) {
+    nlohmann::json data_errors = nlohmann::json::array();
+    for (const LayerReport& l : rep.layers) data_errors.push_back(*l.data_error);
+    meta["tenfold.calibration.relative_errors"] = data_errors.dump();
+    meta["tenfold.calibration.file"] = o.calibration.filename().string();
+    meta["tenfold.calibration.tokens"] = std::to_string(rep.calibration_tokens);
+    meta["tenfold.calibration.source"] = rep.calibration_source;
+    meta["tenfold.calibration.damping"] = nlohmann::json(o.compress.damping).dump();
+  }
   io::save_safetensors(output, out, meta);
   rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return rep;
 }
 
 }  // namespace
+
+CalibrationFile::CalibrationFile(const std::filesystem::path& path) : file_(path) {
+  const std::string where = "calibration file '" + path.string() + "'";
+  const auto& meta = file_.metadata();
+  const auto tokens = meta.find("tenfold.calibration.tokens");
+  if (tokens == meta.end()) {
+    throw IoError(where + " has no tenfold.calibration.tokens metadata (the token count)");
+  }
+  std::size_t used = 0;
+  try {
+    tokens_ = std::stoll(tokens->second, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != tokens->second.size() || tokens_ < 1) {
+    throw IoError(where + ": tenfold.calibration.tokens is '" + tokens->second +
+                  "', expected a positive integer");
+  }
+  if (const auto src = meta.find("tenfold.calibration.source"); src != meta.end()) {
+    source_ = src->second;
+  }
+}
+
+namespace {
+
+bool is_moment_name(const std::string& name, std::string& prefix) {
+  for (const char* suffix : {"key_input_moment", "input_moment"}) {
+    const std::string s(suffix);
+    if (name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0) {
+      prefix = name.substr(0, name.size() - s.size());
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+void CalibrationFile::check_prefixes(const std::vector<std::string>& prefixes) const {
+  const std::set<std::string> known(prefixes.begin(), prefixes.end());
+  for (const io::SafetensorsEntry& e : file_.tensors()) {
+    std::string prefix;
+    if (!is_moment_name(e.name, prefix) || !known.count(prefix)) {
+      throw IoError("calibration tensor '" + e.name +
+                    "' belongs to no attention layer of the checkpoint (expected <P>input_moment "
+                    "or <P>key_input_moment for a layer prefix P such as '" +
+                    prefixes.front() + "')");
+    }
+  }
+  for (const std::string& p : prefixes) {
+    if (!file_.find(p + "input_moment")) {
+      throw IoError("the calibration file has no '" + p + "input_moment' for that layer");
+    }
+  }
+}
+
+InputMoments CalibrationFile::moments(const std::string& prefix, int layer,
+                                      index_t input_dim) const {
+  const auto read = [&](const std::string& name) {
+    const io::SafetensorsEntry& e = file_.at(name);
+    const std::string what =
+        "calibration tensor '" + name + "' (layer " + std::to_string(layer) + ")";
+    if (e.dtype != "F32" && e.dtype != "F64") {
+      throw IoError(what + " has dtype " + e.dtype + ", expected F32 or F64");
+    }
+    if (e.shape != std::vector<index_t>{input_dim, input_dim}) {
+      throw DimensionMismatch(what + " has shape " + shape_text(e.shape) + ", expected (" +
+                              std::to_string(input_dim) + ", " + std::to_string(input_dim) + ")");
+    }
+    Matrix<double> m = file_.read_matrix<double>(name);
+    validate_moment(m, input_dim, what,
+                    e.dtype == "F32" ? std::numeric_limits<float>::epsilon()
+                                     : std::numeric_limits<double>::epsilon());
+    return m;
+  };
+  InputMoments mo;
+  mo.query = read(prefix + "input_moment");
+  if (file_.find(prefix + "key_input_moment")) mo.key = read(prefix + "key_input_moment");
+  return mo;
+}
 
 std::vector<LayerNames> find_layers(const io::SafetensorsFile& file) {
   static const std::regex bert(R"(^(.*)encoder\.layer\.(\d+)\.attention\.self\.query\.weight$)");

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "attention/heads.hpp"
+#include "attention/moments.hpp"
 #include "core/memory.hpp"
 #include "core/random.hpp"
 #include "cp/cp_als.hpp"
@@ -194,8 +195,11 @@ double relative_error(const Weights& w, const Matrix<double>& m, const Matrix<do
 }  // namespace
 }  // namespace detail
 
+namespace {
+
+// Validates both layers and that they belong together.
 template <class T>
-double qk_error(const QueryKeyLayer<T>& layer, const CollaborativeLayer<T>& collab) {
+void check_pair(const QueryKeyLayer<T>& layer, const CollaborativeLayer<T>& collab) {
   layer.validate();
   collab.validate();
   if (collab.heads() != layer.heads || collab.input_dim() != layer.input_dim()) {
@@ -204,9 +208,23 @@ double qk_error(const QueryKeyLayer<T>& layer, const CollaborativeLayer<T>& coll
                             ", the layer " + std::to_string(layer.heads) + " and " +
                             std::to_string(layer.input_dim()));
   }
+}
+
+// The mixing in double with the context scale folded in.
+template <class T>
+Matrix<double> scaled_mixing(const CollaborativeLayer<T>& collab) {
   Matrix<double> m = detail::to_double(collab.mixing);
   for (index_t i = 0; i < m.size(); ++i) m.data()[i] *= collab.context_scale;
-  return detail::relative_error(detail::Weights(layer), m, detail::AsDouble(collab.query).get(),
+  return m;
+}
+
+}  // namespace
+
+template <class T>
+double qk_error(const QueryKeyLayer<T>& layer, const CollaborativeLayer<T>& collab) {
+  check_pair(layer, collab);
+  return detail::relative_error(detail::Weights(layer), scaled_mixing(collab),
+                                detail::AsDouble(collab.query).get(),
                                 detail::AsDouble(collab.key).get());
 }
 
@@ -268,16 +286,20 @@ void fit_rank(const QueryKeyLayer<T>& layer, const CompressOptions& options,
   out.mixing = std::move(f[0]);
   out.query = std::move(f[1]);
   out.key = std::move(f[2]);
-  out.content = detail::content_vectors(layer);
   res.iterations = fit.iterations;
   res.converged = fit.converged;
 }
 
-}  // namespace
+// The lower Cholesky factors of both damped moments (the key side's is the query
+// side's for self-attention).
+struct Whitening {
+  Matrix<double> query, key;
+  const Matrix<double>& key_side() const { return key.size() > 0 ? key : query; }
+};
 
 template <class T>
-CompressResult<T> compress(const QueryKeyLayer<T>& layer, const CompressOptions& options) {
-  const auto start = std::chrono::steady_clock::now();
+CompressResult<T> compress_impl(const QueryKeyLayer<T>& layer, const CompressOptions& options,
+                                const Whitening* whitening) {
   layer.validate();
   const index_t s = layer.key_dim(), r = options.rank;
   if (r < 1 || r > s) {
@@ -316,11 +338,17 @@ CompressResult<T> compress(const QueryKeyLayer<T>& layer, const CompressOptions&
   CompressResult<T> res;
   CollaborativeLayer<T>& out = res.layer;
   if (r == s) {
-    // Full rank: the exact form, no iteration.
+    // Full rank: the exact form, no iteration (exact in every objective).
     out = exact(layer);
     res.converged = true;
+  } else if (whitening) {
+    // CP of the whitened operand (L_Q^T W_Q^h, L_K^T W_K^h), then W~ = L^{-T} A.
+    fit_rank(detail::whitened(layer, whitening->query, whitening->key_side()), options, res);
+    detail::unwhiten(out, whitening->query, whitening->key_side());
+    out.content = detail::content_vectors(layer);
   } else {
     fit_rank(layer, options, res);
+    out.content = detail::content_vectors(layer);
   }
   res.relative_error =
       detail::relative_error(detail::Weights(layer), detail::to_double(out.mixing),
@@ -328,8 +356,82 @@ CompressResult<T> compress(const QueryKeyLayer<T>& layer, const CompressOptions&
   const index_t biases = (layer.query_bias.empty() ? 0 : 1) + (layer.key_bias.empty() ? 0 : 1);
   res.params_before = 2 * rows * s + biases * s;
   res.params_after = layer.heads * r + 2 * rows * r + out.content.size();
+  return res;
+}
+
+void validate_moments(const InputMoments& moments, index_t input_dim) {
+  // The moments may come from float computations: judged at float round-off.
+  const double eps = std::numeric_limits<float>::epsilon();
+  validate_moment(moments.query, input_dim, "the query-side input moment", eps);
+  if (moments.key.size() > 0) {
+    validate_moment(moments.key, input_dim, "the key-side input moment", eps);
+  }
+}
+
+}  // namespace
+
+template <class T>
+CompressResult<T> compress(const QueryKeyLayer<T>& layer, const CompressOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  CompressResult<T> res = compress_impl(layer, options, nullptr);
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return res;
+}
+
+template <class T>
+CompressResult<T> compress(const QueryKeyLayer<T>& layer, const CompressOptions& options,
+                           const InputMoments& moments) {
+  const auto start = std::chrono::steady_clock::now();
+  layer.validate();
+  validate_moments(moments, layer.input_dim());
+  if (!(options.damping >= 0.0 && std::isfinite(options.damping))) {
+    throw InvalidArgument("damping must be finite and >= 0, got " +
+                          std::to_string(options.damping));
+  }
+  const bool self = moments.key.size() == 0;
+  CompressResult<T> res;
+  if (detail::is_scaled_identity(moments.query) &&
+      (self || detail::is_scaled_identity(moments.key))) {
+    // sum_h ||c_Q^(1/2) (T_h - T~_h) c_K^(1/2)||^2 = c_Q c_K ||T - T~||^2: the weight-space
+    // objective, so the weight-only computation runs as it stands.
+    res = compress_impl(layer, options, nullptr);
+  } else {
+    Whitening w;
+    w.query =
+        detail::damped_cholesky(moments.query, options.damping, "the query-side input moment");
+    if (!self) {
+      w.key = detail::damped_cholesky(moments.key, options.damping, "the key-side input moment");
+    }
+    res = compress_impl(layer, options, &w);
+  }
+  res.data_error = qk_data_error(layer, res.layer, moments);
+  res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return res;
+}
+
+template <class T>
+double qk_data_error(const QueryKeyLayer<T>& layer, const CollaborativeLayer<T>& collab,
+                     const InputMoments& moments) {
+  check_pair(layer, collab);
+  validate_moments(moments, layer.input_dim());
+  // sum_h E[(x^T E_h y)^2] = sum_h ||F_Q^T E_h F_K||^2 for S = F F^T on either side: the
+  // weight-space error of the operand and model with both D-modes multiplied by F^T.
+  const Matrix<double> fq = detail::psd_factor(moments.query);
+  const Matrix<double> fk = moments.key.size() > 0 ? detail::psd_factor(moments.key) : fq;
+  const detail::Weights w(layer);
+  QueryKeyLayer<double> mapped;
+  mapped.heads = layer.heads;
+  mapped.head_dim = layer.head_dim;
+  mapped.query_weight = detail::transform(fq, w.q());
+  mapped.key_weight = detail::transform(fk, w.k());
+  detail::Cpu c;
+  if (!(detail::qk_norm_squared(c, mapped.query_weight, mapped.key_weight, w.heads, w.d) > 0.0)) {
+    throw InvalidArgument(
+        "the layer's logits x^T T_h y vanish for every input the moments describe");
+  }
+  return detail::relative_error(detail::Weights(mapped), scaled_mixing(collab),
+                                detail::transform(fq, detail::AsDouble(collab.query).get()),
+                                detail::transform(fk, detail::AsDouble(collab.key).get()));
 }
 
 template double qk_error<float>(const QueryKeyLayer<float>&, const CollaborativeLayer<float>&);
@@ -337,5 +439,13 @@ template double qk_error<double>(const QueryKeyLayer<double>&, const Collaborati
 template CompressResult<float> compress<float>(const QueryKeyLayer<float>&, const CompressOptions&);
 template CompressResult<double> compress<double>(const QueryKeyLayer<double>&,
                                                  const CompressOptions&);
+template CompressResult<float> compress<float>(const QueryKeyLayer<float>&, const CompressOptions&,
+                                               const InputMoments&);
+template CompressResult<double> compress<double>(const QueryKeyLayer<double>&,
+                                                 const CompressOptions&, const InputMoments&);
+template double qk_data_error<float>(const QueryKeyLayer<float>&, const CollaborativeLayer<float>&,
+                                     const InputMoments&);
+template double qk_data_error<double>(const QueryKeyLayer<double>&,
+                                      const CollaborativeLayer<double>&, const InputMoments&);
 
 }  // namespace tenfold::attention

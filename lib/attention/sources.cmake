@@ -2,5 +2,6 @@ target_sources(tenfold PRIVATE
   attention/checkpoint.cpp
   attention/compress.cpp
   attention/layer.cpp
+  attention/moments.cpp
   attention/redundancy.cpp
   attention/scores.cpp)

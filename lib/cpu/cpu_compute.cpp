@@ -261,6 +261,15 @@ bool CpuCompute<T>::potrf(index_t n, T* a, index_t lda) {
 }
 
 template <class T>
+void CpuCompute<T>::solve_lower_right(Op op, index_t n, const T* l, index_t ldl, index_t m, T* b,
+                                      index_t ldb) {
+  if (m == 0 || n == 0) return;
+  for (index_t v : {n, m, ldl, ldb}) blas_int(v, "solve_lower_right");
+  const SerialBlas serial;
+  recursive_solve(op, n, l, ldl, m, b, ldb);
+}
+
+template <class T>
 void CpuCompute<T>::potrs_right(index_t n, const T* l, index_t ldl, index_t m, T* b, index_t ldb) {
   if (m == 0 || n == 0) return;
   for (index_t v : {n, m, ldl, ldb}) blas_int(v, "potrs");
