@@ -12,6 +12,7 @@
 #include "cp_test_util.hpp"
 #include "cpu/cpu_compute.hpp"
 #include "tenfold/error.hpp"
+#include "tenfold/threads.hpp"
 
 namespace tenfold::test {
 namespace {
@@ -120,6 +121,45 @@ TYPED_TEST(Kernels, GemmTallOrWideInBlocks) {
       }
 }
 
+// Three worker threads whatever the machine, so that the parallel paths run.
+struct ThreeThreads {
+  ThreeThreads() { tenfold::set_num_threads(3); }
+  ~ThreeThreads() { tenfold::set_num_threads(0); }
+};
+
+TYPED_TEST(Kernels, GemmOverALongInnerDimensionInRanges) {
+  // k much longer than m and n: partial products over ranges of k, summed in order.
+  // beta = 0 must not read C (NaN there), beta != 0 must scale it.
+  using T = TypeParam;
+  const ThreeThreads threads;
+  const index_t m = 23, n = 17, k = 9001;
+  std::uint64_t seed = 70;
+  for (Op ta : {Op::none, Op::trans})
+    for (Op tb : {Op::none, Op::trans})
+      for (double beta : {0.0, -0.5}) {
+        const index_t lda = (ta == Op::none ? m : k) + 2, ldb = (tb == Op::none ? k : n) + 3,
+                      ldc = m + 1;
+        const auto a =
+            random_values<T>(static_cast<std::size_t>(lda * (ta == Op::none ? k : m)), ++seed);
+        const auto b =
+            random_values<T>(static_cast<std::size_t>(ldb * (tb == Op::none ? n : k)), ++seed);
+        auto cm = random_values<T>(static_cast<std::size_t>(ldc * n), ++seed);
+        auto c0 = cm;  // what beta C reads: NaN in C is zero there when beta = 0
+        if (beta == 0.0) {
+          for (index_t j = 0; j < n; ++j)
+            for (index_t i = 0; i < m; ++i) {
+              cm[static_cast<std::size_t>(i + j * ldc)] = std::numeric_limits<T>::quiet_NaN();
+              c0[static_cast<std::size_t>(i + j * ldc)] = T(0);
+            }
+        }
+        const auto expect = ref_gemm(ta, tb, m, n, k, 1.25, a, lda, b, ldb, beta, c0, ldc);
+        this->c.gemm(ta, tb, m, n, k, T(1.25), a.data(), lda, b.data(), ldb, T(beta), cm.data(),
+                     ldc);
+        EXPECT_LT(rel_diff(cm, expect), this->tol)
+            << "ta " << int(ta) << " tb " << int(tb) << " beta " << beta;
+      }
+}
+
 TYPED_TEST(Kernels, GemmSingleColumnUsesStrideOfB) {
   // n == 1 takes the matrix-vector path; with tb == trans, B is a 1 x k row of stride ldb.
   using T = TypeParam;
@@ -211,6 +251,40 @@ TYPED_TEST(Kernels, SyrkBothTransposesFillsBothTriangles) {
       }
     EXPECT_LT(rel_diff(got, want), this->tol) << "trans " << int(trans);
   }
+}
+
+TYPED_TEST(Kernels, SyrkInRangesOfKAndInColumnBlocks) {
+  // Parallel paths: a short, very wide operand (n = 40, k = 3000: ranges of k) and a
+  // tall one (n = 300, k = 60: column blocks of the lower triangle), both transposes,
+  // with beta = 0 over a NaN-filled C and beta != 0 over a symmetric one.
+  using T = TypeParam;
+  const ThreeThreads threads;
+  for (const auto [n, k] : {std::pair<index_t, index_t>{40, 3000}, {300, 60}})
+    for (Op trans : {Op::none, Op::trans})
+      for (double beta : {0.0, 2.0}) {
+        const index_t lda = (trans == Op::trans ? k : n) + 1, ldc = n + 2;
+        const auto a =
+            random_values<T>(static_cast<std::size_t>(lda * (trans == Op::trans ? n : k)), 52);
+        const Op other = trans == Op::trans ? Op::none : Op::trans;
+        std::vector<T> cm(static_cast<std::size_t>(ldc * n));
+        const auto r = random_values<T>(cm.size(), 53);
+        for (index_t j = 0; j < n; ++j)
+          for (index_t i = 0; i < n; ++i)
+            cm[static_cast<std::size_t>(i + j * ldc)] =
+                beta == 0.0 ? std::numeric_limits<T>::quiet_NaN()
+                            : r[static_cast<std::size_t>(std::min(i, j) + std::max(i, j) * ldc)];
+        const auto expect = ref_gemm(trans, other, n, n, k, 0.75, a, lda, a, lda, beta,
+                                     beta == 0.0 ? std::vector<T>(cm.size(), T(0)) : cm, ldc);
+        this->c.syrk(trans, n, k, T(0.75), a.data(), lda, T(beta), cm.data(), ldc);
+        std::vector<T> got, want;
+        for (index_t j = 0; j < n; ++j)
+          for (index_t i = 0; i < n; ++i) {
+            got.push_back(cm[static_cast<std::size_t>(i + j * ldc)]);
+            want.push_back(static_cast<T>(expect[static_cast<std::size_t>(i + j * ldc)]));
+          }
+        EXPECT_LT(rel_diff(got, want), this->tol)
+            << n << "x" << k << " trans " << int(trans) << " beta " << beta;
+      }
 }
 
 // Sizes: one BLAS call; the recursive halving (n > 32) on one thread; and row blocks

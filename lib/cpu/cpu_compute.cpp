@@ -11,6 +11,7 @@
 #include <new>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "core/memory.hpp"
 #include "core/parallel.hpp"
@@ -87,6 +88,45 @@ void in_pieces(index_t n, double work, F body) {
   parallel_for(pieces, [&](index_t p) { body(n * p / pieces, n * (p + 1) / pieces); });
 }
 
+// Whether an m x n product over an inner dimension k is better cut along k: k much
+// longer than both sides of C (a Gram of a short, very wide matrix, for example), where
+// blocks of C would each pack the whole long operand again. Each of the `chunks`
+// partial products needs its own m x n buffer, so C must be small.
+bool split_inner(index_t m, index_t n, index_t k, index_t chunks) {
+  return k >= 4 * std::max(m, n) &&
+         static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(chunks) <= 4e6;
+}
+
+// C = alpha sum_p P_p + beta C over `chunks` contiguous ranges K_p of the inner
+// dimension k, where partial(k0, kc, P) writes the product over rows k0 .. k0+kc-1 into
+// the m x n buffer P (leading dimension m). One task per range, each into its own
+// buffer; the buffers are then summed in range order, so the bits depend on the
+// thread count (through `chunks`) but not on which thread ran what. Only C's entries
+// with i >= j are written when `lower` is set. With beta = 0, C is not read.
+template <class T, class Partial>
+void sum_over_inner(index_t m, index_t n, index_t k, index_t chunks, T alpha, T beta, T* c,
+                    index_t ldc, bool lower, Partial partial) {
+  const auto mn = static_cast<std::size_t>(m * n);
+  std::vector<T> parts(mn * static_cast<std::size_t>(chunks));
+  const index_t per = (k + chunks - 1) / chunks;
+  parallel_for(chunks, [&](index_t p) {
+    const index_t k0 = std::min(k, p * per), kc = std::min(per, k - k0);
+    if (kc > 0) partial(k0, kc, parts.data() + static_cast<std::size_t>(p) * mn);
+  });
+  in_pieces(
+      n, static_cast<double>(mn * static_cast<std::size_t>(chunks)), [&](index_t lo, index_t hi) {
+        for (index_t j = lo; j < hi; ++j) {
+          for (index_t i = lower ? j : 0; i < m; ++i) {
+            T sum = 0;
+            for (index_t p = 0; p < chunks; ++p)
+              sum += parts[static_cast<std::size_t>(p) * mn + static_cast<std::size_t>(i + j * m)];
+            T& out = c[i + j * ldc];
+            out = beta == T(0) ? alpha * sum : alpha * sum + beta * out;
+          }
+        }
+      });
+}
+
 }  // namespace
 
 template <class T>
@@ -153,6 +193,17 @@ void CpuCompute<T>::gemm(Op ta, Op tb, index_t m, index_t n, index_t k, T alpha,
     blas_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }
+  if (const index_t chunks = 2 * threads; split_inner(m, n, k, chunks)) {
+    // Rows k0.. of op(A)'s columns: column k0 of A (none) or row k0 (trans); rows
+    // k0.. of op(B): row k0 of B (none) or column k0 (trans).
+    const index_t step_a = ta == Op::none ? lda : 1, step_b = tb == Op::none ? 1 : ldb;
+    sum_over_inner(m, n, k, chunks, alpha, beta, c, ldc, false,
+                   [&](index_t k0, index_t kc, T* part) {
+                     blas_gemm(ta, tb, m, n, kc, T(1), a + k0 * step_a, lda, b + k0 * step_b, ldb,
+                               T(0), part, m);
+                   });
+    return;
+  }
   // C is cut along its longer side into blocks that the pool's threads take one at a
   // time, each block one single-threaded GEMM (rows i0.. of op(A) start at column i0 of
   // A when A is transposed; columns j0.. of op(B) at row j0 of B when B is transposed).
@@ -206,16 +257,27 @@ void CpuCompute<T>::syrk(Op trans, index_t n, index_t k, T alpha, const T* a, in
   const int in = blas_int(n, "syrk n"), ik = blas_int(k, "syrk k");
   const int ia = blas_int(lda, "syrk lda"), ic = blas_int(ldc, "syrk ldc");
   const int threads = pool_threads();
-  if (static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(k) < 4e6 ||
-      threads < 2) {
-    // op == trans: C = A^T A with A k x n.
-    const CBLAS_TRANSPOSE t = trans == Op::trans ? CblasTrans : CblasNoTrans;
+  // op == trans: C = A^T A with A k x n; rows k0.. of A (trans) or columns k0.. (none).
+  const CBLAS_TRANSPOSE t = trans == Op::trans ? CblasTrans : CblasNoTrans;
+  const index_t row_step = trans == Op::trans ? 1 : lda;
+  const auto serial_syrk = [&](index_t k0, index_t kc, T alpha_, T beta_, T* out, int ldo) {
     const SerialBlas serial;
     if constexpr (std::is_same_v<T, double>) {
-      cblas_dsyrk(CblasColMajor, CblasLower, t, in, ik, alpha, a, ia, beta, c, ic);
+      cblas_dsyrk(CblasColMajor, CblasLower, t, in, static_cast<int>(kc), alpha_, a + k0 * row_step,
+                  ia, beta_, out, ldo);
     } else {
-      cblas_ssyrk(CblasColMajor, CblasLower, t, in, ik, alpha, a, ia, beta, c, ic);
+      cblas_ssyrk(CblasColMajor, CblasLower, t, in, static_cast<int>(kc), alpha_, a + k0 * row_step,
+                  ia, beta_, out, ldo);
     }
+  };
+  if (static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(k) < 4e6 ||
+      threads < 2) {
+    serial_syrk(0, ik, alpha, beta, c, ic);
+  } else if (const index_t chunks = 2 * threads; split_inner(n, n, k, chunks)) {
+    // A short, very wide A: partial Grams over ranges of k, summed in order.
+    sum_over_inner(
+        n, n, k, chunks, alpha, beta, c, ldc, true,
+        [&](index_t k0, index_t kc, T* part) { serial_syrk(k0, kc, T(1), T(0), part, in); });
   } else {
     // Column blocks J = j0..j1 of the lower triangle, one GEMM each, taken by the pool's
     // threads: C(j0:n, J) = op(A)(:, j0:n)^T op(A)(:, J), where op(A) = A (k x n) for
