@@ -11,6 +11,8 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/tenfold DESTINATION ${CMAKE_INST
 
 set(TENFOLD_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/tenfold)
 install(EXPORT tenfoldTargets NAMESPACE tenfold:: DESTINATION ${TENFOLD_CMAKE_DIR})
+# The build tree is a package too: find_package(tenfold) with tenfold_DIR=<build>.
+export(EXPORT tenfoldTargets NAMESPACE tenfold:: FILE ${PROJECT_BINARY_DIR}/tenfoldTargets.cmake)
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/tenfoldConfig.cmake.in
   ${PROJECT_BINARY_DIR}/tenfoldConfig.cmake INSTALL_DESTINATION ${TENFOLD_CMAKE_DIR})
 write_basic_package_version_file(${PROJECT_BINARY_DIR}/tenfoldConfigVersion.cmake

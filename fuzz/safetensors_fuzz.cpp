@@ -5,17 +5,15 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <span>
 
-#include "io/byte_source.hpp"
 #include "tenfold/error.hpp"
 #include "tenfold/safetensors.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   try {
-    const tenfold::io::SafetensorsFile file(
-        std::make_shared<tenfold::io::detail::MemorySource>(std::as_bytes(std::span(data, size))));
+    const auto file =
+        tenfold::io::SafetensorsFile::from_bytes(std::as_bytes(std::span(data, size)));
     for (const tenfold::io::SafetensorsEntry& e : file.tensors()) {
       if (file.read_bytes(e.name).size() != e.end - e.begin) __builtin_trap();
       if (e.dtype != "F64" && e.dtype != "F32" && e.dtype != "F16" && e.dtype != "BF16") continue;

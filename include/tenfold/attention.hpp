@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "tenfold/backend.hpp"
+#include "tenfold/export.hpp"
 #include "tenfold/ktensor.hpp"
 #include "tenfold/tensor.hpp"
 
@@ -29,7 +30,7 @@ namespace tenfold::attention {
 /// output unit j, and head h owns columns h d ... (h+1) d - 1 (its W_Q^h, D x d).
 /// A PyTorch buffer can be moved in as `Matrix<T>(D, H * d, std::move(buffer))`.
 template <class T>
-struct QueryKeyLayer {
+struct TENFOLD_API QueryKeyLayer {
   index_t heads = 0;          ///< H >= 1
   index_t head_dim = 0;       ///< d >= 1
   Matrix<T> query_weight;     ///< D x (H d): [W_Q^1 ... W_Q^H]
@@ -47,7 +48,7 @@ struct QueryKeyLayer {
 
 /// The collaborative form of a layer's query/key side, with R shared dimensions.
 template <class T>
-struct CollaborativeLayer {
+struct TENFOLD_API CollaborativeLayer {
   Matrix<T> mixing;   ///< H x R: row h is m_h
   Matrix<T> query;    ///< D x R: W~_Q
   Matrix<T> key;      ///< D x R: W~_K
@@ -69,12 +70,12 @@ struct CollaborativeLayer {
 /// The layer's QK tensor T[h] = W_Q^h W_K^h^T / sqrt(d) (H x D x D) in CP form with
 /// H d components: head indicator, columns of W_Q, columns of W_K, weights 1/sqrt(d).
 template <class T>
-KTensor<T> qk_tensor(const QueryKeyLayer<T>& layer);
+TENFOLD_API KTensor<T> qk_tensor(const QueryKeyLayer<T>& layer);
 
 /// The full-rank collaborative form (R = H d): no iterations, scores exact. Mixing
 /// is the head indicator times 1/sqrt(d), W~_Q = [W_Q^1 ... W_Q^H], W~_K likewise.
 template <class T>
-CollaborativeLayer<T> exact(const QueryKeyLayer<T>& layer);
+TENFOLD_API CollaborativeLayer<T> exact(const QueryKeyLayer<T>& layer);
 
 /// How compress() starts the ALS iteration.
 enum class Init {
@@ -94,12 +95,12 @@ enum class Init {
 };
 
 /// "structured", "heads", "nvecs" or "random".
-std::string_view to_string(Init init);
+TENFOLD_API std::string_view to_string(Init init);
 /// Parses the names above; throws InvalidArgument otherwise.
-Init parse_init(std::string_view name);
+TENFOLD_API Init parse_init(std::string_view name);
 
 /// Options of compress().
-struct CompressOptions {
+struct TENFOLD_API CompressOptions {
   index_t rank = 0;     ///< R, in [1, H d]
   double tol = 1e-6;    ///< stop when the relative error changes by less than this (>= 0)
   int max_iters = 100;  ///< ALS iterations (sweeps), >= 1
@@ -115,7 +116,7 @@ struct CompressOptions {
 /// Second moments S = E[x x^T] (D x D, symmetric positive semi-definite) of a layer's
 /// input tokens, for the data-aware objective of compress():
 ///   sum_h E[(x^T (T_h - T~_h) y)^2],  x from the query side, y from the key side.
-struct InputMoments {
+struct TENFOLD_API InputMoments {
   Matrix<double> query;  ///< over the tokens the queries are computed from
   Matrix<double> key;    ///< over the key-side tokens; 0 x 0: the same as `query` (self-attention)
 };
@@ -124,12 +125,12 @@ struct InputMoments {
 /// finite, symmetric and positive semi-definite, and not zero. Symmetry and the
 /// smallest eigenvalue are judged to 4 D eps max|S_ii|, with `eps` the unit
 /// round-off of the precision the moment was computed or stored in.
-void validate_moment(const Matrix<double>& moment, index_t input_dim, std::string_view what,
-                     double eps);
+TENFOLD_API void validate_moment(const Matrix<double>& moment, index_t input_dim,
+                                 std::string_view what, double eps);
 
 /// Result of compress().
 template <class T>
-struct CompressResult {
+struct TENFOLD_API CompressResult {
   CollaborativeLayer<T> layer;
   /// ||T - T~|| / ||T|| of the QK tensors, computed exactly (in double) from the
   /// factors after the iteration, not from the iteration's running fit.
@@ -153,7 +154,8 @@ struct CompressResult {
 /// exceed max_cp_rank({H, D, D}) = min(H D, D^2) (InvalidArgument). The host memory
 /// the call needs is estimated first (MemoryError when it cannot fit).
 template <class T>
-CompressResult<T> compress(const QueryKeyLayer<T>& layer, const CompressOptions& options);
+TENFOLD_API CompressResult<T> compress(const QueryKeyLayer<T>& layer,
+                                       const CompressOptions& options);
 
 /// Data-aware compression: the same CP on the whitened operand (L_Q^T W_Q^h, L_K^T W_K^h)
 /// with L L^T the Cholesky factor of each damped moment, every start made in the
@@ -162,35 +164,36 @@ CompressResult<T> compress(const QueryKeyLayer<T>& layer, const CompressOptions&
 /// multiples of the identity that objective is the weight-space one times a constant,
 /// and the weight-only computation runs unchanged. Content vectors stay exact.
 template <class T>
-CompressResult<T> compress(const QueryKeyLayer<T>& layer, const CompressOptions& options,
-                           const InputMoments& moments);
+TENFOLD_API CompressResult<T> compress(const QueryKeyLayer<T>& layer,
+                                       const CompressOptions& options, const InputMoments& moments);
 
 /// The data-space relative error of `collab` under the moments (see
 /// CompressResult::data_error), in double, without forming the QK tensors.
 template <class T>
-double qk_data_error(const QueryKeyLayer<T>& layer, const CollaborativeLayer<T>& collab,
-                     const InputMoments& moments);
+TENFOLD_API double qk_data_error(const QueryKeyLayer<T>& layer, const CollaborativeLayer<T>& collab,
+                                 const InputMoments& moments);
 
 /// ||T - T~|| / ||T|| between the layer's QK tensor and the collaborative one
 /// (context_scale included), accumulated in double without forming either tensor
 /// (below 1e-3, where norms cancel, from one D x D head slice of T - T~ at a time).
 template <class T>
-double qk_error(const QueryKeyLayer<T>& layer, const CollaborativeLayer<T>& collab);
+TENFOLD_API double qk_error(const QueryKeyLayer<T>& layer, const CollaborativeLayer<T>& collab);
 
 /// Score matrices of every head. Tokens are columns: `queries` is D x n_q and
 /// `keys` is D x n_k (the memory of PyTorch's row-major (n, D) hidden states). The
 /// result has shape (n_k, n_q, H) with S(j, i, h) = s_h(query i, key j), the memory
 /// of PyTorch's row-major (H, n_q, n_k) scores: softmax runs over mode 0.
 template <class T>
-Tensor<T> scores(const QueryKeyLayer<T>& layer, const Matrix<T>& queries, const Matrix<T>& keys);
+TENFOLD_API Tensor<T> scores(const QueryKeyLayer<T>& layer, const Matrix<T>& queries,
+                             const Matrix<T>& keys);
 
 /// The same for the collaborative form.
 template <class T>
-Tensor<T> scores(const CollaborativeLayer<T>& layer, const Matrix<T>& queries,
-                 const Matrix<T>& keys);
+TENFOLD_API Tensor<T> scores(const CollaborativeLayer<T>& layer, const Matrix<T>& queries,
+                             const Matrix<T>& keys);
 
 /// Explained-variance curve of a matrix from the eigenvalues of its Gram.
-struct EnergyCurve {
+struct TENFOLD_API EnergyCurve {
   std::vector<double> energy;               ///< squared singular values, descending
   std::vector<double> cumulative;           ///< cumulative[k] = (energy[0] + ... + energy[k]) / sum
   index_t dim90 = 0, dim95 = 0, dim99 = 0;  ///< dimension_for(0.90 / 0.95 / 0.99)
@@ -200,7 +203,7 @@ struct EnergyCurve {
 };
 
 /// Redundancy of a layer's heads (the paper's motivation).
-struct Redundancy {
+struct TENFOLD_API Redundancy {
   EnergyCurve
       products;  ///< P = [P_1 | ... | P_H], P_h = W_Q^h W_K^h^T (D x H D), via its D x D Gram
   EnergyCurve queries;  ///< the concatenated W_Q (D x H d)
@@ -209,6 +212,6 @@ struct Redundancy {
 
 /// Explained-variance curves, computed in double from D x D Grams (P is never formed).
 template <class T>
-Redundancy redundancy(const QueryKeyLayer<T>& layer);
+TENFOLD_API Redundancy redundancy(const QueryKeyLayer<T>& layer);
 
 }  // namespace tenfold::attention

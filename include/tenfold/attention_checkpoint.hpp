@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "tenfold/attention.hpp"
+#include "tenfold/export.hpp"
 #include "tenfold/safetensors.hpp"
 
 namespace tenfold::attention {
@@ -19,7 +20,7 @@ namespace tenfold::attention {
 /// Tensor names of one layer's query/key side. `prefix` is the attention prefix P
 /// (BERT: "...encoder.layer.<n>.attention.self.", DistilBERT:
 /// "...transformer.layer.<n>.attention."); biases are empty names when absent.
-struct LayerNames {
+struct TENFOLD_API LayerNames {
   int index = 0;
   std::string prefix;
   std::string query_weight, query_bias, key_weight, key_bias;
@@ -27,18 +28,18 @@ struct LayerNames {
 
 /// The attention layers of a checkpoint, by layer index. Throws IoError when none
 /// is found or a layer misses its query or key weight.
-std::vector<LayerNames> find_layers(const io::SafetensorsFile& file);
+TENFOLD_API std::vector<LayerNames> find_layers(const io::SafetensorsFile& file);
 
 /// Head count from the config.json beside `checkpoint` (num_attention_heads or
 /// n_heads); 0 when there is no such file or key. Throws IoError on a malformed file.
-index_t heads_from_config(const std::filesystem::path& checkpoint);
+TENFOLD_API index_t heads_from_config(const std::filesystem::path& checkpoint);
 
 /// Loads one layer; throws IoError / DimensionMismatch when shapes disagree or
 /// `heads` does not divide the query width, InvalidArgument naming the tensor and
 /// its index as stored ([row, column] of the (out x in) weight) for a NaN or Inf.
 template <class T>
-QueryKeyLayer<T> load_layer(const io::SafetensorsFile& file, const LayerNames& names,
-                            index_t heads);
+TENFOLD_API QueryKeyLayer<T> load_layer(const io::SafetensorsFile& file, const LayerNames& names,
+                                        index_t heads);
 
 /// A calibration statistics file: safetensors holding, for each attention layer with
 /// prefix P, P + "input_moment" (D x D, F32 or F64): the mean of x x^T over the
@@ -46,7 +47,7 @@ QueryKeyLayer<T> load_layer(const io::SafetensorsFile& file, const LayerNames& n
 /// P + "key_input_moment" when its keys see other tokens; metadata
 /// "tenfold.calibration.tokens" (the token count, a positive integer) and optionally
 /// "tenfold.calibration.source" (free text).
-class CalibrationFile {
+class TENFOLD_API CalibrationFile {
  public:
   /// Opens the file and checks its metadata. Throws IoError naming the problem.
   explicit CalibrationFile(const std::filesystem::path& path);
@@ -68,7 +69,7 @@ class CalibrationFile {
 };
 
 /// What happened to one layer.
-struct LayerReport {
+struct TENFOLD_API LayerReport {
   int index = 0;
   std::string prefix;
   double relative_error = 0.0;  ///< weight space, ||T - T~|| / ||T||
@@ -82,7 +83,7 @@ struct LayerReport {
 };
 
 /// Options of compress_checkpoint.
-struct CheckpointOptions {
+struct TENFOLD_API CheckpointOptions {
   CompressOptions compress;  ///< rank = shared dimension R
   /// 0: from config.json beside the input; a head count that disagrees with that
   /// file is refused (InvalidArgument).
@@ -96,7 +97,7 @@ struct CheckpointOptions {
 };
 
 /// Result of compress_checkpoint.
-struct CheckpointReport {
+struct TENFOLD_API CheckpointReport {
   index_t heads = 0, head_dim = 0, input_dim = 0, shared_dim = 0;
   std::vector<LayerReport> layers;
   double seconds = 0.0;
@@ -115,16 +116,17 @@ struct CheckpointReport {
 /// data-aware, with tenfold.calibration.{file,tokens,source,damping}:
 /// tenfold.calibration.relative_errors, data space). Everything is validated before anything is
 /// written; the input is never modified. Throws IoError / InvalidArgument naming the problem.
-CheckpointReport compress_checkpoint(const std::filesystem::path& input,
-                                     const std::filesystem::path& output,
-                                     const CheckpointOptions& options);
+TENFOLD_API CheckpointReport compress_checkpoint(const std::filesystem::path& input,
+                                                 const std::filesystem::path& output,
+                                                 const CheckpointOptions& options);
 
 /// Redundancy curves of every layer (heads as in CheckpointOptions::heads).
-struct LayerRedundancy {
+struct TENFOLD_API LayerRedundancy {
   int index = 0;
   std::string prefix;
   Redundancy redundancy;
 };
-std::vector<LayerRedundancy> analyze_checkpoint(const std::filesystem::path& input, index_t heads);
+TENFOLD_API std::vector<LayerRedundancy> analyze_checkpoint(const std::filesystem::path& input,
+                                                            index_t heads);
 
 }  // namespace tenfold::attention

@@ -4,21 +4,23 @@
 #include <string>
 #include <string_view>
 
+#include "tenfold/export.hpp"
+
 namespace tenfold {
 
 /// Where an algorithm runs. `cuda` needs a build with TENFOLD_WITH_CUDA and a device.
 enum class Backend { cpu, cuda };
 
 /// "cpu" or "cuda".
-std::string_view to_string(Backend backend);
+TENFOLD_API std::string_view to_string(Backend backend);
 
 /// Parses "cpu" or "cuda"; throws InvalidArgument otherwise.
-Backend parse_backend(std::string_view name);
+TENFOLD_API Backend parse_backend(std::string_view name);
 
 /// True when this build contains the CUDA backend (whether or not a device is present).
-bool cuda_compiled();
+TENFOLD_API bool cuda_compiled();
 
 /// True when the CUDA backend is compiled and at least one device can be used.
-bool cuda_available();
+TENFOLD_API bool cuda_available();
 
 }  // namespace tenfold

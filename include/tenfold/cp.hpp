@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "tenfold/backend.hpp"
+#include "tenfold/export.hpp"
 #include "tenfold/ktensor.hpp"
 #include "tenfold/tensor.hpp"
 
@@ -25,16 +26,16 @@ enum class CpInit {
 inline constexpr index_t kCpNvecsMaxSize = 4096;
 
 /// "auto", "random", "nvecs" or "given".
-std::string_view to_string(CpInit init);
+TENFOLD_API std::string_view to_string(CpInit init);
 /// Parses the names above; throws InvalidArgument otherwise.
-CpInit parse_cp_init(std::string_view name);
+TENFOLD_API CpInit parse_cp_init(std::string_view name);
 
 /// Why the iteration stopped.
 enum class CpStop { converged, max_iters, time_limit, callback };
-std::string_view to_string(CpStop stop);
+TENFOLD_API std::string_view to_string(CpStop stop);
 
 /// What the per-iteration callback sees.
-struct CpProgress {
+struct TENFOLD_API CpProgress {
   int iteration = 0;     ///< 1-based
   double fit = 0.0;      ///< 1 - ||X - M|| / ||X||
   double delta = 0.0;    ///< |fit - previous fit| (the first iteration reports fit itself)
@@ -44,7 +45,7 @@ struct CpProgress {
 /// Options of cp_als. Defaults follow the Tensor Toolbox and GenTen except the
 /// tolerance, which is tighter.
 template <class T>
-struct CpOptions {
+struct TENFOLD_API CpOptions {
   index_t rank = 1;     ///< number of components R >= 1
   int max_iters = 100;  ///< outer iterations (sweeps over all modes), >= 1
   double tol = 1e-6;    ///< stop when |change of fit| < tol (>= 0)
@@ -82,7 +83,7 @@ struct CpOptions {
 };
 
 /// Wall-clock seconds spent in each phase of the iteration.
-struct CpTimings {
+struct TENFOLD_API CpTimings {
   double init = 0.0;    ///< setup and initialisation (incl. data transfer to the device)
   double mttkrp = 0.0;  ///< matricised tensor times Khatri-Rao product
   double gram = 0.0;    ///< factor Grams (syrk) and their Hadamard products
@@ -93,7 +94,7 @@ struct CpTimings {
 
 /// Result of cp_als.
 template <class T>
-struct CpResult {
+struct TENFOLD_API CpResult {
   KTensor<T> model;  ///< normalised columns, weights sorted descending, sign-fixed
   int iterations = 0;
   bool converged = false;  ///< stop == CpStop::converged
@@ -113,14 +114,14 @@ struct CpResult {
 /// product of all sizes but I_n (a tensor is the sum of its mode-n fibres, one
 /// rank-one term each), e.g. 48 for 10 x 8 x 6. cp_als refuses a larger rank, since
 /// an exact model never needs it. Products saturate at the largest index_t.
-index_t max_cp_rank(std::span<const index_t> dims);
+TENFOLD_API index_t max_cp_rank(std::span<const index_t> dims);
 
 /// CP-ALS of a dense tensor (order >= 2, all sizes >= 1, finite entries,
 /// rank <= max_cp_rank(x.dims())). The memory the iteration needs (factors, Grams,
 /// MTTKRP buffers) is estimated first; a request that cannot fit throws MemoryError
 /// with the estimate and the memory available, before anything large is allocated.
 template <class T>
-CpResult<T> cp_als(TensorView<const T> x, const CpOptions<T>& options);
+TENFOLD_API CpResult<T> cp_als(TensorView<const T> x, const CpOptions<T>& options);
 
 template <class T>
 CpResult<T> cp_als(const Tensor<T>& x, const CpOptions<T>& options) {
@@ -133,8 +134,8 @@ CpResult<T> cp_als(const Tensor<T>& x, const CpOptions<T>& options) {
 /// model (by the mean of the observed entries before the first sweep), as TensorLy's
 /// parafac(mask=...); the fit is 1 - ||W (X - M)|| / ||W X|| over the observed entries.
 template <class T>
-CpResult<T> cp_als(TensorView<const T> x, TensorView<const std::uint8_t> observed,
-                   const CpOptions<T>& options);
+TENFOLD_API CpResult<T> cp_als(TensorView<const T> x, TensorView<const std::uint8_t> observed,
+                               const CpOptions<T>& options);
 
 template <class T>
 CpResult<T> cp_als(const Tensor<T>& x, TensorView<const std::uint8_t> observed,
@@ -147,6 +148,6 @@ CpResult<T> cp_als(const Tensor<T>& x, TensorView<const std::uint8_t> observed,
 /// and the memory estimate are those of the dense call (the tensor's own rank is at
 /// most S, but R > S is accepted: the extra components are redundant, not wrong).
 template <class T>
-CpResult<T> cp_als(const KTensor<T>& x, const CpOptions<T>& options);
+TENFOLD_API CpResult<T> cp_als(const KTensor<T>& x, const CpOptions<T>& options);
 
 }  // namespace tenfold

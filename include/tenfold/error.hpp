@@ -5,40 +5,42 @@
 #include <stdexcept>
 #include <string>
 
+#include "tenfold/export.hpp"
+
 namespace tenfold {
 
 /// Base class of every exception the library throws.
-class Error : public std::runtime_error {
+class TENFOLD_API Error : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
 
 /// An argument is out of its valid range (rank 0, NaN entry, bad option...).
-class InvalidArgument : public Error {
+class TENFOLD_API InvalidArgument : public Error {
  public:
   using Error::Error;
 };
 
 /// Shapes of two arguments do not agree (factor rows vs. tensor mode size...).
-class DimensionMismatch : public InvalidArgument {
+class TENFOLD_API DimensionMismatch : public InvalidArgument {
  public:
   using InvalidArgument::InvalidArgument;
 };
 
 /// A numerical step failed (non-finite result, eigensolver did not converge...).
-class NumericalError : public Error {
+class TENFOLD_API NumericalError : public Error {
  public:
   using Error::Error;
 };
 
 /// The requested feature (e.g. the CUDA backend) was not compiled into this build.
-class NotCompiled : public Error {
+class TENFOLD_API NotCompiled : public Error {
  public:
   using Error::Error;
 };
 
 /// A GPU runtime or library call failed, or no usable device is present.
-class DeviceError : public Error {
+class TENFOLD_API DeviceError : public Error {
  public:
   using Error::Error;
 };
@@ -46,13 +48,13 @@ class DeviceError : public Error {
 /// A request needs more memory than the backend has available (host memory, or the
 /// device's for cuda). Raised before allocating, with the estimate and the amount
 /// available in the message.
-class MemoryError : public Error {
+class TENFOLD_API MemoryError : public Error {
  public:
   using Error::Error;
 };
 
 /// Reading or writing a file failed, or a file is malformed.
-class IoError : public Error {
+class TENFOLD_API IoError : public Error {
  public:
   using Error::Error;
 };

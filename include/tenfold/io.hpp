@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "tenfold/export.hpp"
 #include "tenfold/tensor.hpp"
 
 namespace tenfold::io {
@@ -15,7 +16,7 @@ namespace tenfold::io {
 enum class DType { float32, float64 };
 
 /// What a .npy header says.
-struct NpyHeader {
+struct TENFOLD_API NpyHeader {
   int version_major = 1;         ///< format version 1, 2 or 3
   DType dtype = DType::float64;  ///< '<f4' or '<f8' (also '|' / '=' on little-endian hosts)
   bool fortran_order = false;
@@ -25,7 +26,7 @@ struct NpyHeader {
 
 /// Reads and validates the header of a .npy file (magic, version, dict, dtype,
 /// byte order, shape against the file size). Throws IoError naming the problem.
-NpyHeader read_npy_header(const std::filesystem::path& path);
+TENFOLD_API NpyHeader read_npy_header(const std::filesystem::path& path);
 
 /// Loads a .npy file as a column-major tensor of element type T (converting from
 /// the stored dtype when it differs). A C-order array of NumPy shape (a, b, c)
@@ -33,7 +34,7 @@ NpyHeader read_npy_header(const std::filesystem::path& path);
 /// reversed, no transposition); a Fortran-order array keeps its shape.
 /// `header`, when given, receives the file's header. Throws IoError.
 template <class T>
-Tensor<T> load_npy(const std::filesystem::path& path, NpyHeader* header = nullptr);
+TENFOLD_API Tensor<T> load_npy(const std::filesystem::path& path, NpyHeader* header = nullptr);
 
 /// How save_npy describes the column-major memory of a tensor of shape (d_0, ..., d_{N-1}).
 enum class NpyOrder {
@@ -45,15 +46,15 @@ enum class NpyOrder {
 /// copying or transposing: `order` only chooses how the header describes the memory.
 /// Written atomically. Throws IoError.
 template <class T>
-void save_npy(const std::filesystem::path& path, TensorView<const T> x,
-              NpyOrder order = NpyOrder::fortran);
+TENFOLD_API void save_npy(const std::filesystem::path& path, TensorView<const T> x,
+                          NpyOrder order = NpyOrder::fortran);
 
 /// Writes a file atomically: `writer` fills a temporary file in the same folder,
 /// which is flushed and renamed over `path` only if writer returns normally and
 /// every write succeeded; otherwise the temporary file is removed and `path` is
 /// untouched. Throws IoError (or what writer throws).
-void write_file_atomically(const std::filesystem::path& path,
-                           const std::function<void(std::ostream&)>& writer);
+TENFOLD_API void write_file_atomically(const std::filesystem::path& path,
+                                       const std::function<void(std::ostream&)>& writer);
 
 /// Writes a folder of files as one unit: `writer` fills a new temporary folder beside
 /// `dir` (hidden, in the same parent, which is created if missing); when it returns
@@ -65,7 +66,8 @@ void write_file_atomically(const std::filesystem::path& path,
 /// renames) none, never a mixture. If writer throws, the temporary folder is removed and
 /// `dir` is untouched. A process killed while writing leaves at most the hidden
 /// ".<name>.tmp.*" sibling. Throws IoError (or what writer throws).
-void write_folder_atomically(const std::filesystem::path& dir,
-                             const std::function<void(const std::filesystem::path&)>& writer);
+TENFOLD_API void write_folder_atomically(
+    const std::filesystem::path& dir,
+    const std::function<void(const std::filesystem::path&)>& writer);
 
 }  // namespace tenfold::io

@@ -4,13 +4,14 @@
 #include <cstdint>
 #include <vector>
 
+#include "tenfold/export.hpp"
 #include "tenfold/tensor.hpp"
 
 namespace tenfold {
 
 /// CP model: weights lambda (length R) and one I_n x R factor matrix per mode.
 template <class T>
-struct KTensor {
+struct TENFOLD_API KTensor {
   std::vector<T> weights;
   std::vector<Matrix<T>> factors;
 
@@ -37,7 +38,7 @@ struct KTensor {
 };
 
 /// Options of factor_match_score.
-struct FmsOptions {
+struct TENFOLD_API FmsOptions {
   /// Multiply each component's congruence by the weight penalty
   /// 1 - |l_a - l_b| / max(l_a, l_b) (as the Tensor Toolbox `score` does), where l is
   /// a component's weight after normalisation, |lambda_r| prod_n ||a_r^(n)||.
@@ -52,10 +53,11 @@ struct FmsOptions {
 /// A component with a zero column has congruence 0. Throws InvalidArgument for a
 /// malformed model (KTensor::validate), DimensionMismatch for different shapes.
 template <class T>
-double factor_match_score(const KTensor<T>& a, const KTensor<T>& b, const FmsOptions& options = {});
+TENFOLD_API double factor_match_score(const KTensor<T>& a, const KTensor<T>& b,
+                                      const FmsOptions& options = {});
 
 /// Options of random_cp_tensor.
-struct RandomCpOptions {
+struct TENFOLD_API RandomCpOptions {
   std::vector<index_t> dims;  ///< mode sizes (order >= 2)
   index_t rank = 1;           ///< number of components
   double collinearity = 0.0;  ///< cosine between any two columns of a factor, in [0, 1)
@@ -65,7 +67,7 @@ struct RandomCpOptions {
 
 /// A planted CP problem: the true model and the tensor it generates plus noise.
 template <class T>
-struct RandomCpProblem {
+struct TENFOLD_API RandomCpProblem {
   KTensor<T> truth;         ///< unit-norm columns, weights uniform in [1, 2)
   Tensor<T> tensor;         ///< full(truth) + noise scaled to `noise` relative norm
   double noise_norm = 0.0;  ///< ||tensor - full(truth)||
@@ -77,6 +79,6 @@ struct RandomCpProblem {
 /// truth does not depend on `noise`. Needs rank <= I_n in every mode; throws
 /// InvalidArgument (naming the option or mode) otherwise or for values out of range.
 template <class T>
-RandomCpProblem<T> random_cp_tensor(const RandomCpOptions& options);
+TENFOLD_API RandomCpProblem<T> random_cp_tensor(const RandomCpOptions& options);
 
 }  // namespace tenfold

@@ -19,16 +19,13 @@
 #include <string_view>
 #include <vector>
 
+#include "tenfold/export.hpp"
 #include "tenfold/tensor.hpp"
 
 namespace tenfold::io {
 
-namespace detail {
-class ByteSource;
-}
-
 /// One tensor listed in a safetensors header.
-struct SafetensorsEntry {
+struct TENFOLD_API SafetensorsEntry {
   std::string name;
   std::string dtype;           ///< "F64", "F32", "F16", "BF16", "I64", "U8", "BOOL", ...
   std::vector<index_t> shape;  ///< row-major, as in the file
@@ -39,12 +36,12 @@ struct SafetensorsEntry {
 /// An opened and validated safetensors file. Every entry has a known dtype, a shape
 /// whose size matches its byte range, and a range inside the data section that
 /// overlaps no other. Tensor data is read on demand from the file kept open.
-class SafetensorsFile {
+class TENFOLD_API SafetensorsFile {
  public:
   /// Opens and validates `path`. Throws IoError naming the problem.
   explicit SafetensorsFile(const std::filesystem::path& path);
-  /// Same, from an internal byte source (used by the fuzz targets).
-  explicit SafetensorsFile(std::shared_ptr<const detail::ByteSource> source);
+  /// Indexes and validates a safetensors image held in memory (the bytes are copied).
+  static SafetensorsFile from_bytes(std::span<const std::byte> bytes);
 
   /// The tensors, in the order of their data.
   const std::vector<SafetensorsEntry>& tensors() const { return tensors_; }
@@ -67,7 +64,10 @@ class SafetensorsFile {
   Matrix<T> read_matrix(std::string_view name) const;
 
  private:
-  std::shared_ptr<const detail::ByteSource> source_;
+  class Source;  // where the bytes come from: a file kept open, or a copy in memory
+  explicit SafetensorsFile(std::shared_ptr<const Source> source);
+
+  std::shared_ptr<const Source> source_;
   std::uint64_t data_start_ = 0;
   std::vector<SafetensorsEntry> tensors_;
   std::map<std::string, std::size_t, std::less<>> by_name_;
@@ -76,7 +76,7 @@ class SafetensorsFile {
 
 /// One tensor to write: its little-endian bytes are viewed, not copied, and must stay
 /// alive until save_safetensors returns.
-struct SafetensorsTensor {
+struct TENFOLD_API SafetensorsTensor {
   std::string name;
   std::string dtype;                 ///< safetensors dtype name, e.g. "F32", "BF16", "I64"
   std::vector<index_t> shape;        ///< row-major
@@ -87,13 +87,14 @@ struct SafetensorsTensor {
 /// that SafetensorsFile::read gives back x.dims() and row-major readers see the same
 /// memory (a column-major in x out matrix Wᵀ is written as the (out, in) weight W).
 template <class T>
-SafetensorsTensor safetensors_tensor(std::string name, TensorView<const T> x);
+TENFOLD_API SafetensorsTensor safetensors_tensor(std::string name, TensorView<const T> x);
 
 /// Writes `tensors`, with data in the given order, and `metadata` as "__metadata__"
 /// (omitted when empty); the header is padded with spaces to a multiple of 8 bytes.
 /// Written atomically. Throws InvalidArgument on a duplicate or reserved name or an
 /// unknown dtype, DimensionMismatch when bytes and shape disagree, IoError on failure.
-void save_safetensors(const std::filesystem::path& path, std::span<const SafetensorsTensor> tensors,
-                      const std::map<std::string, std::string>& metadata = {});
+TENFOLD_API void save_safetensors(const std::filesystem::path& path,
+                                  std::span<const SafetensorsTensor> tensors,
+                                  const std::map<std::string, std::string>& metadata = {});
 
 }  // namespace tenfold::io

@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "tenfold/export.hpp"
+
 namespace tenfold {
 
 /// Signed index and size type used throughout the library.
@@ -17,11 +19,11 @@ using index_t = std::int64_t;
 
 /// Product of the sizes; throws InvalidArgument on a negative size or when the product
 /// of the nonzero sizes overflows (whether or not another size is zero).
-index_t checked_numel(std::span<const index_t> dims);
+TENFOLD_API index_t checked_numel(std::span<const index_t> dims);
 
 /// checked_numel(dims), and throws InvalidArgument if `data` is null while the
 /// product is nonzero (a view must point at its elements).
-index_t checked_view_numel(const void* data, std::span<const index_t> dims);
+TENFOLD_API index_t checked_view_numel(const void* data, std::span<const index_t> dims);
 
 /// How the memory of a caller's array maps onto the modes of a TensorView, for the
 /// algorithms' NumPy-order entry (CpOptions::layout, TuckerOptions::layout).
@@ -35,7 +37,7 @@ enum class Layout {
 
 /// Non-owning view of a dense column-major tensor. `T` may be const-qualified.
 template <class T>
-class TensorView {
+class TENFOLD_API TensorView {
  public:
   using value_type = std::remove_const_t<T>;
 
@@ -83,7 +85,7 @@ class TensorView {
 
 /// Owning dense column-major tensor of any order.
 template <class T>
-class Tensor {
+class TENFOLD_API Tensor {
  public:
   using value_type = T;
 
@@ -125,7 +127,7 @@ class Tensor {
 
 /// Owning column-major matrix (rows x cols), used for factor matrices.
 template <class T>
-class Matrix {
+class TENFOLD_API Matrix {
  public:
   using value_type = T;
 
@@ -158,14 +160,14 @@ class Matrix {
 
 /// Frobenius norm, accumulated in double.
 template <class T>
-double norm(TensorView<const T> x);
+TENFOLD_API double norm(TensorView<const T> x);
 
 /// Throws InvalidArgument naming the first NaN or Inf entry (as a multi-index), if any.
 template <class T>
-void check_finite(TensorView<const T> x, const char* what);
+TENFOLD_API void check_finite(TensorView<const T> x, const char* what);
 
 /// Tensor with the same shape whose entries are `x` converted to U.
 template <class U, class T>
-Tensor<U> convert(TensorView<const T> x);
+TENFOLD_API Tensor<U> convert(TensorView<const T> x);
 
 }  // namespace tenfold

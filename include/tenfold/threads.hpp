@@ -7,17 +7,19 @@
 // inside the pool's tasks. See docs/api.md, "Threads".
 #pragma once
 
+#include "tenfold/export.hpp"
+
 namespace tenfold {
 
 /// The number of threads the cpu backend uses (the calling thread included), >= 1.
 /// Unless set_num_threads chose it: OMP_NUM_THREADS, else OPENBLAS_NUM_THREADS, when the
 /// environment sets it (its first entry); otherwise the CPUs this process may run on
 /// (its affinity mask), capped by the cgroup CPU quota when one is set (rounded up).
-int num_threads();
+TENFOLD_API int num_threads();
 
 /// Sets the number of threads for the rest of the process (all calling threads);
 /// 0 restores the default above. Throws InvalidArgument for a negative count. Calls
 /// running at that moment keep the count they started with.
-void set_num_threads(int threads);
+TENFOLD_API void set_num_threads(int threads);
 
 }  // namespace tenfold

@@ -8,6 +8,7 @@
 
 #include "tenfold/backend.hpp"
 #include "tenfold/cp.hpp"
+#include "tenfold/export.hpp"
 #include "tenfold/tensor.hpp"
 
 namespace tenfold {
@@ -16,7 +17,7 @@ namespace tenfold {
 /// (r_0, ..., r_{N-1}) and one I_n x r_n factor matrix per mode. The factors that
 /// tucker() returns have orthonormal columns; the methods below accept any factors.
 template <class T>
-struct TTensor {
+struct TENFOLD_API TTensor {
   Tensor<T> core;
   std::vector<Matrix<T>> factors;
 
@@ -53,12 +54,12 @@ enum class TuckerMethod {
 };
 
 /// "sthosvd", "hosvd" or "hooi".
-std::string_view to_string(TuckerMethod method);
+TENFOLD_API std::string_view to_string(TuckerMethod method);
 /// Parses the names above; throws InvalidArgument otherwise.
-TuckerMethod parse_tucker_method(std::string_view name);
+TENFOLD_API TuckerMethod parse_tucker_method(std::string_view name);
 
 /// Options of tucker(). Give exactly one of `ranks` and `eps`.
-struct TuckerOptions {
+struct TENFOLD_API TuckerOptions {
   TuckerMethod method = TuckerMethod::sthosvd;
   /// Multilinear ranks, one per mode, 1 <= r_n <= min(I_n, prod_{m != n} I_m) (the
   /// mode-n unfolding's rank can be no larger).
@@ -85,7 +86,7 @@ struct TuckerOptions {
 };
 
 /// Wall-clock seconds spent in each phase.
-struct TuckerTimings {
+struct TENFOLD_API TuckerTimings {
   double gram = 0.0;   ///< mode Grams X_(n) X_(n)^T (syrk)
   double eig = 0.0;    ///< symmetric eigensolver and truncation
   double ttm = 0.0;    ///< tensor-times-matrix products (shrinking, core, HOOI contractions)
@@ -94,7 +95,7 @@ struct TuckerTimings {
 
 /// Result of tucker().
 template <class T>
-struct TuckerResult {
+struct TENFOLD_API TuckerResult {
   TTensor<T> model;  ///< orthonormal factors, core G = X x_0 U_0^T ...
   /// Per mode, all I_n eigenvalues (squared singular values, descending, negatives
   /// from round-off clamped to 0) of the Gram that the truncation of that mode saw:
@@ -119,7 +120,7 @@ struct TuckerResult {
 /// MemoryError, before allocating, when the estimated memory (Grams with the
 /// eigensolver's workspace, TTM intermediates, the device copy) cannot fit.
 template <class T>
-TuckerResult<T> tucker(TensorView<const T> x, const TuckerOptions& options);
+TENFOLD_API TuckerResult<T> tucker(TensorView<const T> x, const TuckerOptions& options);
 
 template <class T>
 TuckerResult<T> tucker(const Tensor<T>& x, const TuckerOptions& options) {
@@ -132,6 +133,6 @@ TuckerResult<T> tucker(const Tensor<T>& x, const TuckerOptions& options) {
 /// model represents; when the model is a lossy compression of some X, the result is
 /// CP of the approximation (see docs/tucker.md).
 template <class T>
-CpResult<T> cp_als(const TTensor<T>& x, const CpOptions<T>& options);
+TENFOLD_API CpResult<T> cp_als(const TTensor<T>& x, const CpOptions<T>& options);
 
 }  // namespace tenfold

@@ -1,4 +1,4 @@
-target_sources(tenfold PRIVATE
+target_sources(tenfold_objects PRIVATE
   attention/checkpoint.cpp
   attention/compress.cpp
   attention/layer.cpp

@@ -1,4 +1,4 @@
-target_sources(tenfold PRIVATE
+target_sources(tenfold_objects PRIVATE
   core/backend.cpp
   core/format.cpp
   core/ktensor.cpp

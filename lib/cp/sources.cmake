@@ -1,4 +1,4 @@
-target_sources(tenfold PRIVATE
+target_sources(tenfold_objects PRIVATE
   cp/cp_als.cpp
   cp/cp_missing.cpp
   cp/dense_operand.cpp

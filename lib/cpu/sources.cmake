@@ -1,2 +1,2 @@
-target_sources(tenfold PRIVATE
+target_sources(tenfold_objects PRIVATE
   cpu/cpu_compute.cpp)

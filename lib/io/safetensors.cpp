@@ -143,12 +143,27 @@ SafetensorsEntry parse_entry(const ByteSource& source, const std::string& name, 
 
 }  // namespace
 
-SafetensorsFile::SafetensorsFile(const std::filesystem::path& path)
-    : SafetensorsFile(std::make_shared<detail::FileSource>(path)) {}
+class SafetensorsFile::Source {
+ public:
+  explicit Source(const std::filesystem::path& path)
+      : bytes(std::make_unique<detail::FileSource>(path)) {}
+  explicit Source(std::span<const std::byte> data)
+      : copy(data.begin(), data.end()),
+        bytes(std::make_unique<detail::MemorySource>(std::span<const std::byte>(copy))) {}
+  const std::vector<std::byte> copy;
+  const std::unique_ptr<const ByteSource> bytes;
+};
 
-SafetensorsFile::SafetensorsFile(std::shared_ptr<const detail::ByteSource> source)
+SafetensorsFile::SafetensorsFile(const std::filesystem::path& path)
+    : SafetensorsFile(std::make_shared<const Source>(path)) {}
+
+SafetensorsFile SafetensorsFile::from_bytes(std::span<const std::byte> bytes) {
+  return SafetensorsFile(std::make_shared<const Source>(bytes));
+}
+
+SafetensorsFile::SafetensorsFile(std::shared_ptr<const Source> source)
     : source_(std::move(source)) {
-  const ByteSource& src = *source_;
+  const ByteSource& src = *source_->bytes;
   const std::uint64_t file_size = src.size();
   if (file_size < 8) {
     fail(src, "the file has " + std::to_string(file_size) +
@@ -207,14 +222,14 @@ const SafetensorsEntry* SafetensorsFile::find(std::string_view name) const {
 
 const SafetensorsEntry& SafetensorsFile::at(std::string_view name) const {
   const SafetensorsEntry* e = find(name);
-  if (e == nullptr) fail(*source_, "no tensor named '" + std::string(name) + "'");
+  if (e == nullptr) fail(*source_->bytes, "no tensor named '" + std::string(name) + "'");
   return *e;
 }
 
 std::vector<std::byte> SafetensorsFile::read_bytes(std::string_view name) const {
   const SafetensorsEntry& e = at(name);
   std::vector<std::byte> bytes(static_cast<std::size_t>(e.end - e.begin));
-  source_->read(data_start_ + e.begin, bytes);
+  source_->bytes->read(data_start_ + e.begin, bytes);
   return bytes;
 }
 
@@ -223,12 +238,13 @@ Tensor<T> SafetensorsFile::read(std::string_view name) const {
   const SafetensorsEntry& e = at(name);
   const DtypeInfo* info = find_dtype(e.dtype);
   if (!info->codec) {
-    fail(*source_, "tensor '" + e.name + "' has dtype " + e.dtype +
-                       ", which is not floating point (readable: F64, F32, F16, BF16)");
+    fail(*source_->bytes, "tensor '" + e.name + "' has dtype " + e.dtype +
+                              ", which is not floating point (readable: F64, F32, F16, BF16)");
   }
   // Row-major (a, b, c) is the column-major (c, b, a).
   Tensor<T> x(std::vector<index_t>(e.shape.rbegin(), e.shape.rend()));
-  detail::read_floats(*source_, data_start_ + e.begin, *info->codec, std::span<T>(x.values()));
+  detail::read_floats(*source_->bytes, data_start_ + e.begin, *info->codec,
+                      std::span<T>(x.values()));
   return x;
 }
 
@@ -236,8 +252,8 @@ template <class T>
 Matrix<T> SafetensorsFile::read_matrix(std::string_view name) const {
   const SafetensorsEntry& e = at(name);
   if (e.shape.size() != 2) {
-    fail(*source_, "tensor '" + e.name + "' of shape " + tenfold::detail::shape_string(e.shape) +
-                       " is not a matrix");
+    fail(*source_->bytes, "tensor '" + e.name + "' of shape " +
+                              tenfold::detail::shape_string(e.shape) + " is not a matrix");
   }
   Tensor<T> x = read<T>(name);
   return Matrix<T>(x.dim(0), x.dim(1), std::move(x.values()));

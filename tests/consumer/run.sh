@@ -12,7 +12,8 @@ cmake --build "$work/build" >/dev/null
 LD_LIBRARY_PATH="$work/prefix/lib:${LD_LIBRARY_PATH:-}" "$work/build/consumer"
 libdir=$(find "$work/prefix" -name tenfold.pc -printf '%h\n')
 flags=$(PKG_CONFIG_PATH="$libdir" pkg-config --cflags --libs tenfold)
+# The headers need C++20, which the consumer chooses (pkg-config does not impose it).
 # shellcheck disable=SC2086
-${CXX:-c++} "$src_dir/consumer.cpp" -o "$work/consumer_pc" $flags
+${CXX:-c++} -std=c++20 "$src_dir/consumer.cpp" -o "$work/consumer_pc" $flags
 LD_LIBRARY_PATH="$(dirname "$libdir"):${LD_LIBRARY_PATH:-}" "$work/consumer_pc"
 "$work/prefix/bin/tenfold" --version
