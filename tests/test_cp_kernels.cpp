@@ -225,66 +225,52 @@ TYPED_TEST(Kernels, GemmStridedBatched) {
       }
 }
 
+// Relative difference of syrk (both triangles of C) from its definition, for A of
+// n x k (Op::none, C = A A^T) or k x n (Op::trans, C = A^T A) with padded leading
+// dimensions. beta != 0 starts from a symmetric C, so that beta C is symmetric too;
+// beta = 0 starts from NaN, which must not be read.
+template <class T>
+double syrk_error(tenfold::detail::Compute<T>& c, Op trans, index_t n, index_t k, double beta,
+                  std::uint64_t seed) {
+  const index_t lda = (trans == Op::trans ? k : n) + 1, ldc = n + 2;
+  const auto a =
+      random_values<T>(static_cast<std::size_t>(lda * (trans == Op::trans ? n : k)), seed);
+  const Op other = trans == Op::trans ? Op::none : Op::trans;
+  std::vector<T> cm(static_cast<std::size_t>(ldc * n)), c0(cm.size());
+  const auto r = random_values<T>(cm.size(), seed + 1);
+  for (index_t j = 0; j < n; ++j)
+    for (index_t i = 0; i < n; ++i) {
+      const auto at = static_cast<std::size_t>(i + j * ldc);
+      c0[at] =
+          beta == 0.0 ? T(0) : r[static_cast<std::size_t>(std::min(i, j) + std::max(i, j) * ldc)];
+      cm[at] = beta == 0.0 ? std::numeric_limits<T>::quiet_NaN() : c0[at];
+    }
+  const auto expect = ref_gemm(trans, other, n, n, k, 0.75, a, lda, a, lda, beta, c0, ldc);
+  c.syrk(trans, n, k, T(0.75), a.data(), lda, T(beta), cm.data(), ldc);
+  std::vector<T> got, want;
+  for (index_t j = 0; j < n; ++j)
+    for (index_t i = 0; i < n; ++i) {
+      got.push_back(cm[static_cast<std::size_t>(i + j * ldc)]);
+      want.push_back(static_cast<T>(expect[static_cast<std::size_t>(i + j * ldc)]));
+    }
+  return rel_diff(got, want);
+}
+
 TYPED_TEST(Kernels, SyrkBothTransposesFillsBothTriangles) {
-  using T = TypeParam;
-  const index_t n = 6, k = 9, ldc = n + 2;
-  for (Op trans : {Op::none, Op::trans}) {
-    // Op::trans: A is k x n, C = A^T A; Op::none: A is n x k, C = A A^T.
-    const index_t lda = (trans == Op::trans ? k : n) + 1;
-    const auto a =
-        random_values<T>(static_cast<std::size_t>(lda * (trans == Op::trans ? n : k)), 50);
-    const Op other = trans == Op::trans ? Op::none : Op::trans;
-    // Start from a symmetric C so that beta C is symmetric too.
-    std::vector<T> cm(static_cast<std::size_t>(ldc * n));
-    const auto r = random_values<T>(cm.size(), 51);
-    for (index_t j = 0; j < n; ++j)
-      for (index_t i = 0; i < n; ++i)
-        cm[static_cast<std::size_t>(i + j * ldc)] =
-            r[static_cast<std::size_t>(std::min(i, j) + std::max(i, j) * ldc)];
-    const auto expect = ref_gemm(trans, other, n, n, k, 0.75, a, lda, a, lda, 2.0, cm, ldc);
-    this->c.syrk(trans, n, k, T(0.75), a.data(), lda, T(2), cm.data(), ldc);
-    std::vector<T> got, want;
-    for (index_t j = 0; j < n; ++j)
-      for (index_t i = 0; i < n; ++i) {
-        got.push_back(cm[static_cast<std::size_t>(i + j * ldc)]);
-        want.push_back(static_cast<T>(expect[static_cast<std::size_t>(i + j * ldc)]));
-      }
-    EXPECT_LT(rel_diff(got, want), this->tol) << "trans " << int(trans);
-  }
+  for (Op trans : {Op::none, Op::trans})
+    EXPECT_LT(syrk_error(this->c, trans, 6, 9, 2.0, 50), this->tol) << "trans " << int(trans);
 }
 
 TYPED_TEST(Kernels, SyrkInRangesOfKAndInColumnBlocks) {
   // Parallel paths: a short, very wide operand (n = 40, k = 3000: ranges of k) and a
   // tall one (n = 300, k = 60: column blocks of the lower triangle), both transposes,
-  // with beta = 0 over a NaN-filled C and beta != 0 over a symmetric one.
-  using T = TypeParam;
+  // beta = 0 and beta != 0.
   const ThreeThreads threads;
   for (const auto [n, k] : {std::pair<index_t, index_t>{40, 3000}, {300, 60}})
     for (Op trans : {Op::none, Op::trans})
-      for (double beta : {0.0, 2.0}) {
-        const index_t lda = (trans == Op::trans ? k : n) + 1, ldc = n + 2;
-        const auto a =
-            random_values<T>(static_cast<std::size_t>(lda * (trans == Op::trans ? n : k)), 52);
-        const Op other = trans == Op::trans ? Op::none : Op::trans;
-        std::vector<T> cm(static_cast<std::size_t>(ldc * n));
-        const auto r = random_values<T>(cm.size(), 53);
-        for (index_t j = 0; j < n; ++j)
-          for (index_t i = 0; i < n; ++i)
-            cm[static_cast<std::size_t>(i + j * ldc)] =
-                beta == 0.0 ? std::numeric_limits<T>::quiet_NaN()
-                            : r[static_cast<std::size_t>(std::min(i, j) + std::max(i, j) * ldc)];
-        const auto expect = ref_gemm(trans, other, n, n, k, 0.75, a, lda, a, lda, beta,
-                                     beta == 0.0 ? std::vector<T>(cm.size(), T(0)) : cm, ldc);
-        this->c.syrk(trans, n, k, T(0.75), a.data(), lda, T(beta), cm.data(), ldc);
-        std::vector<T> got, want;
-        for (index_t j = 0; j < n; ++j)
-          for (index_t i = 0; i < n; ++i) {
-            got.push_back(cm[static_cast<std::size_t>(i + j * ldc)]);
-            want.push_back(static_cast<T>(expect[static_cast<std::size_t>(i + j * ldc)]));
-          }
-        EXPECT_LT(rel_diff(got, want), this->tol)
+      for (double beta : {0.0, 2.0})
+        EXPECT_LT(syrk_error(this->c, trans, n, k, beta, 52), this->tol)
             << n << "x" << k << " trans " << int(trans) << " beta " << beta;
-      }
 }
 
 // Sizes: one BLAS call; the recursive halving (n > 32) on one thread; and row blocks
