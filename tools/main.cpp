@@ -1,15 +1,49 @@
 // tenfold: command-line front end of the Tenfold library.
+#include <cblas.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <new>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "commands.hpp"
 #include "tenfold/error.hpp"
 
+namespace {
+
+// OpenBLAS picks its kernels when it loads, from the processor's model; a processor
+// newer than the OpenBLAS build (Debian 12's 0.3.21 on Intel family 6 model 207, for
+// example) gets the generic kernels of an old one, at a quarter to a half of the speed
+// its Haswell (AVX2) kernels reach there. When the user has not chosen a kernel
+// (OPENBLAS_CORETYPE), OpenBLAS reports such a pre-AVX2 kernel and the processor has
+// AVX2 and FMA, the program runs itself again with OPENBLAS_CORETYPE=Haswell. If that
+// cannot be done, it carries on with the kernel OpenBLAS chose.
+void run_again_with_avx2_blas_kernel(char** argv) {
+  if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return;
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return;
+  std::string core = openblas_get_corename();
+  std::transform(core.begin(), core.end(), core.begin(),
+                 [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+  constexpr std::string_view kPreAvx2[] = {"katmai",     "coppermine", "northwood", "prescott",
+                                           "banias",     "atom",       "core2",     "penryn",
+                                           "dunnington", "nehalem",    "opteron",   "barcelona"};
+  if (std::find(std::begin(kPreAvx2), std::end(kPreAvx2), core) == std::end(kPreAvx2)) return;
+  if (setenv("OPENBLAS_CORETYPE", "Haswell", 1) != 0) return;
+  execv("/proc/self/exe", argv);
+  unsetenv("OPENBLAS_CORETYPE");
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   using namespace tenfold::cli;
+  run_again_with_avx2_blas_kernel(argv);
   CLI::App app{"Tenfold: dense tensor decompositions (CP-ALS, Tucker) on CPU and GPU", "tenfold"};
   app.set_version_flag("--version", TENFOLD_VERSION);
   app.require_subcommand(1);
