@@ -4,7 +4,8 @@
 // kernel when they have nothing to do (after a spin of a few microseconds), so a busy
 // machine loses no time to threads spinning at barriers, whatever the OpenMP settings
 // of the program that links the library. BLAS and LAPACK calls run single-threaded
-// inside the pool's tasks. See docs/api.md, "Threads".
+// inside the pool's tasks (with the pthreads build of OpenBLAS, the library sets
+// OpenBLAS to one thread for the process). See docs/api.md, "Threads".
 #pragma once
 
 #include "tenfold/export.hpp"

@@ -221,7 +221,25 @@ void parallel_for(index_t count, TaskRef task) {
   pool->run(count, task);
 }
 
-SerialBlas::SerialBlas() : saved_(omp_get_max_threads()) { omp_set_num_threads(1); }
+// OpenBLAS's own entry points (cblas.h of every OpenBLAS build): its threading model
+// (0 sequential, 1 its own pthreads, 2 OpenMP) and its process-wide thread count.
+extern "C" int openblas_get_parallel(void);
+extern "C" void openblas_set_num_threads(int num_threads);
+
+SerialBlas::SerialBlas() : saved_(omp_get_max_threads()) {
+  // The OpenMP build follows the calling thread's OpenMP thread count, set here for the
+  // guard's lifetime. The pthreads build (another distribution's default, chosen by the
+  // system's alternatives) ignores it and would start its own spinning threads inside
+  // the pool's tasks: it is made single-threaded for the process, once, since the
+  // library does its own threading.
+  static const bool own_threads = [] {
+    if (openblas_get_parallel() != 1) return false;
+    openblas_set_num_threads(1);
+    return true;
+  }();
+  (void)own_threads;
+  omp_set_num_threads(1);
+}
 SerialBlas::~SerialBlas() { omp_set_num_threads(saved_); }
 
 }  // namespace detail
