@@ -7,8 +7,12 @@
 
 #include <atomic>
 #include <chrono>
-#include <ctime>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <sstream>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -38,10 +42,29 @@ int process_threads() {
   return n;
 }
 
-double process_cpu_seconds() {
-  timespec t{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+// CPU seconds (user + system) of each thread of this process, by thread id, from
+// /proc/self/task/<tid>/stat (fields 14 and 15, in clock ticks).
+std::map<int, double> thread_cpu_seconds() {
+  std::map<int, double> cpu;
+  const double tick = static_cast<double>(sysconf(_SC_CLK_TCK));
+  DIR* d = opendir("/proc/self/task");
+  while (const dirent* e = readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    std::ifstream f(std::string("/proc/self/task/") + e->d_name + "/stat");
+    std::string line;
+    std::getline(f, line);
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    std::istringstream rest(line.substr(line.rfind(')') + 2));
+    std::string field;
+    double utime = 0, stime = 0;
+    for (int i = 3; i <= 15 && rest >> field; ++i) {
+      if (i == 14) utime = std::stod(field);
+      if (i == 15) stime = std::stod(field);
+    }
+    cpu[std::atoi(e->d_name)] = (utime + stime) / tick;
+  }
+  closedir(d);
+  return cpu;
 }
 
 }  // namespace
@@ -123,14 +146,24 @@ TEST(Threads, ConcurrentCallersEachGetEveryIndex) {
 }
 
 TEST(Threads, IdleWorkersSleep) {
-  const ThreadCount two(2);
+  // Threads that exist before the pool is made (a pthreads build of OpenBLAS starts
+  // its own at load, and they spin for a while) are not the pool's: only threads
+  // created from here on are counted.
+  const std::map<int, double> before_pool = thread_cpu_seconds();
+  const ThreadCount four(4);  // a count no earlier test used: a new pool
   std::atomic<int> done{0};
   parallel_for(8, [&](index_t) { done.fetch_add(1); });
-  // The worker spins for microseconds, then blocks: 200 ms of idleness cost next to no
-  // CPU time (a spinning worker would burn about 200 ms).
-  const double before = process_cpu_seconds();
+  // The workers spin for microseconds, then block: 200 ms of idleness cost next to no
+  // CPU time (three spinning workers would burn about 600 ms).
+  const auto pool_cpu = [&] {
+    double sum = 0.0;
+    for (const auto& [tid, seconds] : thread_cpu_seconds())
+      if (!before_pool.contains(tid)) sum += seconds;
+    return sum;
+  };
+  const double before = pool_cpu();
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  EXPECT_LT(process_cpu_seconds() - before, 0.05);
+  EXPECT_LT(pool_cpu() - before, 0.05);
   EXPECT_EQ(done.load(), 8);
 }
 
@@ -167,8 +200,8 @@ TEST(Threads, CpAlsStartsNoOpenMpTeamAndIsDeterministic) {
   const auto c = detail::make_compute<double>(Backend::cpu);
   const index_t n = 600;
   std::vector<double> x(static_cast<std::size_t>(n * n), 0.5), y(x.size());
-  c->gemm(detail::Op::none, detail::Op::none, n, n, n, 1.0, x.data(), n, x.data(), n, 0.0,
-          y.data(), n);
+  c->gemm(detail::Op::none, detail::Op::none, n, n, n, 1.0, x.data(), n, x.data(), n, 0.0, y.data(),
+          n);
   EXPECT_EQ(y[0], 0.25 * static_cast<double>(n));
   // The pool's one worker at most: BLAS ran single-threaded inside its tasks, so no
   // OpenMP thread (which would spin at barriers) was created.
