@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "cli_run.hpp"
 #include "core/layout.hpp"
 #include "cp/cp_als.hpp"
 #include "temp_dir.hpp"
@@ -384,25 +385,6 @@ TEST(Views, NullDataWithElementsIsRefused) {
 // --- the program ---------------------------------------------------------------
 
 namespace {
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-struct CliRun {
-  int code = -1;
-  std::string err;
-};
-
-CliRun tenfold_cli(const TempDir& dir, const std::string& args) {
-  const fs::path err = dir / "stderr.txt";
-  const std::string cmd = std::string(TENFOLD_CLI) + " " + args + " >/dev/null 2>" + err.string();
-  const int status = std::system(cmd.c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(err)};
-}
 
 // Writes the array as dir/f.npy (Fortran order) and dir/c.npy (C order).
 template <class T>

@@ -540,6 +540,20 @@ template CpResult<double> run_cp_als<double>(CpOperand<double>&, Compute<double>
 template void arrange<float>(KTensor<float>&);
 template void arrange<double>(KTensor<double>&);
 
+void validate_dense_shape(const std::vector<index_t>& dims) {
+  const int order = static_cast<int>(dims.size());
+  if (order < 2) {
+    throw InvalidArgument("CP-ALS needs a tensor of order >= 2, got order " +
+                          std::to_string(order));
+  }
+  for (int n = 0; n < order; ++n) {
+    if (dims[static_cast<std::size_t>(n)] < 1) {
+      throw InvalidArgument("tensor of shape " + shape_string(dims) + " is empty (mode " +
+                            std::to_string(n) + " has size 0)");
+    }
+  }
+}
+
 }  // namespace detail
 
 index_t max_cp_rank(std::span<const index_t> dims) {
@@ -599,16 +613,7 @@ std::string_view to_string(CpStop stop) {
 template <class T>
 CpResult<T> cp_als(TensorView<const T> x, const CpOptions<T>& options) {
   const auto start = detail::Clock::now();
-  if (x.order() < 2) {
-    throw InvalidArgument("CP-ALS needs a tensor of order >= 2, got order " +
-                          std::to_string(x.order()));
-  }
-  for (int n = 0; n < x.order(); ++n) {
-    if (x.dim(n) < 1) {
-      throw InvalidArgument("tensor of shape " + detail::shape_string(x.dims()) +
-                            " is empty (mode " + std::to_string(n) + " has size 0)");
-    }
-  }
+  detail::validate_dense_shape(x.dims());
   check_finite(x, "tensor");
   detail::validate_cp_options(options, x.dims());
   auto c = detail::make_compute<T>(options.backend);

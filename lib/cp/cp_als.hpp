@@ -9,6 +9,10 @@
 
 namespace tenfold::detail {
 
+/// Throws InvalidArgument unless a dense tensor of these sizes has order >= 2 and no
+/// empty mode.
+void validate_dense_shape(const std::vector<index_t>& dims);
+
 /// Throws InvalidArgument / DimensionMismatch for options that do not fit `dims`.
 template <class T>
 void validate_cp_options(const CpOptions<T>& options, const std::vector<index_t>& dims);

@@ -14,16 +14,7 @@ template <class T>
 CpResult<T> cp_als(TensorView<const T> x, TensorView<const std::uint8_t> observed,
                    const CpOptions<T>& options) {
   const auto start = std::chrono::steady_clock::now();
-  if (x.order() < 2) {
-    throw InvalidArgument("CP-ALS needs a tensor of order >= 2, got order " +
-                          std::to_string(x.order()));
-  }
-  for (int n = 0; n < x.order(); ++n) {
-    if (x.dim(n) < 1) {
-      throw InvalidArgument("tensor of shape " + detail::shape_string(x.dims()) +
-                            " is empty (mode " + std::to_string(n) + " has size 0)");
-    }
-  }
+  detail::validate_dense_shape(x.dims());
   if (observed.dims() != x.dims()) {
     throw DimensionMismatch("the mask of observed entries has shape " +
                             detail::shape_string(observed.dims()) + ", the tensor " +
