@@ -30,7 +30,7 @@ from tensorly.decomposition import tucker as tl_tucker
 import tenfold
 
 CASES = [
-    ("cp", (100, 100, 100), 10, 20, 3.0),
+    ("cp", (100, 100, 100), 10, 20, None),
     ("cp", (200, 200, 200), 16, 10, None),
     ("cp", (200, 200, 200), 64, 10, 3.0),
     ("tucker", (200, 200, 200), 20, 0, None),
