@@ -134,3 +134,18 @@ def test_binding_adds_under_one_percent_to_the_library_time():
             wall = time.perf_counter() - start
             overheads.append((wall - r.timings["total"]) / r.timings["total"])
         assert min(overheads) < 0.01, overheads
+
+
+def test_thread_count_and_build_queries():
+    default = tenfold.num_threads()
+    assert default >= 1
+    try:
+        tenfold.set_num_threads(1)
+        assert tenfold.num_threads() == 1
+    finally:
+        tenfold.set_num_threads(0)
+    assert tenfold.num_threads() == default
+    with pytest.raises(ValueError):
+        tenfold.set_num_threads(-1)
+    assert isinstance(tenfold.cuda_compiled(), bool)
+    assert tenfold.cuda_available() <= tenfold.cuda_compiled()
