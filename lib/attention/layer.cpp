@@ -2,6 +2,7 @@
 #include <string>
 
 #include "attention/heads.hpp"
+#include "core/names.hpp"
 #include "tenfold/error.hpp"
 
 namespace tenfold::attention {
@@ -108,27 +109,19 @@ CollaborativeLayer<T> exact(const QueryKeyLayer<T>& layer) {
   return out;
 }
 
-std::string_view to_string(Init init) {
-  switch (init) {
-    case Init::structured:
-      return "structured";
-    case Init::heads:
-      return "heads";
-    case Init::random:
-      return "random";
-    case Init::nvecs:
-      return "nvecs";
-  }
-  return "?";
-}
+namespace {
+
+constexpr ::tenfold::detail::Named<Init> inits[] = {{Init::structured, "structured"},
+                                                    {Init::heads, "heads"},
+                                                    {Init::nvecs, "nvecs"},
+                                                    {Init::random, "random"}};
+
+}  // namespace
+
+std::string_view to_string(Init init) { return ::tenfold::detail::name_of<Init>(inits, init); }
 
 Init parse_init(std::string_view name) {
-  if (name == "structured") return Init::structured;
-  if (name == "heads") return Init::heads;
-  if (name == "random") return Init::random;
-  if (name == "nvecs") return Init::nvecs;
-  throw InvalidArgument("unknown init '" + std::string(name) +
-                        "' (expected structured, heads, nvecs or random)");
+  return ::tenfold::detail::parse_named<Init>(inits, name, "init");
 }
 
 namespace detail {

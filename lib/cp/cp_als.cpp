@@ -10,6 +10,7 @@
 #include "core/format.hpp"
 #include "core/layout.hpp"
 #include "core/memory.hpp"
+#include "core/names.hpp"
 #include "core/random.hpp"
 #include "cp/dense_operand.hpp"
 #include "cp/hals.hpp"
@@ -573,42 +574,26 @@ index_t max_cp_rank(std::span<const index_t> dims) {
   return best;
 }
 
-std::string_view to_string(CpInit init) {
-  switch (init) {
-    case CpInit::automatic:
-      return "auto";
-    case CpInit::random:
-      return "random";
-    case CpInit::nvecs:
-      return "nvecs";
-    case CpInit::given:
-      return "given";
-  }
-  return "?";
-}
+namespace {
+
+constexpr detail::Named<CpInit> cp_inits[] = {{CpInit::automatic, "auto"},
+                                              {CpInit::random, "random"},
+                                              {CpInit::nvecs, "nvecs"},
+                                              {CpInit::given, "given"}};
+constexpr detail::Named<CpStop> cp_stops[] = {{CpStop::converged, "converged"},
+                                              {CpStop::max_iters, "max_iters"},
+                                              {CpStop::time_limit, "time_limit"},
+                                              {CpStop::callback, "callback"}};
+
+}  // namespace
+
+std::string_view to_string(CpInit init) { return detail::name_of<CpInit>(cp_inits, init); }
 
 CpInit parse_cp_init(std::string_view name) {
-  if (name == "auto") return CpInit::automatic;
-  if (name == "random") return CpInit::random;
-  if (name == "nvecs") return CpInit::nvecs;
-  if (name == "given") return CpInit::given;
-  throw InvalidArgument("unknown init '" + std::string(name) +
-                        "' (expected auto, random, nvecs or given)");
+  return detail::parse_named<CpInit>(cp_inits, name, "init");
 }
 
-std::string_view to_string(CpStop stop) {
-  switch (stop) {
-    case CpStop::converged:
-      return "converged";
-    case CpStop::max_iters:
-      return "max_iters";
-    case CpStop::time_limit:
-      return "time_limit";
-    case CpStop::callback:
-      return "callback";
-  }
-  return "?";
-}
+std::string_view to_string(CpStop stop) { return detail::name_of<CpStop>(cp_stops, stop); }
 
 template <class T>
 CpResult<T> cp_als(TensorView<const T> x, const CpOptions<T>& options) {

@@ -9,7 +9,7 @@ namespace tenfold::detail {
 template <class T>
 DenseOperand<T>::DenseOperand(Compute<T>& c, TensorView<const T> x)
     : CpOperand<T>(c), dims_(x.dims()) {
-  if (c.kind() == Backend::cpu) {
+  if (c.host_memory()) {
     x_ = x.data();
   } else {
     x_copy_ = Buffer<T>(c, static_cast<std::size_t>(x.numel()));

@@ -1,0 +1,2 @@
+target_sources(tenfold_objects PRIVATE
+  reference/reference_compute.cpp)
