@@ -174,7 +174,11 @@ void ReferenceCompute<T>::syevd(index_t n, T* a, index_t lda, T* host_w) {
     }
   };
   // A sweep that rotates nothing ends the iteration: every A_pq is then below rounding
-  // of both A_pp and A_qq (and is set to zero).
+  // of both A_pp and A_qq, or below rounding of ||A||_F (the backward error of a
+  // normwise stable solver such as LAPACK's), and is set to zero.
+  double frobenius = 0.0;
+  for (const double x : s) frobenius += x * x;
+  const double negligible = std::numeric_limits<double>::epsilon() * std::sqrt(frobenius);
   bool rotated = true;
   for (int sweep = 0; rotated && sweep < 100; ++sweep) {
     rotated = false;
@@ -182,7 +186,7 @@ void ReferenceCompute<T>::syevd(index_t n, T* a, index_t lda, T* host_w) {
       for (std::size_t q = p + 1; q < un; ++q) {
         const double apq = s[p + q * un], g = 100.0 * std::abs(apq);
         const double app = std::abs(s[p + p * un]), aqq = std::abs(s[q + q * un]);
-        if (app + g == app && aqq + g == aqq) {
+        if ((app + g == app && aqq + g == aqq) || std::abs(apq) <= negligible) {
           s[p + q * un] = s[q + p * un] = 0.0;
           continue;
         }
