@@ -1,4 +1,4 @@
-// Dense tensor as a CP-ALS operand. MTTKRP by a dimension tree of depth one:
+// A dense tensor in backend memory, and its MTTKRP by a dimension tree of depth one:
 // the tensor is contracted with the Khatri-Rao product of a block of trailing
 // (leading) modes in one large GEMM, and each mode of the remaining block is
 // finished from that partial result with small batched products. A sweep thus
@@ -9,9 +9,36 @@
 #include <span>
 #include <vector>
 
-#include "cp/operand.hpp"
+#include "core/compute.hpp"
 
 namespace tenfold::detail {
+
+/// A dense tensor on a backend: a view of host data on a host backend, a copy
+/// uploaded once otherwise; its squared norm computed once and kept.
+template <class T>
+class DeviceTensor {
+ public:
+  /// Views `x` on a host backend; copies it to the device otherwise.
+  DeviceTensor(Compute<T>& c, TensorView<const T> x);
+  /// Views a tensor that is already in backend memory (it must outlive this object).
+  DeviceTensor(Compute<T>& c, const T* backend_data, std::vector<index_t> dims);
+
+  const std::vector<index_t>& dims() const { return dims_; }
+  int order() const { return static_cast<int>(dims_.size()); }
+  /// The tensor in backend memory.
+  const T* data() const { return x_; }
+  /// ||X||^2, accumulated in double.
+  double norm_squared();
+  /// Forgets the norm (the tensor's entries changed).
+  void data_changed() { norm_squared_ = -1.0; }
+
+ private:
+  Compute<T>& c_;
+  std::vector<index_t> dims_;
+  const T* x_ = nullptr;
+  Buffer<T> copy_;
+  double norm_squared_ = -1.0;
+};
 
 /// Khatri-Rao product of factors[lo..hi) (I_m x R each, mode lo fastest), built in kr
 /// with tmp as scratch (both grown as needed); returns it, or factors[lo] when hi = lo + 1.
@@ -20,45 +47,48 @@ const T* khatri_rao_range(Compute<T>& c, const std::vector<index_t>& dims,
                           std::span<const T* const> factors, int lo, int hi, index_t rank,
                           Buffer<T>& kr, Buffer<T>& tmp);
 
+/// MTTKRP and mode Grams of a dense tensor in backend memory (see the file comment).
 template <class T>
-class DenseOperand final : public CpOperand<T> {
+class DenseMttkrp {
  public:
-  /// Views `x` on the cpu backend; copies it to the device once otherwise.
-  DenseOperand(Compute<T>& c, TensorView<const T> x);
-  /// Views a tensor that is already in backend memory (it must outlive the operand).
-  DenseOperand(Compute<T>& c, const T* backend_data, std::vector<index_t> dims);
+  DenseMttkrp(Compute<T>& c, TensorView<const T> x);
+  DenseMttkrp(Compute<T>& c, const T* backend_data, std::vector<index_t> dims);
+  DenseMttkrp(const DenseMttkrp&) = delete;
+  DenseMttkrp& operator=(const DenseMttkrp&) = delete;
 
-  const std::vector<index_t>& dims() const override { return dims_; }
-  double norm_squared() override;
-  void mttkrp(int n, std::span<const T* const> factors, index_t rank, T* out) override;
-  void factor_changed(int m) override;
-  void mode_gram(int n, T* out) override;
-  /// Drops every cached contraction (the tensor's entries changed).
+  DeviceTensor<T>& tensor() { return x_; }
+  const DeviceTensor<T>& tensor() const { return x_; }
+  const std::vector<index_t>& dims() const { return x_.dims(); }
+  int order() const { return x_.order(); }
+  /// out (I_n x R) = X_(n) (U_{N-1} (.) ... U_{n+1} (.) U_{n-1} ... (.) U_0); partial
+  /// contractions are cached until factor_changed(m) names a factor they involve.
+  void mttkrp(int n, std::span<const T* const> factors, index_t rank, T* out);
+  void factor_changed(int m);
+  /// out (I_n x I_n) = X_(n) X_(n)^T.
+  void mode_gram(int n, T* out);
+  /// Drops every cached contraction and the norm (the tensor's entries changed).
   void data_changed() {
     cached_ = Cached::none;
-    norm_squared_ = -1.0;
+    x_.data_changed();
   }
-  double workspace_elements(index_t rank, bool mode_grams) const override;
-  /// The tensor in backend memory.
-  const T* data() const { return x_; }
+  /// Upper bound on the elements the MTTKRPs at `rank` allocate (see CpOperand).
+  double workspace_elements(index_t rank) const;
 
  private:
   enum class Cached { none, leading, trailing };
 
   void choose_blocks();
-  index_t prod(int lo, int hi) const;  // prod of dims_[lo..hi)
+  index_t prod(int lo, int hi) const;  // prod of dims()[lo..hi)
   // out = MTTKRP of local mode j of the partial tensor y (modes lo..hi of X, then R).
   void finish(const T* y, int lo, int hi, int n, std::span<const T* const> factors, index_t rank,
               T* out);
 
-  std::vector<index_t> dims_;
-  const T* x_ = nullptr;
-  Buffer<T> x_copy_;
+  Compute<T>& c_;
+  DeviceTensor<T> x_;
   int lead_end_ = 1;     // modes [0, lead_end_) are finished from X contracted over the rest
   int trail_begin_ = 1;  // modes [lead_end_, N) from X contracted over modes [0, trail_begin_)
   Cached cached_ = Cached::none;
   index_t cached_rank_ = 0;
-  double norm_squared_ = -1.0;
   Buffer<T> y_, kr_, kr_tmp_, v_;
 };
 
