@@ -182,12 +182,6 @@ void DenseMttkrp<T>::mode_gram(int n, T* out) {
   detail::mode_gram(c_, x_.data(), dims(), n, out);
 }
 
-template const float* khatri_rao_range<float>(Compute<float>&, const std::vector<index_t>&,
-                                              std::span<const float* const>, int, int, index_t,
-                                              Buffer<float>&, Buffer<float>&);
-template const double* khatri_rao_range<double>(Compute<double>&, const std::vector<index_t>&,
-                                                std::span<const double* const>, int, int, index_t,
-                                                Buffer<double>&, Buffer<double>&);
 #define TENFOLD_INSTANTIATE_DENSE_MTTKRP(T) \
   template class DeviceTensor<T>;           \
   template class DenseMttkrp<T>;
