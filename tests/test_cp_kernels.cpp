@@ -274,17 +274,7 @@ TYPED_TEST(Kernels, CholeskySolveFromTheRight) {
   using T = typename TypeParam::type;
   for (const auto [n, m] : {std::pair<index_t, index_t>{5, 7}, {77, 130}, {150, 301}}) {
     const index_t ld = n + 1, ldb = m + 2;
-    // SPD A = G^T G + n I.
-    const auto g = random_values<T>(static_cast<std::size_t>(n * n), 60);
-    std::vector<T> a(static_cast<std::size_t>(ld * n));
-    for (index_t j = 0; j < n; ++j)
-      for (index_t i = 0; i < n; ++i) {
-        double s = i == j ? static_cast<double>(n) : 0.0;
-        for (index_t l = 0; l < n; ++l)
-          s += static_cast<double>(g[static_cast<std::size_t>(l + i * n)]) *
-               g[static_cast<std::size_t>(l + j * n)];
-        a[static_cast<std::size_t>(i + j * ld)] = static_cast<T>(s);
-      }
+    const std::vector<T> a = random_spd<T>(n, ld, 60);
     std::vector<T> l = a;
     ASSERT_TRUE(this->c.potrf(n, l.data(), ld));
     // The lower triangle holds L with L L^T = A.

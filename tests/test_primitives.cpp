@@ -135,22 +135,6 @@ TEST_P(Primitives, Syrk) {
   syrk_cases<double>(GetParam());
 }
 
-// SPD A = G^T G + n I (n x n, leading dimension n + 1).
-template <class T>
-std::vector<T> spd(index_t n, std::uint64_t seed) {
-  const auto g = values<T>(n * n, seed);
-  std::vector<T> a(static_cast<std::size_t>((n + 1) * n));
-  for (index_t j = 0; j < n; ++j)
-    for (index_t i = 0; i < n; ++i) {
-      double s = i == j ? static_cast<double>(n) : 0.0;
-      for (index_t l = 0; l < n; ++l)
-        s += static_cast<double>(g[static_cast<std::size_t>(l + i * n)]) *
-             g[static_cast<std::size_t>(l + j * n)];
-      a[static_cast<std::size_t>(i + j * (n + 1))] = static_cast<T>(s);
-    }
-  return a;
-}
-
 template <class T>
 void cholesky_cases(Backend b) {
   for (const auto& [n, m] :
@@ -161,7 +145,7 @@ void cholesky_cases(Backend b) {
       ASSERT_TRUE(c.potrf(n, p[0], ld));
       c.potrs_right(n, p[0], ld, m, p[1], ldb);
     };
-    Host<T> data = {spd<T>(n, 30), values<T>(ldb * n, 31)};
+    Host<T> data = {random_spd<T>(n, ld, 30), values<T>(ldb * n, 31)};
     const auto test = detail::make_compute<T>(b);
     const auto ref = detail::make_compute<T>(Backend::reference);
     Host<T> got = run_on(*test, data, solve), want = run_on(*ref, data, solve);

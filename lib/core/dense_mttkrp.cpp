@@ -182,8 +182,11 @@ void DenseMttkrp<T>::mode_gram(int n, T* out) {
   detail::mode_gram(c_, x_.data(), dims(), n, out);
 }
 
-#define TENFOLD_INSTANTIATE_DENSE_MTTKRP(T) \
-  template class DeviceTensor<T>;           \
+#define TENFOLD_INSTANTIATE_DENSE_MTTKRP(T)                                                       \
+  template const T* khatri_rao_range<T>(Compute<T>&, const std::vector<index_t>&,                 \
+                                        std::span<const T* const>, int, int, index_t, Buffer<T>&, \
+                                        Buffer<T>&);                                              \
+  template class DeviceTensor<T>;                                                                 \
   template class DenseMttkrp<T>;
 TENFOLD_INSTANTIATE_FOR_EACH_VALUE_TYPE(TENFOLD_INSTANTIATE_DENSE_MTTKRP)
 

@@ -130,43 +130,6 @@ void sum_over_inner(index_t m, index_t n, index_t k, index_t chunks, T alpha, T 
 }  // namespace
 
 template <class T>
-std::uint64_t CpuCompute<T>::available_bytes() {
-  return host_available_bytes();
-}
-
-template <class T>
-T* CpuCompute<T>::allocate(std::size_t n) {
-  if (n == 0) return nullptr;
-  if (n > std::numeric_limits<std::size_t>::max() / sizeof(T)) throw std::bad_alloc();
-  return static_cast<T*>(::operator new[](n * sizeof(T), std::align_val_t{64}));
-}
-
-template <class T>
-void CpuCompute<T>::deallocate(T* p) noexcept {
-  ::operator delete[](p, std::align_val_t{64});
-}
-
-template <class T>
-void CpuCompute<T>::upload(T* dst, const T* host_src, std::size_t n) {
-  if (n > 0) std::memcpy(dst, host_src, n * sizeof(T));
-}
-
-template <class T>
-void CpuCompute<T>::download(T* host_dst, const T* src, std::size_t n) {
-  if (n > 0) std::memcpy(host_dst, src, n * sizeof(T));
-}
-
-template <class T>
-void CpuCompute<T>::copy(T* dst, const T* src, std::size_t n) {
-  if (n > 0) std::memcpy(dst, src, n * sizeof(T));
-}
-
-template <class T>
-void CpuCompute<T>::fill(T* dst, std::size_t n, T value) {
-  std::fill(dst, dst + n, value);
-}
-
-template <class T>
 void CpuCompute<T>::gemm(Op ta, Op tb, index_t m, index_t n, index_t k, T alpha, const T* a,
                          index_t lda, const T* b, index_t ldb, T beta, T* c, index_t ldc) {
   if (m == 0 || n == 0) return;

@@ -30,43 +30,6 @@ void update(T& out, double alpha, double s, double beta) {
 
 }  // namespace
 
-template <class T>
-std::uint64_t ReferenceCompute<T>::available_bytes() {
-  return host_available_bytes();
-}
-
-template <class T>
-T* ReferenceCompute<T>::allocate(std::size_t n) {
-  if (n == 0) return nullptr;
-  if (n > std::numeric_limits<std::size_t>::max() / sizeof(T)) throw std::bad_alloc();
-  return static_cast<T*>(::operator new[](n * sizeof(T), std::align_val_t{64}));
-}
-
-template <class T>
-void ReferenceCompute<T>::deallocate(T* p) noexcept {
-  ::operator delete[](p, std::align_val_t{64});
-}
-
-template <class T>
-void ReferenceCompute<T>::upload(T* dst, const T* host_src, std::size_t n) {
-  std::copy(host_src, host_src + n, dst);
-}
-
-template <class T>
-void ReferenceCompute<T>::download(T* host_dst, const T* src, std::size_t n) {
-  std::copy(src, src + n, host_dst);
-}
-
-template <class T>
-void ReferenceCompute<T>::copy(T* dst, const T* src, std::size_t n) {
-  std::copy(src, src + n, dst);
-}
-
-template <class T>
-void ReferenceCompute<T>::fill(T* dst, std::size_t n, T value) {
-  std::fill(dst, dst + n, value);
-}
-
 // C(i, j) = alpha sum_l op(A)(i, l) op(B)(l, j) + beta C(i, j).
 template <class T>
 void ReferenceCompute<T>::gemm(Op ta, Op tb, index_t m, index_t n, index_t k, T alpha, const T* a,
