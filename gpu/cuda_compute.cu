@@ -8,6 +8,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/instantiate.hpp"
 #include "cuda_check.cuh"
 #include "cuda_compute.hpp"
 #include "kernels.cuh"
@@ -376,7 +377,8 @@ std::unique_ptr<Compute<T>> make_cuda_compute() {
   return std::make_unique<CudaCompute<T>>(selected_device(count));
 }
 
-template std::unique_ptr<Compute<float>> make_cuda_compute<float>();
-template std::unique_ptr<Compute<double>> make_cuda_compute<double>();
+#define TENFOLD_INSTANTIATE_MAKE_CUDA_COMPUTE(T) \
+  template std::unique_ptr<Compute<T>> make_cuda_compute<T>();
+TENFOLD_INSTANTIATE_FOR_EACH_VALUE_TYPE(TENFOLD_INSTANTIATE_MAKE_CUDA_COMPUTE)
 
 }  // namespace tenfold::detail

@@ -1,5 +1,6 @@
 #include <algorithm>
 
+#include "core/instantiate.hpp"
 #include "cuda_check.cuh"
 #include "kernels.cuh"
 
@@ -218,30 +219,18 @@ void launch_dot(cudaStream_t stream, std::size_t n, const T* x, const T* y, doub
   check_launch("dot final-sum kernel launch");
 }
 
-template void launch_fill<float>(cudaStream_t, float*, std::size_t, float);
-template void launch_hadamard<float>(cudaStream_t, std::size_t, const float*, float*);
-template void launch_axpy<float>(cudaStream_t, std::size_t, float, const float*, float*);
-template void launch_khatri_rao<float>(cudaStream_t, index_t, index_t, index_t, const float*,
-                                       const float*, float*);
-template void launch_normalize_columns<float>(cudaStream_t, ColumnNorm, index_t, index_t, float*,
-                                              index_t, float*);
-template void launch_scale_columns<float>(cudaStream_t, index_t, index_t, float*, index_t,
-                                          const float*);
-template void launch_add_diagonal<float>(cudaStream_t, index_t, float*, index_t, float);
-template void launch_mirror_lower<float>(cudaStream_t, index_t, float*, index_t);
-template void launch_dot<float>(cudaStream_t, std::size_t, const float*, const float*, double*);
-
-template void launch_fill<double>(cudaStream_t, double*, std::size_t, double);
-template void launch_hadamard<double>(cudaStream_t, std::size_t, const double*, double*);
-template void launch_axpy<double>(cudaStream_t, std::size_t, double, const double*, double*);
-template void launch_khatri_rao<double>(cudaStream_t, index_t, index_t, index_t, const double*,
-                                        const double*, double*);
-template void launch_normalize_columns<double>(cudaStream_t, ColumnNorm, index_t, index_t, double*,
-                                               index_t, double*);
-template void launch_scale_columns<double>(cudaStream_t, index_t, index_t, double*, index_t,
-                                           const double*);
-template void launch_add_diagonal<double>(cudaStream_t, index_t, double*, index_t, double);
-template void launch_mirror_lower<double>(cudaStream_t, index_t, double*, index_t);
-template void launch_dot<double>(cudaStream_t, std::size_t, const double*, const double*, double*);
+#define TENFOLD_INSTANTIATE_KERNELS(T)                                                            \
+  template void launch_fill<T>(cudaStream_t, T*, std::size_t, T);                                 \
+  template void launch_hadamard<T>(cudaStream_t, std::size_t, const T*, T*);                      \
+  template void launch_axpy<T>(cudaStream_t, std::size_t, T, const T*, T*);                       \
+  template void launch_khatri_rao<T>(cudaStream_t, index_t, index_t, index_t, const T*, const T*, \
+                                     T*);                                                         \
+  template void launch_normalize_columns<T>(cudaStream_t, ColumnNorm, index_t, index_t, T*,       \
+                                            index_t, T*);                                         \
+  template void launch_scale_columns<T>(cudaStream_t, index_t, index_t, T*, index_t, const T*);   \
+  template void launch_add_diagonal<T>(cudaStream_t, index_t, T*, index_t, T);                    \
+  template void launch_mirror_lower<T>(cudaStream_t, index_t, T*, index_t);                       \
+  template void launch_dot<T>(cudaStream_t, std::size_t, const T*, const T*, double*);
+TENFOLD_INSTANTIATE_FOR_EACH_VALUE_TYPE(TENFOLD_INSTANTIATE_KERNELS)
 
 }  // namespace tenfold::detail

@@ -45,6 +45,23 @@ Tensor<T> random_tensor(const std::vector<index_t>& dims, std::uint64_t seed) {
   return x;
 }
 
+/// Symmetric positive definite A = G^T G + n I (n x n, leading dimension ld) from a
+/// random G.
+template <class T>
+std::vector<T> random_spd(index_t n, index_t ld, std::uint64_t seed) {
+  const auto g = random_values<T>(static_cast<std::size_t>(std::max<index_t>(n * n, 1)), seed);
+  std::vector<T> a(static_cast<std::size_t>(std::max<index_t>(ld * n, 1)));
+  for (index_t j = 0; j < n; ++j)
+    for (index_t i = 0; i < n; ++i) {
+      double s = i == j ? static_cast<double>(n) : 0.0;
+      for (index_t l = 0; l < n; ++l)
+        s += static_cast<double>(g[static_cast<std::size_t>(l + i * n)]) *
+             g[static_cast<std::size_t>(l + j * n)];
+      a[static_cast<std::size_t>(i + j * ld)] = static_cast<T>(s);
+    }
+  return a;
+}
+
 /// Random CP model with weights in [1, 2) and factor entries in [-1, 1).
 template <class T>
 KTensor<T> random_ktensor(const std::vector<index_t>& dims, index_t rank, std::uint64_t seed) {

@@ -8,6 +8,7 @@
 #include <random>
 #include <vector>
 
+#include "backend_test_util.hpp"
 #include "random_matrix.hpp"
 #include "tenfold/attention.hpp"
 #include "tenfold/error.hpp"
@@ -130,7 +131,9 @@ double max_relative_difference(const Tensor<double>& a, const Tensor<double>& b)
   return worst;
 }
 
-TEST(Attention, ScoresMatchLoopReference) {
+class Attention : public tenfold::test::OnEachBackend {};
+
+TEST_P(Attention, ScoresMatchLoopReference) {
   const auto l = random_layer<double>(3, 4, 10, true, 1);
   std::mt19937_64 gen(2);
   const auto x = gaussian<double>(10, 5, 1.0, gen), y = gaussian<double>(10, 7, 1.0, gen);
@@ -140,7 +143,7 @@ TEST(Attention, ScoresMatchLoopReference) {
     EXPECT_NEAR(s[i], ref[i], 1e-13 * (1.0 + std::abs(ref[i])));
 }
 
-TEST(Attention, CollaborativeScoresMatchLoopReference) {
+TEST_P(Attention, CollaborativeScoresMatchLoopReference) {
   std::mt19937_64 gen(3);
   CollaborativeLayer<double> c;
   c.mixing = gaussian<double>(3, 5, 1.0, gen);
@@ -167,7 +170,7 @@ TEST(Attention, CollaborativeScoresMatchLoopReference) {
       }
 }
 
-TEST(Attention, FullRankKeepsProbabilitiesAndScoresUpToRowConstants) {
+TEST_P(Attention, FullRankKeepsProbabilitiesAndScoresUpToRowConstants) {
   for (std::uint64_t seed = 10; seed < 13; ++seed) {
     const auto l = random_layer<double>(4, 3, 9, true, seed);
     std::mt19937_64 gen(seed + 100);
@@ -188,7 +191,7 @@ TEST(Attention, FullRankKeepsProbabilitiesAndScoresUpToRowConstants) {
   }
 }
 
-TEST(Attention, KeyBiasChangesNoProbability) {
+TEST_P(Attention, KeyBiasChangesNoProbability) {
   auto l = random_layer<double>(3, 4, 10, true, 20);
   std::mt19937_64 gen(21);
   const auto x = gaussian<double>(10, 5, 1.0, gen), y = gaussian<double>(10, 6, 1.0, gen);
@@ -205,16 +208,17 @@ TEST(Attention, KeyBiasChangesNoProbability) {
   EXPECT_LT(max_relative_difference(after, softmax(scores(c_after, x, y))), 1e-12);
 }
 
-TEST(Attention, QkTensorIsTheDenseTensor) {
+TEST_P(Attention, QkTensorIsTheDenseTensor) {
   const auto l = random_layer<double>(3, 2, 5, false, 30);
   const Tensor<double> t = qk_tensor(l).full(), ref = dense_qk(l);
   for (index_t i = 0; i < t.numel(); ++i) EXPECT_NEAR(t[i], ref[i], 1e-15);
 }
 
-TEST(Attention, ReportedErrorEqualsDenseError) {
+TEST_P(Attention, ReportedErrorEqualsDenseError) {
   const auto l = random_layer<double>(3, 4, 10, true, 40);
   for (index_t r : {1, 3, 6, 9, 12}) {
     CompressOptions o;
+    o.backend = backend();
     o.rank = r;
     o.max_iters = 20;
     const CompressResult<double> res = compress(l, o);
@@ -224,7 +228,7 @@ TEST(Attention, ReportedErrorEqualsDenseError) {
   }
 }
 
-TEST(Attention, NearExactErrorIsNotLostToCancellation) {
+TEST_P(Attention, NearExactErrorIsNotLostToCancellation) {
   // A collaborative layer 1e-7 away (relative) from the exact one: the difference
   // of norms would cancel; the reported error must still be right to many digits.
   const auto l = random_layer<double>(3, 4, 10, false, 50);
@@ -238,18 +242,20 @@ TEST(Attention, NearExactErrorIsNotLostToCancellation) {
   EXPECT_NEAR(qk_error(l, c), dense, 1e-6 * dense);
 }
 
-TEST(Attention, ErrorFallsWithRankAndVanishesAtFullRank) {
+TEST_P(Attention, ErrorFallsWithRankAndVanishesAtFullRank) {
   for (std::uint64_t seed : {60, 61}) {
     const auto l = random_layer<double>(4, 4, 12, true, seed);
     double previous = 1.0;
     for (index_t r : {2, 4, 6, 8, 10, 12, 14}) {
       CompressOptions o;
+      o.backend = backend();
       o.rank = r;
       const CompressResult<double> res = compress(l, o);
       EXPECT_LT(res.relative_error, previous) << "R = " << r;
       previous = res.relative_error;
     }
     CompressOptions o;
+    o.backend = backend();
     o.rank = 16;
     const CompressResult<double> full = compress(l, o);
     EXPECT_LT(full.relative_error, 1e-13);
@@ -259,10 +265,11 @@ TEST(Attention, ErrorFallsWithRankAndVanishesAtFullRank) {
   }
 }
 
-TEST(Attention, StructuredKeepsTheBetterOfItsStarts) {
+TEST_P(Attention, StructuredKeepsTheBetterOfItsStarts) {
   const auto l = random_layer<double>(4, 4, 12, false, 70);
   auto run = [&](Init init) {
     CompressOptions o;
+    o.backend = backend();
     o.rank = 7;
     o.max_iters = 6;
     o.tol = 0.0;
@@ -275,6 +282,7 @@ TEST(Attention, StructuredKeepsTheBetterOfItsStarts) {
   EXPECT_EQ(best.iterations, 6);
   // A heads start that converges within the trial is kept as it is.
   CompressOptions loose;
+  loose.backend = backend();
   loose.rank = 7;
   loose.tol = 0.05;
   loose.init = Init::heads;
@@ -285,16 +293,18 @@ TEST(Attention, StructuredKeepsTheBetterOfItsStarts) {
   EXPECT_EQ(compress(l, loose).relative_error, h.relative_error);
   // Past the trial the kept start goes on: never worse than after the trial.
   CompressOptions o;
+  o.backend = backend();
   o.rank = 7;
   o.max_iters = 40;
   o.tol = 0.0;
   EXPECT_LE(compress(l, o).relative_error, best.relative_error);
 }
 
-TEST(Attention, AllStartsRunAndRandomDependsOnSeed) {
+TEST_P(Attention, AllStartsRunAndRandomDependsOnSeed) {
   const auto l = random_layer<double>(3, 4, 10, true, 80);
   for (Init init : {Init::structured, Init::heads, Init::nvecs, Init::random}) {
     CompressOptions o;
+    o.backend = backend();
     o.rank = 5;
     o.init = init;
     const CompressResult<double> r = compress(l, o);
@@ -304,6 +314,7 @@ TEST(Attention, AllStartsRunAndRandomDependsOnSeed) {
     EXPECT_EQ(parse_init(to_string(init)), init);
   }
   CompressOptions o;
+  o.backend = backend();
   o.rank = 5;
   o.init = Init::random;
   o.max_iters = 3;
@@ -313,9 +324,10 @@ TEST(Attention, AllStartsRunAndRandomDependsOnSeed) {
   EXPECT_NE(a, compress(l, o).relative_error);
 }
 
-TEST(Attention, ParameterCounts) {
+TEST_P(Attention, ParameterCounts) {
   auto l = random_layer<double>(3, 4, 10, true, 90);
   CompressOptions o;
+  o.backend = backend();
   o.rank = 5;
   o.max_iters = 2;
   CompressResult<double> r = compress(l, o);
@@ -329,7 +341,7 @@ TEST(Attention, ParameterCounts) {
   EXPECT_EQ(r.layer.content.size(), 0);
 }
 
-TEST(Attention, FloatLayers) {
+TEST_P(Attention, FloatLayers) {
   const auto ld = random_layer<double>(3, 4, 10, true, 100);
   QueryKeyLayer<float> lf;
   lf.heads = 3;
@@ -340,6 +352,7 @@ TEST(Attention, FloatLayers) {
       10, 12, std::vector<float>(ld.key_weight.values().begin(), ld.key_weight.values().end()));
   lf.query_bias.assign(ld.query_bias.begin(), ld.query_bias.end());
   CompressOptions o;
+  o.backend = backend();
   o.rank = 6;
   o.max_iters = 30;
   const double ed = compress(ld, o).relative_error, ef = compress(lf, o).relative_error;
@@ -347,7 +360,7 @@ TEST(Attention, FloatLayers) {
   EXPECT_LT(qk_error(lf, exact(lf)), 1e-6);
 }
 
-TEST(Attention, RedundancyOfAKnownSpectrum) {
+TEST_P(Attention, RedundancyOfAKnownSpectrum) {
   // W_Q = U diag(a), W_K = V diag(b) with orthonormal U, V: the energies are a^2
   // and b^2, and P P^T = U diag(a^2 b^2) U^T.
   const index_t h = 3, d = 2, n = 8, s = 6;
@@ -399,7 +412,7 @@ TEST(Attention, RedundancyOfAKnownSpectrum) {
   EXPECT_THROW(red.products.dimension_for(1.5), tenfold::InvalidArgument);
 }
 
-TEST(Attention, RedundancyTotalIsTheDenseEnergyOfP) {
+TEST_P(Attention, RedundancyTotalIsTheDenseEnergyOfP) {
   const auto l = random_layer<double>(3, 2, 7, false, 120);
   const Tensor<double> t = dense_qk(l);
   double p2 = 0.0;  // ||P||^2 = d ||T||^2
@@ -411,9 +424,10 @@ TEST(Attention, RedundancyTotalIsTheDenseEnergyOfP) {
   EXPECT_TRUE(std::is_sorted(red.products.energy.rbegin(), red.products.energy.rend()));
 }
 
-TEST(Attention, InvalidArguments) {
+TEST_P(Attention, InvalidArguments) {
   auto l = random_layer<double>(3, 4, 10, true, 130);
   CompressOptions o;
+  o.backend = backend();
   o.rank = 0;
   EXPECT_THROW(compress(l, o), tenfold::InvalidArgument);
   o.rank = 13;
@@ -451,5 +465,7 @@ TEST(Attention, InvalidArguments) {
   c.mixing = Matrix<double>(2, 12);
   EXPECT_THROW(qk_error(l, c), tenfold::DimensionMismatch);
 }
+
+TENFOLD_ON_EACH_BACKEND(Attention);
 
 }  // namespace

@@ -13,11 +13,12 @@ namespace {
 using tenfold::Backend;
 
 TEST(Backend, NamesRoundTrip) {
-  for (Backend b : {Backend::cpu, Backend::cuda}) {
+  for (Backend b : {Backend::cpu, Backend::cuda, Backend::reference}) {
     EXPECT_EQ(tenfold::parse_backend(tenfold::to_string(b)), b);
   }
   EXPECT_EQ(tenfold::to_string(Backend::cpu), "cpu");
   EXPECT_EQ(tenfold::to_string(Backend::cuda), "cuda");
+  EXPECT_EQ(tenfold::to_string(Backend::reference), "reference");
 }
 
 TEST(Backend, UnknownNameIsRejected) {
@@ -26,6 +27,9 @@ TEST(Backend, UnknownNameIsRejected) {
     FAIL() << "parse_backend accepted 'gpu'";
   } catch (const tenfold::InvalidArgument& e) {
     EXPECT_NE(std::string(e.what()).find("'gpu'"), std::string::npos) << e.what();
+    // The message lists the names, from the one table of backend names.
+    EXPECT_NE(std::string(e.what()).find("(expected cpu, cuda or reference)"), std::string::npos)
+        << e.what();
   }
   EXPECT_THROW(tenfold::parse_backend(""), tenfold::InvalidArgument);
   EXPECT_THROW(tenfold::parse_backend("CPU"), tenfold::InvalidArgument);

@@ -413,6 +413,30 @@ TEST(Cli, AttentionBadCheckpointsGiveOneLineAndWriteNothing) {
   EXPECT_EQ(slurp(dir / "good.safetensors"), good);
 }
 
+// --dtype float64 computes and writes the new tensors in float64, like the older
+// --float64; the two spellings cannot be combined.
+TEST(Cli, AttentionCompressDtype) {
+  TempDir dir;
+  TinyBert(1).save(dir / "model.safetensors");
+  const std::string base = "attention compress " + (dir / "model.safetensors").string() +
+                           " --heads 2 --shared-dim 3 -q --out ";
+  const std::string p = "bert.encoder.layer.0.attention.self.collab.mixing";
+  const CliRun f32 = tenfold_cli(dir, base + (dir / "f32.safetensors").string());
+  ASSERT_EQ(f32.code, 0) << f32.err;
+  EXPECT_EQ(tenfold::io::SafetensorsFile(dir / "f32.safetensors").at(p).dtype, "F32");
+  const CliRun f64 =
+      tenfold_cli(dir, base + (dir / "f64.safetensors").string() + " --dtype float64");
+  ASSERT_EQ(f64.code, 0) << f64.err;
+  EXPECT_EQ(tenfold::io::SafetensorsFile(dir / "f64.safetensors").at(p).dtype, "F64");
+  const CliRun old = tenfold_cli(dir, base + (dir / "old.safetensors").string() + " --float64");
+  ASSERT_EQ(old.code, 0) << old.err;
+  EXPECT_EQ(slurp(dir / "old.safetensors"), slurp(dir / "f64.safetensors"));
+  const CliRun both =
+      tenfold_cli(dir, base + (dir / "both.safetensors").string() + " --float64 --dtype float32");
+  EXPECT_NE(both.code, 0);
+  EXPECT_FALSE(std::filesystem::exists(dir / "both.safetensors"));
+}
+
 TEST(Cli, AttentionCompressWithCalibration) {
   TempDir dir;
   TinyBert(2).save(dir / "model.safetensors");

@@ -5,8 +5,10 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
+#include "backend_test_util.hpp"
 #include "cp_test_util.hpp"
 #include "tenfold/cp.hpp"
 #include "tenfold/error.hpp"
@@ -48,7 +50,9 @@ RandomCpProblem<double> planted(std::vector<index_t> dims, index_t rank, double 
 
 // --- known answer -------------------------------------------------------------------
 
-TEST(CpAlsKnownAnswer, ExactRankTwoFromIntegerFactors) {
+class CpAlsKnownAnswer : public OnEachBackend {};
+
+TEST_P(CpAlsKnownAnswer, ExactRankTwoFromIntegerFactors) {
   // X = a1 o b1 o c1 + a2 o b2 o c2 (2 x 3 x 4). Every factor has two independent
   // columns (k-rank 2), so 2 + 2 + 2 >= 2 R + 2 and the CP is unique (Kruskal).
   const Matrix<double> a(2, 2, {1, 0, /**/ 1, 1});
@@ -64,6 +68,7 @@ TEST(CpAlsKnownAnswer, ExactRankTwoFromIntegerFactors) {
 
   // Fixed start: the true factors plus a fixed perturbation of +-0.1 and +-0.2.
   CpOptions<double> o;
+  o.backend = backend();
   o.rank = 2;
   o.init = CpInit::given;
   o.tol = 0.0;  // the cheap fit saturates near sqrt(eps): run a fixed number of sweeps
@@ -154,11 +159,14 @@ INSTANTIATE_TEST_SUITE_P(
                       Planted{{10, 9, 8, 7}, 0.0, 0.0}, Planted{{10, 9, 8, 7}, 0.9, 0.0},
                       Planted{{10, 9, 8, 7}, 0.0, 0.1}, Planted{{10, 9, 8, 7}, 0.9, 0.1}));
 
-TEST(CpAls, KruskalOperandFollowsTheDensePath) {
+class CpAls : public OnEachBackend {};
+
+TEST_P(CpAls, KruskalOperandFollowsTheDensePath) {
   // The same iteration on a tensor given in CP form and on its dense form.
   const auto p = planted({7, 6, 5}, 3, 0.3, 0.0, 9);
   for (index_t rank : {2, 3, 4}) {
     CpOptions<double> o;
+    o.backend = backend();
     o.rank = rank;
     o.init = CpInit::given;
     o.max_iters = 15;
@@ -177,6 +185,7 @@ TEST(CpAls, KruskalOperandFollowsTheDensePath) {
   }
   // Nvecs needs the mode Grams, which the Kruskal operand forms from the factors.
   CpOptions<double> o;
+  o.backend = backend();
   o.rank = 3;
   o.init = CpInit::nvecs;
   o.tol = 1e-12;
@@ -184,16 +193,61 @@ TEST(CpAls, KruskalOperandFollowsTheDensePath) {
   EXPECT_GE(factor_match_score(cp_als(p.truth, o).model, p.truth), 0.99);
 }
 
+// From the same start near a planted model and a fixed number of sweeps, every backend
+// follows the reference backend's iteration: fits within 1e-10 (float: 1e-4), weights
+// and factors to the same relative tolerance. Near the model ALS converges, so rounding
+// differences between the backends are damped rather than amplified.
+template <class T>
+void expect_follows_reference(Backend backend, const std::vector<index_t>& dims) {
+  const auto p = planted(dims, 3, 0.0, 0.05, 17);
+  const Tensor<T> x = convert<T>(p.tensor.view());
+  CpOptions<T> o;
+  o.rank = 3;
+  o.init = CpInit::given;
+  o.max_iters = 20;
+  o.tol = 0.0;
+  std::uint64_t seed = 90;
+  for (const Matrix<double>& f : p.truth.factors) {
+    const auto noise = random_values<double>(static_cast<std::size_t>(f.size()), ++seed);
+    std::vector<T> start(noise.size());
+    for (std::size_t i = 0; i < start.size(); ++i)
+      start[i] = static_cast<T>(f.values()[i] + 0.1 * noise[i]);
+    o.initial_factors.emplace_back(f.rows(), f.cols(), std::move(start));
+  }
+  o.backend = Backend::reference;
+  const CpResult<T> want = cp_als(x, o);
+  o.backend = backend;
+  const CpResult<T> got = cp_als(x, o);
+  const double tol = std::is_same_v<T, double> ? 1e-10 : 1e-4;
+  ASSERT_EQ(got.fit_history.size(), want.fit_history.size());
+  for (std::size_t i = 0; i < want.fit_history.size(); ++i)
+    EXPECT_NEAR(got.fit_history[i], want.fit_history[i], tol) << "iteration " << i + 1;
+  EXPECT_LT(rel_diff(got.model.weights, want.model.weights), tol);
+  for (std::size_t n = 0; n < dims.size(); ++n)
+    EXPECT_LT(rel_diff(got.model.factors[n].values(), want.model.factors[n].values()), tol)
+        << "factor " << n;
+}
+
+TEST_P(CpAls, FollowsTheReferenceFromTheSameStart) {
+  for (const std::vector<index_t>& dims :
+       {std::vector<index_t>{30, 25, 20}, std::vector<index_t>{12, 10, 9, 8}}) {
+    expect_follows_reference<double>(backend(), dims);
+    expect_follows_reference<float>(backend(), dims);
+  }
+}
+
 // --- fit bookkeeping, precision, determinism --------------------------------------------
 
-TEST(CpAls, FloatAgreesWithDouble) {
+TEST_P(CpAls, FloatAgreesWithDouble) {
   const auto p = planted({15, 12, 10}, 3, 0.0, 0.1);
   const Tensor<float> xf = convert<float>(p.tensor.view());
   CpOptions<double> od;
+  od.backend = backend();
   od.rank = 3;
   od.init = CpInit::nvecs;
   od.tol = 1e-8;
   CpOptions<float> of;
+  of.backend = backend();
   of.rank = 3;
   of.init = CpInit::nvecs;
   of.tol = 1e-8;  // below float resolution of the fit: stops at max_iters or on equal fits
@@ -206,12 +260,13 @@ TEST(CpAls, FloatAgreesWithDouble) {
   EXPECT_NEAR(rf.fit, 1.0 - exact_relative_error(xf, rf.model), 1e-5);
 }
 
-TEST(CpAls, FloatFitDoesNotOverflowForLargeEntries) {
+TEST_P(CpAls, FloatFitDoesNotOverflowForLargeEntries) {
   // ||X||^2 ~ 1e64 is far beyond float range: the fit must be computed without
   // forming products of that size in float. The fit is invariant to scaling.
   const auto p = planted({12, 10, 8}, 2, 0.0, 0.2);
   Tensor<float> x = convert<float>(p.tensor.view());
   CpOptions<float> o;
+  o.backend = backend();
   o.rank = 2;
   o.init = CpInit::random;  // the nvecs start's Gram (~1e64) cannot be formed in float
   o.max_iters = 20;
@@ -226,22 +281,25 @@ TEST(CpAls, FloatFitDoesNotOverflowForLargeEntries) {
   EXPECT_LT(large.fit, 0.9);  // a noisy tensor: not the fit of a perfect model
 }
 
-TEST(CpAls, OverflowingTensorIsANumericalError) {
+TEST_P(CpAls, OverflowingTensorIsANumericalError) {
   Tensor<double> x = random_tensor<double>({4, 3, 5}, 1);
   for (double& v : x.values()) v *= 1e200;  // ||X||^2 overflows double
   CpOptions<double> o;
+  o.backend = backend();
   o.rank = 2;
   EXPECT_THROW(cp_als(x, o), NumericalError);
   Tensor<float> xf = random_tensor<float>({40, 30, 50}, 1);
   for (float& v : xf.values()) v *= 1e37f;  // the MTTKRP overflows float
   CpOptions<float> of;
+  of.backend = backend();
   of.rank = 2;
   EXPECT_THROW(cp_als(xf, of), NumericalError);
 }
 
-TEST(CpAls, SameSeedSameResultOtherSeedOtherStart) {
+TEST_P(CpAls, SameSeedSameResultOtherSeedOtherStart) {
   const auto p = planted({9, 8, 7}, 3, 0.5, 0.05);
   CpOptions<double> o;
+  o.backend = backend();
   o.rank = 3;
   o.init = CpInit::random;
   o.seed = 42;
@@ -256,11 +314,12 @@ TEST(CpAls, SameSeedSameResultOtherSeedOtherStart) {
   EXPECT_NE(c.fit_history.front(), a.fit_history.front());
 }
 
-TEST(CpAls, FitHistoryIsMonotone) {
+TEST_P(CpAls, FitHistoryIsMonotone) {
   // Every mode update solves its least-squares problem exactly, so the error never
   // grows. Overfactoring (rank 5 for rank 3 plus noise) makes the run long.
   const auto p = planted({12, 11, 10}, 3, 0.0, 0.1);
   CpOptions<double> o;
+  o.backend = backend();
   o.rank = 5;
   o.tol = 0.0;
   o.max_iters = 80;
@@ -274,9 +333,10 @@ TEST(CpAls, FitHistoryIsMonotone) {
 
 // --- stopping rules ---------------------------------------------------------------------
 
-TEST(CpAls, StopsOnConvergence) {
+TEST_P(CpAls, StopsOnConvergence) {
   const auto p = planted({10, 9, 8}, 2, 0.0, 0.1);
   CpOptions<double> o;
+  o.backend = backend();
   o.rank = 2;
   o.tol = 1e-6;
   const CpResult<double> r = cp_als(p.tensor, o);
@@ -291,9 +351,10 @@ TEST(CpAls, StopsOnConvergence) {
     EXPECT_GE(std::abs(r.fit_history[i] - r.fit_history[i - 1]), o.tol) << "stopped late at " << i;
 }
 
-TEST(CpAls, StopsAtMaxIters) {
+TEST_P(CpAls, StopsAtMaxIters) {
   const auto p = planted({10, 9, 8}, 2, 0.0, 0.1);
   CpOptions<double> o;
+  o.backend = backend();
   o.rank = 2;
   o.tol = 0.0;
   o.max_iters = 5;
@@ -304,9 +365,10 @@ TEST(CpAls, StopsAtMaxIters) {
   EXPECT_EQ(r.fit_history.size(), 5u);
 }
 
-TEST(CpAls, CallbackSeesProgressAndCanStop) {
+TEST_P(CpAls, CallbackSeesProgressAndCanStop) {
   const auto p = planted({10, 9, 8}, 2, 0.0, 0.1);
   CpOptions<double> o;
+  o.backend = backend();
   o.rank = 2;
   o.tol = 0.0;
   std::vector<CpProgress> seen;
@@ -329,9 +391,10 @@ TEST(CpAls, CallbackSeesProgressAndCanStop) {
   }
 }
 
-TEST(CpAls, StopsAtTimeLimit) {
+TEST_P(CpAls, StopsAtTimeLimit) {
   const auto p = planted({10, 9, 8}, 2, 0.0, 0.1);
   CpOptions<double> o;
+  o.backend = backend();
   o.rank = 2;
   o.tol = 0.0;
   o.max_iters = 1000000;
@@ -345,12 +408,13 @@ TEST(CpAls, StopsAtTimeLimit) {
 
 // --- regularisation, fallbacks, initialisations ------------------------------------------------
 
-TEST(CpAls, RidgeShrinksTheSolution) {
+TEST_P(CpAls, RidgeShrinksTheSolution) {
   // Rank one, one sweep from a given start: every mode update is m / (v + ridge) with m
   // independent of the ridge in direction, and the last v = 1 (unit columns after the
   // 2-norm normalisation of the first sweep). So the weight is divided by 1 + ridge.
   const Tensor<double> x = random_tensor<double>({5, 4, 3}, 7);
   CpOptions<double> o;
+  o.backend = backend();
   o.rank = 1;
   o.init = CpInit::given;
   o.max_iters = 1;
@@ -364,6 +428,7 @@ TEST(CpAls, RidgeShrinksTheSolution) {
   // A small ridge on a full run still fits well.
   const auto p = planted({10, 9, 8}, 3, 0.0, 0.1);
   CpOptions<double> q;
+  q.backend = backend();
   q.rank = 3;
   q.ridge = 1e-3;
   const CpResult<double> r = cp_als(p.tensor, q);
@@ -371,7 +436,7 @@ TEST(CpAls, RidgeShrinksTheSolution) {
   EXPECT_GE(factor_match_score(r.model, p.truth), 0.99);
 }
 
-TEST(CpAls, EigenFallbackOnSingularNormalEquations) {
+TEST_P(CpAls, EigenFallbackOnSingularNormalEquations) {
   // X = a o e_0 o c, and a rank-2 start whose second column in mode 1 is e_1, orthogonal
   // to the data and to the first column (so the first normal matrix is diagonal): the
   // first update gives U_0 an exactly zero second column (X_(0)'s
@@ -391,6 +456,7 @@ TEST(CpAls, EigenFallbackOnSingularNormalEquations) {
   std::vector<CpResult<double>> runs;
   for (index_t rank : {1, 2}) {
     CpOptions<double> o;
+    o.backend = backend();
     o.rank = rank;
     o.init = CpInit::given;
     o.max_iters = 6;
@@ -414,10 +480,11 @@ TEST(CpAls, EigenFallbackOnSingularNormalEquations) {
   EXPECT_LT(rel_diff(r.model.full().values(), runs[0].model.full().values()), 1e-10);
 }
 
-TEST(CpAls, AllZeroTensor) {
+TEST_P(CpAls, AllZeroTensor) {
   // Nothing to fit: zero weights, a finite model, and fit 1 by convention (0 / 0).
   const Tensor<double> x({3, 4, 2});
   CpOptions<double> o;
+  o.backend = backend();
   o.rank = 2;
   o.max_iters = 4;
   const CpResult<double> r = cp_als(x, o);
@@ -426,10 +493,11 @@ TEST(CpAls, AllZeroTensor) {
   EXPECT_EQ(r.fit, 1.0);
 }
 
-TEST(CpAls, NvecsWithRankAboveAModeSize) {
+TEST_P(CpAls, NvecsWithRankAboveAModeSize) {
   // Mode 1 has two rows for three components: the third column is random.
   const auto p = planted({6, 2, 5}, 2, 0.0, 0.01);
   CpOptions<double> o;
+  o.backend = backend();
   o.rank = 3;
   o.init = CpInit::nvecs;
   o.max_iters = 50;
@@ -439,12 +507,13 @@ TEST(CpAls, NvecsWithRankAboveAModeSize) {
   EXPECT_GT(a.fit, 0.98);
 }
 
-TEST(CpAls, OrderTwoAndSizeOneModes) {
+TEST_P(CpAls, OrderTwoAndSizeOneModes) {
   // Matrices and tensors with size-one modes run through the same operand.
   for (const auto& dims : std::vector<std::vector<index_t>>{{7, 5}, {6, 1, 5}, {4, 1, 3, 1, 2}}) {
     KTensor<double> truth = random_ktensor<double>(dims, 1, 5);
     const Tensor<double> x = truth.full();
     CpOptions<double> o;
+    o.backend = backend();
     o.rank = 1;
     o.tol = 0.0;
     o.max_iters = 10;
@@ -557,6 +626,9 @@ TEST(CpAlsErrors, Names) {
   EXPECT_EQ(to_string(CpStop::time_limit), "time_limit");
   expect_throw_with<InvalidArgument>([] { parse_cp_init("svd"); }, "unknown init 'svd'");
 }
+
+TENFOLD_ON_EACH_BACKEND(CpAlsKnownAnswer);
+TENFOLD_ON_EACH_BACKEND(CpAls);
 
 }  // namespace
 }  // namespace tenfold::test

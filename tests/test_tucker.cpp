@@ -7,6 +7,7 @@
 #include <limits>
 #include <numeric>
 
+#include "backend_test_util.hpp"
 #include "core/multilinear.hpp"
 #include "cp/dense_operand.hpp"
 #include "tenfold/error.hpp"
@@ -237,7 +238,9 @@ index_t rank_for(const std::vector<double>& lambda, double bound) {
   return r;
 }
 
-TEST(Tucker, EpsGuaranteeHoldsOnRandomTensors) {
+class Tucker : public OnEachBackend {};
+
+TEST_P(Tucker, EpsGuaranteeHoldsOnRandomTensors) {
   const std::vector<std::vector<index_t>> shapes = {{9, 8, 7}, {6, 5, 4, 5}, {4, 5, 3, 4, 3}};
   const std::vector<double> eps_values = {0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9};
   std::uint64_t seed = 100;
@@ -256,6 +259,7 @@ TEST(Tucker, EpsGuaranteeHoldsOnRandomTensors) {
         for (TuckerMethod method :
              {TuckerMethod::sthosvd, TuckerMethod::hosvd, TuckerMethod::hooi}) {
           TuckerOptions o;
+          o.backend = backend();
           o.method = method;
           o.eps = eps;
           o.max_iters = 3;
@@ -282,7 +286,7 @@ TEST(Tucker, EpsGuaranteeHoldsOnRandomTensors) {
 
 // --- HOOI, ST-HOSVD and HOSVD compared -----------------------------------------
 
-TEST(Tucker, HooiNeverWorseThanItsStartAndStHosvdWithinHosvdBound) {
+TEST_P(Tucker, HooiNeverWorseThanItsStartAndStHosvdWithinHosvdBound) {
   const std::vector<std::pair<std::vector<index_t>, std::vector<index_t>>> cases = {
       {{10, 9, 8}, {3, 4, 2}}, {{6, 7, 5, 4}, {2, 3, 3, 2}}, {{5, 4, 4, 3, 3}, {2, 2, 3, 1, 2}}};
   std::uint64_t seed = 300;
@@ -290,6 +294,7 @@ TEST(Tucker, HooiNeverWorseThanItsStartAndStHosvdWithinHosvdBound) {
     const Tensor<double> x = random_tensor<double>(dims, seed++);
     const double nx2 = std::pow(norm<double>(x.view()), 2);
     TuckerOptions o;
+    o.backend = backend();
     o.ranks = ranks;
     o.method = TuckerMethod::hosvd;
     const TuckerResult<double> ho = tucker(x, o);
@@ -329,9 +334,10 @@ TEST(Tucker, HooiNeverWorseThanItsStartAndStHosvdWithinHosvdBound) {
   }
 }
 
-TEST(Tucker, HooiStopsOnTolerance) {
+TEST_P(Tucker, HooiStopsOnTolerance) {
   const Tensor<double> x = random_tensor<double>({12, 11, 10}, 400);
   TuckerOptions o;
+  o.backend = backend();
   o.method = TuckerMethod::hooi;
   o.ranks = {3, 3, 3};
   o.tol = 1e-3;
@@ -344,9 +350,10 @@ TEST(Tucker, HooiStopsOnTolerance) {
 
 // --- options and result fields --------------------------------------------------
 
-TEST(Tucker, ModeOrder) {
+TEST_P(Tucker, ModeOrder) {
   const Tensor<double> x = random_tensor<double>({10, 40, 20}, 500);
   TuckerOptions o;
+  o.backend = backend();
   o.ranks = {5, 4, 10};  // reductions 2, 10, 2
   EXPECT_EQ(tucker(x, o).mode_order, (std::vector<int>{1, 0, 2}));
   o.ranks.clear();
@@ -367,9 +374,10 @@ TEST(Tucker, ModeOrder) {
   EXPECT_LE(true_relative_error(x, r.model), 0.5);
 }
 
-TEST(Tucker, CompressionRatioAndTimings) {
+TEST_P(Tucker, CompressionRatioAndTimings) {
   const Tensor<double> x = random_tensor<double>({20, 15, 10}, 600);
   TuckerOptions o;
+  o.backend = backend();
   o.ranks = {4, 3, 2};
   const TuckerResult<double> r = tucker(x, o);
   EXPECT_DOUBLE_EQ(r.compression_ratio, 3000.0 / (24.0 + 80 + 45 + 20));
@@ -380,9 +388,10 @@ TEST(Tucker, CompressionRatioAndTimings) {
   EXPECT_TRUE(r.error_history.empty());
 }
 
-TEST(Tucker, ZeroTensor) {
+TEST_P(Tucker, ZeroTensor) {
   const Tensor<double> x({4, 3, 2});
   TuckerOptions o;
+  o.backend = backend();
   o.eps = 0.1;
   const TuckerResult<double> r = tucker(x, o);
   EXPECT_EQ(r.relative_error, 0.0);
@@ -394,7 +403,7 @@ TEST(Tucker, ZeroTensor) {
   EXPECT_EQ(tucker(x, o).relative_error, 0.0);
 }
 
-TEST(Tucker, FloatAgreesWithDouble) {
+TEST_P(Tucker, FloatAgreesWithDouble) {
   const Tensor<double> xd = random_ttensor<double>({15, 12, 10}, {5, 5, 5}, 700).full();
   Tensor<double> noisy = xd;
   const Tensor<double> noise = random_tensor<double>(xd.dims(), 701);
@@ -402,6 +411,7 @@ TEST(Tucker, FloatAgreesWithDouble) {
   const Tensor<float> xf = convert<float, double>(noisy.view());
   for (TuckerMethod method : {TuckerMethod::sthosvd, TuckerMethod::hosvd, TuckerMethod::hooi}) {
     TuckerOptions o;
+    o.backend = backend();
     o.method = method;
     o.ranks = {4, 4, 4};
     const TuckerResult<double> rd = tucker(noisy, o);
@@ -417,7 +427,7 @@ TEST(Tucker, FloatAgreesWithDouble) {
   }
 }
 
-TEST(Tucker, MethodNames) {
+TEST_P(Tucker, MethodNames) {
   for (TuckerMethod m : {TuckerMethod::sthosvd, TuckerMethod::hosvd, TuckerMethod::hooi}) {
     EXPECT_EQ(parse_tucker_method(to_string(m)), m);
   }
@@ -426,10 +436,11 @@ TEST(Tucker, MethodNames) {
 
 // --- bad input ---------------------------------------------------------------------
 
-TEST(Tucker, BadInputIsNamed) {
+TEST_P(Tucker, BadInputIsNamed) {
   const Tensor<double> x = random_tensor<double>({4, 3, 5}, 800);
   auto run = [&](const TuckerOptions& o) { return [&x, o] { tucker(x, o); }; };
   TuckerOptions o;
+  o.backend = backend();
   expect_error<InvalidArgument>(run(o), "either ranks");
   o.ranks = {2, 2};
   expect_error<DimensionMismatch>(run(o), "ranks has 2 entries");
@@ -513,14 +524,18 @@ TYPED_TEST(TuckerTyped, TuckerOperandMatchesDense) {
 }
 
 // CP on a lossless Tucker compression follows CP on the tensor itself.
-TEST(TuckerThenCp, LosslessCompressionGivesTheSameFit) {
+class TuckerThenCp : public OnEachBackend {};
+
+TEST_P(TuckerThenCp, LosslessCompressionGivesTheSameFit) {
   const Tensor<double> x = random_cp<double>({20, 16, 12}, 4, 0.0, 1000);
   TuckerOptions to;
+  to.backend = backend();
   to.ranks = {4, 4, 4};
   const TuckerResult<double> t = tucker(x, to);
   ASSERT_LT(true_relative_error(x, t.model), 1e-12);
   for (CpInit init : {CpInit::random, CpInit::nvecs}) {
     CpOptions<double> co;
+    co.backend = backend();
     co.rank = 2;  // below the true rank: an inexact fit
     co.init = init;
     co.seed = 3;
@@ -540,13 +555,15 @@ TEST(TuckerThenCp, LosslessCompressionGivesTheSameFit) {
 
 // A lossy compression: CP fits the Tucker approximation X^, and since the CP model lies
 // in the Tucker subspaces, ||X - M||^2 = ||X - X^||^2 + ||X^ - M||^2.
-TEST(TuckerThenCp, LossyCompressionIsCloseAndErrorsAddUp) {
+TEST_P(TuckerThenCp, LossyCompressionIsCloseAndErrorsAddUp) {
   const Tensor<double> x = random_cp<double>({30, 25, 20}, 3, 0.05, 1100);
   TuckerOptions to;
+  to.backend = backend();
   to.ranks = {6, 6, 6};
   const TuckerResult<double> t = tucker(x, to);
   const Tensor<double> xhat = t.model.full();
   CpOptions<double> co;
+  co.backend = backend();
   co.rank = 3;
   co.tol = 1e-10;
   co.max_iters = 300;
@@ -567,15 +584,19 @@ TEST(TuckerThenCp, LossyCompressionIsCloseAndErrorsAddUp) {
   EXPECT_NEAR(1.0 - e_x / nx, on_full.fit, 1e-5);
 }
 
-TEST(TuckerThenCp, BadInput) {
+TEST_P(TuckerThenCp, BadInput) {
   TTensor<double> m = random_ttensor<double>({4, 3, 2}, {2, 2, 1}, 1200);
   CpOptions<double> co;
+  co.backend = backend();
   co.rank = 0;
   expect_error<InvalidArgument>([&] { cp_als(m, co); }, "rank must be at least 1, got 0");
   co.rank = 2;
   m.factors[2] = Matrix<double>(2, 2);
   expect_error<DimensionMismatch>([&] { cp_als(m, co); }, "factor 2 has 2 columns");
 }
+
+TENFOLD_ON_EACH_BACKEND(Tucker);
+TENFOLD_ON_EACH_BACKEND(TuckerThenCp);
 
 }  // namespace
 }  // namespace tenfold::test

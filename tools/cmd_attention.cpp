@@ -18,7 +18,8 @@ struct CompressArgs {
   double tol = 1e-6;
   std::string init = "structured";
   std::uint64_t seed = 0;
-  bool float64 = false;
+  std::string dtype = "float32";
+  bool float64 = false;  // deprecated spelling of --dtype float64
   bool quiet = false;
   std::string backend = "cpu";
   std::string calibration;
@@ -57,7 +58,7 @@ int run_compress(const CompressArgs& a) {
   o.compress.backend = parse_backend(a.backend);
   o.compress.damping = a.damping;
   o.heads = a.heads;
-  o.float64 = a.float64;
+  o.float64 = a.float64 || a.dtype == "float64";
   o.calibration = a.calibration;
   const bool data = !a.calibration.empty();
   if (!a.quiet) {
@@ -205,8 +206,13 @@ Command add_attention_command(CLI::App& app) {
       ->check(CLI::IsMember({"structured", "heads", "nvecs", "random"}))
       ->capture_default_str();
   add_integer_option(*compress, "--seed", c->seed, "Seed for --init random");
-  compress->add_flag("--float64", c->float64,
-                     "Compute and write the new tensors in float64 (default float32)");
+  CLI::Option* dtype = compress
+                           ->add_option("--dtype", c->dtype,
+                                        "Compute and write the new tensors in float32 or float64")
+                           ->check(CLI::IsMember({"float32", "float64"}))
+                           ->capture_default_str();
+  compress->add_flag("--float64", c->float64, "Deprecated: the same as --dtype float64")
+      ->excludes(dtype);
   compress->add_option("-o,--out", c->out, "Output checkpoint (.safetensors)")->required();
   compress->add_option("--report", c->report, "Also write a JSON report here");
   compress->add_flag("-q,--quiet", c->quiet, "Print no per-layer progress on stderr");

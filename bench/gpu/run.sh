@@ -70,10 +70,12 @@ if ! configure "$build"; then
   use_debs || exit 1
   configure "$build" "${deps_args[@]}" || exit 1
 fi
-cmake --build "$build" -j"${JOBS:-16}" --target test_gpu gpu_bench 2>&1 | log build.log || exit 1
+cmake --build "$build" -j"${JOBS:-16}" --target test_gpu test_cp test_tucker test_attention gpu_bench 2>&1 | log build.log || exit 1
 built=$SECONDS
 
-ctest --test-dir "$build" -L gpu --output-on-failure 2>&1 | log tests.log
+# The device-specific tests (label gpu), the primitives against the reference backend
+# and the CP, Tucker and attention suites on cuda (test names ending in /cuda).
+ctest --test-dir "$build" -R '^Gpu|/cuda$' --output-on-failure 2>&1 | log tests.log
 tests=$?
 tested=$SECONDS
 

@@ -9,12 +9,14 @@
 namespace tenfold {
 
 /// Where an algorithm runs. `cuda` needs a build with TENFOLD_WITH_CUDA and a device.
-enum class Backend { cpu, cuda };
+/// `reference` is plain loops in double accumulation, without BLAS: the oracle the
+/// other backends are tested against (correct, and slow).
+enum class Backend { cpu, cuda, reference };
 
-/// "cpu" or "cuda".
+/// "cpu", "cuda" or "reference".
 TENFOLD_API std::string_view to_string(Backend backend);
 
-/// Parses "cpu" or "cuda"; throws InvalidArgument otherwise.
+/// Parses "cpu", "cuda" or "reference"; throws InvalidArgument otherwise.
 TENFOLD_API Backend parse_backend(std::string_view name);
 
 /// True when this build contains the CUDA backend (whether or not a device is present).

@@ -42,8 +42,9 @@ struct TENFOLD_API CpProgress {
   double seconds = 0.0;  ///< wall time since the start of the call
 };
 
-/// Options of cp_als. Defaults follow the Tensor Toolbox and GenTen except the
-/// tolerance, which is tighter.
+/// Options of cp_als. The Tensor Toolbox's cp_als stops after 50 iterations or when the
+/// fit changes by less than 1e-4; the defaults here run longer (100) and to a tighter
+/// tolerance (1e-6). Normalisation and the start follow the Tensor Toolbox and GenTen.
 template <class T>
 struct TENFOLD_API CpOptions {
   index_t rank = 1;     ///< number of components R >= 1

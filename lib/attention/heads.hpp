@@ -1,5 +1,6 @@
 // Helpers of the attention adapter shared by its algorithms: a layer's matrices in
-// double and per-head products on the CPU backend.
+// double and per-head products on a backend (the adapter's own small host-side steps
+// use the cpu backend, `Cpu`; its triangular solves need CpuCompute::solve_lower_right).
 #pragma once
 
 #include <type_traits>
@@ -40,12 +41,12 @@ class AsDouble {
 
 /// G_h = A_h^T B_h (d x d) for every head, A_h and B_h being the column blocks
 /// h d ... (h+1) d - 1 of A and B (D x H d); returned as H consecutive d x d blocks.
-std::vector<double> head_grams(Cpu& c, const Matrix<double>& a, const Matrix<double>& b,
-                               index_t heads, index_t d);
+std::vector<double> head_grams(tenfold::detail::Compute<double>& c, const Matrix<double>& a,
+                               const Matrix<double>& b, index_t heads, index_t d);
 
 /// ||T||^2 = sum_h <W_Q^h^T W_Q^h, W_K^h^T W_K^h> / d of the layer's QK tensor.
-double qk_norm_squared(Cpu& c, const Matrix<double>& wq, const Matrix<double>& wk, index_t heads,
-                       index_t d);
+double qk_norm_squared(tenfold::detail::Compute<double>& c, const Matrix<double>& wq,
+                       const Matrix<double>& wk, index_t heads, index_t d);
 
 /// v_h = W_K^h b_Q^h / sqrt(d) as the columns of a D x H matrix (0 x 0 without query bias).
 template <class T>

@@ -2,6 +2,7 @@
 #include <string>
 
 #include "attention/heads.hpp"
+#include "core/names.hpp"
 #include "tenfold/error.hpp"
 
 namespace tenfold::attention {
@@ -108,27 +109,19 @@ CollaborativeLayer<T> exact(const QueryKeyLayer<T>& layer) {
   return out;
 }
 
-std::string_view to_string(Init init) {
-  switch (init) {
-    case Init::structured:
-      return "structured";
-    case Init::heads:
-      return "heads";
-    case Init::random:
-      return "random";
-    case Init::nvecs:
-      return "nvecs";
-  }
-  return "?";
-}
+namespace {
+
+constexpr ::tenfold::detail::Named<Init> inits[] = {{Init::structured, "structured"},
+                                                    {Init::heads, "heads"},
+                                                    {Init::nvecs, "nvecs"},
+                                                    {Init::random, "random"}};
+
+}  // namespace
+
+std::string_view to_string(Init init) { return ::tenfold::detail::name_of<Init>(inits, init); }
 
 Init parse_init(std::string_view name) {
-  if (name == "structured") return Init::structured;
-  if (name == "heads") return Init::heads;
-  if (name == "random") return Init::random;
-  if (name == "nvecs") return Init::nvecs;
-  throw InvalidArgument("unknown init '" + std::string(name) +
-                        "' (expected structured, heads, nvecs or random)");
+  return ::tenfold::detail::parse_named<Init>(inits, name, "init");
 }
 
 namespace detail {
@@ -140,8 +133,8 @@ Matrix<double> to_double(const Matrix<T>& m) {
   return out;
 }
 
-std::vector<double> head_grams(Cpu& c, const Matrix<double>& a, const Matrix<double>& b,
-                               index_t heads, index_t d) {
+std::vector<double> head_grams(tenfold::detail::Compute<double>& c, const Matrix<double>& a,
+                               const Matrix<double>& b, index_t heads, index_t d) {
   const index_t rows = a.rows();
   std::vector<double> g(static_cast<std::size_t>(heads * d * d));
   c.gemm_strided_batched(Op::trans, Op::none, d, d, rows, 1.0, a.data(), rows, rows * d, b.data(),
@@ -149,8 +142,8 @@ std::vector<double> head_grams(Cpu& c, const Matrix<double>& a, const Matrix<dou
   return g;
 }
 
-double qk_norm_squared(Cpu& c, const Matrix<double>& wq, const Matrix<double>& wk, index_t heads,
-                       index_t d) {
+double qk_norm_squared(tenfold::detail::Compute<double>& c, const Matrix<double>& wq,
+                       const Matrix<double>& wk, index_t heads, index_t d) {
   // ||Q_h K_h^T||^2 = <Q_h^T Q_h, K_h^T K_h>
   std::vector<double> gq = head_grams(c, wq, wq, heads, d);
   std::vector<double> gk = head_grams(c, wk, wk, heads, d);

@@ -10,7 +10,7 @@ namespace {
 using tenfold::detail::Op;
 
 // Curve of a matrix whose D x D Gram is g (overwritten): its eigenvalues descending.
-EnergyCurve curve_of_gram(detail::Cpu& c, index_t n, std::vector<double>& g) {
+EnergyCurve curve_of_gram(tenfold::detail::Compute<double>& c, index_t n, std::vector<double>& g) {
   EnergyCurve out;
   out.energy.resize(static_cast<std::size_t>(n));
   c.syevd(n, g.data(), n, out.energy.data());

@@ -8,12 +8,12 @@
 namespace tenfold::attention {
 namespace {
 
-using tenfold::detail::CpuCompute;
+using tenfold::detail::Compute;
 using tenfold::detail::Op;
 
 // P = W^T Z + b 1^T (H d x n): every token's projection, plus the bias when given.
 template <class T>
-Matrix<T> project(CpuCompute<T>& c, const Matrix<T>& w, const std::vector<T>& bias,
+Matrix<T> project(Compute<T>& c, const Matrix<T>& w, const std::vector<T>& bias,
                   const Matrix<T>& z) {
   Matrix<T> p(w.cols(), z.cols());
   c.gemm(Op::trans, Op::none, w.cols(), z.cols(), w.rows(), T(1), w.data(), w.rows(), z.data(),
@@ -34,7 +34,8 @@ Tensor<T> scores(const QueryKeyLayer<T>& layer, const Matrix<T>& queries, const 
   detail::check_tokens(keys, layer.input_dim(), "keys");
   const index_t h = layer.heads, d = layer.head_dim, s = layer.key_dim();
   const index_t nq = queries.cols(), nk = keys.cols();
-  CpuCompute<T> c;
+  const auto host = tenfold::detail::make_compute<T>(tenfold::Backend::cpu);
+  Compute<T>& c = *host;
   const Matrix<T> q = project(c, layer.query_weight, layer.query_bias, queries);
   const Matrix<T> k = project(c, layer.key_weight, layer.key_bias, keys);
   // S_h (n_k x n_q) = K_h^T Q_h / sqrt(d), K_h and Q_h the rows h d ... (h+1) d - 1.
@@ -53,7 +54,8 @@ Tensor<T> scores(const CollaborativeLayer<T>& layer, const Matrix<T>& queries,
   detail::check_tokens(keys, layer.input_dim(), "keys");
   const index_t h = layer.heads(), r = layer.rank();
   const index_t nq = queries.cols(), nk = keys.cols();
-  CpuCompute<T> c;
+  const auto host = tenfold::detail::make_compute<T>(tenfold::Backend::cpu);
+  Compute<T>& c = *host;
   // Qt = X^T W~_Q (n_q x R), Kt = Y^T W~_K (n_k x R)
   Matrix<T> qt(nq, r), kt(nk, r), qm(nq, r);
   c.gemm(Op::trans, Op::none, nq, r, queries.rows(), T(1), queries.data(), queries.rows(),

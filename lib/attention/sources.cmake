@@ -1,4 +1,4 @@
-target_sources(tenfold_objects PRIVATE
+target_sources(tenfold_attention PRIVATE
   attention/checkpoint.cpp
   attention/compress.cpp
   attention/layer.cpp

@@ -7,8 +7,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
-#include <limits>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <utility>
 
@@ -25,6 +25,9 @@ class Compute {
  public:
   virtual ~Compute() = default;
   virtual Backend kind() const = 0;
+  /// Whether the backend's memory is host memory (cpu, reference): host data can then
+  /// be used in place instead of uploaded.
+  bool host_memory() const { return kind() != Backend::cuda; }
   /// Waits until all work queued on the backend has finished (phase timers).
   virtual void synchronize() = 0;
 

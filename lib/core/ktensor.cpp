@@ -3,8 +3,7 @@
 #include <cmath>
 #include <string>
 
-#include "cp/dense_operand.hpp"
-#include "cpu/cpu_compute.hpp"
+#include "core/dense_mttkrp.hpp"
 #include "tenfold/error.hpp"
 
 namespace tenfold {
@@ -36,7 +35,8 @@ void KTensor<T>::validate() const {
 template <class T>
 Tensor<T> KTensor<T>::full() const {
   validate();
-  detail::CpuCompute<T> c;
+  const auto host = detail::make_compute<T>(Backend::cpu);
+  detail::Compute<T>& c = *host;
   const index_t r = rank();
   Tensor<T> x(dims());
   // X_(0) = U_0 diag(lambda) (U_{N-1} (.) ... (.) U_1)^T
@@ -84,7 +84,8 @@ double KTensor<T>::inner(TensorView<const T> x) const {
   if (x.dims() != dims()) {
     throw DimensionMismatch("inner product of a tensor and a CP model of different shapes");
   }
-  detail::CpuCompute<T> c;
+  const auto host = detail::make_compute<T>(Backend::cpu);
+  detail::Compute<T>& c = *host;
   if (order() == 1) {
     // <x, M> = sum_r lambda_r <x, a_r>
     double s = 0.0;
@@ -95,7 +96,7 @@ double KTensor<T>::inner(TensorView<const T> x) const {
     return s;
   }
   // <X, M> = sum_r lambda_r <MTTKRP_{N-1}(:, r), U_{N-1}(:, r)>
-  detail::DenseOperand<T> op(c, x);
+  detail::DenseMttkrp<T> op(c, x);
   const int last = order() - 1;
   const Matrix<T>& fl = factors[static_cast<std::size_t>(last)];
   std::vector<const T*> ptrs;

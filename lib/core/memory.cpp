@@ -71,7 +71,7 @@ void require_memory(Compute<T>& c, double elements, const std::string& what) {
   const std::uint64_t available = c.available_bytes();
   if (need <= static_cast<double>(available)) return;
   throw MemoryError(what + " needs about " + bytes_string(need) + " of " +
-                    (c.kind() == Backend::cpu ? "host" : "device") + " memory, but only " +
+                    (c.host_memory() ? "host" : "device") + " memory, but only " +
                     bytes_string(static_cast<double>(available)) + " are available");
 }
 

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/instantiate.hpp"
+
 namespace tenfold::detail {
 namespace {
 
@@ -85,20 +87,12 @@ const T* ttm_chain(Compute<T>& c, const T* x, std::vector<index_t>& dims,
   return cur;
 }
 
-template void mode_gram<float>(Compute<float>&, const float*, std::span<const index_t>, int, float*,
-                               const float*);
-template void mode_gram<double>(Compute<double>&, const double*, std::span<const index_t>, int,
-                                double*, const double*);
-template void ttm<float>(Compute<float>&, const float*, std::span<const index_t>, int, Op,
-                         const float*, index_t, index_t, float*);
-template void ttm<double>(Compute<double>&, const double*, std::span<const index_t>, int, Op,
-                          const double*, index_t, index_t, double*);
-
-template const float* ttm_chain<float>(Compute<float>&, const float*, std::vector<index_t>&,
-                                       std::vector<ModeProduct<float>>, Buffer<float>&,
-                                       Buffer<float>&);
-template const double* ttm_chain<double>(Compute<double>&, const double*, std::vector<index_t>&,
-                                         std::vector<ModeProduct<double>>, Buffer<double>&,
-                                         Buffer<double>&);
+#define TENFOLD_INSTANTIATE_MULTILINEAR(T)                                                        \
+  template void mode_gram<T>(Compute<T>&, const T*, std::span<const index_t>, int, T*, const T*); \
+  template void ttm<T>(Compute<T>&, const T*, std::span<const index_t>, int, Op, const T*,        \
+                       index_t, index_t, T*);                                                     \
+  template const T* ttm_chain<T>(Compute<T>&, const T*, std::vector<index_t>&,                    \
+                                 std::vector<ModeProduct<T>>, Buffer<T>&, Buffer<T>&);
+TENFOLD_INSTANTIATE_FOR_EACH_VALUE_TYPE(TENFOLD_INSTANTIATE_MULTILINEAR)
 
 }  // namespace tenfold::detail

@@ -1,5 +1,5 @@
-target_sources(tenfold_objects PRIVATE
-  core/backend.cpp
+target_sources(tenfold_core PRIVATE
+  core/dense_mttkrp.cpp
   core/format.cpp
   core/ktensor.cpp
   core/memory.cpp

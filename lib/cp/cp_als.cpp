@@ -8,8 +8,10 @@
 #include <string>
 
 #include "core/format.hpp"
+#include "core/instantiate.hpp"
 #include "core/layout.hpp"
 #include "core/memory.hpp"
+#include "core/names.hpp"
 #include "core/random.hpp"
 #include "cp/dense_operand.hpp"
 #include "cp/hals.hpp"
@@ -527,18 +529,14 @@ void arrange(KTensor<T>& model) {
   }
 }
 
-template std::vector<index_t> stuck_components<float>(const std::vector<Matrix<float>>&, index_t,
-                                                      const std::vector<int>&);
-template std::vector<index_t> stuck_components<double>(const std::vector<Matrix<double>>&, index_t,
-                                                       const std::vector<int>&);
-template void validate_cp_options<float>(const CpOptions<float>&, const std::vector<index_t>&);
-template void validate_cp_options<double>(const CpOptions<double>&, const std::vector<index_t>&);
-template CpResult<float> run_cp_als<float>(CpOperand<float>&, Compute<float>&,
-                                           const CpOptions<float>&, Clock::time_point);
-template CpResult<double> run_cp_als<double>(CpOperand<double>&, Compute<double>&,
-                                             const CpOptions<double>&, Clock::time_point);
-template void arrange<float>(KTensor<float>&);
-template void arrange<double>(KTensor<double>&);
+#define TENFOLD_INSTANTIATE_CP_ALS_STEPS(T)                                                 \
+  template std::vector<index_t> stuck_components<T>(const std::vector<Matrix<T>>&, index_t, \
+                                                    const std::vector<int>&);               \
+  template void validate_cp_options<T>(const CpOptions<T>&, const std::vector<index_t>&);   \
+  template CpResult<T> run_cp_als<T>(CpOperand<T>&, Compute<T>&, const CpOptions<T>&,       \
+                                     Clock::time_point);                                    \
+  template void arrange<T>(KTensor<T>&);
+TENFOLD_INSTANTIATE_FOR_EACH_VALUE_TYPE(TENFOLD_INSTANTIATE_CP_ALS_STEPS)
 
 void validate_dense_shape(const std::vector<index_t>& dims) {
   const int order = static_cast<int>(dims.size());
@@ -573,42 +571,26 @@ index_t max_cp_rank(std::span<const index_t> dims) {
   return best;
 }
 
-std::string_view to_string(CpInit init) {
-  switch (init) {
-    case CpInit::automatic:
-      return "auto";
-    case CpInit::random:
-      return "random";
-    case CpInit::nvecs:
-      return "nvecs";
-    case CpInit::given:
-      return "given";
-  }
-  return "?";
-}
+namespace {
+
+constexpr detail::Named<CpInit> cp_inits[] = {{CpInit::automatic, "auto"},
+                                              {CpInit::random, "random"},
+                                              {CpInit::nvecs, "nvecs"},
+                                              {CpInit::given, "given"}};
+constexpr detail::Named<CpStop> cp_stops[] = {{CpStop::converged, "converged"},
+                                              {CpStop::max_iters, "max_iters"},
+                                              {CpStop::time_limit, "time_limit"},
+                                              {CpStop::callback, "callback"}};
+
+}  // namespace
+
+std::string_view to_string(CpInit init) { return detail::name_of<CpInit>(cp_inits, init); }
 
 CpInit parse_cp_init(std::string_view name) {
-  if (name == "auto") return CpInit::automatic;
-  if (name == "random") return CpInit::random;
-  if (name == "nvecs") return CpInit::nvecs;
-  if (name == "given") return CpInit::given;
-  throw InvalidArgument("unknown init '" + std::string(name) +
-                        "' (expected auto, random, nvecs or given)");
+  return detail::parse_named<CpInit>(cp_inits, name, "init");
 }
 
-std::string_view to_string(CpStop stop) {
-  switch (stop) {
-    case CpStop::converged:
-      return "converged";
-    case CpStop::max_iters:
-      return "max_iters";
-    case CpStop::time_limit:
-      return "time_limit";
-    case CpStop::callback:
-      return "callback";
-  }
-  return "?";
-}
+std::string_view to_string(CpStop stop) { return detail::name_of<CpStop>(cp_stops, stop); }
 
 template <class T>
 CpResult<T> cp_als(TensorView<const T> x, const CpOptions<T>& options) {
@@ -653,9 +635,9 @@ CpResult<T> cp_als(const KTensor<T>& x, const CpOptions<T>& options) {
   });
 }
 
-template CpResult<float> cp_als<float>(TensorView<const float>, const CpOptions<float>&);
-template CpResult<double> cp_als<double>(TensorView<const double>, const CpOptions<double>&);
-template CpResult<float> cp_als<float>(const KTensor<float>&, const CpOptions<float>&);
-template CpResult<double> cp_als<double>(const KTensor<double>&, const CpOptions<double>&);
+#define TENFOLD_INSTANTIATE_CP_ALS(T)                                       \
+  template CpResult<T> cp_als<T>(TensorView<const T>, const CpOptions<T>&); \
+  template CpResult<T> cp_als<T>(const KTensor<T>&, const CpOptions<T>&);
+TENFOLD_INSTANTIATE_FOR_EACH_VALUE_TYPE(TENFOLD_INSTANTIATE_CP_ALS)
 
 }  // namespace tenfold

@@ -10,7 +10,7 @@ template <class T>
 KruskalOperand<T>::KruskalOperand(Compute<T>& c, const KTensor<T>& x)
     : CpOperand<T>(c), dims_(x.dims()), s_(x.rank()) {
   for (const Matrix<T>& f : x.factors) {
-    if (c.kind() == Backend::cpu) {
+    if (c.host_memory()) {
       a_.push_back(f.data());
       continue;
     }

@@ -1,7 +1,6 @@
-target_sources(tenfold_objects PRIVATE
+target_sources(tenfold_cp PRIVATE
   cp/cp_als.cpp
   cp/cp_missing.cpp
-  cp/dense_operand.cpp
   cp/factor_match.cpp
   cp/hals.cpp
   cp/kruskal_operand.cpp

@@ -49,7 +49,7 @@ void blas_gemm(Op ta, Op tb, index_t m, index_t n, index_t k, T alpha, const T* 
 
 // B = B op(L)^{-1}, L lower triangular n x n, B m x n, on the calling thread.
 // Halving L = [L11 0; L21 L22] puts most of the work into GEMMs, which OpenBLAS runs
-// about twice as fast as its trsm: op = trans: X1 = B1 L11^{-T}, X2 = (B2 - X1 L21^T)
+// faster than its trsm (docs/performance.md): op = trans: X1 = B1 L11^{-T}, X2 = (B2 - X1 L21^T)
 // L22^{-T}; op = none: X2 = B2 L22^{-1}, X1 = (B1 - X2 L21) L11^{-1}.
 template <class T>
 void recursive_solve(Op op, index_t n, const T* l, index_t ldl, index_t m, T* b, index_t ldb) {
@@ -128,43 +128,6 @@ void sum_over_inner(index_t m, index_t n, index_t k, index_t chunks, T alpha, T 
 }
 
 }  // namespace
-
-template <class T>
-std::uint64_t CpuCompute<T>::available_bytes() {
-  return host_available_bytes();
-}
-
-template <class T>
-T* CpuCompute<T>::allocate(std::size_t n) {
-  if (n == 0) return nullptr;
-  if (n > std::numeric_limits<std::size_t>::max() / sizeof(T)) throw std::bad_alloc();
-  return static_cast<T*>(::operator new[](n * sizeof(T), std::align_val_t{64}));
-}
-
-template <class T>
-void CpuCompute<T>::deallocate(T* p) noexcept {
-  ::operator delete[](p, std::align_val_t{64});
-}
-
-template <class T>
-void CpuCompute<T>::upload(T* dst, const T* host_src, std::size_t n) {
-  if (n > 0) std::memcpy(dst, host_src, n * sizeof(T));
-}
-
-template <class T>
-void CpuCompute<T>::download(T* host_dst, const T* src, std::size_t n) {
-  if (n > 0) std::memcpy(host_dst, src, n * sizeof(T));
-}
-
-template <class T>
-void CpuCompute<T>::copy(T* dst, const T* src, std::size_t n) {
-  if (n > 0) std::memcpy(dst, src, n * sizeof(T));
-}
-
-template <class T>
-void CpuCompute<T>::fill(T* dst, std::size_t n, T value) {
-  std::fill(dst, dst + n, value);
-}
 
 template <class T>
 void CpuCompute<T>::gemm(Op ta, Op tb, index_t m, index_t n, index_t k, T alpha, const T* a,
@@ -304,8 +267,8 @@ void CpuCompute<T>::syrk(Op trans, index_t n, index_t k, T alpha, const T* a, in
 template <class T>
 bool CpuCompute<T>::potrf(index_t n, T* a, index_t lda) {
   const int in = blas_int(n, "potrf n"), ia = blas_int(lda, "potrf lda");
-  // OpenBLAS 0.3.21's threaded potrf was slower than one thread at every size measured
-  // up to n = 2000 on the 2-core development machine (3x at 2000, 14x at 384, 80x at 64).
+  // On one thread: OpenBLAS's threaded potrf was slower than one thread at every size
+  // measured (docs/performance.md, "What changed what").
   const SerialBlas serial;
   // The _work variant skips LAPACKE's NaN scan, which reports a NaN entry as an
   // invalid argument (info = -4).

@@ -1,23 +1,14 @@
 // CPU backend: OpenBLAS (BLAS, LAPACK through LAPACKE) and OpenMP.
 #pragma once
 
-#include "core/compute.hpp"
+#include "core/host_compute.hpp"
 
 namespace tenfold::detail {
 
 template <class T>
-class CpuCompute final : public Compute<T> {
+class CpuCompute final : public HostCompute<T> {
  public:
   Backend kind() const override { return Backend::cpu; }
-  void synchronize() override {}
-
-  std::uint64_t available_bytes() override;
-  T* allocate(std::size_t n) override;
-  void deallocate(T* p) noexcept override;
-  void upload(T* dst, const T* host_src, std::size_t n) override;
-  void download(T* host_dst, const T* src, std::size_t n) override;
-  void copy(T* dst, const T* src, std::size_t n) override;
-  void fill(T* dst, std::size_t n, T value) override;
 
   void gemm(Op ta, Op tb, index_t m, index_t n, index_t k, T alpha, const T* a, index_t lda,
             const T* b, index_t ldb, T beta, T* c, index_t ldc) override;

@@ -1,2 +1,2 @@
-target_sources(tenfold_objects PRIVATE
+target_sources(tenfold_cpu PRIVATE
   cpu/cpu_compute.cpp)

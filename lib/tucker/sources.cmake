@@ -1,4 +1,4 @@
-target_sources(tenfold_objects PRIVATE
+target_sources(tenfold_tucker PRIVATE
   tucker/hooi.cpp
   tucker/hosvd.cpp
   tucker/steps.cpp

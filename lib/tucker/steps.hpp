@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "core/compute.hpp"
-#include "cp/dense_operand.hpp"
+#include "core/dense_mttkrp.hpp"
 #include "tenfold/tucker.hpp"
 
 namespace tenfold::detail {
@@ -36,7 +36,7 @@ struct TuckerState {
 
   Compute<T>& c;
   std::vector<index_t> dims;
-  DenseOperand<T> x;  ///< holds X on the backend and its norm
+  DeviceTensor<T> x;  ///< X on the backend, with its norm
   double norm_x2 = 0.0;
   std::vector<index_t> ranks;  ///< r_n, set when mode n is truncated
   std::vector<Buffer<T>> u;    ///< U_n (I_n x r_n)

@@ -2,9 +2,9 @@
 #include <cmath>
 #include <string>
 
+#include "core/compute.hpp"
 #include "core/format.hpp"
 #include "core/multilinear.hpp"
-#include "cpu/cpu_compute.hpp"
 #include "tenfold/error.hpp"
 #include "tenfold/tucker.hpp"
 
@@ -50,7 +50,8 @@ void TTensor<T>::validate() const {
 template <class T>
 Tensor<T> TTensor<T>::full() const {
   validate();
-  detail::CpuCompute<T> c;
+  const auto host = detail::make_compute<T>(Backend::cpu);
+  detail::Compute<T>& c = *host;
   detail::Buffer<T> w0, w1;
   std::vector<detail::ModeProduct<T>> products;
   for (int n = 0; n < order(); ++n) {
@@ -66,7 +67,8 @@ Tensor<T> TTensor<T>::full() const {
 template <class T>
 double TTensor<T>::norm() const {
   validate();
-  detail::CpuCompute<T> c;
+  const auto host = detail::make_compute<T>(Backend::cpu);
+  detail::Compute<T>& c = *host;
   std::vector<Matrix<T>> grams;
   std::vector<detail::ModeProduct<T>> products;
   for (int n = 0; n < order(); ++n) {
@@ -91,7 +93,8 @@ double TTensor<T>::inner(TensorView<const T> x) const {
     throw DimensionMismatch("inner product of a tensor of shape " + detail::shape_string(x.dims()) +
                             " and a Tucker model of shape " + detail::shape_string(dims()));
   }
-  detail::CpuCompute<T> c;
+  const auto host = detail::make_compute<T>(Backend::cpu);
+  detail::Compute<T>& c = *host;
   std::vector<detail::ModeProduct<T>> products;
   for (int n = 0; n < order(); ++n) {
     const Matrix<T>& f = factors[static_cast<std::size_t>(n)];

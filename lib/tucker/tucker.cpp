@@ -9,6 +9,7 @@
 #include "core/format.hpp"
 #include "core/layout.hpp"
 #include "core/memory.hpp"
+#include "core/names.hpp"
 #include "tenfold/error.hpp"
 #include "tucker/steps.hpp"
 
@@ -126,31 +127,27 @@ void require_tucker_memory(detail::Compute<T>& c, const std::vector<index_t>& di
     gram = std::max(gram, 3.0 * in * in);
     shrink = std::max(shrink, rn / in);
   }
-  const double copy = c.kind() == Backend::cpu ? 0.0 : numel;
+  const double copy = c.host_memory() ? 0.0 : numel;
   detail::require_memory(c, copy + gram + factors + core + intermediates * numel * shrink,
                          "Tucker");
 }
 
 }  // namespace
 
+namespace {
+
+constexpr detail::Named<TuckerMethod> tucker_methods[] = {{TuckerMethod::sthosvd, "sthosvd"},
+                                                          {TuckerMethod::hosvd, "hosvd"},
+                                                          {TuckerMethod::hooi, "hooi"}};
+
+}  // namespace
+
 std::string_view to_string(TuckerMethod method) {
-  switch (method) {
-    case TuckerMethod::sthosvd:
-      return "sthosvd";
-    case TuckerMethod::hosvd:
-      return "hosvd";
-    case TuckerMethod::hooi:
-      return "hooi";
-  }
-  return "?";
+  return detail::name_of<TuckerMethod>(tucker_methods, method);
 }
 
 TuckerMethod parse_tucker_method(std::string_view name) {
-  if (name == "sthosvd") return TuckerMethod::sthosvd;
-  if (name == "hosvd") return TuckerMethod::hosvd;
-  if (name == "hooi") return TuckerMethod::hooi;
-  throw InvalidArgument("unknown Tucker method '" + std::string(name) +
-                        "' (expected sthosvd, hosvd or hooi)");
+  return detail::parse_named<TuckerMethod>(tucker_methods, name, "Tucker method");
 }
 
 namespace {

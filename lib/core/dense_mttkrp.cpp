@@ -1,33 +1,51 @@
-#include "cp/dense_operand.hpp"
+#include "core/dense_mttkrp.hpp"
 
 #include <algorithm>
 
+#include "core/instantiate.hpp"
 #include "core/multilinear.hpp"
 
 namespace tenfold::detail {
 
 template <class T>
-DenseOperand<T>::DenseOperand(Compute<T>& c, TensorView<const T> x)
-    : CpOperand<T>(c), dims_(x.dims()) {
-  if (c.kind() == Backend::cpu) {
+DeviceTensor<T>::DeviceTensor(Compute<T>& c, TensorView<const T> x) : c_(c), dims_(x.dims()) {
+  if (c.host_memory()) {
     x_ = x.data();
   } else {
-    x_copy_ = Buffer<T>(c, static_cast<std::size_t>(x.numel()));
-    c.upload(x_copy_.get(), x.data(), static_cast<std::size_t>(x.numel()));
-    x_ = x_copy_.get();
+    copy_ = Buffer<T>(c, static_cast<std::size_t>(x.numel()));
+    c.upload(copy_.get(), x.data(), static_cast<std::size_t>(x.numel()));
+    x_ = copy_.get();
   }
+}
+
+template <class T>
+DeviceTensor<T>::DeviceTensor(Compute<T>& c, const T* backend_data, std::vector<index_t> dims)
+    : c_(c), dims_(std::move(dims)), x_(backend_data) {}
+
+template <class T>
+double DeviceTensor<T>::norm_squared() {
+  if (norm_squared_ < 0.0) {
+    std::size_t numel = 1;
+    for (const index_t d : dims_) numel *= static_cast<std::size_t>(d);
+    norm_squared_ = c_.sum_squares(numel, x_);
+  }
+  return norm_squared_;
+}
+
+template <class T>
+DenseMttkrp<T>::DenseMttkrp(Compute<T>& c, TensorView<const T> x) : c_(c), x_(c, x) {
   choose_blocks();
 }
 
 template <class T>
-DenseOperand<T>::DenseOperand(Compute<T>& c, const T* backend_data, std::vector<index_t> dims)
-    : CpOperand<T>(c), dims_(std::move(dims)), x_(backend_data) {
+DenseMttkrp<T>::DenseMttkrp(Compute<T>& c, const T* backend_data, std::vector<index_t> dims)
+    : c_(c), x_(c, backend_data, std::move(dims)) {
   choose_blocks();
 }
 
 template <class T>
-void DenseOperand<T>::choose_blocks() {
-  const int order = static_cast<int>(dims_.size());
+void DenseMttkrp<T>::choose_blocks() {
+  const int order = this->order();
   if (order == 2) {
     lead_end_ = trail_begin_ = 1;
   } else if (order == 3) {
@@ -45,22 +63,14 @@ void DenseOperand<T>::choose_blocks() {
 }
 
 template <class T>
-index_t DenseOperand<T>::prod(int lo, int hi) const {
+index_t DenseMttkrp<T>::prod(int lo, int hi) const {
   index_t p = 1;
-  for (int m = lo; m < hi; ++m) p *= dims_[static_cast<std::size_t>(m)];
+  for (int m = lo; m < hi; ++m) p *= dims()[static_cast<std::size_t>(m)];
   return p;
 }
 
 template <class T>
-double DenseOperand<T>::norm_squared() {
-  if (norm_squared_ < 0.0) {
-    norm_squared_ = this->c_.sum_squares(static_cast<std::size_t>(prod(0, this->order())), x_);
-  }
-  return norm_squared_;
-}
-
-template <class T>
-void DenseOperand<T>::factor_changed(int m) {
+void DenseMttkrp<T>::factor_changed(int m) {
   if ((cached_ == Cached::leading && m >= lead_end_) ||
       (cached_ == Cached::trailing && m < trail_begin_)) {
     cached_ = Cached::none;
@@ -91,10 +101,10 @@ const T* khatri_rao_range(Compute<T>& c, const std::vector<index_t>& dims,
 }
 
 template <class T>
-void DenseOperand<T>::finish(const T* y, int lo, int hi, int n, std::span<const T* const> factors,
-                             index_t rank, T* out) {
-  Compute<T>& c = this->c_;
-  const index_t jl = prod(lo, n), jn = dims_[static_cast<std::size_t>(n)], jr = prod(n + 1, hi);
+void DenseMttkrp<T>::finish(const T* y, int lo, int hi, int n, std::span<const T* const> factors,
+                            index_t rank, T* out) {
+  Compute<T>& c = c_;
+  const index_t jl = prod(lo, n), jn = dims()[static_cast<std::size_t>(n)], jr = prod(n + 1, hi);
   const index_t jall = jl * jn * jr;
   // Blocks hold at least two modes, so n has a neighbour on the left or the right
   // (possibly of size one, which still scales by its factor's single row).
@@ -102,7 +112,7 @@ void DenseOperand<T>::finish(const T* y, int lo, int hi, int n, std::span<const 
   const T* v = y;
   if (right) {
     // V(:, r) = Y_r (Jl*Jn x Jr) * KR_right(:, r), one matrix-vector product per column.
-    const T* kr = khatri_rao_range(c, dims_, factors, n + 1, hi, rank, kr_, kr_tmp_);
+    const T* kr = khatri_rao_range(c, dims(), factors, n + 1, hi, rank, kr_, kr_tmp_);
     T* dst = left ? ensure(c, v_, static_cast<std::size_t>(jl * jn * rank)) : out;
     c.gemm_strided_batched(Op::none, Op::none, jl * jn, 1, jr, T(1), y, jl * jn, jall, kr, jr, jr,
                            T(0), dst, jl * jn, jl * jn, rank);
@@ -110,15 +120,15 @@ void DenseOperand<T>::finish(const T* y, int lo, int hi, int n, std::span<const 
   }
   if (left) {
     // out(:, r) = V_r (Jl x Jn)^T * KR_left(:, r).
-    const T* kr = khatri_rao_range(c, dims_, factors, lo, n, rank, kr_, kr_tmp_);
+    const T* kr = khatri_rao_range(c, dims(), factors, lo, n, rank, kr_, kr_tmp_);
     c.gemm_strided_batched(Op::trans, Op::none, jn, 1, jl, T(1), v, jl, jl * jn, kr, jl, jl, T(0),
                            out, jn, jn, rank);
   }
 }
 
 template <class T>
-void DenseOperand<T>::mttkrp(int n, std::span<const T* const> factors, index_t rank, T* out) {
-  Compute<T>& c = this->c_;
+void DenseMttkrp<T>::mttkrp(int n, std::span<const T* const> factors, index_t rank, T* out) {
+  Compute<T>& c = c_;
   const int order = this->order();
   if (rank != cached_rank_) cached_ = Cached::none;
   cached_rank_ = rank;
@@ -127,9 +137,9 @@ void DenseOperand<T>::mttkrp(int n, std::span<const T* const> factors, index_t r
     const index_t il = prod(0, lead_end_), ir = prod(lead_end_, order);
     const bool single = lead_end_ == 1;
     if (single || cached_ != Cached::leading) {
-      const T* kr = khatri_rao_range(c, dims_, factors, lead_end_, order, rank, kr_, kr_tmp_);
+      const T* kr = khatri_rao_range(c, dims(), factors, lead_end_, order, rank, kr_, kr_tmp_);
       T* y = single ? out : ensure(c, y_, static_cast<std::size_t>(il * rank));
-      c.gemm(Op::none, Op::none, il, rank, ir, T(1), x_, il, kr, ir, T(0), y, il);
+      c.gemm(Op::none, Op::none, il, rank, ir, T(1), x_.data(), il, kr, ir, T(0), y, il);
       if (single) return;
       cached_ = Cached::leading;
     }
@@ -139,9 +149,9 @@ void DenseOperand<T>::mttkrp(int n, std::span<const T* const> factors, index_t r
     const index_t il = prod(0, trail_begin_), ir = prod(trail_begin_, order);
     const bool single = trail_begin_ == order - 1;
     if (single || cached_ != Cached::trailing) {
-      const T* kr = khatri_rao_range(c, dims_, factors, 0, trail_begin_, rank, kr_, kr_tmp_);
+      const T* kr = khatri_rao_range(c, dims(), factors, 0, trail_begin_, rank, kr_, kr_tmp_);
       T* y = single ? out : ensure(c, y_, static_cast<std::size_t>(ir * rank));
-      c.gemm(Op::trans, Op::none, ir, rank, il, T(1), x_, il, kr, il, T(0), y, ir);
+      c.gemm(Op::trans, Op::none, ir, rank, il, T(1), x_.data(), il, kr, il, T(0), y, ir);
       if (single) return;
       cached_ = Cached::trailing;
     }
@@ -150,7 +160,7 @@ void DenseOperand<T>::mttkrp(int n, std::span<const T* const> factors, index_t r
 }
 
 template <class T>
-double DenseOperand<T>::workspace_elements(index_t rank, bool /*mode_grams*/) const {
+double DenseMttkrp<T>::workspace_elements(index_t rank) const {
   const int order = this->order();
   const auto size = [this](int lo, int hi) { return static_cast<double>(prod(lo, hi)); };
   // A block of three or more modes finishes through a partial product and Khatri-Rao
@@ -168,17 +178,16 @@ double DenseOperand<T>::workspace_elements(index_t rank, bool /*mode_grams*/) co
 }
 
 template <class T>
-void DenseOperand<T>::mode_gram(int n, T* out) {
-  detail::mode_gram(this->c_, x_, dims_, n, out);
+void DenseMttkrp<T>::mode_gram(int n, T* out) {
+  detail::mode_gram(c_, x_.data(), dims(), n, out);
 }
 
-template const float* khatri_rao_range<float>(Compute<float>&, const std::vector<index_t>&,
-                                              std::span<const float* const>, int, int, index_t,
-                                              Buffer<float>&, Buffer<float>&);
-template const double* khatri_rao_range<double>(Compute<double>&, const std::vector<index_t>&,
-                                                std::span<const double* const>, int, int, index_t,
-                                                Buffer<double>&, Buffer<double>&);
-template class DenseOperand<float>;
-template class DenseOperand<double>;
+#define TENFOLD_INSTANTIATE_DENSE_MTTKRP(T)                                                       \
+  template const T* khatri_rao_range<T>(Compute<T>&, const std::vector<index_t>&,                 \
+                                        std::span<const T* const>, int, int, index_t, Buffer<T>&, \
+                                        Buffer<T>&);                                              \
+  template class DeviceTensor<T>;                                                                 \
+  template class DenseMttkrp<T>;
+TENFOLD_INSTANTIATE_FOR_EACH_VALUE_TYPE(TENFOLD_INSTANTIATE_DENSE_MTTKRP)
 
 }  // namespace tenfold::detail

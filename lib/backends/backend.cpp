@@ -3,7 +3,10 @@
 #include <string>
 
 #include "core/compute.hpp"
+#include "core/instantiate.hpp"
+#include "core/names.hpp"
 #include "cpu/cpu_compute.hpp"
+#include "reference/reference_compute.hpp"
 #include "tenfold/error.hpp"
 
 #ifdef TENFOLD_WITH_CUDA
@@ -12,12 +15,17 @@
 
 namespace tenfold {
 
-std::string_view to_string(Backend backend) { return backend == Backend::cpu ? "cpu" : "cuda"; }
+namespace {
+
+constexpr detail::Named<Backend> backends[] = {
+    {Backend::cpu, "cpu"}, {Backend::cuda, "cuda"}, {Backend::reference, "reference"}};
+
+}  // namespace
+
+std::string_view to_string(Backend backend) { return detail::name_of<Backend>(backends, backend); }
 
 Backend parse_backend(std::string_view name) {
-  if (name == "cpu") return Backend::cpu;
-  if (name == "cuda") return Backend::cuda;
-  throw InvalidArgument("unknown backend '" + std::string(name) + "' (expected cpu or cuda)");
+  return detail::parse_named<Backend>(backends, name, "backend");
 }
 
 bool cuda_compiled() {
@@ -41,6 +49,7 @@ namespace detail {
 template <class T>
 std::unique_ptr<Compute<T>> make_compute(Backend backend) {
   if (backend == Backend::cpu) return std::make_unique<CpuCompute<T>>();
+  if (backend == Backend::reference) return std::make_unique<ReferenceCompute<T>>();
 #ifdef TENFOLD_WITH_CUDA
   return make_cuda_compute<T>();
 #else
@@ -50,8 +59,9 @@ std::unique_ptr<Compute<T>> make_compute(Backend backend) {
 #endif
 }
 
-template std::unique_ptr<Compute<float>> make_compute<float>(Backend);
-template std::unique_ptr<Compute<double>> make_compute<double>(Backend);
+#define TENFOLD_INSTANTIATE_MAKE_COMPUTE(T) \
+  template std::unique_ptr<Compute<T>> make_compute<T>(Backend);
+TENFOLD_INSTANTIATE_FOR_EACH_VALUE_TYPE(TENFOLD_INSTANTIATE_MAKE_COMPUTE)
 
 }  // namespace detail
 }  // namespace tenfold

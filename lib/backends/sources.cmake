@@ -1,0 +1,2 @@
+target_sources(tenfold_backends PRIVATE
+  backends/backend.cpp)

@@ -1,0 +1,35 @@
+// The memory primitives of a backend whose memory is host memory (cpu, reference):
+// 64-byte aligned allocations, copies by memcpy.
+#pragma once
+
+#include <cstring>
+#include <limits>
+#include <new>
+
+#include "core/compute.hpp"
+#include "core/memory.hpp"
+
+namespace tenfold::detail {
+
+template <class T>
+class HostCompute : public Compute<T> {
+ public:
+  void synchronize() override {}
+  std::uint64_t available_bytes() override { return host_available_bytes(); }
+  T* allocate(std::size_t n) override {
+    if (n == 0) return nullptr;
+    if (n > std::numeric_limits<std::size_t>::max() / sizeof(T)) throw std::bad_alloc();
+    return static_cast<T*>(::operator new[](n * sizeof(T), std::align_val_t{64}));
+  }
+  void deallocate(T* p) noexcept override { ::operator delete[](p, std::align_val_t{64}); }
+  void upload(T* dst, const T* host_src, std::size_t n) override { copy(dst, host_src, n); }
+  void download(T* host_dst, const T* src, std::size_t n) override { copy(host_dst, src, n); }
+  void copy(T* dst, const T* src, std::size_t n) override {
+    if (n > 0) std::memcpy(dst, src, n * sizeof(T));
+  }
+  void fill(T* dst, std::size_t n, T value) override {
+    for (std::size_t i = 0; i < n; ++i) dst[i] = value;
+  }
+};
+
+}  // namespace tenfold::detail

@@ -1,0 +1,41 @@
+// Reference backend: every primitive of Compute<T> as the plain loops of its
+// definition, accumulated in double, with no BLAS or LAPACK. It is the oracle the
+// other backends are tested against, and can run every algorithm (slowly).
+#pragma once
+
+#include "core/host_compute.hpp"
+
+namespace tenfold::detail {
+
+template <class T>
+class ReferenceCompute final : public HostCompute<T> {
+ public:
+  Backend kind() const override { return Backend::reference; }
+
+  void gemm(Op ta, Op tb, index_t m, index_t n, index_t k, T alpha, const T* a, index_t lda,
+            const T* b, index_t ldb, T beta, T* c, index_t ldc) override;
+  void gemm_strided_batched(Op ta, Op tb, index_t m, index_t n, index_t k, T alpha, const T* a,
+                            index_t lda, index_t stride_a, const T* b, index_t ldb,
+                            index_t stride_b, T beta, T* c, index_t ldc, index_t stride_c,
+                            index_t batch) override;
+  void syrk(Op trans, index_t n, index_t k, T alpha, const T* a, index_t lda, T beta, T* c,
+            index_t ldc) override;
+  bool potrf(index_t n, T* a, index_t lda) override;
+  void potrs_right(index_t n, const T* l, index_t ldl, index_t m, T* b, index_t ldb) override;
+  void syevd(index_t n, T* a, index_t lda, T* host_w) override;
+
+  void hadamard(std::size_t n, const T* x, T* y) override;
+  void axpy(std::size_t n, T alpha, const T* x, T* y) override;
+  void khatri_rao(index_t ma, index_t mb, index_t r, const T* a, const T* b, T* c) override;
+  void normalize_columns(ColumnNorm kind, index_t m, index_t n, T* a, index_t lda,
+                         T* lambda) override;
+  void scale_columns(index_t m, index_t n, T* a, index_t lda, const T* s) override;
+  void add_diagonal(index_t n, T* a, index_t lda, T value) override;
+  double dot(std::size_t n, const T* x, const T* y) override;
+  double sum_squares(std::size_t n, const T* x) override;
+};
+
+extern template class ReferenceCompute<float>;
+extern template class ReferenceCompute<double>;
+
+}  // namespace tenfold::detail

@@ -1,0 +1,2 @@
+target_sources(tenfold_reference PRIVATE
+  reference/reference_compute.cpp)
