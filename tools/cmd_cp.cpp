@@ -23,6 +23,7 @@ struct CpArgs {
   int n_starts = 1;
   bool nonnegative = false;
   bool line_search = false;
+  std::string compress = "auto";
   std::string missing;
   double ridge = 0.0;
   double time_limit = 0.0;
@@ -130,6 +131,7 @@ int run_cp(const CpArgs& a, const io::NpyHeader& header) {
   o.n_starts = a.n_starts;
   o.nonnegative = a.nonnegative;
   o.line_search = a.line_search;
+  o.compress = parse_cp_compress(a.compress);
   o.layout = header.fortran_order ? Layout::col_major : Layout::row_major;
   o.ridge = a.ridge;
   o.time_limit = a.time_limit;
@@ -146,6 +148,12 @@ int run_cp(const CpArgs& a, const io::NpyHeader& header) {
               : cp_als(x, o);
 
   const KTensor<T>& m = res.model;
+  // The core's size along each NumPy axis (empty without compression).
+  std::vector<index_t> compression_ranks;
+  for (std::size_t ax = 0; ax < res.compression_ranks.size(); ++ax) {
+    compression_ranks.push_back(
+        res.compression_ranks[static_cast<std::size_t>(numpy_axis(header, static_cast<int>(ax)))]);
+  }
   const nlohmann::json j = {
       {"command", "cp"},
       {"input", a.input},
@@ -160,6 +168,10 @@ int run_cp(const CpArgs& a, const io::NpyHeader& header) {
       {"nonnegative", a.nonnegative},
       {"line_search", a.line_search},
       {"line_search_accepted", res.line_search_accepted},
+      {"compress", a.compress},
+      {"compressed", res.compressed},
+      {"compression_ranks", compression_ranks},
+      {"compressed_iterations", res.compressed_iterations},
       {"missing", missing ? "nan" : "none"},
       {"observed_entries", n_observed},
       {"seed", a.seed},
@@ -175,6 +187,7 @@ int run_cp(const CpArgs& a, const io::NpyHeader& header) {
       {"seconds", res.timings.total},
       {"timings",
        {{"init", res.timings.init},
+        {"compress", res.timings.compress},
         {"mttkrp", res.timings.mttkrp},
         {"gram", res.timings.gram},
         {"solve", res.timings.solve},
@@ -222,6 +235,11 @@ Command add_cp_command(CLI::App& app) {
   cmd->add_flag("--nonnegative", a->nonnegative, "Non-negative factors (HALS updates)");
   cmd->add_flag("--line-search", a->line_search,
                 "Bro's extrapolation every second iteration (as TensorLy's linesearch=True)");
+  cmd->add_option("--compress", a->compress,
+                  "Compress first: CP of the ST-HOSVD core, then sweeps on the full tensor. "
+                  "auto: when the core is 8x smaller and the tensor has 2^20 entries")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->capture_default_str();
   cmd->add_option("--missing", a->missing,
                   "nan: NaN entries are missing values (EM-ALS; the fit is over the observed "
                   "entries). Without it a NaN is refused")

@@ -11,6 +11,7 @@
 #include "core/layout.hpp"
 #include "core/memory.hpp"
 #include "core/random.hpp"
+#include "cp/compressed.hpp"
 #include "cp/dense_operand.hpp"
 #include "cp/hals.hpp"
 #include "cp/kruskal_operand.hpp"
@@ -622,7 +623,12 @@ CpResult<T> cp_als(TensorView<const T> x, const CpOptions<T>& options) {
   const bool reverse = options.layout == Layout::row_major;
   const Tensor<T> axis_order = reverse ? detail::reverse_modes(x) : Tensor<T>();
   return detail::run_in_axis_order(options, [&](const CpOptions<T>& o) {
-    detail::DenseOperand<T> op(*c, reverse ? axis_order.view() : x);
+    const TensorView<const T> xa = reverse ? axis_order.view() : x;
+    // Compression first where it pays (cp/compressed.hpp).
+    if (const auto ranks = detail::planned_compression(o, xa.dims()); !ranks.empty()) {
+      return detail::run_compressed_cp(xa, *c, o, ranks, start);
+    }
+    detail::DenseOperand<T> op(*c, xa);
     return detail::run_cp_starts(op, *c, o, start);
   });
 }

@@ -39,6 +39,9 @@ CpResult<T> cp_als(TensorView<const T> x, TensorView<const std::uint8_t> observe
   if (options.line_search) {
     throw InvalidArgument("line_search cannot be combined with missing values");
   }
+  if (options.compress == CpCompress::on) {
+    throw InvalidArgument("compress = on cannot be combined with missing values");
+  }
   detail::validate_cp_options(options, x.dims());
   auto c = detail::make_compute<T>(options.backend);
   // Row-major: the tensor and the mask as column-major copies in NumPy axis order.

@@ -1,4 +1,5 @@
 target_sources(tenfold_objects PRIVATE
+  cp/compressed.cpp
   cp/cp_als.cpp
   cp/cp_missing.cpp
   cp/dense_operand.cpp
