@@ -135,7 +135,7 @@ def main():
                 traces.append(run_tensorly(x, rank, mask, target, ls))
             secs = [None if t is None else seconds_to(t, target) for t in traces]
             cells = ["n/a" if t is None else cell(s, t) for s, t in zip(secs, traces)]
-            ratio = (f"{secs[5] / secs[3]:.1f}x" if secs[3] and secs[5] else "-")
+            ratio = f"{secs[4] / secs[3]:.1f}x" if secs[3] and secs[4] else "-"
             print(f"| {label} | {target:.5f} | " + " | ".join(cells) + f" | {ratio} |",
                   flush=True)
     print(f"load average at end: {os.getloadavg()[0]:.1f}")
