@@ -167,6 +167,11 @@ TEST(CpCompressed, SkippedWhereItCannotPay) {
   const CpResult<double> r = cp_als(large.tensor, o);
   EXPECT_TRUE(r.compressed);
   EXPECT_GE(factor_match_score(r.model, large.truth), 0.99);
+  // ...but not where ST-HOSVD would form a mode Gram beyond kCpNvecsMaxSize^2.
+  const auto tall = planted({kCpNvecsMaxSize + 1, 16, 16}, 2, 0.0, 0.0, 64);
+  o = options(2, CpCompress::automatic);
+  o.max_iters = 5;
+  EXPECT_FALSE(cp_als(tall.tensor, o).compressed);
   // The default is automatic.
   EXPECT_EQ(CpOptions<double>{}.compress, CpCompress::automatic);
 }

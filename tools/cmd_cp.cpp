@@ -25,6 +25,7 @@ struct CpArgs {
   bool line_search = false;
   std::string compress = "auto";
   std::string missing;
+  std::string missing_solver = "em";
   double ridge = 0.0;
   double time_limit = 0.0;
   CommonOptions common;
@@ -132,6 +133,7 @@ int run_cp(const CpArgs& a, const io::NpyHeader& header) {
   o.nonnegative = a.nonnegative;
   o.line_search = a.line_search;
   o.compress = parse_cp_compress(a.compress);
+  o.missing_solver = parse_cp_missing_solver(a.missing_solver);
   o.layout = header.fortran_order ? Layout::col_major : Layout::row_major;
   o.ridge = a.ridge;
   o.time_limit = a.time_limit;
@@ -173,6 +175,7 @@ int run_cp(const CpArgs& a, const io::NpyHeader& header) {
       {"compression_ranks", compression_ranks},
       {"compressed_iterations", res.compressed_iterations},
       {"missing", missing ? "nan" : "none"},
+      {"missing_solver", a.missing_solver},
       {"observed_entries", n_observed},
       {"seed", a.seed},
       {"tol", a.tol},
@@ -237,13 +240,19 @@ Command add_cp_command(CLI::App& app) {
                 "Bro's extrapolation every second iteration (as TensorLy's linesearch=True)");
   cmd->add_option("--compress", a->compress,
                   "Compress first: CP of the ST-HOSVD core, then sweeps on the full tensor. "
-                  "auto: when the core is 8x smaller and the tensor has 2^20 entries")
+                  "auto: when the core is 8x smaller, the tensor has 2^20 entries and no axis "
+                  "exceeds 4096")
       ->check(CLI::IsMember({"auto", "on", "off"}))
       ->capture_default_str();
   cmd->add_option("--missing", a->missing,
                   "nan: NaN entries are missing values (EM-ALS; the fit is over the observed "
                   "entries). Without it a NaN is refused")
       ->check(CLI::IsMember({"nan"}));
+  cmd->add_option("--missing-solver", a->missing_solver,
+                  "With --missing: em (impute with the model) or weighted (ALS on the observed "
+                  "entries only, fewer sweeps when much is missing)")
+      ->check(CLI::IsMember({"em", "weighted"}))
+      ->capture_default_str();
   cmd->add_option("--init-factors", a->init_factors,
                   "Start from DIR/factor_<a>.npy (I_a x rank per NumPy axis a), e.g. an earlier "
                   "--out folder; overrides --init")

@@ -34,7 +34,8 @@ TENFOLD_API CpInit parse_cp_init(std::string_view name);
 /// first").
 enum class CpCompress {
   automatic,  ///< on when the compressed core is at least kCpCompressMinReduction times
-              ///< smaller than the tensor and the tensor has kCpCompressMinEntries entries
+              ///< smaller than the tensor, the tensor has kCpCompressMinEntries entries
+              ///< and every I_n <= kCpNvecsMaxSize (ST-HOSVD forms each mode's Gram)
   on,         ///< whenever the compression ranks are smaller than the tensor
   off,        ///< never
 };
@@ -52,6 +53,18 @@ TENFOLD_API CpCompress parse_cp_compress(std::string_view name);
 /// The multilinear ranks to which compression reduces a tensor of shape `dims` for a
 /// rank-R CP: r_n = min(I_n, R, prod_{m != n} I_m).
 TENFOLD_API std::vector<index_t> cp_compression_ranks(std::span<const index_t> dims, index_t rank);
+
+/// How cp_als with a mask of observed entries fits them (docs/algorithms.md).
+enum class CpMissingSolver {
+  em,        ///< EM-ALS: sweeps over the tensor with its missing entries filled by the model
+  weighted,  ///< ALS on the observed entries only: each row of U_n solves its own normal
+             ///< equations over the entries it observes (O(N R^2) per observed entry)
+};
+
+/// "em" or "weighted".
+TENFOLD_API std::string_view to_string(CpMissingSolver solver);
+/// Parses the names above; throws InvalidArgument otherwise.
+TENFOLD_API CpMissingSolver parse_cp_missing_solver(std::string_view name);
 
 /// Why the iteration stopped.
 enum class CpStop { converged, max_iters, time_limit, callback };
@@ -93,6 +106,10 @@ struct TENFOLD_API CpOptions {
   /// tensor until the usual stopping rule. max_iters bounds the sweeps of both phases
   /// together. Not with nonnegative (on is refused, automatic is off).
   CpCompress compress = CpCompress::automatic;
+  /// With a mask of observed entries: EM (the default) or weighted ALS, which converges
+  /// in far fewer sweeps when much is missing but costs O(N R^2) per observed entry and
+  /// sweep. Not with nonnegative. Ignored without a mask.
+  CpMissingSolver missing_solver = CpMissingSolver::em;
   /// Used when init == given: one I_n x R matrix per mode (weights are taken as one).
   std::vector<Matrix<T>> initial_factors;
   double ridge = 0.0;       ///< l2 regulariser added to the diagonal of each normal matrix

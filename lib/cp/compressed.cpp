@@ -73,9 +73,13 @@ std::vector<index_t> planned_compression(const CpOptions<T>& o, const std::vecto
     reduction *= static_cast<double>(dims[n]) / static_cast<double>(ranks[n]);
     numel *= static_cast<double>(dims[n]);
   }
+  // automatic: also every I_n x I_n Gram that ST-HOSVD forms must be affordable (plain
+  // CP-ALS forms none of mode 0).
+  const bool grams =
+      std::all_of(dims.begin(), dims.end(), [](index_t d) { return d <= kCpNvecsMaxSize; });
   const bool pays = o.compress == CpCompress::on
                         ? reduction > 1.0
-                        : reduction >= kCpCompressMinReduction &&
+                        : grams && reduction >= kCpCompressMinReduction &&
                               numel >= static_cast<double>(kCpCompressMinEntries);
   if (!pays) ranks.clear();
   return ranks;

@@ -8,5 +8,6 @@ target_sources(tenfold_objects PRIVATE
   cp/kruskal_operand.cpp
   cp/line_search.cpp
   cp/masked_operand.cpp
+  cp/masked_weighted.cpp
   cp/multi_start.cpp
   cp/random_cp.cpp)
