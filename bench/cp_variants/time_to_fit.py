@@ -20,7 +20,8 @@ are taken from its per-iteration progress (tenfold: the progress lines, time sin
 call began, so the start and the compression are included; TensorLy: a callback, time
 since parafac was called, its SVD start included). Loading the .npy file is not counted
 on either side. Columns: tenfold plain (--compress off), --line-search, --compress on,
-the default (no flag), TensorLy's default parafac (init="svd") and its linesearch=True.
+the default (no flag), TensorLy's default parafac (init="svd") and its linesearch=True;
+each cell is "seconds (sweeps)" (TensorLy's line-search sweeps count once each).
 The synthetic tensors are I^N with Gaussian rank-R factors plus 10 % Gaussian noise.
 IL-2 has missing values: tenfold runs EM-ALS (--missing nan; neither line search nor
 compression applies to it) and TensorLy parafac(mask=...), fits over the observed
@@ -95,17 +96,18 @@ def run_tensorly(x, rank, mask, target, linesearch):
     return trace[1:]  # the first call is the start, before any sweep
 
 
-def seconds_to(trace, target):
-    for seconds, fit in trace:
+def reached(trace, target):
+    """(seconds, sweeps) at the first fit >= target, or None."""
+    for k, (seconds, fit) in enumerate(trace):
         if fit >= target:
-            return seconds
+            return seconds, k + 1
     return None
 
 
-def cell(seconds, trace):
-    if seconds is None:
+def cell(hit, trace):
+    if hit is None:
         return f"not reached ({trace[-1][1]:.5f})" if trace else "n/a"
-    return f"{seconds:.3g}"
+    return f"{hit[0]:.3g} ({hit[1]})"
 
 
 def missing_table(cli, tmp):
@@ -175,9 +177,9 @@ def main():
                                           tmp)[1])
             for ls in (False, True):
                 traces.append(run_tensorly(x, rank, mask, target, ls))
-            secs = [None if t is None else seconds_to(t, target) for t in traces]
-            cells = ["n/a" if t is None else cell(s, t) for s, t in zip(secs, traces)]
-            ratio = f"{secs[4] / secs[3]:.1f}x" if secs[3] and secs[4] else "-"
+            hits = [None if t is None else reached(t, target) for t in traces]
+            cells = ["n/a" if t is None else cell(h, t) for h, t in zip(hits, traces)]
+            ratio = f"{hits[4][0] / hits[3][0]:.1f}x" if hits[3] and hits[4] else "-"
             print(f"| {label} | {target:.5f} | " + " | ".join(cells) + f" | {ratio} |",
                   flush=True)
     print(f"load average at end: {os.getloadavg()[0]:.1f}")

@@ -143,7 +143,7 @@ CpResult<T> run_compressed_cp(TensorView<const T> x, Compute<T>& c, const CpOpti
     arrange(res.model);
     res.iterations = 0;
     res.stop = core.stop;
-    res.converged = false;
+    res.converged = res.stop == CpStop::converged;
     res.fit = full_fit(core.fit);
     res.relative_error = 1.0 - res.fit;
   } else {
