@@ -2,6 +2,7 @@
 ALS run, Tenfold (the `tenfold` program) against TensorLy in the same run.
 
     python time_to_fit.py --cli build/tools/tenfold [--cases 200,400,50x4,covid,il2]
+                          [--tensorly-limit 600]
     python time_to_fit.py --cli build/tools/tenfold --cases missing
 
 Run it with the interpreter of bench/compare's environment (TensorLy, NumPy, SciPy).
@@ -81,14 +82,15 @@ def run_tenfold(cli, path, rank, flags, tmp):
         return json.load(f), trace
 
 
-def run_tensorly(x, rank, mask, target, linesearch):
-    """[(seconds, fit)] of TensorLy's parafac with its defaults (stops at the target)."""
+def run_tensorly(x, rank, mask, target, linesearch, limit):
+    """[(seconds, fit)] of TensorLy's parafac with its defaults (stops at the target, or
+    after `limit` seconds)."""
     trace = []
     t0 = time.perf_counter()
 
     def progress(_cp, rec_error):
         trace.append((time.perf_counter() - t0, 1.0 - float(rec_error)))
-        return trace[-1][1] >= target  # True stops the iteration
+        return trace[-1][1] >= target or trace[-1][0] > limit  # True stops the iteration
 
     xin = np.where(mask, x, x[mask].mean()) if mask is not None else x
     parafac(xin, rank, n_iter_max=1000, init="svd", linesearch=linesearch,
@@ -106,7 +108,7 @@ def reached(trace, target):
 
 def cell(hit, trace):
     if hit is None:
-        return f"not reached ({trace[-1][1]:.5f})" if trace else "n/a"
+        return f"not reached in {trace[-1][0]:.3g} s ({trace[-1][1]:.5f})" if trace else "n/a"
     return f"{hit[0]:.3g} ({hit[1]})"
 
 
@@ -145,6 +147,8 @@ def main():
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--cli", required=True, help="path of the tenfold program")
     p.add_argument("--cases", default="200,400,50x4,covid,il2")
+    p.add_argument("--tensorly-limit", type=float, default=600,
+                   help="stop a TensorLy run after this many seconds")
     args = p.parse_args()
     tl.set_backend("numpy")
     print(f"load average at start: {os.getloadavg()[0]:.1f}")
@@ -176,7 +180,7 @@ def main():
                                                                  "--max-iters", "1000"],
                                           tmp)[1])
             for ls in (False, True):
-                traces.append(run_tensorly(x, rank, mask, target, ls))
+                traces.append(run_tensorly(x, rank, mask, target, ls, args.tensorly_limit))
             hits = [None if t is None else reached(t, target) for t in traces]
             cells = ["n/a" if t is None else cell(h, t) for h, t in zip(hits, traces)]
             ratio = f"{hits[4][0] / hits[3][0]:.1f}x" if hits[3] and hits[4] else "-"
