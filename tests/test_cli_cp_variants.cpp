@@ -85,4 +85,36 @@ TEST(CliCpVariants, NonnegativeStartsAndLineSearch) {
       << bad.err;
 }
 
+TEST(CliCpVariants, CompressionReportsItsPhases) {
+  TempDir dir;
+  const std::string out = " -q --out " + (dir / "o").string();
+  // The default (auto) leaves a tensor this small alone.
+  ASSERT_EQ(tenfold_cli(dir, "cp " + kCovid.string() + " --rank 3 --max-iters 50" + out).code, 0);
+  nlohmann::json j = report(dir);
+  EXPECT_EQ(j["compress"], "auto");
+  EXPECT_EQ(j["compressed"], false);
+  EXPECT_TRUE(j["compression_ranks"].empty());
+  fs::remove_all(dir / "o");
+  // 438 x 6 x 11 at rank 12: the core is 12 x 6 x 11, given per NumPy axis.
+  ASSERT_EQ(
+      tenfold_cli(dir, "cp " + kCovid.string() + " --rank 12 --compress on --max-iters 3000" + out)
+          .code,
+      0);
+  j = report(dir);
+  EXPECT_EQ(j["compressed"], true);
+  EXPECT_EQ(j["compression_ranks"], nlohmann::json::array({12, 6, 11}));
+  EXPECT_GT(j["compressed_iterations"].get<int>(), 0);
+  EXPECT_GT(j["iterations"].get<int>(), j["compressed_iterations"].get<int>());
+  EXPECT_GT(j["timings"]["compress"].get<double>(), 0.0);
+  EXPECT_EQ(j["fit_history"].size(), j["iterations"].get<std::size_t>());
+
+  const CliRun bad =
+      tenfold_cli(dir, "cp " + kCovid.string() + " --rank 3 --compress on --nonnegative -q --out " +
+                           (dir / "p").string());
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_EQ(bad.err_lines(), 1) << bad.err;
+  EXPECT_NE(bad.err.find("compress = on cannot be combined with nonnegative"), std::string::npos)
+      << bad.err;
+}
+
 }  // namespace

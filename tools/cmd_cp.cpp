@@ -23,7 +23,9 @@ struct CpArgs {
   int n_starts = 1;
   bool nonnegative = false;
   bool line_search = false;
+  std::string compress = "auto";
   std::string missing;
+  std::string missing_solver = "em";
   double ridge = 0.0;
   double time_limit = 0.0;
   CommonOptions common;
@@ -130,6 +132,8 @@ int run_cp(const CpArgs& a, const io::NpyHeader& header) {
   o.n_starts = a.n_starts;
   o.nonnegative = a.nonnegative;
   o.line_search = a.line_search;
+  o.compress = parse_cp_compress(a.compress);
+  o.missing_solver = parse_cp_missing_solver(a.missing_solver);
   o.layout = header.fortran_order ? Layout::col_major : Layout::row_major;
   o.ridge = a.ridge;
   o.time_limit = a.time_limit;
@@ -146,6 +150,12 @@ int run_cp(const CpArgs& a, const io::NpyHeader& header) {
               : cp_als(x, o);
 
   const KTensor<T>& m = res.model;
+  // The core's size along each NumPy axis (empty without compression).
+  std::vector<index_t> compression_ranks;
+  for (std::size_t ax = 0; ax < res.compression_ranks.size(); ++ax) {
+    compression_ranks.push_back(
+        res.compression_ranks[static_cast<std::size_t>(numpy_axis(header, static_cast<int>(ax)))]);
+  }
   const nlohmann::json j = {
       {"command", "cp"},
       {"input", a.input},
@@ -160,7 +170,12 @@ int run_cp(const CpArgs& a, const io::NpyHeader& header) {
       {"nonnegative", a.nonnegative},
       {"line_search", a.line_search},
       {"line_search_accepted", res.line_search_accepted},
+      {"compress", a.compress},
+      {"compressed", res.compressed},
+      {"compression_ranks", compression_ranks},
+      {"compressed_iterations", res.compressed_iterations},
       {"missing", missing ? "nan" : "none"},
+      {"missing_solver", a.missing_solver},
       {"observed_entries", n_observed},
       {"seed", a.seed},
       {"tol", a.tol},
@@ -175,6 +190,7 @@ int run_cp(const CpArgs& a, const io::NpyHeader& header) {
       {"seconds", res.timings.total},
       {"timings",
        {{"init", res.timings.init},
+        {"compress", res.timings.compress},
         {"mttkrp", res.timings.mttkrp},
         {"gram", res.timings.gram},
         {"solve", res.timings.solve},
@@ -222,10 +238,21 @@ Command add_cp_command(CLI::App& app) {
   cmd->add_flag("--nonnegative", a->nonnegative, "Non-negative factors (HALS updates)");
   cmd->add_flag("--line-search", a->line_search,
                 "Bro's extrapolation every second iteration (as TensorLy's linesearch=True)");
+  cmd->add_option("--compress", a->compress,
+                  "Compress first: CP of the ST-HOSVD core, then sweeps on the full tensor. "
+                  "auto: when the core is 8x smaller, the tensor has 2^20 entries and no axis "
+                  "exceeds 4096")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->capture_default_str();
   cmd->add_option("--missing", a->missing,
                   "nan: NaN entries are missing values (EM-ALS; the fit is over the observed "
                   "entries). Without it a NaN is refused")
       ->check(CLI::IsMember({"nan"}));
+  cmd->add_option("--missing-solver", a->missing_solver,
+                  "With --missing: em (impute with the model) or weighted (ALS on the observed "
+                  "entries only, fewer sweeps when much is missing)")
+      ->check(CLI::IsMember({"em", "weighted"}))
+      ->capture_default_str();
   cmd->add_option("--init-factors", a->init_factors,
                   "Start from DIR/factor_<a>.npy (I_a x rank per NumPy axis a), e.g. an earlier "
                   "--out folder; overrides --init")

@@ -30,6 +30,42 @@ TENFOLD_API std::string_view to_string(CpInit init);
 /// Parses the names above; throws InvalidArgument otherwise.
 TENFOLD_API CpInit parse_cp_init(std::string_view name);
 
+/// Whether dense CP-ALS first compresses the tensor (docs/algorithms.md, "Compression
+/// first").
+enum class CpCompress {
+  automatic,  ///< on when the compressed core is at least kCpCompressMinReduction times
+              ///< smaller than the tensor, the tensor has kCpCompressMinEntries entries
+              ///< and every I_n <= kCpNvecsMaxSize (ST-HOSVD forms each mode's Gram)
+  on,         ///< whenever the compression ranks are smaller than the tensor
+  off,        ///< never
+};
+
+/// Smallest numel(X) / numel(core) at which CpCompress::automatic compresses.
+inline constexpr double kCpCompressMinReduction = 8.0;
+/// Smallest number of entries of a tensor that CpCompress::automatic compresses.
+inline constexpr index_t kCpCompressMinEntries = index_t{1} << 20;
+
+/// "auto", "on" or "off".
+TENFOLD_API std::string_view to_string(CpCompress compress);
+/// Parses the names above; throws InvalidArgument otherwise.
+TENFOLD_API CpCompress parse_cp_compress(std::string_view name);
+
+/// The multilinear ranks to which compression reduces a tensor of shape `dims` for a
+/// rank-R CP: r_n = min(I_n, R, prod_{m != n} I_m).
+TENFOLD_API std::vector<index_t> cp_compression_ranks(std::span<const index_t> dims, index_t rank);
+
+/// How cp_als with a mask of observed entries fits them (docs/algorithms.md).
+enum class CpMissingSolver {
+  em,        ///< EM-ALS: sweeps over the tensor with its missing entries filled by the model
+  weighted,  ///< ALS on the observed entries only: each row of U_n solves its own normal
+             ///< equations over the entries it observes (O(N R^2) per observed entry)
+};
+
+/// "em" or "weighted".
+TENFOLD_API std::string_view to_string(CpMissingSolver solver);
+/// Parses the names above; throws InvalidArgument otherwise.
+TENFOLD_API CpMissingSolver parse_cp_missing_solver(std::string_view name);
+
 /// Why the iteration stopped.
 enum class CpStop { converged, max_iters, time_limit, callback };
 TENFOLD_API std::string_view to_string(CpStop stop);
@@ -65,6 +101,16 @@ struct TENFOLD_API CpOptions {
   /// linesearch=True); accepted only when it lowers the error. Not with nonnegative or
   /// missing values.
   bool line_search = false;
+  /// Dense input only: ST-HOSVD of the tensor to the ranks cp_compression_ranks gives,
+  /// CP-ALS of the small core (every start, n_starts included, runs there), the
+  /// factors lifted back (U_n times the core's factors), then ALS sweeps on the full
+  /// tensor until the usual stopping rule. max_iters bounds the sweeps of both phases
+  /// together. Not with nonnegative (on is refused, automatic is off).
+  CpCompress compress = CpCompress::automatic;
+  /// With a mask of observed entries: EM (the default) or weighted ALS, which converges
+  /// in far fewer sweeps when much is missing but costs O(N R^2) per observed entry and
+  /// sweep. Not with nonnegative. Ignored without a mask.
+  CpMissingSolver missing_solver = CpMissingSolver::em;
   /// Used when init == given: one I_n x R matrix per mode (weights are taken as one).
   std::vector<Matrix<T>> initial_factors;
   double ridge = 0.0;       ///< l2 regulariser added to the diagonal of each normal matrix
@@ -85,11 +131,12 @@ struct TENFOLD_API CpOptions {
 
 /// Wall-clock seconds spent in each phase of the iteration.
 struct TENFOLD_API CpTimings {
-  double init = 0.0;    ///< setup and initialisation (incl. data transfer to the device)
-  double mttkrp = 0.0;  ///< matricised tensor times Khatri-Rao product
-  double gram = 0.0;    ///< factor Grams (syrk) and their Hadamard products
-  double solve = 0.0;   ///< normal-equation solves (Cholesky, or eigen fallback)
-  double other = 0.0;   ///< normalisation, fit, final arrangement
+  double init = 0.0;      ///< setup and initialisation (incl. data transfer to the device)
+  double compress = 0.0;  ///< ST-HOSVD of the tensor and the lifting of the factors
+  double mttkrp = 0.0;    ///< matricised tensor times Khatri-Rao product
+  double gram = 0.0;      ///< factor Grams (syrk) and their Hadamard products
+  double solve = 0.0;     ///< normal-equation solves (Cholesky, or eigen fallback)
+  double other = 0.0;     ///< normalisation, fit, final arrangement
   double total = 0.0;
 };
 
@@ -108,6 +155,13 @@ struct TENFOLD_API CpResult {
   int best_start = 0;              ///< index of the returned start (0 when n_starts = 1)
   std::vector<double> start_fits;  ///< final fit of every start
   int line_search_accepted = 0;    ///< extrapolations taken (line_search only)
+  /// Whether the tensor was compressed first; then `compression_ranks` are the core's
+  /// sizes, the first `compressed_iterations` sweeps ran on the core, and fit_history
+  /// holds the full tensor's fit throughout (exact: ||X - M||^2 = ||X||^2 - ||G||^2 +
+  /// ||G - core model||^2 for a model M inside the Tucker subspaces).
+  bool compressed = false;
+  std::vector<index_t> compression_ranks;
+  int compressed_iterations = 0;
   CpTimings timings;
 };
 

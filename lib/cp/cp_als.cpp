@@ -13,6 +13,7 @@
 #include "core/memory.hpp"
 #include "core/names.hpp"
 #include "core/random.hpp"
+#include "cp/compressed.hpp"
 #include "cp/dense_operand.hpp"
 #include "cp/hals.hpp"
 #include "cp/kruskal_operand.hpp"
@@ -375,15 +376,22 @@ CpResult<T> run_cp_als(CpOperand<T>& x, Compute<T>& c, const CpOptions<T>& o,
       const auto ni = static_cast<std::size_t>(n);
       const index_t in = dims[ni];
       // M = X_(n) (U_{N-1} (.) ... (.) U_0 without U_n)
-      timed(t.mttkrp, [&] { x.mttkrp(n, s.cptrs, r, s.m.get()); });
+      // (an operand that updates factors itself needs neither M nor V)
+      const bool own = x.updates_factors();
+      timed(t.mttkrp, [&] {
+        if (!own) x.mttkrp(n, s.cptrs, r, s.m.get());
+      });
       // V = *_{m != n} U_m^T U_m (+ ridge I)
       timed(t.gram, [&] {
+        if (own) return;
         hadamard_of_grams(c, s, n);
         if (o.ridge > 0.0) c.add_diagonal(r, s.v.get(), r, static_cast<T>(o.ridge));
       });
-      // U_n = M V^{-1}, or with nonnegative the HALS update of U_n >= 0
+      // U_n = M V^{-1}, with nonnegative the HALS update of U_n >= 0, or the operand's own
       timed(t.solve, [&] {
-        if (o.nonnegative) {
+        if (own) {
+          x.update_factor(n, s.cptrs, r, o.ridge, s.ptrs[ni]);
+        } else if (o.nonnegative) {
           // Warm start at the current model: U_n diag(lambda) (lambda from mode n-1).
           c.scale_columns(in, r, s.ptrs[ni], in, s.lambda.get());
           hals_update(c, in, r, s.m.get(), s.v.get(), s.ptrs[ni], host);
@@ -393,7 +401,7 @@ CpResult<T> run_cp_als(CpOperand<T>& x, Compute<T>& c, const CpOptions<T>& o,
       });
       // lambda = column norms (2-norm first, then max(max|.|, 1)); G_n = U_n^T U_n
       timed(t.other, [&] {
-        if (n == order - 1) {
+        if (n == order - 1 && !own) {
           // <X, model> = <M, U_{N-1} diag(lambda)>: taken before normalising, so that
           // no product of two tensor-sized scales is ever formed in T.
           inner = c.dot(static_cast<std::size_t>(in * r), s.m.get(), s.ptrs[ni]);
@@ -606,7 +614,12 @@ CpResult<T> cp_als(TensorView<const T> x, const CpOptions<T>& options) {
   {
     const Tensor<T> axis_order = reverse ? detail::reverse_modes(x) : Tensor<T>();
     res = detail::run_in_axis_order(options, [&](const CpOptions<T>& o) {
-      detail::DenseOperand<T> op(*c, reverse ? axis_order.view() : x);
+      const TensorView<const T> xa = reverse ? axis_order.view() : x;
+      // Compression first where it pays (cp/compressed.hpp).
+      if (const auto ranks = detail::planned_compression(o, xa.dims()); !ranks.empty()) {
+        return detail::run_compressed_cp(xa, *c, o, ranks, start);
+      }
+      detail::DenseOperand<T> op(*c, xa);
       return detail::run_cp_starts(op, *c, o, start);
     });
   }

@@ -52,6 +52,7 @@ CpResult<T> run_in_axis_order(const CpOptions<T>& options, Run&& run) {
   axis_order.initial_factors = reversed(std::move(axis_order.initial_factors));
   CpResult<T> res = run(axis_order);
   res.model.factors = reversed(std::move(res.model.factors));
+  res.compression_ranks = reversed(std::move(res.compression_ranks));
   return res;
 }
 

@@ -39,6 +39,13 @@ CpResult<T> cp_als(TensorView<const T> x, TensorView<const std::uint8_t> observe
   if (options.line_search) {
     throw InvalidArgument("line_search cannot be combined with missing values");
   }
+  const bool weighted = options.missing_solver == CpMissingSolver::weighted;
+  if (weighted && options.nonnegative) {
+    throw InvalidArgument("missing_solver = weighted cannot be combined with nonnegative");
+  }
+  if (options.compress == CpCompress::on) {
+    throw InvalidArgument("compress = on cannot be combined with missing values");
+  }
   detail::validate_cp_options(options, x.dims());
   auto c = detail::make_compute<T>(options.backend);
   // Row-major: the tensor and the mask as column-major copies in NumPy axis order.
@@ -48,9 +55,20 @@ CpResult<T> cp_als(TensorView<const T> x, TensorView<const std::uint8_t> observe
       reverse ? detail::reverse_modes(observed) : Tensor<std::uint8_t>();
   return detail::run_in_axis_order(options, [&](const CpOptions<T>& o) {
     detail::MaskedOperand<T> op(*c, reverse ? x_axes.view() : x,
-                                reverse ? observed_axes.view() : observed);
+                                reverse ? observed_axes.view() : observed, weighted);
     return detail::run_cp_starts(op, *c, o, start);
   });
+}
+
+std::string_view to_string(CpMissingSolver solver) {
+  return solver == CpMissingSolver::em ? "em" : "weighted";
+}
+
+CpMissingSolver parse_cp_missing_solver(std::string_view name) {
+  if (name == "em") return CpMissingSolver::em;
+  if (name == "weighted") return CpMissingSolver::weighted;
+  throw InvalidArgument("unknown missing_solver '" + std::string(name) +
+                        "' (expected em or weighted)");
 }
 
 template CpResult<float> cp_als<float>(TensorView<const float>, TensorView<const std::uint8_t>,

@@ -7,13 +7,14 @@ namespace tenfold::detail {
 
 template <class T>
 MaskedOperand<T>::MaskedOperand(Compute<T>& c, TensorView<const T> x,
-                                TensorView<const std::uint8_t> observed)
+                                TensorView<const std::uint8_t> observed, bool weighted)
     : CpOperand<T>(c),
       numel_(static_cast<std::size_t>(x.numel())),
       observed_x_(c, numel_),
       weight_(c, numel_),
       filled_(c, numel_),
       model_(c, numel_),
+      weighted_(weighted),
       filled_op_(c, filled_.get(), x.dims()) {
   std::vector<T> xo(numel_), w(numel_);
   double sum = 0.0;
@@ -24,6 +25,10 @@ MaskedOperand<T>::MaskedOperand(Compute<T>& c, TensorView<const T> x,
     w[i] = T(1);
     sum += static_cast<double>(xo[i]);
     ++count;
+    if (weighted) {
+      observed_at_.push_back(static_cast<index_t>(i));
+      observed_values_.push_back(xo[i]);
+    }
   }
   mean_ = count > 0 ? static_cast<T>(sum / static_cast<double>(count)) : T(0);
   c.upload(observed_x_.get(), xo.data(), numel_);

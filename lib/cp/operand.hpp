@@ -47,6 +47,15 @@ class CpOperand {
     return -1.0;
   }
 
+  /// Whether the operand computes each factor update itself (update_factor) instead of
+  /// the loop's MTTKRP and normal equations.
+  virtual bool updates_factors() const { return false; }
+
+  /// With updates_factors(): out (I_n x R, backend memory) = the new U_n given the other
+  /// factors (normalised; U_n takes the weights), with `ridge` on each normal matrix.
+  virtual void update_factor(int /*n*/, std::span<const T* const> /*factors*/, index_t /*rank*/,
+                             double /*ridge*/, T* /*out*/) {}
+
   /// Returns to the state before the first sweep (for another start).
   virtual void reset() {}
 

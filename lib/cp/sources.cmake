@@ -1,4 +1,5 @@
 target_sources(tenfold_cp PRIVATE
+  cp/compressed.cpp
   cp/cp_als.cpp
   cp/cp_missing.cpp
   cp/factor_match.cpp
@@ -6,5 +7,6 @@ target_sources(tenfold_cp PRIVATE
   cp/kruskal_operand.cpp
   cp/line_search.cpp
   cp/masked_operand.cpp
+  cp/masked_weighted.cpp
   cp/multi_start.cpp
   cp/random_cp.cpp)

@@ -1,0 +1,245 @@
+#include "cp/compressed.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "core/random.hpp"
+#include "cp/cp_als.hpp"
+#include "cp/dense_operand.hpp"
+#include "tenfold/error.hpp"
+#include "tenfold/tucker.hpp"
+
+namespace tenfold {
+namespace detail {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// out (rows x R) = U (rows x k) B (k x R), or with `trans` U^T B (U then k x rows), on the host.
+template <class T>
+Matrix<T> times(Compute<T>& host, const Matrix<T>& u, const Matrix<T>& b, bool trans) {
+  Matrix<T> out(trans ? u.cols() : u.rows(), b.cols());
+  host.gemm(trans ? Op::trans : Op::none, Op::none, out.rows(), out.cols(), b.rows(), T(1),
+            u.data(), u.rows(), b.data(), b.rows(), T(0), out.data(), out.rows());
+  return out;
+}
+
+// The start of the core phase. nvecs (and automatic) run on the core: the leading
+// eigenvectors of G_(n) G_(n)^T, lifted, are those of the compressed tensor's mode Gram.
+// A random or given start A_n enters as its projection B_n = U_n^T A_n, so that the
+// first core update equals the first update of plain ALS on the compressed tensor.
+template <class T>
+void core_start(const CpOptions<T>& o, const TTensor<T>& tt, Compute<T>& host, CpOptions<T>& oc) {
+  if (o.init != CpInit::random && o.init != CpInit::given) return;
+  std::vector<Matrix<T>> start = o.initial_factors;
+  if (o.init == CpInit::random) {
+    // The draws of run_cp_als's random start: uniform in [0, 1), mode 0 first.
+    Rng rng(o.seed);
+    start.clear();
+    for (const Matrix<T>& u : tt.factors) {
+      Matrix<T> a(u.rows(), o.rank);
+      for (index_t i = 0; i < a.size(); ++i) a.data()[i] = static_cast<T>(rng.uniform());
+      start.push_back(std::move(a));
+    }
+  }
+  oc.init = CpInit::given;
+  oc.initial_factors.clear();
+  for (std::size_t n = 0; n < start.size(); ++n) {
+    oc.initial_factors.push_back(times(host, tt.factors[n], start[n], true));
+  }
+}
+
+}  // namespace
+
+template <class T>
+std::vector<index_t> planned_compression(const CpOptions<T>& o, const std::vector<index_t>& dims) {
+  if (o.compress == CpCompress::off) return {};
+  if (o.nonnegative) {
+    if (o.compress == CpCompress::on) {
+      throw InvalidArgument(
+          "compress = on cannot be combined with nonnegative (the lifted factors would not be "
+          "non-negative)");
+    }
+    return {};
+  }
+  std::vector<index_t> ranks = cp_compression_ranks(dims, o.rank);
+  double reduction = 1.0, numel = 1.0;
+  for (std::size_t n = 0; n < dims.size(); ++n) {
+    reduction *= static_cast<double>(dims[n]) / static_cast<double>(ranks[n]);
+    numel *= static_cast<double>(dims[n]);
+  }
+  // automatic: also every I_n x I_n Gram that ST-HOSVD forms must be affordable (plain
+  // CP-ALS forms none of mode 0).
+  const bool grams =
+      std::all_of(dims.begin(), dims.end(), [](index_t d) { return d <= kCpNvecsMaxSize; });
+  const bool pays = o.compress == CpCompress::on
+                        ? reduction > 1.0
+                        : grams && reduction >= kCpCompressMinReduction &&
+                              numel >= static_cast<double>(kCpCompressMinEntries);
+  if (!pays) ranks.clear();
+  return ranks;
+}
+
+template <class T>
+CpResult<T> run_compressed_cp(TensorView<const T> x, Compute<T>& c, const CpOptions<T>& o,
+                              const std::vector<index_t>& ranks, Clock::time_point start) {
+  auto host_compute = make_compute<T>(Backend::cpu);
+  Compute<T>& host = *host_compute;
+  // X ~ X^ = G x_0 U_0 ... x_{N-1} U_{N-1} with orthonormal U_n (ST-HOSVD)
+  auto t0 = Clock::now();
+  TuckerOptions to;
+  to.ranks = ranks;
+  to.backend = o.backend;
+  const TTensor<T> tt = tucker(x, to).model;
+  double norm_x2 = 0.0, norm_g2 = 0.0;
+  for (index_t i = 0; i < x.numel(); ++i) norm_x2 += static_cast<double>(x[i]) * x[i];
+  for (index_t i = 0; i < tt.core.numel(); ++i)
+    norm_g2 += static_cast<double>(tt.core[i]) * tt.core[i];
+  double compress_seconds = seconds_since(t0);
+  // For M = [[lambda; U_0 B_0, ...]] inside the subspaces, X - X^ is orthogonal to
+  // X^ - M, so ||X - M||^2 = (||X||^2 - ||G||^2) + ||G - [[lambda; B_0, ...]]||^2.
+  const double discarded = std::max(0.0, norm_x2 - norm_g2);
+  const auto full_fit = [&](double core_fit) {
+    if (norm_x2 <= 0.0) return 1.0;
+    const double core_resid = (1.0 - core_fit) * std::sqrt(norm_g2);
+    return 1.0 - std::sqrt(discarded + core_resid * core_resid) / std::sqrt(norm_x2);
+  };
+
+  // Phase 1: CP-ALS of the core, every start there.
+  CpOptions<T> oc = o;
+  oc.compress = CpCompress::off;
+  core_start(o, tt, host, oc);
+  double last_fit = 0.0;
+  if (o.callback) {
+    oc.callback = [&](const CpProgress& p) {
+      CpProgress q = p;
+      q.fit = full_fit(p.fit);
+      q.delta = p.iteration == 1 ? q.fit : std::abs(q.fit - last_fit);
+      last_fit = q.fit;
+      return o.callback(q);
+    };
+  }
+  DenseOperand<T> core_operand(c, tt.core.view());
+  CpResult<T> core = run_cp_starts(core_operand, c, oc, start);
+
+  // A_n = U_n B_n
+  t0 = Clock::now();
+  std::vector<Matrix<T>> lifted;
+  for (std::size_t n = 0; n < tt.factors.size(); ++n) {
+    lifted.push_back(times(host, tt.factors[n], core.model.factors[n], false));
+  }
+  compress_seconds += seconds_since(t0);
+
+  CpResult<T> res;
+  const int left = o.max_iters - core.iterations;
+  if (left < 1 || core.stop == CpStop::callback || core.stop == CpStop::time_limit) {
+    // No sweep left for the full tensor: the lifted model is the answer.
+    res.model = KTensor<T>(core.model.weights, std::move(lifted));
+    arrange(res.model);
+    res.iterations = 0;
+    res.stop = core.stop;
+    res.converged = res.stop == CpStop::converged;
+    res.fit = full_fit(core.fit);
+    res.relative_error = 1.0 - res.fit;
+  } else {
+    // Phase 2: ALS on the full tensor from the lifted factors, the usual stopping rule.
+    CpOptions<T> of = o;
+    of.compress = CpCompress::off;
+    of.init = CpInit::given;
+    of.initial_factors = std::move(lifted);
+    of.n_starts = 1;
+    of.max_iters = left;
+    const double offset = seconds_since(start);
+    if (o.time_limit > 0.0) of.time_limit = std::max(o.time_limit - offset, 1e-9);
+    last_fit = full_fit(core.fit);
+    if (o.callback) {
+      of.callback = [&](const CpProgress& p) {
+        CpProgress q = p;
+        q.iteration += core.iterations;
+        q.delta = std::abs(q.fit - last_fit);
+        q.seconds += offset;
+        last_fit = q.fit;
+        return o.callback(q);
+      };
+    }
+    DenseOperand<T> full(c, x);
+    res = run_cp_als(full, c, of, Clock::now());
+  }
+
+  res.compressed = true;
+  res.compression_ranks = ranks;
+  res.compressed_iterations = core.iterations;
+  res.iterations += core.iterations;
+  std::vector<double> history;
+  for (double f : core.fit_history) history.push_back(full_fit(f));
+  history.insert(history.end(), res.fit_history.begin(), res.fit_history.end());
+  res.fit_history = std::move(history);
+  res.init = o.init == CpInit::random || o.init == CpInit::given ? o.init : core.init;
+  res.best_start = core.best_start;
+  res.start_fits.clear();
+  for (double f : core.start_fits) res.start_fits.push_back(full_fit(f));
+  res.eigen_fallbacks += core.eigen_fallbacks;
+  res.line_search_accepted += core.line_search_accepted;
+  CpTimings& t = res.timings;
+  t.init += core.timings.init - compress_seconds;
+  t.compress = compress_seconds;
+  t.mttkrp += core.timings.mttkrp;
+  t.gram += core.timings.gram;
+  t.solve += core.timings.solve;
+  t.other += core.timings.other;
+  t.total = seconds_since(start);
+  return res;
+}
+
+template std::vector<index_t> planned_compression<float>(const CpOptions<float>&,
+                                                         const std::vector<index_t>&);
+template std::vector<index_t> planned_compression<double>(const CpOptions<double>&,
+                                                          const std::vector<index_t>&);
+template CpResult<float> run_compressed_cp<float>(TensorView<const float>, Compute<float>&,
+                                                  const CpOptions<float>&,
+                                                  const std::vector<index_t>&, Clock::time_point);
+template CpResult<double> run_compressed_cp<double>(TensorView<const double>, Compute<double>&,
+                                                    const CpOptions<double>&,
+                                                    const std::vector<index_t>&, Clock::time_point);
+
+}  // namespace detail
+
+std::vector<index_t> cp_compression_ranks(std::span<const index_t> dims, index_t rank) {
+  // r_n = min(I_n, R, prod_{m != n} I_m): an exact rank-R tensor lies in the span of its
+  // leading R mode-n singular vectors, so its CP is recovered exactly (CANDELINC); the
+  // refining sweeps take up what noise leaves outside.
+  std::vector<index_t> ranks;
+  for (std::size_t n = 0; n < dims.size(); ++n) {
+    index_t others = 1;  // prod_{m != n} I_m, saturating at R
+    for (std::size_t m = 0; m < dims.size(); ++m)
+      if (m != n) others = std::min(rank, others * dims[m]);
+    ranks.push_back(std::min({dims[n], rank, others}));
+  }
+  return ranks;
+}
+
+std::string_view to_string(CpCompress compress) {
+  switch (compress) {
+    case CpCompress::automatic:
+      return "auto";
+    case CpCompress::on:
+      return "on";
+    case CpCompress::off:
+      return "off";
+  }
+  return "?";
+}
+
+CpCompress parse_cp_compress(std::string_view name) {
+  if (name == "auto") return CpCompress::automatic;
+  if (name == "on") return CpCompress::on;
+  if (name == "off") return CpCompress::off;
+  throw InvalidArgument("unknown compress '" + std::string(name) + "' (expected auto, on or off)");
+}
+
+}  // namespace tenfold
