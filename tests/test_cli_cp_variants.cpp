@@ -46,6 +46,24 @@ TEST(CliCpVariants, Il2WithMissingValues) {
   for (double v : f0.values()) EXPECT_TRUE(std::isfinite(v));
 }
 
+TEST(CliCpVariants, DegenerateSolutionIsReported) {
+  TempDir dir;
+  const std::string out = " --max-iters 1000 --tol 1e-8 -q --out " + (dir / "o").string();
+  // COVID-19 at rank 3 has no best approximation: two components grow and cancel.
+  const CliRun degenerate = tenfold_cli(dir, "cp " + kCovid.string() + " --rank 3" + out);
+  ASSERT_EQ(degenerate.code, 0) << degenerate.err;
+  nlohmann::json j = report(dir)["most_negative_congruence"];
+  EXPECT_LT(j["congruence"].get<double>(), -0.85);
+  EXPECT_EQ(degenerate.err_lines(), 1) << degenerate.err;
+  EXPECT_NE(degenerate.err.find("nearly cancel"), std::string::npos) << degenerate.err;
+  // At rank 2 the components are far from cancelling: no warning.
+  fs::remove_all(dir / "o");
+  const CliRun clean = tenfold_cli(dir, "cp " + kCovid.string() + " --rank 2" + out);
+  ASSERT_EQ(clean.code, 0) << clean.err;
+  EXPECT_GT(report(dir)["most_negative_congruence"]["congruence"].get<double>(), -0.5);
+  EXPECT_EQ(clean.err, "");
+}
+
 TEST(CliCpVariants, NonnegativeStartsAndLineSearch) {
   TempDir dir;
   const std::string out = " -q --out " + (dir / "o").string();

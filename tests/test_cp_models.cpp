@@ -180,6 +180,41 @@ TEST(FactorMatch, HandCheckedValues) {
   EXPECT_NEAR(factor_match_score(c, d, FmsOptions{true}), 0.5, 1e-15);
 }
 
+TEST(Degeneracy, MostNegativeCongruenceHandChecked) {
+  // Three components of a 2 x 2 x 2 model. Components 0 and 2 share modes 1 and 2, and
+  // their mode-0 columns (1, 0) and (-1, 1) have cosine -1/sqrt(2): congruence -1/sqrt(2).
+  // Components 0 and 1 are orthogonal in mode 0 (congruence 0); 1 and 2 have cosines
+  // 1/sqrt(2), 1 and -1 in modes 0, 1, 2 and weights of opposite sign: +1/sqrt(2).
+  const KTensor<double> k({2.0, -1.0, 5.0}, {Matrix<double>(2, 3, {1, 0, 0, 3, -1, 1}),
+                                             Matrix<double>(2, 3, {1, 1, 1, 1, 1, 1}),
+                                             Matrix<double>(2, 3, {0, 2, 0, -1, 0, 1})});
+  const ComponentPair p = most_negative_congruence(k);
+  EXPECT_EQ(p.first, 0);
+  EXPECT_EQ(p.second, 2);
+  EXPECT_NEAR(p.congruence, -1.0 / std::sqrt(2.0), 1e-15);
+  // A rank-one model has no pair.
+  const KTensor<double> one({1.0}, {Matrix<double>(2, 1, {1, 0}), Matrix<double>(2, 1, {0, 3})});
+  const ComponentPair none = most_negative_congruence(one);
+  EXPECT_EQ(none.first, none.second);
+  EXPECT_EQ(none.congruence, 1.0);
+}
+
+TEST(Degeneracy, CancellingPairIsFoundInFloatToo) {
+  // Component 1 is component 0 with mode 2 negated and a slight tilt: congruence near -1.
+  KTensor<float> k = random_ktensor<float>({6, 5, 4}, 3, 7);
+  for (index_t i = 0; i < 6; ++i) k.factors[0](i, 1) = k.factors[0](i, 0);
+  for (index_t i = 0; i < 5; ++i) k.factors[1](i, 1) = k.factors[1](i, 0) + 1e-3f;
+  for (index_t i = 0; i < 4; ++i) k.factors[2](i, 1) = -k.factors[2](i, 0);
+  k.weights[0] = k.weights[1] = 100.0f;
+  const ComponentPair p = most_negative_congruence(k);
+  EXPECT_EQ(p.first, 0);
+  EXPECT_EQ(p.second, 1);
+  EXPECT_LT(p.congruence, -0.999);
+  KTensor<float> bad = k;
+  bad.factors[0](2, 2) = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_THROW(most_negative_congruence(bad), InvalidArgument);
+}
+
 TEST(FactorMatch, ZeroComponentHasCongruenceZero) {
   KTensor<double> a = random_ktensor<double>({3, 4}, 2, 1);
   KTensor<double> b = a;

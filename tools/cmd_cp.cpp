@@ -31,6 +31,11 @@ struct CpArgs {
   CommonOptions common;
 };
 
+// Below this congruence two components are reported as cancelling each other (the
+// thresholds used for a two-factor degeneracy in the PARAFAC literature run from -0.8 to
+// -0.85; the stricter one here).
+constexpr double kDegenerateCongruence = -0.85;
+
 // One line per component: weight, then per NumPy axis the index of the
 // largest-magnitude loading and its value.
 template <class T>
@@ -150,6 +155,7 @@ int run_cp(const CpArgs& a, const io::NpyHeader& header) {
               : cp_als(x, o);
 
   const KTensor<T>& m = res.model;
+  const ComponentPair degenerate = most_negative_congruence(m);
   // The core's size along each NumPy axis (empty without compression).
   std::vector<index_t> compression_ranks;
   for (std::size_t ax = 0; ax < res.compression_ranks.size(); ++ax) {
@@ -187,6 +193,9 @@ int run_cp(const CpArgs& a, const io::NpyHeader& header) {
       {"relative_error", res.relative_error},
       {"fit_history", res.fit_history},
       {"eigen_fallbacks", res.eigen_fallbacks},
+      {"most_negative_congruence",
+       {{"components", {degenerate.first, degenerate.second}},
+        {"congruence", degenerate.congruence}}},
       {"seconds", res.timings.total},
       {"timings",
        {{"init", res.timings.init},
@@ -202,6 +211,14 @@ int run_cp(const CpArgs& a, const io::NpyHeader& header) {
     write_json(dir / "report.json", j);
   });
   print_summary(a, header, res);
+  if (degenerate.congruence < kDegenerateCongruence) {
+    std::fprintf(stderr,
+                 "warning: components %lld and %lld nearly cancel (congruence %.3f): a "
+                 "degenerate solution, whose weights grow without improving the fit; try a "
+                 "lower --rank, --ridge or --nonnegative\n",
+                 static_cast<long long>(degenerate.first),
+                 static_cast<long long>(degenerate.second), degenerate.congruence);
+  }
   return 0;
 }
 

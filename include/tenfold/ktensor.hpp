@@ -56,6 +56,23 @@ template <class T>
 TENFOLD_API double factor_match_score(const KTensor<T>& a, const KTensor<T>& b,
                                       const FmsOptions& options = {});
 
+/// Two components of a CP model and their signed congruence: the product over modes
+/// of the cosines between their columns, times the signs of their weights, in
+/// [-1, 1]. Near -1 the two components nearly cancel each other: a two-factor
+/// degeneracy (Kruskal, Harshman and Lundy 1989), typical of a rank with no best
+/// approximation, where the weights grow without the fit improving.
+struct TENFOLD_API ComponentPair {
+  index_t first = 0;
+  index_t second = 0;
+  double congruence = 1.0;
+};
+
+/// The pair of distinct components with the most negative congruence ({0, 0, 1} for
+/// a rank-one model). A component with a zero column has congruence 0 with every
+/// other. Throws InvalidArgument for a malformed model (KTensor::validate).
+template <class T>
+TENFOLD_API ComponentPair most_negative_congruence(const KTensor<T>& model);
+
 /// Options of random_cp_tensor.
 struct TENFOLD_API RandomCpOptions {
   std::vector<index_t> dims;  ///< mode sizes (order >= 2)

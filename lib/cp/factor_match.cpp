@@ -1,5 +1,6 @@
-// Factor match score of two CP models: congruence of normalised components and
-// an exact optimal matching (Hungarian algorithm).
+// Factor match score of two CP models (congruence of normalised components and an
+// exact optimal matching, Hungarian algorithm), and the most negative congruence
+// within one model (two-factor degeneracy).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -147,9 +148,35 @@ double factor_match_score(const KTensor<T>& a, const KTensor<T>& b, const FmsOpt
   return std::min(1.0, sum / static_cast<double>(n));
 }
 
+template <class T>
+ComponentPair most_negative_congruence(const KTensor<T>& model) {
+  model.validate();
+  const UnitModel u = unit_model(model);
+  const index_t r = model.rank();
+  ComponentPair worst;
+  for (index_t i = 0; i < r; ++i)
+    for (index_t j = i + 1; j < r; ++j) {
+      // c_ij = sign(l_i l_j) prod_n <a_i^(n), a_j^(n)> over unit columns.
+      const T wi = model.weights[static_cast<std::size_t>(i)];
+      const T wj = model.weights[static_cast<std::size_t>(j)];
+      double c = (wi < T(0)) == (wj < T(0)) ? 1.0 : -1.0;
+      for (std::size_t mode = 0; mode < u.factors.size(); ++mode) {
+        const index_t rows = model.factors[mode].rows();
+        const double* f = u.factors[mode].data();
+        double s = 0.0;
+        for (index_t l = 0; l < rows; ++l) s += f[l + i * rows] * f[l + j * rows];
+        c *= s;
+      }
+      if (worst.first == worst.second || c < worst.congruence) worst = {i, j, c};
+    }
+  return worst;
+}
+
 template double factor_match_score<float>(const KTensor<float>&, const KTensor<float>&,
                                           const FmsOptions&);
 template double factor_match_score<double>(const KTensor<double>&, const KTensor<double>&,
                                            const FmsOptions&);
+template ComponentPair most_negative_congruence<float>(const KTensor<float>&);
+template ComponentPair most_negative_congruence<double>(const KTensor<double>&);
 
 }  // namespace tenfold
