@@ -105,6 +105,8 @@ def _layers(model: nn.Module, f: _Family) -> list:
             f"{type(model).__name__} ({f.name}): no attention module of class {' or '.join(f.classes)} found; "
             "this model's attention differs from the one the converter knows (another transformers version?)"
         )
+    for name, module in found:
+        _weights(name, module, f, _heads(model))  # refuses a module of another shape
     return found
 
 
