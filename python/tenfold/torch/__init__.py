@@ -3,6 +3,7 @@ of Hugging Face transformers models (docs/torch.md). Importing this module impor
 torch; ``import tenfold`` alone does not."""
 
 from ._attention import CollaborativeAttention, CollaborativeScores
+from .distill import collaborative_parameters, distill, mean_pool
 from ._convert import (
     CONFIG_KEY,
     LayerWeights,
@@ -10,6 +11,7 @@ from ._convert import (
     compress_model,
     convert,
     from_pretrained,
+    input_moments,
     load_compressed,
 )
 
@@ -19,8 +21,12 @@ __all__ = [
     "CollaborativeScores",
     "LayerWeights",
     "attention_layers",
+    "collaborative_parameters",
+    "distill",
+    "mean_pool",
     "compress_model",
     "convert",
     "from_pretrained",
+    "input_moments",
     "load_compressed",
 ]

@@ -243,6 +243,14 @@ def convert(model: nn.Module, tensors: Mapping) -> nn.Module:
     return model
 
 
+def input_moments(model: nn.Module, calibration: Iterable) -> dict:
+    """The statistics compress_model uses for the data-aware objective: for each
+    attention module name, (E[x x^T] as float64 NumPy (D, D), token count) over the
+    inputs the module sees on the calibration batches (padding excluded)."""
+    f = _family(model)
+    return _moments(model, _layers(model, f), calibration)
+
+
 def _moments(model: nn.Module, layers: list, calibration: Iterable) -> dict:
     """Per-layer uncentred second moments E[x x^T] of the attention inputs over the
     calibration batches (padding tokens excluded when a batch has an attention_mask),
@@ -321,7 +329,7 @@ def compress_model(model: nn.Module, shared_dim: int, calibration: Iterable | No
         row = {"name": lw.name}
         for k in ("relative_error", "data_error", "iterations", "converged", "seconds",
                   "params_before", "params_after"):
-            row[k] = r.get(k) if hasattr(r, "get") else r[k]
+            row[k] = getattr(r, k, None)
         if lw.name in moments:
             row["calibration_tokens"] = moments[lw.name][1]
         report.append(row)
