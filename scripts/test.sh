@@ -1,12 +1,27 @@
 #!/usr/bin/env bash
 # Installs the dependencies, builds Tenfold with its tests, and runs the whole suite
-# (C++ suites, the CLI tests, and the NumPy-only Python tests in a virtual environment).
+# (C++ suites, the CLI tests, the Python package's pytest suite and the doctests of
+# docs/python.md, in a virtual environment).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/install-deps.sh"
-# A virtual environment with NumPy for the Python tests that drive the tenfold program.
+# The test environment's Python packages, pinned (README, "Dependencies").
+python_packages=(
+  "numpy==2.4.6"
+  "pytest==8.4.2"
+  "scipy==1.17.1"
+  "tensorly==0.10.0"
+)
 venv="$root/.venv-test"
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-"$venv/bin/python" -c "import numpy" 2>/dev/null || "$venv/bin/pip" install -q "numpy==2.4.6"
+"$venv/bin/pip" install -q --disable-pip-version-check "${python_packages[@]}"
 "$root/scripts/build.sh" -DTENFOLD_TEST_PYTHON="$venv/bin/python"
 ctest --test-dir "$root/build" --output-on-failure -j "$(nproc)"
+# The Python package, built by pip as a user builds it (pyproject.toml), then its tests
+# against the installed copy, the program of the build above for the CLI comparisons.
+"$venv/bin/pip" install -q --disable-pip-version-check "$root"
+cd "$root"
+TENFOLD_CLI="$root/build/tools/tenfold" "$venv/bin/python" -m pytest -q -p no:cacheprovider \
+  python/tests
+"$venv/bin/python" -m pytest -q -p no:cacheprovider --doctest-glob=python.md docs/python.md \
+  --doctest-modules --pyargs tenfold

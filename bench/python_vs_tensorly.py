@@ -1,0 +1,128 @@
+"""tenfold.parafac and tenfold.tucker against TensorLy, from the same Python process.
+
+Usage (a virtual environment with tenfold installed by `pip install .` and tensorly):
+    python bench/python_vs_tensorly.py            # the speed cases
+    python bench/python_vs_tensorly.py --memory   # peak memory on a 1 GB tensor
+
+CP: both sides start from the same random factors and run a fixed number of
+iterations (tol=0, so TensorLy skips its error computation); the time per iteration
+is the wall time of the call divided by the iterations. Tucker: one call each,
+Tenfold's ST-HOSVD against TensorLy's `tucker` with n_iter_max=0 (its HOSVD start).
+The binding overhead is the wall time of the tenfold call minus the library's own
+total (`timings["total"]`), relative to the latter. Each figure is the median of
+--reps runs. The load average is printed before and after: on a shared machine,
+compare the ratios, not the absolute times.
+"""
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+import tensorly as tl
+from tensorly.cp_tensor import CPTensor
+from tensorly.decomposition import parafac as tl_parafac
+from tensorly.decomposition import tucker as tl_tucker
+
+import tenfold
+
+CASES = [
+    ("cp", (100, 100, 100), 10, 20, 3.0),
+    ("cp", (200, 200, 200), 16, 10, None),
+    ("cp", (200, 200, 200), 64, 10, 3.0),
+    ("tucker", (200, 200, 200), 20, 0, None),
+    ("tucker", (300, 300, 300), 30, 0, 20.0),
+]
+
+
+def timed(f):
+    t = time.perf_counter()
+    r = f()
+    return time.perf_counter() - t, r
+
+
+def cp_case(dims, rank, iters, reps, rng):
+    x = rng.random(dims)
+    start = [rng.random((n, rank)) for n in dims]
+    ours, theirs, overhead = [], [], []
+    for _ in range(reps):
+        wall, r = timed(lambda: tenfold.parafac(x, rank, init=(None, start), n_iter_max=iters,
+                                                tol=0))
+        ours.append(wall / iters)
+        overhead.append((wall - r.timings["total"]) / r.timings["total"])
+        init = CPTensor((np.ones(rank), [f.copy() for f in start]))
+        wall, _ = timed(lambda: tl_parafac(x, rank, init=init, n_iter_max=iters, tol=0))
+        theirs.append(wall / iters)
+    return statistics.median(ours), statistics.median(theirs), statistics.median(overhead), "s/it"
+
+
+def tucker_case(dims, rank, reps, rng):
+    x = rng.random(dims)
+    ranks = [rank] * len(dims)
+    ours, theirs, overhead = [], [], []
+    for _ in range(reps):
+        wall, r = timed(lambda: tenfold.tucker(x, rank=ranks))
+        ours.append(wall)
+        overhead.append((wall - r.timings["total"]) / r.timings["total"])
+        wall, _ = timed(lambda: tl_tucker(x, rank=ranks, n_iter_max=0, init="svd"))
+        theirs.append(wall)
+    return statistics.median(ours), statistics.median(theirs), statistics.median(overhead), "s"
+
+
+def speed(reps):
+    rng = np.random.default_rng(0)
+    print(f"tenfold {tenfold.__version__} ({tenfold.num_threads()} threads), "
+          f"tensorly {tl.__version__}, numpy {np.__version__}, Python {sys.version.split()[0]}")
+    print("load average at the start: %.2f %.2f %.2f" % os.getloadavg())
+    print("| case | unit | Tenfold | TensorLy | TensorLy/Tenfold | target | binding overhead |")
+    print("|---|---|---|---|---|---|---|")
+    for kind, dims, rank, iters, target in CASES:
+        shape = "x".join(map(str, dims))
+        if kind == "cp":
+            label = f"parafac {shape} R{rank} float64, {iters} iterations"
+            t, tl_t, over, unit = cp_case(dims, rank, iters, reps, rng)
+        else:
+            label = f"tucker ST-HOSVD {shape} ranks {rank} float64"
+            t, tl_t, over, unit = tucker_case(dims, rank, reps, rng)
+        ratio = tl_t / t
+        mark = "" if target is None else f">= {target:g} " + ("✓" if ratio >= target else "✗")
+        print(f"| {label} | {unit} | {t:.4f} | {tl_t:.4f} | {ratio:.1f} | {mark} | "
+              f"{100 * over:.2f} % |", flush=True)
+    print("load average at the end: %.2f %.2f %.2f" % os.getloadavg())
+
+
+PEAK = """
+import resource, sys, numpy as np, tenfold
+n = 512  # 512^3 float64: 1.07 GB
+x = np.empty((n, n, n), order=sys.argv[1])
+x[...] = np.random.default_rng(0).random((n, n, 1))
+x += np.arange(n)[None, :, None] * 1e-3
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+r = tenfold.parafac(x, 8, n_iter_max=2, init="random")
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+print(f"{sys.argv[1]} order: tensor {x.nbytes / 2**20:.0f} MiB, peak before the call "
+      f"{before / 2**20:.0f} MiB, peak after {after / 2**20:.0f} MiB, growth "
+      f"{(after - before) / 2**20:.0f} MiB ({(after - before) / x.nbytes:.2f} of the tensor)")
+"""
+
+
+def memory():
+    for order in ("F", "C"):
+        out = subprocess.run([sys.executable, "-c", PEAK, order], capture_output=True,
+                             text=True, check=True)
+        print(out.stdout.strip(), flush=True)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--memory", action="store_true", help="peak memory on a 1 GB tensor")
+    a = p.parse_args()
+    memory() if a.memory else speed(a.reps)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,116 @@
+// NumPy arrays in (as views, no copy) and out (owning their memory).
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <utility>
+
+#include "bindings.hpp"
+#include "tenfold/error.hpp"
+
+namespace tenfold::python {
+
+char float_kind(const InArray& a, const char* what) {
+  if (a.dtype() == nb::dtype<float>()) return 'f';
+  if (a.dtype() == nb::dtype<double>()) return 'd';
+  throw InvalidArgument(std::string(what) + " must be float32 or float64");
+}
+
+namespace {
+
+// Contiguous in C order (last axis fastest) or Fortran order (first axis fastest);
+// axes of size 1 carry no stride information.
+bool contiguous(const InArray& a, bool c_order) {
+  const auto n = static_cast<std::int64_t>(a.ndim());
+  std::int64_t expected = 1;
+  for (std::int64_t k = 0; k < n; ++k) {
+    const std::size_t axis = static_cast<std::size_t>(c_order ? n - 1 - k : k);
+    if (a.shape(axis) != 1 && a.stride(axis) != expected) return false;
+    expected *= static_cast<std::int64_t>(a.shape(axis));
+  }
+  return true;
+}
+
+template <class T>
+void check_dtype(const InArray& a, const char* what) {
+  if (a.dtype() != nb::dtype<T>()) {
+    throw InvalidArgument(std::string(what) + " must be " +
+                          (sizeof(T) == 4 ? "float32" : "float64"));
+  }
+}
+
+}  // namespace
+
+template <class T>
+TensorView<const T> tensor_view(const InArray& a, const char* what, Layout& layout) {
+  check_dtype<T>(a, what);
+  std::vector<index_t> dims(a.ndim());
+  for (std::size_t k = 0; k < a.ndim(); ++k) dims[k] = static_cast<index_t>(a.shape(k));
+  // C order first: an array that is both is what numpy.save writes as C order.
+  if (contiguous(a, true)) {
+    layout = Layout::row_major;
+    return TensorView<const T>(static_cast<const T*>(a.data()),
+                               std::vector<index_t>(dims.rbegin(), dims.rend()));
+  }
+  if (contiguous(a, false)) {
+    layout = Layout::col_major;
+    return TensorView<const T>(static_cast<const T*>(a.data()), std::move(dims));
+  }
+  throw InvalidArgument(std::string(what) + " must be C- or Fortran-contiguous");
+}
+
+template <class T>
+Matrix<T> matrix_from(const InArray& a, const char* what) {
+  if (a.ndim() != 2) {
+    throw InvalidArgument(std::string(what) + " must be a 2-D array, got " +
+                          std::to_string(a.ndim()) + " axes");
+  }
+  Layout layout = Layout::col_major;
+  const TensorView<const T> v = tensor_view<T>(a, what, layout);
+  const index_t rows = static_cast<index_t>(a.shape(0)), cols = static_cast<index_t>(a.shape(1));
+  Matrix<T> m(rows, cols);
+  if (layout == Layout::col_major) {
+    std::copy(v.data(), v.data() + v.numel(), m.data());
+  } else {
+    // The view is the cols x rows transpose.
+    for (index_t j = 0; j < cols; ++j)
+      for (index_t i = 0; i < rows; ++i) m(i, j) = v[j + i * cols];
+  }
+  return m;
+}
+
+template <class T>
+nb::object owned_array(std::vector<T>&& values, const std::vector<index_t>& dims, bool reverse) {
+  auto* owner = new std::vector<T>(std::move(values));
+  nb::capsule capsule(owner, [](void* p) noexcept { delete static_cast<std::vector<T>*>(p); });
+  const std::size_t n = dims.size();
+  std::vector<std::size_t> shape(n);
+  std::vector<std::int64_t> strides(n);
+  std::int64_t stride = 1;
+  for (std::size_t k = 0; k < n; ++k) {
+    // Mode k of the column-major tensor has stride prod_{m < k} dims[m]; reversed, it
+    // is NumPy axis n-1-k.
+    const std::size_t axis = reverse ? n - 1 - k : k;
+    shape[axis] = static_cast<std::size_t>(dims[k]);
+    strides[axis] = stride;
+    stride *= dims[k];
+  }
+  return nb::cast(
+      nb::ndarray<nb::numpy, T>(owner->data(), n, shape.data(), capsule, strides.data()));
+}
+
+template <class T>
+nb::object owned_matrix(Matrix<T>&& m) {
+  const std::vector<index_t> dims{m.rows(), m.cols()};
+  return owned_array(std::move(m.values()), dims);
+}
+
+template TensorView<const float> tensor_view<float>(const InArray&, const char*, Layout&);
+template Matrix<float> matrix_from<float>(const InArray&, const char*);
+template nb::object owned_array<float>(std::vector<float>&&, const std::vector<index_t>&, bool);
+template nb::object owned_matrix<float>(Matrix<float>&&);
+template TensorView<const double> tensor_view<double>(const InArray&, const char*, Layout&);
+template Matrix<double> matrix_from<double>(const InArray&, const char*);
+template nb::object owned_array<double>(std::vector<double>&&, const std::vector<index_t>&, bool);
+template nb::object owned_matrix<double>(Matrix<double>&&);
+
+}  // namespace tenfold::python

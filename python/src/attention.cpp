@@ -1,0 +1,231 @@
+// tenfold._tenfold.compress, .compress_file and .analyze_file: the attention adapter
+// on NumPy weights in PyTorch's (out, in) layout and on safetensors checkpoints.
+#include "tenfold/attention.hpp"
+
+#include <nanobind/stl/filesystem.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "bindings.hpp"
+#include "tenfold/attention_checkpoint.hpp"
+#include "tenfold/error.hpp"
+
+namespace tenfold::python {
+
+namespace {
+
+using namespace tenfold::attention;
+
+// A 1-D bias of a float dtype T, copied.
+template <class T>
+std::vector<T> bias_from(const std::optional<InArray>& a, const char* what) {
+  if (!a) return {};
+  if (a->ndim() != 1) throw InvalidArgument(std::string(what) + " must be a 1-D array");
+  Layout layout = Layout::col_major;
+  const TensorView<const T> v = tensor_view<T>(*a, what, layout);
+  return std::vector<T>(v.data(), v.data() + v.numel());
+}
+
+// An (out, in) weight is the column-major in x out matrix: the transpose of its NumPy shape.
+template <class T>
+Matrix<T> weight_from(const InArray& a, const char* what) {
+  Matrix<T> m = matrix_from<T>(a, what);
+  Matrix<T> t(m.cols(), m.rows());
+  for (index_t j = 0; j < m.cols(); ++j)
+    for (index_t i = 0; i < m.rows(); ++i) t(j, i) = m(i, j);
+  return t;
+}
+
+// Row-major (rows, cols) copy of a column-major matrix given as cols x rows, i.e. the
+// same memory: the shape the checkpoint writer gives it.
+template <class T>
+nb::object as_rows(Matrix<T>&& m) {
+  const std::vector<index_t> dims{m.rows(), m.cols()};
+  return owned_array(std::move(m.values()), dims, /*reverse=*/true);
+}
+
+template <class T>
+nb::dict compress_typed(const InArray& query_weight, const InArray& key_weight,
+                        const std::optional<InArray>& query_bias, index_t heads,
+                        const CompressOptions& o, const std::optional<InArray>& input_moment,
+                        const std::optional<InArray>& key_input_moment) {
+  QueryKeyLayer<T> layer;
+  layer.query_weight = weight_from<T>(query_weight, "query_weight");
+  layer.key_weight = weight_from<T>(key_weight, "key_weight");
+  layer.query_bias = bias_from<T>(query_bias, "query_bias");
+  if (heads < 1) throw InvalidArgument("heads must be >= 1, got " + std::to_string(heads));
+  if (layer.query_weight.cols() % heads != 0) {
+    throw DimensionMismatch("heads = " + std::to_string(heads) +
+                            " does not divide the query_weight rows (" +
+                            std::to_string(layer.query_weight.cols()) + ")");
+  }
+  layer.heads = heads;
+  layer.head_dim = layer.query_weight.cols() / heads;
+  if (o.rank < 1 || o.rank > layer.key_dim()) {
+    throw InvalidArgument("shared_dim must be in [1, H d] = [1, " +
+                          std::to_string(layer.key_dim()) + "], got " + std::to_string(o.rank));
+  }
+  if (key_input_moment && !input_moment) {
+    throw InvalidArgument("key_input_moment needs input_moment");
+  }
+  CompressResult<T> r;
+  if (input_moment) {
+    InputMoments moments;
+    moments.query = matrix_from<double>(*input_moment, "input_moment");
+    if (key_input_moment) moments.key = matrix_from<double>(*key_input_moment, "key_input_moment");
+    nb::gil_scoped_release nogil;
+    r = compress(layer, o, moments);
+  } else {
+    nb::gil_scoped_release nogil;
+    r = compress(layer, o);
+  }
+  // The arrays and layouts the checkpoint writer stores (without the layer prefix).
+  CollaborativeLayer<T>& c = r.layer;
+  const index_t h = c.heads(), rank = c.rank(), d = c.input_dim();
+  Matrix<T> mixing(rank, h);  // column-major R x H = row-major (H, R)
+  for (index_t i = 0; i < h; ++i)
+    for (index_t j = 0; j < rank; ++j) mixing(j, i) = c.mixing(i, j);
+  if (c.content.size() == 0) c.content = Matrix<T>(d, h);
+  nb::dict tensors;
+  tensors["collab.mixing"] = as_rows(std::move(mixing));
+  tensors["collab.query.weight"] = as_rows(std::move(c.query));
+  tensors["collab.key.weight"] = as_rows(std::move(c.key));
+  tensors["collab.content_bias.weight"] = as_rows(std::move(c.content));
+  nb::dict out;
+  out["tensors"] = tensors;
+  out["relative_error"] = r.relative_error;
+  out["data_error"] = r.data_error;
+  out["iterations"] = r.iterations;
+  out["converged"] = r.converged;
+  out["seconds"] = r.seconds;
+  out["params_before"] = r.params_before;
+  out["params_after"] = r.params_after;
+  return out;
+}
+
+CompressOptions compress_options(index_t shared_dim, double damping, const std::string& init,
+                                 int n_iter_max, double tol, std::uint64_t seed,
+                                 const std::string& backend) {
+  CompressOptions o;
+  o.rank = shared_dim;
+  o.damping = damping;
+  o.init = parse_init(init);
+  o.max_iters = n_iter_max;
+  o.tol = tol;
+  o.seed = seed;
+  o.backend = parse_backend(backend);
+  return o;
+}
+
+nb::dict layer_report(const LayerReport& l) {
+  nb::dict d;
+  d["index"] = l.index;
+  d["prefix"] = l.prefix;
+  d["relative_error"] = l.relative_error;
+  d["data_error"] = l.data_error;
+  d["iterations"] = l.iterations;
+  d["converged"] = l.converged;
+  d["seconds"] = l.seconds;
+  d["params_before"] = l.params_before;
+  d["params_after"] = l.params_after;
+  return d;
+}
+
+nb::dict curve(EnergyCurve&& c) {
+  nb::dict d;
+  const auto n = static_cast<index_t>(c.energy.size());
+  d["energy"] = owned_array(std::move(c.energy), {n});
+  d["cumulative"] = owned_array(std::move(c.cumulative), {n});
+  d["dim90"] = c.dim90;
+  d["dim95"] = c.dim95;
+  d["dim99"] = c.dim99;
+  return d;
+}
+
+}  // namespace
+
+void register_attention(nb::module_& m) {
+  m.def(
+      "compress",
+      [](const InArray& query_weight, const InArray& key_weight,
+         const std::optional<InArray>& query_bias, index_t heads, index_t shared_dim,
+         const std::optional<InArray>& input_moment, const std::optional<InArray>& key_input_moment,
+         double damping, const std::string& init, int n_iter_max, double tol, std::uint64_t seed,
+         const std::string& backend) {
+        const CompressOptions o =
+            compress_options(shared_dim, damping, init, n_iter_max, tol, seed, backend);
+        return float_kind(query_weight, "query_weight") == 'f'
+                   ? compress_typed<float>(query_weight, key_weight, query_bias, heads, o,
+                                           input_moment, key_input_moment)
+                   : compress_typed<double>(query_weight, key_weight, query_bias, heads, o,
+                                            input_moment, key_input_moment);
+      },
+      nb::arg("query_weight").noconvert(), nb::arg("key_weight").noconvert(),
+      nb::arg("query_bias").noconvert().none(), nb::arg("heads"), nb::arg("shared_dim"),
+      nb::arg("input_moment").noconvert().none(), nb::arg("key_input_moment").noconvert().none(),
+      nb::arg("damping"), nb::arg("init"), nb::arg("n_iter_max"), nb::arg("tol"), nb::arg("seed"),
+      nb::arg("backend"));
+  m.def(
+      "compress_file",
+      [](const std::filesystem::path& input, const std::filesystem::path& output,
+         index_t shared_dim, index_t heads, const std::optional<std::filesystem::path>& calibration,
+         double damping, const std::string& init, int n_iter_max, double tol, std::uint64_t seed,
+         const std::string& backend, bool float64) {
+        CheckpointOptions o;
+        o.compress = compress_options(shared_dim, damping, init, n_iter_max, tol, seed, backend);
+        o.heads = heads;
+        o.float64 = float64;
+        if (calibration) o.calibration = *calibration;
+        CheckpointReport r;
+        {
+          nb::gil_scoped_release nogil;
+          r = compress_checkpoint(input, output, o);
+        }
+        nb::dict d;
+        d["heads"] = r.heads;
+        d["head_dim"] = r.head_dim;
+        d["input_dim"] = r.input_dim;
+        d["shared_dim"] = r.shared_dim;
+        nb::list layers;
+        for (const LayerReport& l : r.layers) layers.append(layer_report(l));
+        d["layers"] = layers;
+        d["seconds"] = r.seconds;
+        d["params_before"] = r.total_params_before;
+        d["params_after"] = r.total_params_after;
+        d["calibration_tokens"] = r.calibration_tokens;
+        d["calibration_source"] = r.calibration_source;
+        return d;
+      },
+      nb::arg("input"), nb::arg("output"), nb::arg("shared_dim"), nb::arg("heads"),
+      nb::arg("calibration").none(), nb::arg("damping"), nb::arg("init"), nb::arg("n_iter_max"),
+      nb::arg("tol"), nb::arg("seed"), nb::arg("backend"), nb::arg("float64"));
+  m.def(
+      "analyze_file",
+      [](const std::filesystem::path& input, index_t heads) {
+        std::vector<LayerRedundancy> layers;
+        {
+          nb::gil_scoped_release nogil;
+          layers = analyze_checkpoint(input, heads);
+        }
+        nb::list out;
+        for (LayerRedundancy& l : layers) {
+          nb::dict d;
+          d["index"] = l.index;
+          d["prefix"] = l.prefix;
+          d["products"] = curve(std::move(l.redundancy.products));
+          d["queries"] = curve(std::move(l.redundancy.queries));
+          d["keys"] = curve(std::move(l.redundancy.keys));
+          out.append(d);
+        }
+        return out;
+      },
+      nb::arg("input"), nb::arg("heads"));
+}
+
+}  // namespace tenfold::python

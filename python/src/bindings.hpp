@@ -1,0 +1,51 @@
+// Shared pieces of the extension tenfold._tenfold: NumPy arrays in and out, and the
+// registration functions of each area. Only the public API of include/tenfold/ is used.
+#pragma once
+
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "tenfold/tensor.hpp"
+
+namespace tenfold::python {
+
+namespace nb = nanobind;
+
+/// Any CPU array, not copied on the way in (the Python layer applies the copy rule).
+using InArray = nb::ndarray<nb::ro, nb::device::cpu>;
+
+/// Element type of an input array: 'f' for float32, 'd' for float64; throws
+/// InvalidArgument naming `what` for anything else.
+char float_kind(const InArray& a, const char* what);
+
+/// The view of a C- or Fortran-contiguous array: a C-order array of shape
+/// (a, b, c) is the column-major tensor (c, b, a), with `layout` row_major; a
+/// Fortran-order one keeps its shape, col_major. Throws InvalidArgument (naming
+/// `what`) for other strides or a dtype other than T.
+template <class T>
+TensorView<const T> tensor_view(const InArray& a, const char* what, Layout& layout);
+
+/// A column-major rows x cols matrix copied from a C- or F-order 2-D array whose
+/// NumPy shape is (rows, cols); throws InvalidArgument naming `what` otherwise.
+template <class T>
+Matrix<T> matrix_from(const InArray& a, const char* what);
+
+/// NumPy array that owns `values` (moved to the heap, freed with the array): the
+/// column-major tensor `dims`, shown with the NumPy shape `dims` in Fortran order,
+/// or, with `reverse`, the reversed shape in C order (the same memory).
+template <class T>
+nb::object owned_array(std::vector<T>&& values, const std::vector<index_t>& dims,
+                       bool reverse = false);
+
+/// A factor matrix as an (rows, cols) NumPy array owning its memory.
+template <class T>
+nb::object owned_matrix(Matrix<T>&& m);
+
+void register_decompositions(nb::module_& m);
+void register_attention(nb::module_& m);
+
+}  // namespace tenfold::python

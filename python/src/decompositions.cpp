@@ -1,0 +1,184 @@
+// tenfold._tenfold.cp_als and .tucker: the arrays go in as views, the GIL is released
+// while the library computes, and a per-iteration check lets Ctrl-C stop CP-ALS.
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "bindings.hpp"
+#include "tenfold/cp.hpp"
+#include "tenfold/error.hpp"
+#include "tenfold/tucker.hpp"
+
+namespace tenfold::python {
+
+namespace {
+
+nb::list factor_list(std::vector<nb::object> factors, bool reverse) {
+  nb::list out;
+  if (reverse) std::reverse(factors.begin(), factors.end());
+  for (nb::object& f : factors) out.append(std::move(f));
+  return out;
+}
+
+template <class T>
+nb::dict cp_als_typed(const InArray& tensor, index_t rank, int n_iter_max, const std::string& init,
+                      double tol, std::uint64_t seed, const std::vector<InArray>& initial_factors,
+                      nb::object callback, const std::string& backend, bool line_search,
+                      double ridge) {
+  CpOptions<T> o;
+  const TensorView<const T> x = tensor_view<T>(tensor, "tensor", o.layout);
+  const bool reverse = o.layout == Layout::row_major;
+  o.rank = rank;
+  o.max_iters = n_iter_max;
+  o.tol = tol;
+  o.seed = seed;
+  o.init = parse_cp_init(init);
+  o.backend = parse_backend(backend);
+  o.line_search = line_search;
+  o.ridge = ridge;
+  // Given factors come in NumPy axis order; the library takes them in the view's.
+  for (std::size_t k = 0; k < initial_factors.size(); ++k) {
+    const std::size_t axis = reverse ? initial_factors.size() - 1 - k : k;
+    const std::string what = "init factor " + std::to_string(axis);
+    o.initial_factors.push_back(matrix_from<T>(initial_factors[axis], what.c_str()));
+  }
+  // After every iteration, with the GIL: pending signals (Ctrl-C raises
+  // KeyboardInterrupt here) and the user's callback; either stops the run.
+  std::optional<nb::python_error> raised;
+  o.callback = [&](const CpProgress& p) {
+    nb::gil_scoped_acquire gil;
+    try {
+      if (PyErr_CheckSignals() != 0) throw nb::python_error();
+      if (callback.is_none()) return true;
+      return !nb::bool_(callback(p.iteration, p.fit, p.delta, p.seconds));
+    } catch (nb::python_error& e) {
+      raised.emplace(std::move(e));
+      return false;
+    }
+  };
+  CpResult<T> r;
+  {
+    nb::gil_scoped_release nogil;
+    r = cp_als(x, o);
+  }
+  if (raised) throw std::move(*raised);
+  nb::dict d;
+  std::vector<nb::object> factors;
+  for (Matrix<T>& f : r.model.factors) factors.push_back(owned_matrix(std::move(f)));
+  const index_t rank_out = r.model.rank();
+  d["weights"] = owned_array(std::move(r.model.weights), {rank_out});
+  d["factors"] = factor_list(std::move(factors), reverse);
+  d["fit"] = r.fit;
+  d["relative_error"] = r.relative_error;
+  d["iterations"] = r.iterations;
+  d["converged"] = r.converged;
+  d["stop"] = std::string(to_string(r.stop));
+  d["init"] = std::string(to_string(r.init));
+  const auto n_fits = static_cast<index_t>(r.fit_history.size());
+  d["fit_history"] = owned_array(std::move(r.fit_history), {n_fits});
+  d["eigen_fallbacks"] = r.eigen_fallbacks;
+  nb::dict t;
+  t["init"] = r.timings.init;
+  t["mttkrp"] = r.timings.mttkrp;
+  t["gram"] = r.timings.gram;
+  t["solve"] = r.timings.solve;
+  t["other"] = r.timings.other;
+  t["total"] = r.timings.total;
+  d["timings"] = t;
+  return d;
+}
+
+template <class T>
+nb::dict tucker_typed(const InArray& tensor, const std::vector<index_t>& ranks,
+                      std::optional<double> eps, const std::string& method, int n_iter_max,
+                      double tol, const std::vector<int>& mode_order, const std::string& backend) {
+  TuckerOptions o;
+  const TensorView<const T> x = tensor_view<T>(tensor, "tensor", o.layout);
+  const bool reverse = o.layout == Layout::row_major;
+  const int order = x.order();
+  o.method = parse_tucker_method(method);
+  o.eps = eps;
+  o.max_iters = n_iter_max;
+  o.tol = tol;
+  o.backend = parse_backend(backend);
+  // Ranks and mode numbers come in NumPy axis order; the view's mode n is axis N-1-n.
+  o.ranks.assign(ranks.begin(), ranks.end());
+  if (reverse) std::reverse(o.ranks.begin(), o.ranks.end());
+  for (auto it = mode_order.begin(); it != mode_order.end(); ++it)
+    o.mode_order.push_back(reverse && *it >= 0 && *it < order ? order - 1 - *it : *it);
+  TuckerResult<T> r;
+  {
+    nb::gil_scoped_release nogil;
+    r = tucker(x, o);
+  }
+  nb::dict d;
+  const std::vector<index_t> core_dims = r.model.core.dims();
+  d["core"] = owned_array(std::move(r.model.core.values()), core_dims, reverse);
+  std::vector<nb::object> factors;
+  for (Matrix<T>& f : r.model.factors) factors.push_back(owned_matrix(std::move(f)));
+  d["factors"] = factor_list(std::move(factors), reverse);
+  if (reverse) std::reverse(r.eigenvalues.begin(), r.eigenvalues.end());
+  nb::list eigenvalues;
+  for (std::vector<double>& e : r.eigenvalues) {
+    const auto n = static_cast<index_t>(e.size());
+    eigenvalues.append(owned_array(std::move(e), {n}));
+  }
+  d["eigenvalues"] = eigenvalues;
+  std::vector<int> processed;
+  for (int n : r.mode_order) processed.push_back(reverse ? order - 1 - n : n);
+  d["mode_order"] = processed;
+  d["relative_error"] = r.relative_error;
+  d["compression_ratio"] = r.compression_ratio;
+  d["iterations"] = r.iterations;
+  d["converged"] = r.converged;
+  const auto n_errors = static_cast<index_t>(r.error_history.size());
+  d["error_history"] = owned_array(std::move(r.error_history), {n_errors});
+  nb::dict t;
+  t["gram"] = r.timings.gram;
+  t["eig"] = r.timings.eig;
+  t["ttm"] = r.timings.ttm;
+  t["total"] = r.timings.total;
+  d["timings"] = t;
+  return d;
+}
+
+}  // namespace
+
+void register_decompositions(nb::module_& m) {
+  m.def(
+      "cp_als",
+      [](const InArray& tensor, index_t rank, int n_iter_max, const std::string& init, double tol,
+         std::uint64_t seed, const std::vector<InArray>& initial_factors, nb::object callback,
+         const std::string& backend, bool line_search, double ridge) {
+        return float_kind(tensor, "tensor") == 'f'
+                   ? cp_als_typed<float>(tensor, rank, n_iter_max, init, tol, seed, initial_factors,
+                                         callback, backend, line_search, ridge)
+                   : cp_als_typed<double>(tensor, rank, n_iter_max, init, tol, seed,
+                                          initial_factors, callback, backend, line_search, ridge);
+      },
+      nb::arg("tensor").noconvert(), nb::arg("rank"), nb::arg("n_iter_max"), nb::arg("init"),
+      nb::arg("tol"), nb::arg("seed"), nb::arg("initial_factors"), nb::arg("callback").none(),
+      nb::arg("backend"), nb::arg("line_search"), nb::arg("ridge"));
+  m.def(
+      "tucker",
+      [](const InArray& tensor, const std::vector<index_t>& ranks, std::optional<double> eps,
+         const std::string& method, int n_iter_max, double tol, const std::vector<int>& mode_order,
+         const std::string& backend) {
+        return float_kind(tensor, "tensor") == 'f'
+                   ? tucker_typed<float>(tensor, ranks, eps, method, n_iter_max, tol, mode_order,
+                                         backend)
+                   : tucker_typed<double>(tensor, ranks, eps, method, n_iter_max, tol, mode_order,
+                                          backend);
+      },
+      nb::arg("tensor").noconvert(), nb::arg("ranks"), nb::arg("eps").none(), nb::arg("method"),
+      nb::arg("n_iter_max"), nb::arg("tol"), nb::arg("mode_order"), nb::arg("backend"));
+}
+
+}  // namespace tenfold::python

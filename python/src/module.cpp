@@ -1,0 +1,49 @@
+// tenfold._tenfold: the compiled part of the Python package. The public functions are
+// the pure-Python ones of python/tenfold/, which apply the copy rule and shape results.
+#include "bindings.hpp"
+#include "tenfold/backend.hpp"
+#include "tenfold/error.hpp"
+#include "tenfold/threads.hpp"
+
+namespace nb = nanobind;
+
+NB_MODULE(_tenfold, m) {
+  // Library errors as Python ones, the library's message unchanged.
+  // Created once and kept for the life of the process (the translator refers to them).
+  static PyObject* device_error =
+      PyErr_NewExceptionWithDoc("tenfold.DeviceError",
+                                "A GPU call failed, no usable device is present, or the CUDA "
+                                "backend is not compiled into this build.",
+                                PyExc_RuntimeError, nullptr);
+  static PyObject* numerical_error = PyErr_NewExceptionWithDoc(
+      "tenfold.NumericalError", "A numerical step failed (for example a non-finite result).",
+      PyExc_ArithmeticError, nullptr);
+  m.attr("DeviceError") = nb::borrow(device_error);
+  m.attr("NumericalError") = nb::borrow(numerical_error);
+  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+    try {
+      std::rethrow_exception(p);
+    } catch (const tenfold::InvalidArgument& e) {  // DimensionMismatch included
+      PyErr_SetString(PyExc_ValueError, e.what());
+    } catch (const tenfold::IoError& e) {
+      PyErr_SetString(PyExc_OSError, e.what());
+    } catch (const tenfold::MemoryError& e) {
+      PyErr_SetString(PyExc_MemoryError, e.what());
+    } catch (const tenfold::DeviceError& e) {
+      PyErr_SetString(device_error, e.what());
+    } catch (const tenfold::NotCompiled& e) {
+      PyErr_SetString(device_error, e.what());
+    } catch (const tenfold::NumericalError& e) {
+      PyErr_SetString(numerical_error, e.what());
+    } catch (const tenfold::Error& e) {
+      PyErr_SetString(PyExc_RuntimeError, e.what());
+    }
+  });
+
+  m.def("cuda_compiled", &tenfold::cuda_compiled);
+  m.def("cuda_available", &tenfold::cuda_available);
+  m.def("num_threads", &tenfold::num_threads);
+  m.def("set_num_threads", &tenfold::set_num_threads, nb::arg("threads"));
+  tenfold::python::register_decompositions(m);
+  tenfold::python::register_attention(m);
+}

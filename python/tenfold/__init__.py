@@ -1,0 +1,327 @@
+"""Tenfold: dense tensor decompositions (CP-ALS, Tucker) with an API shaped like TensorLy's.
+
+Arrays are NumPy arrays in NumPy axis order. ``parafac`` and ``tucker`` read C- or
+Fortran-contiguous float32/float64 input in place (see ``docs/python.md`` for the copy
+rule), release the GIL while they compute, and return arrays that own their memory.
+"""
+
+from collections import namedtuple
+
+import numpy as np
+
+from ._arrays import as_float_array as _as_float_array
+from ._blas import avx2_kernels_if_missed as _avx2_kernels_if_missed
+
+with _avx2_kernels_if_missed():
+    from . import _tenfold
+from ._tenfold import (
+    DeviceError,
+    NumericalError,
+    cuda_available,
+    cuda_compiled,
+    num_threads,
+    set_num_threads,
+)
+
+__version__ = "0.1.0"
+__all__ = [
+    "parafac",
+    "tucker",
+    "CPResult",
+    "TuckerResult",
+    "CpProgress",
+    "DeviceError",
+    "NumericalError",
+    "cuda_available",
+    "cuda_compiled",
+    "num_threads",
+    "set_num_threads",
+]
+
+CpProgress = namedtuple("CpProgress", ["iteration", "fit", "delta", "seconds"])
+CpProgress.__doc__ = """What a parafac callback sees after each iteration.
+
+iteration is 1-based; fit is 1 - ||X - M|| / ||X||; delta is the change of fit (the
+first iteration reports the fit itself); seconds is the wall time since the call began.
+"""
+
+
+class CPResult(tuple):
+    """A CP model that unpacks as ``(weights, factors)`` like TensorLy's ``CPTensor``.
+
+    ``tensorly.cp_to_tensor(result)`` reconstructs it. Attributes: weights (R,),
+    factors (list of I_n x R arrays, NumPy axis order), fit, relative_error,
+    iterations, converged, stop ("converged", "max_iters", "callback"), init (the
+    start that ran), fit_history (fit after each iteration), eigen_fallbacks and
+    timings (seconds per phase: init, mttkrp, gram, solve, other, total).
+    """
+
+    def __new__(cls, weights, factors, **info):
+        self = super().__new__(cls, (weights, factors))
+        self.__dict__.update(info)
+        return self
+
+    @property
+    def weights(self):
+        return self[0]
+
+    @property
+    def factors(self):
+        return self[1]
+
+    @property
+    def rank(self):
+        return len(self[0])
+
+    @property
+    def shape(self):
+        return tuple(f.shape[0] for f in self[1])
+
+    def __repr__(self):
+        return (
+            f"CPResult(shape={self.shape}, rank={self.rank}, fit={self.fit:.6g}, "
+            f"iterations={self.iterations}, converged={self.converged})"
+        )
+
+
+class TuckerResult(tuple):
+    """A Tucker model that unpacks as ``(core, factors)`` like TensorLy's ``TuckerTensor``.
+
+    ``tensorly.tucker_to_tensor(result)`` reconstructs it. Attributes: core, factors
+    (I_n x r_n, orthonormal columns, NumPy axis order), relative_error,
+    compression_ratio, eigenvalues (per axis, the Gram eigenvalues the truncation
+    saw), mode_order (axes in the order ST-HOSVD processed them), iterations and
+    converged (HOOI), error_history (HOOI) and timings (gram, eig, ttm, total).
+    """
+
+    def __new__(cls, core, factors, **info):
+        self = super().__new__(cls, (core, factors))
+        self.__dict__.update(info)
+        return self
+
+    @property
+    def core(self):
+        return self[0]
+
+    @property
+    def factors(self):
+        return self[1]
+
+    @property
+    def rank(self):
+        return self[0].shape
+
+    @property
+    def shape(self):
+        return tuple(f.shape[0] for f in self[1])
+
+    def __repr__(self):
+        return (
+            f"TuckerResult(shape={self.shape}, rank={self.rank}, "
+            f"relative_error={self.relative_error:.6g})"
+        )
+
+
+def _seed(random_state):
+    if random_state is None:
+        return 0
+    if isinstance(random_state, (bool, np.bool_)) or not isinstance(
+        random_state, (int, np.integer)
+    ):
+        raise TypeError(f"random_state must be None or an int seed, got {random_state!r}")
+    if random_state < 0:
+        raise ValueError(f"random_state must be >= 0, got {random_state}")
+    return int(random_state)
+
+
+def _given_start(init, tensor, rank):
+    """Factors (NumPy axis order) of a (weights, factors) start, weights folded into axis 0."""
+    try:
+        weights, factors = init
+    except (TypeError, ValueError):
+        raise ValueError("init must be 'random', 'svd', 'nvecs', 'auto' or (weights, factors)")
+    factors = [_as_float_array(f, f"init factor {n}", tensor.dtype) for n, f in enumerate(factors)]
+    if len(factors) != tensor.ndim:
+        raise ValueError(f"init has {len(factors)} factors for a tensor with {tensor.ndim} axes")
+    if weights is not None:
+        w = np.asarray(weights, dtype=tensor.dtype)
+        if w.shape != (rank,):
+            raise ValueError(f"init weights have shape {w.shape}, expected ({rank},)")
+        if factors[0].ndim == 2 and factors[0].shape[1] == rank and not np.all(w == 1):
+            factors[0] = np.asarray(factors[0] * w, dtype=tensor.dtype)
+    return factors
+
+
+def parafac(
+    tensor,
+    rank,
+    n_iter_max=100,
+    init="svd",
+    tol=1e-6,
+    random_state=None,
+    normalize_factors=True,
+    callback=None,
+    backend="cpu",
+    dtype=None,
+    *,
+    linesearch=False,
+    l2_reg=0.0,
+):
+    """CP decomposition by alternating least squares (CP-ALS), like ``tensorly.decomposition.parafac``.
+
+    Parameters
+    ----------
+    tensor : array_like, at least 2 axes
+        Read in place when it is a C- or Fortran-contiguous float32/float64 array;
+        otherwise copied once (docs/python.md, "Copies").
+    rank : int
+        Number of components R, at most the smallest product of all sizes but one.
+    n_iter_max : int
+        Most iterations (sweeps over all axes).
+    init : {'svd', 'nvecs', 'random', 'auto'} or (weights, factors)
+        'svd' and 'nvecs' (the same start): leading eigenvectors of each unfolding's
+        Gram (random columns past I_n); 'random': uniform [0, 1) from `random_state`;
+        'auto': nvecs when every axis but the first has at most 4096 entries.
+        (weights, factors): factors in NumPy axis order, weights (or None) folded
+        into the first factor.
+    tol : float
+        Stop when the fit changes by less than `tol` (TensorLy: the relative error).
+    random_state : int or None
+        Seed of the random start (None: 0, so runs repeat).
+    normalize_factors : bool
+        True: unit-norm columns, weights in descending order. False: weights are ones
+        and the norms sit in the first factor.
+    callback : callable, optional
+        Called as ``callback(progress)`` with a :class:`CpProgress` after every
+        iteration; returning True stops the run.
+    backend : {'cpu', 'cuda'}
+    dtype : {None, numpy.float32, numpy.float64}
+        Precision to compute in; None keeps the input's (bool/integer input: float64).
+    linesearch : bool
+        Bro's extrapolation, as TensorLy's ``linesearch=True``.
+    l2_reg : float
+        Ridge term added to each normal matrix (TensorLy's ``l2_reg``).
+
+    Returns
+    -------
+    CPResult
+        Unpacks as ``(weights, factors)``; carries fit, iterations, converged,
+        fit_history and timings.
+
+    Raises
+    ------
+    ValueError
+        Bad shape, rank or option, or a NaN/Inf entry (the message names it).
+    TypeError
+        A complex, object or other non-real dtype.
+    MemoryError
+        The run cannot fit in memory (checked before allocating).
+    DeviceError
+        backend='cuda' without a usable device or without the CUDA backend compiled.
+    KeyboardInterrupt
+        Ctrl-C, seen after the current iteration.
+
+    Examples
+    --------
+    >>> import numpy as np, tenfold
+    >>> rng = np.random.default_rng(0)
+    >>> a, b, c = rng.random((30, 3)), rng.random((20, 3)), rng.random((10, 3))
+    >>> x = np.einsum("ir,jr,kr->ijk", a, b, c)
+    >>> weights, factors = tenfold.parafac(x, 3, tol=1e-12, n_iter_max=500)
+    >>> [f.shape for f in factors]
+    [(30, 3), (20, 3), (10, 3)]
+    >>> bool(tenfold.parafac(x, 3, tol=1e-12, n_iter_max=500).fit > 0.9999)
+    True
+    """
+    x = _as_float_array(tensor, "tensor", dtype)
+    if isinstance(init, str):
+        init_name = {"svd": "nvecs"}.get(init, init)
+        if init_name not in ("nvecs", "random", "auto"):
+            raise ValueError(f"init must be 'svd', 'nvecs', 'random', 'auto' or (weights, factors), got {init!r}")
+        given = []
+    else:
+        init_name, given = "given", _given_start(init, x, rank)
+    progress = None
+    if callback is not None:
+        def progress(iteration, fit, delta, seconds):
+            return bool(callback(CpProgress(iteration, fit, delta, seconds)))
+    r = _tenfold.cp_als(
+        x, int(rank), int(n_iter_max), init_name, float(tol), _seed(random_state), given,
+        progress, str(backend), bool(linesearch), float(l2_reg),
+    )
+    weights, factors = r.pop("weights"), r.pop("factors")
+    if not normalize_factors:
+        factors[0] = factors[0] * weights
+        weights = np.ones_like(weights)
+    return CPResult(weights, factors, **r)
+
+
+def tucker(
+    tensor,
+    rank=None,
+    tol=None,
+    method="sthosvd",
+    n_iter_max=50,
+    *,
+    hooi_tol=1e-6,
+    mode_order=None,
+    backend="cpu",
+    dtype=None,
+):
+    """Tucker decomposition (ST-HOSVD, HOSVD or HOOI), like ``tensorly.decomposition.tucker``.
+
+    Parameters
+    ----------
+    tensor : array_like, at least 2 axes
+        Read in place when C- or Fortran-contiguous float32/float64 (docs/python.md).
+    rank : int or sequence of int, optional
+        Multilinear ranks, one per axis (an int: the same for every axis). Give
+        exactly one of `rank` and `tol`.
+    tol : float, optional
+        Relative error bound in (0, 1), as the program's ``tucker --tol``: each axis
+        keeps the fewest singular vectors that guarantee ||X - X^|| <= tol ||X||.
+        (TensorLy's ``tol`` is HOOI's stopping tolerance: here ``hooi_tol``.)
+    method : {'sthosvd', 'hosvd', 'hooi'}
+    n_iter_max : int
+        HOOI: most sweeps.
+    hooi_tol : float
+        HOOI: stop when a sweep lowers the relative error by less.
+    mode_order : sequence of int, optional
+        Axes in the order ST-HOSVD processes them (default: automatic).
+    backend : {'cpu', 'cuda'}
+    dtype : {None, numpy.float32, numpy.float64}
+
+    Returns
+    -------
+    TuckerResult
+        Unpacks as ``(core, factors)``; carries relative_error, compression_ratio,
+        eigenvalues, iterations and timings.
+
+    Raises
+    ------
+    ValueError, TypeError, MemoryError, DeviceError
+        As for :func:`parafac`. Tucker runs are not interrupted by Ctrl-C (the
+        KeyboardInterrupt comes when the call returns).
+
+    Examples
+    --------
+    >>> import numpy as np, tenfold
+    >>> x = np.random.default_rng(0).random((30, 20, 10))
+    >>> core, factors = tenfold.tucker(x, rank=[5, 4, 3])
+    >>> core.shape, [f.shape for f in factors]
+    ((5, 4, 3), [(30, 5), (20, 4), (10, 3)])
+    """
+    x = _as_float_array(tensor, "tensor", dtype)
+    if (rank is None) == (tol is None):
+        raise ValueError("give exactly one of rank and tol (the relative error bound)")
+    if rank is None:
+        ranks = []
+    elif isinstance(rank, (int, np.integer)):
+        ranks = [int(rank)] * x.ndim
+    else:
+        ranks = [int(r) for r in rank]
+    r = _tenfold.tucker(
+        x, ranks, None if tol is None else float(tol), str(method), int(n_iter_max), float(hooi_tol),
+        [] if mode_order is None else [int(n) for n in mode_order], str(backend),
+    )
+    return TuckerResult(r.pop("core"), r.pop("factors"), **r)

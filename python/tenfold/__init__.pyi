@@ -1,0 +1,87 @@
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple, Optional, Union
+
+import numpy as np
+import numpy.typing as npt
+
+from ._tenfold import DeviceError as DeviceError
+from ._tenfold import NumericalError as NumericalError
+
+__version__: str
+
+_DType = Union[None, type[np.float32], type[np.float64], np.dtype[Any], str]
+
+class CpProgress(NamedTuple):
+    iteration: int
+    fit: float
+    delta: float
+    seconds: float
+
+class CPResult(tuple[np.ndarray, list[np.ndarray]]):
+    fit: float
+    relative_error: float
+    iterations: int
+    converged: bool
+    stop: str
+    init: str
+    fit_history: np.ndarray
+    eigen_fallbacks: int
+    timings: dict[str, float]
+    @property
+    def weights(self) -> np.ndarray: ...
+    @property
+    def factors(self) -> list[np.ndarray]: ...
+    @property
+    def rank(self) -> int: ...
+    @property
+    def shape(self) -> tuple[int, ...]: ...
+
+class TuckerResult(tuple[np.ndarray, list[np.ndarray]]):
+    relative_error: float
+    compression_ratio: float
+    eigenvalues: list[np.ndarray]
+    mode_order: list[int]
+    iterations: int
+    converged: bool
+    error_history: np.ndarray
+    timings: dict[str, float]
+    @property
+    def core(self) -> np.ndarray: ...
+    @property
+    def factors(self) -> list[np.ndarray]: ...
+    @property
+    def rank(self) -> tuple[int, ...]: ...
+    @property
+    def shape(self) -> tuple[int, ...]: ...
+
+def parafac(
+    tensor: npt.ArrayLike,
+    rank: int,
+    n_iter_max: int = 100,
+    init: Union[str, tuple[Optional[npt.ArrayLike], Sequence[npt.ArrayLike]]] = "svd",
+    tol: float = 1e-6,
+    random_state: Optional[int] = None,
+    normalize_factors: bool = True,
+    callback: Optional[Callable[[CpProgress], Any]] = None,
+    backend: str = "cpu",
+    dtype: _DType = None,
+    *,
+    linesearch: bool = False,
+    l2_reg: float = 0.0,
+) -> CPResult: ...
+def tucker(
+    tensor: npt.ArrayLike,
+    rank: Union[None, int, Sequence[int]] = None,
+    tol: Optional[float] = None,
+    method: str = "sthosvd",
+    n_iter_max: int = 50,
+    *,
+    hooi_tol: float = 1e-6,
+    mode_order: Optional[Sequence[int]] = None,
+    backend: str = "cpu",
+    dtype: _DType = None,
+) -> TuckerResult: ...
+def cuda_compiled() -> bool: ...
+def cuda_available() -> bool: ...
+def num_threads() -> int: ...
+def set_num_threads(threads: int) -> None: ...

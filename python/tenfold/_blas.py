@@ -1,0 +1,75 @@
+"""OpenBLAS's kernels for the extension, chosen as the tenfold program chooses them.
+
+OpenBLAS picks its kernels when it loads, from the processor model; a processor newer
+than the OpenBLAS build (Debian 12's 0.3.21 on recent Intel models) gets the generic
+kernels of an old one, at a quarter to a half of the speed its Haswell (AVX2) kernels
+reach there. The program (tools/main.cpp) then runs itself again with
+OPENBLAS_CORETYPE=Haswell; a Python process cannot, so before the extension loads
+OpenBLAS, this module loads it once on its own to ask which kernels it picks, unloads it
+and, in that case, lets the extension load it with OPENBLAS_CORETYPE=Haswell (removed
+from the environment again right after). Results are then the program's, bit for bit.
+Nothing happens when the user set OPENBLAS_CORETYPE, when OpenBLAS is already loaded,
+or when the processor lacks AVX2 or FMA.
+"""
+
+import contextlib
+import ctypes
+import os
+
+OPENBLAS = "libopenblas.so.0"
+# The kernels tools/main.cpp treats as pre-AVX2 (the same list).
+PRE_AVX2 = {
+    "katmai", "coppermine", "northwood", "prescott", "banias", "atom", "core2", "penryn",
+    "dunnington", "nehalem", "opteron", "barcelona",
+}
+
+
+def _has_avx2_and_fma():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    return "avx2" in flags and "fma" in flags
+    except OSError:
+        pass
+    return False
+
+
+def _openblas_picks_pre_avx2_kernels():
+    """Loads OpenBLAS, reads its kernel name, unloads it again."""
+    try:
+        ctypes.CDLL(OPENBLAS, mode=os.RTLD_NOLOAD)
+        return False  # already loaded by someone else: its choice stands
+    except OSError:
+        pass
+    try:
+        lib = ctypes.CDLL(OPENBLAS)
+    except OSError:
+        return False
+    get = getattr(lib, "openblas_get_corename", None)
+    core = ""
+    if get is not None:
+        get.restype = ctypes.c_char_p
+        core = (get() or b"").decode().lower()
+    import _ctypes
+
+    _ctypes.dlclose(lib._handle)
+    return core in PRE_AVX2
+
+
+@contextlib.contextmanager
+def avx2_kernels_if_missed():
+    """Around the extension's import: OPENBLAS_CORETYPE=Haswell where the program would
+    set it."""
+    if "OPENBLAS_CORETYPE" in os.environ or not _has_avx2_and_fma():
+        yield
+        return
+    if not _openblas_picks_pre_avx2_kernels():
+        yield
+        return
+    os.environ["OPENBLAS_CORETYPE"] = "Haswell"
+    try:
+        yield
+    finally:
+        del os.environ["OPENBLAS_CORETYPE"]

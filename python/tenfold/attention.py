@@ -1,0 +1,208 @@
+"""The attention adapter: query/key weights in collaborative form (Cordonnier et al. 2020).
+
+Weights are NumPy arrays in PyTorch's ``nn.Linear`` layout (out, in) = (H d, D). The
+results carry the tensors under the names the checkpoint writer gives them (without
+the layer prefix), in its layouts. See docs/attention.md for the conventions.
+"""
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from . import _tenfold
+from ._arrays import as_float_array, float_dtype
+
+__all__ = ["compress", "compress_file", "analyze_file", "CompressResult", "CheckpointReport"]
+
+
+class _Record:
+    """Read-only attributes from a dict."""
+
+    def __init__(self, fields):
+        object.__setattr__(self, "_fields", tuple(fields))
+        for k, v in fields.items():
+            object.__setattr__(self, k, v)
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"{type(self).__name__} is read-only")
+
+    def __repr__(self):
+        inner = ", ".join(f"{k}={getattr(self, k)!r}" for k in self._fields)
+        return f"{type(self).__name__}({inner})"
+
+
+class CompressResult(Mapping):
+    """The collaborative tensors of one layer, a read-only Mapping.
+
+    Keys (shapes): "collab.mixing" (H, R), "collab.query.weight" (R, D),
+    "collab.key.weight" (R, D), "collab.content_bias.weight" (H, D; zeros without a
+    query bias). Attributes: relative_error (weight space), data_error (data space,
+    None without moments), iterations, converged, seconds, params_before,
+    params_after.
+    """
+
+    def __init__(self, tensors, **info):
+        self._tensors = dict(tensors)
+        for array in self._tensors.values():
+            array.setflags(write=False)
+        self.__dict__.update(info)
+
+    def __getitem__(self, name):
+        return self._tensors[name]
+
+    def __iter__(self):
+        return iter(self._tensors)
+
+    def __len__(self):
+        return len(self._tensors)
+
+    def __repr__(self):
+        shapes = {k: v.shape for k, v in self._tensors.items()}
+        return f"CompressResult({shapes}, relative_error={self.relative_error:.6g})"
+
+
+class CheckpointReport(_Record):
+    """What compress_file did: heads, head_dim, input_dim, shared_dim, layers (one
+    record per layer: index, prefix, relative_error, data_error, iterations,
+    converged, seconds, params_before, params_after), seconds, params_before,
+    params_after, calibration_tokens, calibration_source."""
+
+
+class LayerReport(_Record):
+    """One layer of a CheckpointReport."""
+
+
+class LayerRedundancy(_Record):
+    """Redundancy curves of one layer: index, prefix and the EnergyCurve records
+    products (of P = [W_Q^1 W_K^1^T | ...]), queries and keys."""
+
+
+class EnergyCurve(_Record):
+    """energy (squared singular values, descending), cumulative (fractions), dim90,
+    dim95, dim99 (dimensions that explain 90/95/99 %)."""
+
+
+def compress(
+    query_weight,
+    key_weight,
+    query_bias=None,
+    *,
+    heads,
+    shared_dim,
+    input_moment=None,
+    key_input_moment=None,
+    damping=0.3,
+    init="structured",
+    n_iter_max=100,
+    tol=1e-6,
+    random_state=0,
+    backend="cpu",
+    dtype=None,
+):
+    """Compress one layer's query/key side into collaborative form with R shared dimensions.
+
+    Parameters
+    ----------
+    query_weight, key_weight : array_like, shape (H d, D)
+        PyTorch ``nn.Linear`` weights (out, in); head h owns rows h d ... (h+1) d - 1.
+    query_bias : array_like, shape (H d,), optional
+        Kept exactly as the content vectors (the key bias never changes a probability).
+    heads : int
+        H, dividing the weights' rows.
+    shared_dim : int
+        R, in [1, H d]. At R = H d the exact form is returned without iterating.
+    input_moment : array_like, shape (D, D), optional
+        Second moment E[x x^T] of the layer's inputs: the data-aware objective.
+    key_input_moment : array_like, shape (D, D), optional
+        The key side's, for cross-attention (default: input_moment).
+    damping : float
+        Data-aware only: S + damping tr(S) / D I is factored.
+    init : {'structured', 'heads', 'nvecs', 'random'}
+    n_iter_max, tol : ALS sweeps and the stopping tolerance on the relative error.
+    random_state : int
+        Seed for init='random' (and filler columns).
+    backend : {'cpu', 'cuda'}
+    dtype : {None, numpy.float32, numpy.float64}
+        None: float32 when both weights are float32, else float64.
+
+    Returns
+    -------
+    CompressResult
+        A read-only Mapping of the checkpoint writer's tensor names to arrays.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from tenfold import attention
+    >>> rng = np.random.default_rng(0)
+    >>> wq, wk = rng.normal(size=(2, 64, 32)) / np.sqrt(32)
+    >>> r = attention.compress(wq, wk, heads=4, shared_dim=64)
+    >>> sorted((k, v.shape) for k, v in r.items())
+    [('collab.content_bias.weight', (4, 32)), ('collab.key.weight', (64, 32)), ('collab.mixing', (4, 64)), ('collab.query.weight', (64, 32))]
+    >>> r.iterations, bool(r.relative_error < 1e-6)
+    (0, True)
+    """
+    dt = float_dtype(dtype)
+    if dt is None:
+        wq, wk = np.asarray(query_weight), np.asarray(key_weight)
+        both32 = wq.dtype == np.float32 and wk.dtype == np.float32
+        dt = np.dtype(np.float32 if both32 else np.float64)
+    qw = as_float_array(query_weight, "query_weight", dt)
+    kw = as_float_array(key_weight, "key_weight", dt)
+    qb = None if query_bias is None else as_float_array(query_bias, "query_bias", dt)
+    sq = None if input_moment is None else as_float_array(input_moment, "input_moment", np.float64)
+    sk = (
+        None
+        if key_input_moment is None
+        else as_float_array(key_input_moment, "key_input_moment", np.float64)
+    )
+    r = _tenfold.compress(
+        qw, kw, qb, int(heads), int(shared_dim), sq, sk, float(damping), str(init),
+        int(n_iter_max), float(tol), int(random_state), str(backend),
+    )
+    return CompressResult(r.pop("tensors"), **r)
+
+
+def compress_file(
+    input,
+    output,
+    *,
+    shared_dim,
+    heads=0,
+    calibration=None,
+    damping=0.3,
+    init="structured",
+    n_iter_max=100,
+    tol=1e-6,
+    random_state=0,
+    backend="cpu",
+    float64=False,
+):
+    """Compress every attention layer of a safetensors checkpoint (BERT, RoBERTa,
+    MiniLM, DistilBERT) and write `output` whole, as ``tenfold attention compress``.
+
+    heads=0 reads the head count from the config.json beside `input`; `calibration`
+    is a statistics file (input moments per layer) for the data-aware objective;
+    float64 writes the new tensors in float64 (else float32). Returns a
+    CheckpointReport. Raises OSError for unreadable or malformed files and
+    ValueError for bad options.
+    """
+    r = _tenfold.compress_file(
+        str(input), str(output), int(shared_dim), int(heads),
+        None if calibration is None else str(calibration), float(damping), str(init),
+        int(n_iter_max), float(tol), int(random_state), str(backend), bool(float64),
+    )
+    r["layers"] = [LayerReport(layer) for layer in r["layers"]]
+    return CheckpointReport(r)
+
+
+def analyze_file(input, *, heads=0):
+    """Redundancy curves of every attention layer of a checkpoint (as ``tenfold
+    attention analyze``): a list of LayerRedundancy records."""
+    layers = _tenfold.analyze_file(str(input), int(heads))
+    out = []
+    for layer in layers:
+        for key in ("products", "queries", "keys"):
+            layer[key] = EnergyCurve(layer[key])
+        out.append(LayerRedundancy(layer))
+    return out
