@@ -237,10 +237,16 @@ def convert(model: nn.Module, tensors: Mapping) -> nn.Module:
         except (KeyError, ValueError, RuntimeError) as e:
             raise ValueError(f"{name} ({f.name}): {e}") from None
     _swap(model, layers, built)
-    shared = {m.shared_dim for m in built.values()}
-    setattr(model.config, CONFIG_KEY, {"family": f.name, "shared_dim": shared.pop() if len(shared) == 1 else None,
-                                       "scale_convention": _SCALE_CONVENTION})
+    _mark(model, built)
     return model
+
+
+def _mark(model: nn.Module, built: Mapping) -> None:
+    """Records the conversion in the config, which save_pretrained writes."""
+    shared = {m.shared_dim for m in built.values()}
+    family = next(iter(built.values())).family
+    setattr(model.config, CONFIG_KEY, {"family": family, "shared_dim": shared.pop() if len(shared) == 1 else None,
+                                       "scale_convention": _SCALE_CONVENTION})
 
 
 def input_moments(model: nn.Module, calibration: Iterable) -> dict:
@@ -362,13 +368,30 @@ def _read_checkpoint(path) -> tuple:
     return tensors, meta
 
 
-def _old_vit_names(key: str) -> str:
-    """The older ViT/DeiT spelling (attention.attention.{query,key,value},
-    attention.output.dense) in the names transformers 5 uses."""
-    for a, b in ((".attention.attention.collab.", ".attention.collab."),
-                 (".attention.attention.value.", ".attention.v_proj."),
-                 (".attention.output.dense.", ".attention.o_proj.")):
-        key = key.replace(a, b)
+def _key_mapper(model: nn.Module, target: Mapping):
+    """Maps a checkpoint's tensor name to the model's parameter name the way
+    transformers does when it loads (its renamings of older spellings, such as ViT's
+    encoder.layer.<n>.attention.attention.query, and the base-model prefix), then
+    moves the collaborative tensors of the older ViT/DeiT spelling
+    (...attention.attention.collab.) to the module that holds them."""
+    base = getattr(model, "base_model_prefix", "") or None
+    try:
+        from transformers.conversion_mapping import get_model_conversion_mapping
+        from transformers.core_model_loading import WeightRenaming, rename_source_key
+
+        renamings = [t for t in get_model_conversion_mapping(model) if isinstance(t, WeightRenaming)]
+    except ImportError:  # a transformers release without conversion mappings
+        renamings, rename_source_key = [], None
+
+    def key(name: str) -> str:
+        if rename_source_key is not None:
+            name, _ = rename_source_key(name, renamings, [], base, target)
+        elif base and name.startswith(base + ".") and name[len(base) + 1:] in target:
+            name = name[len(base) + 1:]
+        elif base and base + "." + name in target:
+            name = base + "." + name
+        return name.replace(".attention.attention.collab.", ".attention.collab.")
+
     return key
 
 
@@ -382,56 +405,46 @@ def load_compressed(model: nn.Module, path) -> nn.Module:
     heads = _heads(model)
     tensors, meta = _read_checkpoint(path)
     where = os.fspath(path)
-    config_info = getattr(model.config, CONFIG_KEY, None) or {}
     if meta.get("tenfold.scale_convention", _SCALE_CONVENTION) != _SCALE_CONVENTION:
         raise ValueError(f"'{where}': scale convention {meta['tenfold.scale_convention']!r} is not "
                          f"{_SCALE_CONVENTION!r}")
-    for key, want in (("tenfold.heads", heads),
-                      ("tenfold.head_dim", model.config.hidden_size // heads)):
+    for key, want in (("tenfold.heads", heads), ("tenfold.head_dim", model.config.hidden_size // heads)):
         if key in meta and int(meta[key]) != want:
             raise ValueError(f"'{where}': metadata {key} = {meta[key]} disagrees with the model config ({want})")
+    config_info = getattr(model.config, CONFIG_KEY, None) or {}
     shared = int(meta["tenfold.shared_dim"]) if "tenfold.shared_dim" in meta else config_info.get("shared_dim")
     layers = _layers(model, f)
-    base = getattr(model, "base_model_prefix", "")
-    expected_names = set(model.state_dict().keys())
-    layer_names = {n for n, _ in layers}
+    inside = tuple(n + "." for n, _ in layers)
+    original = {k: v for k, v in model.state_dict().items() if not k.startswith(inside)}
 
-    def model_key(key: str) -> str:
-        if f.name in ("vit", "deit"):
-            key = _old_vit_names(key)
-        if base and key.startswith(base + ".") and not any(k.startswith(base + ".") for k in expected_names):
-            return key[len(base) + 1:]
-        if base and not key.startswith(base + ".") and any(k.startswith(base + ".") for k in expected_names):
-            return base + "." + key
-        return key
-
-    mapped = {}
-    for key, t in tensors.items():
-        mapped[model_key(key)] = (key, t)
-    per_layer = {}
-    for name, _ in layers:
-        per_layer[name] = {}
-        for c in COLLAB_NAMES:
-            if name + "." + c not in mapped:
-                raise ValueError(f"'{where}' has no tensor for '{name}.{c}': not a collaborative checkpoint of this "
-                                 f"{f.name} model")
-            key, t = mapped[name + "." + c]
-            per_layer[name][c] = t
-        mix = per_layer[name]["collab.mixing"]
-        if shared is not None and tuple(mix.shape) != (heads, shared):
-            raise ValueError(f"tensor '{mapped[name + '.collab.mixing'][0]}' has shape {tuple(mix.shape)}, but the "
-                             f"checkpoint's shared dimension is {shared} and the model has {heads} heads")
-    # The converted model's tensors, for the shape check of everything else.
-    probe = {}
+    # Names as transformers maps them on loading, against the converted model's names.
+    names = dict.fromkeys(original)
     for name, module in layers:
+        names.update(dict.fromkeys(f"{name}.{k}" for k, _ in module.state_dict().items()))
+        names.update(dict.fromkeys(f"{name}.{c}" for c in COLLAB_NAMES + ("value.weight", "value.bias")))
+    model_key = _key_mapper(model, names)
+    mapped = {model_key(key): (key, t) for key, t in tensors.items()}
+
+    per_layer, built = {}, {}
+    for name, module in layers:
+        missing = [c for c in COLLAB_NAMES if f"{name}.{c}" not in mapped]
+        if missing:
+            raise ValueError(f"'{where}' has no tensor for '{name}.{missing[0]}': not a collaborative checkpoint of "
+                             f"this {f.name} model")
+        per_layer[name] = {c: mapped[f"{name}.{c}"][1] for c in COLLAB_NAMES}
+        mixing = per_layer[name]["collab.mixing"]
+        if shared is not None and tuple(mixing.shape) != (heads, shared):
+            raise ValueError(f"'{where}': tensor '{mapped[name + '.collab.mixing'][0]}' has shape "
+                             f"{tuple(mixing.shape)}, but the checkpoint's shared dimension is {shared} and the "
+                             f"model has {heads} heads")
         try:
-            probe[name] = _build(name, module, f, heads, per_layer[name])
+            built[name] = _build(name, module, f, heads, per_layer[name])
         except ValueError as e:
             raise ValueError(f"'{where}': {e}") from None
-    target = {k: v for k, v in model.state_dict().items() if not any(k.startswith(n + ".") for n in layer_names)}
-    for name, module in probe.items():
-        for k, v in module.state_dict().items():
-            target[name + "." + k] = v
+    # Every tensor of the file against the converted model's state, by name and shape.
+    target = dict(original)
+    for name, module in built.items():
+        target.update({f"{name}.{k}": v for k, v in module.state_dict().items()})
     for mk, (key, t) in mapped.items():
         if mk not in target:
             raise ValueError(f"'{where}': tensor '{key}' is not part of this {type(model).__name__}")
@@ -440,13 +453,13 @@ def load_compressed(model: nn.Module, path) -> nn.Module:
                              f"{tuple(target[mk].shape)}")
     # Parameters the file lacks must be tied to one it has (shared embeddings).
     params = dict(model.named_parameters(remove_duplicate=False))
-    loaded_ptrs = {params[k].data_ptr() for k in mapped if k in params}
+    loaded = {params[k].data_ptr() for k in mapped if k in params}
     for k in target:
-        if k not in mapped and k in params and params[k].data_ptr() not in loaded_ptrs:
-            raise ValueError(f"'{where}' has no tensor '{k}'")
-    convert(model, per_layer)
-    state = {mk: t for mk, (_, t) in mapped.items()}
-    model.load_state_dict(state, strict=False)
+        if k not in mapped and k in params and params[k].data_ptr() not in loaded:
+            raise ValueError(f"'{where}' has no tensor for '{k}'")
+    _swap(model, dict(layers), built)
+    _mark(model, built)
+    model.load_state_dict({mk: t for mk, (_, t) in mapped.items()}, strict=False)
     return model
 
 
