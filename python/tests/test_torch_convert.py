@@ -136,3 +136,12 @@ def test_half_precisions_run(dtype):
     # Half precision: agreement to a few units of its round-off, not float32's.
     eps = torch.finfo(dtype).eps
     assert (out.float() - ref).abs().max().item() < 50 * eps * ref.abs().max().item()
+
+
+def test_import_tenfold_does_not_import_torch():
+    import subprocess
+    import sys
+
+    code = "import sys, tenfold, tenfold.attention; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

@@ -201,8 +201,8 @@ def _build(name: str, module, f: _Family, heads: int, tensors: Mapping) -> Colla
             new = CollaborativeAttention(dim, heads, lw.head_dim, shared, **parts, **kw)
     with torch.no_grad():
         for key in COLLAB_NAMES:
-            new.get_parameter(key).copy_(torch.as_tensor(np.asarray(tensors[key]) if not isinstance(
-                tensors[key], torch.Tensor) else tensors[key]))
+            value = tensors[key]
+            new.get_parameter(key).copy_(value if isinstance(value, torch.Tensor) else torch.tensor(np.asarray(value)))
     new.train(module.training)
     return new
 
