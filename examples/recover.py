@@ -80,7 +80,11 @@ def main():
     before = fidelity(model, reference, held)
 
     t = time.process_time()
-    losses = tt.distill(model, original, train, steps=args.steps, lr=args.lr)
+    def progress(step, loss, seconds):
+        if (step + 1) % 50 == 0:
+            print(f"step {step + 1}: loss {loss:.5f} ({seconds:.0f} s)", flush=True)
+
+    losses = tt.distill(model, original, train, steps=args.steps, lr=args.lr, on_step=progress)
     distill_cpu = time.process_time() - t
     after = fidelity(model, reference, held)
 
