@@ -72,14 +72,16 @@ def tucker_case(dims, rank, reps, rng):
     return statistics.median(ours), statistics.median(theirs), statistics.median(overhead), "s"
 
 
-def speed(reps):
+def speed(reps, only):
     rng = np.random.default_rng(0)
     print(f"tenfold {tenfold.__version__} ({tenfold.num_threads()} threads), "
           f"tensorly {tl.__version__}, numpy {np.__version__}, Python {sys.version.split()[0]}")
     print("load average at the start: %.2f %.2f %.2f" % os.getloadavg())
     print("| case | unit | Tenfold | TensorLy | TensorLy/Tenfold | target | binding overhead |")
     print("|---|---|---|---|---|---|---|")
-    for kind, dims, rank, iters, target in CASES:
+    for i, (kind, dims, rank, iters, target) in enumerate(CASES):
+        if only and i not in only:
+            continue
         shape = "x".join(map(str, dims))
         if kind == "cp":
             label = f"parafac {shape} R{rank} float64, {iters} iterations"
@@ -119,9 +121,11 @@ def memory():
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--cases", type=int, nargs="*", default=[],
+                   help="indices into CASES to run (default: all)")
     p.add_argument("--memory", action="store_true", help="peak memory on a 1 GB tensor")
     a = p.parse_args()
-    memory() if a.memory else speed(a.reps)
+    memory() if a.memory else speed(a.reps, set(a.cases))
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ packages=(
   nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev
-  python3 python3-venv
+  python3 python3-venv python3-dev
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -620,11 +620,17 @@ CpResult<T> cp_als(TensorView<const T> x, const CpOptions<T>& options) {
   // Row-major: the array's column-major copy in NumPy axis order (one more copy of
   // the tensor in memory), so that the arithmetic is that of its Fortran-order copy.
   const bool reverse = options.layout == Layout::row_major;
-  const Tensor<T> axis_order = reverse ? detail::reverse_modes(x) : Tensor<T>();
-  return detail::run_in_axis_order(options, [&](const CpOptions<T>& o) {
-    detail::DenseOperand<T> op(*c, reverse ? axis_order.view() : x);
-    return detail::run_cp_starts(op, *c, o, start);
-  });
+  CpResult<T> res;
+  {
+    const Tensor<T> axis_order = reverse ? detail::reverse_modes(x) : Tensor<T>();
+    res = detail::run_in_axis_order(options, [&](const CpOptions<T>& o) {
+      detail::DenseOperand<T> op(*c, reverse ? axis_order.view() : x);
+      return detail::run_cp_starts(op, *c, o, start);
+    });
+  }
+  // The whole call: releasing the copy and the operand's buffers takes time too.
+  res.timings.total = detail::seconds_since(start);
+  return res;
 }
 
 template <class T>

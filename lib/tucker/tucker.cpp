@@ -222,12 +222,16 @@ TuckerResult<T> tucker(TensorView<const T> x, const TuckerOptions& options) {
   // of the tensor in memory), the arithmetic of its Fortran-order copy, and give the
   // model back in the caller's mode order.
   const int order = x.order();
-  const Tensor<T> axis_order = detail::reverse_modes(x);
   TuckerOptions o = options;
   o.layout = Layout::col_major;
   o.ranks = detail::reversed(std::move(o.ranks));
   o.mode_order = reverse_mode_numbers(std::move(o.mode_order), order);
-  TuckerResult<T> res = run_tucker(*c, axis_order.view(), o, start);
+  TuckerResult<T> res;
+  {
+    // Released before the total is taken: freeing the copy is part of the call.
+    const Tensor<T> axis_order = detail::reverse_modes(x);
+    res = run_tucker(*c, axis_order.view(), o, start);
+  }
   res.model.core = detail::reverse_modes<T>(std::as_const(res.model.core).view());
   res.model.factors = detail::reversed(std::move(res.model.factors));
   res.eigenvalues = detail::reversed(std::move(res.eigenvalues));

@@ -1,5 +1,6 @@
 // NumPy arrays in (as views, no copy) and out (owning their memory).
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -59,6 +60,26 @@ TensorView<const T> tensor_view(const InArray& a, const char* what, Layout& layo
 }
 
 template <class T>
+void check_finite_numpy(TensorView<const T> x, Layout layout, const char* what) {
+  for (index_t i = 0; i < x.numel(); ++i) {
+    if (std::isfinite(x[i])) continue;
+    // Column-major multi-index of entry i; mode n is NumPy axis N-1-n in row_major.
+    const int order = x.order();
+    std::vector<index_t> idx(static_cast<std::size_t>(order));
+    index_t rest = i;
+    for (int n = 0; n < order; ++n) {
+      idx[static_cast<std::size_t>(n)] = rest % x.dim(n);
+      rest /= x.dim(n);
+    }
+    if (layout == Layout::row_major) std::reverse(idx.begin(), idx.end());
+    std::string where;
+    for (std::size_t a = 0; a < idx.size(); ++a) where += (a ? ", " : "") + std::to_string(idx[a]);
+    throw InvalidArgument(std::string(what) + " has a non-finite entry (" +
+                          (std::isnan(x[i]) ? "NaN" : "Inf") + ") at NumPy index [" + where + "]");
+  }
+}
+
+template <class T>
 Matrix<T> matrix_from(const InArray& a, const char* what) {
   if (a.ndim() != 2) {
     throw InvalidArgument(std::string(what) + " must be a 2-D array, got " +
@@ -105,10 +126,12 @@ nb::object owned_matrix(Matrix<T>&& m) {
 }
 
 template TensorView<const float> tensor_view<float>(const InArray&, const char*, Layout&);
+template void check_finite_numpy<float>(TensorView<const float>, Layout, const char*);
 template Matrix<float> matrix_from<float>(const InArray&, const char*);
 template nb::object owned_array<float>(std::vector<float>&&, const std::vector<index_t>&, bool);
 template nb::object owned_matrix<float>(Matrix<float>&&);
 template TensorView<const double> tensor_view<double>(const InArray&, const char*, Layout&);
+template void check_finite_numpy<double>(TensorView<const double>, Layout, const char*);
 template Matrix<double> matrix_from<double>(const InArray&, const char*);
 template nb::object owned_array<double>(std::vector<double>&&, const std::vector<index_t>&, bool);
 template nb::object owned_matrix<double>(Matrix<double>&&);

@@ -29,6 +29,11 @@ char float_kind(const InArray& a, const char* what);
 template <class T>
 TensorView<const T> tensor_view(const InArray& a, const char* what, Layout& layout);
 
+/// Throws InvalidArgument naming `what` and the NumPy index of the first NaN or Inf
+/// entry of a view made by tensor_view with `layout`, if any.
+template <class T>
+void check_finite_numpy(TensorView<const T> x, Layout layout, const char* what);
+
 /// A column-major rows x cols matrix copied from a C- or F-order 2-D array whose
 /// NumPy shape is (rows, cols); throws InvalidArgument naming `what` otherwise.
 template <class T>

@@ -66,7 +66,13 @@ nb::dict cp_als_typed(const InArray& tensor, index_t rank, int n_iter_max, const
   CpResult<T> r;
   {
     nb::gil_scoped_release nogil;
-    r = cp_als(x, o);
+    try {
+      r = cp_als(x, o);
+    } catch (const InvalidArgument&) {
+      // The library names a NaN by its own mode order; say it in NumPy axes.
+      check_finite_numpy(x, o.layout, "tensor");
+      throw;
+    }
   }
   if (raised) throw std::move(*raised);
   nb::dict d;
@@ -116,7 +122,13 @@ nb::dict tucker_typed(const InArray& tensor, const std::vector<index_t>& ranks,
   TuckerResult<T> r;
   {
     nb::gil_scoped_release nogil;
-    r = tucker(x, o);
+    try {
+      r = tucker(x, o);
+    } catch (const InvalidArgument&) {
+      // The library names a NaN by its own mode order; say it in NumPy axes.
+      check_finite_numpy(x, o.layout, "tensor");
+      throw;
+    }
   }
   nb::dict d;
   const std::vector<index_t> core_dims = r.model.core.dims();

@@ -61,6 +61,9 @@ class CPResult(tuple):
         self.__dict__.update(info)
         return self
 
+    def __getnewargs__(self):  # pickling: the two parts, then the attributes
+        return tuple(self)
+
     @property
     def weights(self):
         return self[0]
@@ -98,6 +101,9 @@ class TuckerResult(tuple):
         self = super().__new__(cls, (core, factors))
         self.__dict__.update(info)
         return self
+
+    def __getnewargs__(self):
+        return tuple(self)
 
     @property
     def core(self):

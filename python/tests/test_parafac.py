@@ -1,6 +1,8 @@
 """tenfold.parafac: result shape and semantics, dtypes and memory orders, the copy rule,
 the documented errors, and the start options."""
 
+import pickle
+
 import numpy as np
 import pytest
 
@@ -66,6 +68,15 @@ def test_input_untouched_and_results_own_their_memory(covid):
     del r
     np.testing.assert_array_equal(weights, weights.copy())
     assert np.isfinite(factors[0]).all()
+
+
+def test_result_pickles_with_its_attributes(covid):
+    r = tenfold.parafac(covid, 2, n_iter_max=5)
+    back = pickle.loads(pickle.dumps(r))
+    assert type(back) is tenfold.CPResult and back.fit == r.fit and back.stop == r.stop
+    np.testing.assert_array_equal(back.factors[2], r.factors[2])
+    t = tenfold.tucker(covid, rank=2)
+    assert pickle.loads(pickle.dumps(t)).relative_error == t.relative_error
 
 
 def test_given_start_in_numpy_axis_order_and_random_state(covid):
@@ -138,8 +149,12 @@ def test_bad_tensors():
         tenfold.parafac(np.ones(5), 1)
     x = np.ones((3, 4, 5))
     x[1, 2, 3] = np.nan
-    with pytest.raises(ValueError, match="NaN"):
-        tenfold.parafac(x, 1)
+    for order in ("C", "F"):
+        with pytest.raises(ValueError, match=r"NaN\) at NumPy index \[1, 2, 3\]"):
+            tenfold.parafac(np.asarray(x, order=order), 1)
+    x[1, 2, 3] = -np.inf
+    with pytest.raises(ValueError, match=r"Inf\) at NumPy index \[1, 2, 3\]"):
+        tenfold.tucker(x, rank=1)
     with pytest.raises(TypeError, match="complex"):
         tenfold.parafac(np.ones((3, 4), dtype=complex), 1)
     with pytest.raises(TypeError, match="object"):
