@@ -54,12 +54,16 @@ def main():
     ap.add_argument("--tokens", type=int, default=128)
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--dtype", default="float32")
+    ap.add_argument("--part", choices=["all", "forward", "cache"], default="all")
+    ap.add_argument("--cache-ranks", default="0,768,384,256,128", help="0: the original model")
     args = ap.parse_args()
+    print(json.dumps({"torch": torch.__version__, "threads": torch.get_num_threads(), "batch": args.batch,
+                      "tokens": args.tokens, "dtype": args.dtype}))
     dtype = getattr(torch, args.dtype)
     rng = np.random.default_rng(0)
     x = torch.randn(args.batch, args.tokens, 768, dtype=dtype)
     rows = []
-    for impl in ("sdpa", "eager"):
+    for impl in ("sdpa", "eager") if args.part != "cache" else ():
         model = bert_layer(impl, dtype)
         name = "encoder.layer.0.attention.self"
         original = model.get_submodule(name)
@@ -76,9 +80,9 @@ def main():
     # GPT-2 (D = 768, H = 12, d = 64, 12 layers): the cache after greedy generation of
     # 32 tokens from a 32-token prompt, measured on the cache object itself.
     prompt = torch.randint(0, 50257, (1, 32), generator=torch.Generator().manual_seed(0))
-    for rank in (None, 768, 384, 256, 128):
+    for rank in [int(r) for r in args.cache_ranks.split(",")] if args.part != "forward" else []:
         model = tr.GPT2LMHeadModel(tr.GPT2Config()).eval()
-        if rank is not None:
+        if rank:
             tt.convert(model, {w.name: collab_tensors(rng, rank) for w in tt.attention_layers(model)})
         with torch.no_grad():
             out = model.generate(prompt, max_new_tokens=32, do_sample=False, use_cache=True,
@@ -89,8 +93,6 @@ def main():
         print(json.dumps({"gpt2_cache": {"R": rank, "tokens": layers[0].keys.shape[-2],
                                          "key_shape": list(layers[0].keys.shape), "key_bytes": keys,
                                          "value_bytes": values}}))
-    print(json.dumps({"torch": torch.__version__, "threads": torch.get_num_threads(), "batch": args.batch,
-                      "tokens": args.tokens, "dtype": args.dtype}))
 
 
 if __name__ == "__main__":
