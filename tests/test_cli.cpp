@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -351,6 +352,155 @@ TEST(Cli, AttentionReadsHeadsFromConfigAndDistilBertNames) {
   const tenfold::io::SafetensorsFile res(dir / "o.safetensors");
   EXPECT_NE(res.find("transformer.layer.0.attention.collab.mixing"), nullptr);
   EXPECT_EQ(res.find("transformer.layer.0.attention.q_lin.weight"), nullptr);
+}
+
+namespace {
+
+// Renames a TinyBert's tensors (first match of each pair, in order).
+void rename(TinyBert& model, const std::vector<std::pair<std::string, std::string>>& map) {
+  for (auto& t : model.tensors) {
+    for (const auto& [from, to] : map) {
+      if (const auto at = t.name.find(from); at != std::string::npos) {
+        t.name.replace(at, from.size(), to);
+        break;
+      }
+    }
+  }
+}
+
+std::vector<float> floats(const tenfold::io::SafetensorsFile& f, const std::string& name) {
+  const std::vector<std::byte> b = f.read_bytes(name);
+  std::vector<float> v(b.size() / sizeof(float));
+  std::memcpy(v.data(), b.data(), b.size());
+  return v;
+}
+
+}  // namespace
+
+// ALBERT's shared layer group and ViT/DeiT's two spellings compress to the same
+// collaborative tensors as the BERT-named file with the same weights.
+TEST(Cli, AttentionReadsAlbertAndVitNames) {
+  TempDir dir;
+  TinyBert bert(1, "");
+  bert.save(dir / "bert.safetensors");
+  const auto compress = [&](const std::string& in, const std::string& out) {
+    const CliRun r =
+        tenfold_cli(dir, "attention compress " + (dir / in).string() +
+                             " --heads 2 --shared-dim 3 -q --out " + (dir / out).string());
+    EXPECT_EQ(r.code, 0) << in << ": " << r.err;
+    return tenfold::io::SafetensorsFile(dir / out);
+  };
+  const auto ref = compress("bert.safetensors", "bert_out.safetensors");
+  const std::string bert_p = "encoder.layer.0.attention.self.";
+  struct Case {
+    std::string file, prefix;
+    std::vector<std::pair<std::string, std::string>> map;
+  };
+  const std::vector<Case> cases = {
+      {"albert",
+       "albert.encoder.albert_layer_groups.0.albert_layers.0.attention.",
+       {{"encoder.layer.0.attention.self.",
+         "albert.encoder.albert_layer_groups.0.albert_layers.0.attention."}}},
+      {"vit",
+       "vit.encoder.layer.0.attention.attention.",
+       {{"encoder.layer.0.attention.self.", "vit.encoder.layer.0.attention.attention."}}},
+      {"vit_proj",
+       "vit.encoder.layer.0.attention.",
+       {{"encoder.layer.0.attention.self.query", "vit.encoder.layer.0.attention.q_proj"},
+        {"encoder.layer.0.attention.self.key", "vit.encoder.layer.0.attention.k_proj"}}},
+  };
+  for (const Case& c : cases) {
+    TinyBert model(1, "");
+    rename(model, c.map);
+    model.save(dir / (c.file + ".safetensors"));
+    const auto res = compress(c.file + ".safetensors", c.file + "_out.safetensors");
+    const auto layers = tenfold::attention::find_layers(
+        tenfold::io::SafetensorsFile(dir / (c.file + ".safetensors")));
+    ASSERT_EQ(layers.size(), 1u) << c.file;
+    EXPECT_EQ(layers[0].prefix, c.prefix);
+    EXPECT_EQ(layers[0].index, 0);
+    for (const char* t : {"collab.mixing", "collab.query.weight", "collab.key.weight",
+                          "collab.content_bias.weight"}) {
+      EXPECT_EQ(res.read_bytes(c.prefix + t), ref.read_bytes(bert_p + t)) << c.file << " " << t;
+    }
+    EXPECT_EQ(res.find(layers[0].query_weight), nullptr) << c.file;
+    EXPECT_EQ(res.find(layers[0].key_weight), nullptr) << c.file;
+  }
+}
+
+// GPT-2's fused Conv1D c_attn (in, 3 out) = [W_Q^T | W_K^T | W_V^T]: the layer read
+// from it is the one of the separate weights, the value third is written out as
+// value.{weight,bias} bit for bit, and the config's n_head gives the head count.
+TEST(Cli, AttentionReadsGpt2FusedConv1D) {
+  TempDir dir;
+  TinyBert bert(2, "");
+  bert.save(dir / "bert.safetensors");
+  const tenfold::io::SafetensorsFile sep(dir / "bert.safetensors");
+  std::vector<std::vector<float>> data;
+  data.reserve(8);
+  std::vector<tenfold::io::SafetensorsTensor> tensors;
+  for (int l = 0; l < 2; ++l) {
+    const std::string b = "encoder.layer." + std::to_string(l) + ".attention.self.";
+    std::vector<float> w(8 * 24), bias(24);
+    const char* parts[3] = {"query", "key", "value"};
+    for (int part = 0; part < 3; ++part) {
+      const std::vector<float> pw = floats(sep, b + parts[part] + ".weight");  // (out, in)
+      // TinyBert has no value bias: the value third gets a constant one.
+      const std::vector<float> pb =
+          part < 2 ? floats(sep, b + parts[part] + ".bias") : std::vector<float>(8, 0.25f);
+      for (int o = 0; o < 8; ++o) {
+        for (int i = 0; i < 8; ++i)
+          w[static_cast<std::size_t>(i * 24 + part * 8 + o)] = pw[o * 8 + i];
+        bias[static_cast<std::size_t>(part * 8 + o)] = pb[static_cast<std::size_t>(o)];
+      }
+    }
+    data.push_back(std::move(w));
+    data.push_back(std::move(bias));
+    const std::string p = "transformer.h." + std::to_string(l) + ".attn.";
+    tensors.push_back({p + "c_attn.weight",
+                       "F32",
+                       {8, 24},
+                       std::as_bytes(std::span<const float>(data[data.size() - 2]))});
+    tensors.push_back(
+        {p + "c_attn.bias", "F32", {24}, std::as_bytes(std::span<const float>(data.back()))});
+  }
+  tenfold::io::save_safetensors(dir / "model.safetensors", tensors, {{"format", "pt"}});
+  std::ofstream(dir / "config.json") << R"({"model_type": "gpt2", "n_head": 2, "n_embd": 8})";
+
+  const tenfold::io::SafetensorsFile fused(dir / "model.safetensors");
+  const auto layers = tenfold::attention::find_layers(fused);
+  ASSERT_EQ(layers.size(), 2u);
+  EXPECT_TRUE(layers[1].fused_qkv);
+  EXPECT_EQ(layers[1].prefix, "transformer.h.1.attn.");
+  const auto a = tenfold::attention::load_layer<float>(fused, layers[1], 2);
+  const auto b =
+      tenfold::attention::load_layer<float>(sep, tenfold::attention::find_layers(sep)[1], 2);
+  EXPECT_EQ(a.query_weight.values(), b.query_weight.values());
+  EXPECT_EQ(a.key_weight.values(), b.key_weight.values());
+  EXPECT_EQ(a.query_bias, b.query_bias);
+  EXPECT_EQ(a.key_bias, b.key_bias);
+
+  const CliRun r =
+      tenfold_cli(dir, "attention compress " + (dir / "model.safetensors").string() +
+                           " --shared-dim 8 -q --out " + (dir / "o.safetensors").string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const tenfold::io::SafetensorsFile res(dir / "o.safetensors");
+  EXPECT_EQ(res.metadata().at("tenfold.heads"), "2");
+  EXPECT_EQ(res.find("transformer.h.1.attn.c_attn.weight"), nullptr);
+  EXPECT_EQ(res.find("transformer.h.1.attn.c_attn.bias"), nullptr);
+  EXPECT_EQ(res.at("transformer.h.1.attn.value.weight").shape, (std::vector<index_t>{8, 8}));
+  const std::vector<float> v = floats(res, "transformer.h.1.attn.value.weight");
+  const std::vector<float> vb = floats(res, "transformer.h.1.attn.value.bias");
+  for (int i = 0; i < 8; ++i) {
+    for (int o = 0; o < 8; ++o) EXPECT_EQ(v[i * 8 + o], data[2][i * 24 + 16 + o]);
+    EXPECT_EQ(vb[i], data[3][16 + i]);
+  }
+  EXPECT_EQ(res.at("transformer.h.1.attn.collab.mixing").shape, (std::vector<index_t>{2, 8}));
+
+  const CliRun analyze =
+      tenfold_cli(dir, "attention analyze " + (dir / "model.safetensors").string() + " --json");
+  ASSERT_EQ(analyze.code, 0) << analyze.err;
+  EXPECT_EQ(nlohmann::json::parse(analyze.out)["layers"].size(), 2u);
 }
 
 TEST(Cli, AttentionBadCheckpointsGiveOneLineAndWriteNothing) {

@@ -1,6 +1,6 @@
 // Checkpoint-level attention compression: finds the query/key side of every
-// attention layer in a BERT-family (BERT, RoBERTa, MiniLM) or DistilBERT
-// safetensors checkpoint, compresses each into collaborative form, and writes a
+// attention layer in a BERT-family (BERT, RoBERTa, MiniLM), DistilBERT, ALBERT,
+// ViT/DeiT or GPT-2 safetensors checkpoint, compresses each into collaborative form, and writes a
 // checkpoint where everything else is copied through bit for bit.
 #pragma once
 
@@ -19,19 +19,25 @@ namespace tenfold::attention {
 
 /// Tensor names of one layer's query/key side. `prefix` is the attention prefix P
 /// (BERT: "...encoder.layer.<n>.attention.self.", DistilBERT:
-/// "...transformer.layer.<n>.attention."); biases are empty names when absent.
+/// "...transformer.layer.<n>.attention.", ALBERT:
+/// "...albert_layer_groups.<g>.albert_layers.<i>.attention.", ViT/DeiT:
+/// "...encoder.layer.<n>.attention.attention." or, with q_proj/k_proj names,
+/// "...encoder.layer.<n>.attention.", GPT-2: "...h.<n>.attn."); biases are empty
+/// names when absent. `fused_qkv` (GPT-2): query_weight = key_weight names one Conv1D
+/// weight of shape (in, 3 out) holding [q | k | v], query_bias = key_bias its bias.
 struct TENFOLD_API LayerNames {
   int index = 0;
   std::string prefix;
   std::string query_weight, query_bias, key_weight, key_bias;
+  bool fused_qkv = false;
 };
 
 /// The attention layers of a checkpoint, by layer index. Throws IoError when none
 /// is found or a layer misses its query or key weight.
 TENFOLD_API std::vector<LayerNames> find_layers(const io::SafetensorsFile& file);
 
-/// Head count from the config.json beside `checkpoint` (num_attention_heads or
-/// n_heads); 0 when there is no such file or key. Throws IoError on a malformed file.
+/// Head count from the config.json beside `checkpoint` (num_attention_heads, n_heads
+/// or n_head); 0 when there is no such file or key. Throws IoError on a malformed file.
 TENFOLD_API index_t heads_from_config(const std::filesystem::path& checkpoint);
 
 /// Loads one layer; throws IoError / DimensionMismatch when shapes disagree or
@@ -110,7 +116,9 @@ struct TENFOLD_API CheckpointReport {
 /// Compresses every attention layer of `input` and writes `output` atomically. For
 /// each layer with prefix P, the query/key weights and biases are replaced by
 /// P + "collab.mixing" (H x R), P + "collab.query.weight" (R x D),
-/// P + "collab.key.weight" (R x D) and P + "collab.content_bias.weight" (H x D);
+/// P + "collab.key.weight" (R x D) and P + "collab.content_bias.weight" (H x D); a
+/// fused GPT-2 c_attn is replaced by those and its value third, P + "value.weight"
+/// (D, H d) in the same Conv1D (in, out) layout and P + "value.bias", bit for bit;
 /// the header metadata records shared_dim, heads, head_dim, the scale convention, the
 /// objective and the per-layer errors (tenfold.relative_errors: weight space;
 /// data-aware, with tenfold.calibration.{file,tokens,source,damping}:

@@ -28,10 +28,39 @@ std::string shape_text(const std::vector<index_t>& shape) {
   return s + ")";
 }
 
+void check_heads(const std::string& name, index_t dk, index_t heads) {
+  if (heads < 1 || dk % heads != 0) {
+    throw DimensionMismatch("query width " + std::to_string(dk) + " of '" + name +
+                            "' is not divisible by " + std::to_string(heads) + " heads");
+  }
+}
+
+// GPT-2's fused c_attn: a Conv1D weight (in, 3 out) = [W_Q^T | W_K^T | W_V^T] and a
+// bias (3 out); returns {D, H d}.
+std::pair<index_t, index_t> check_fused_shapes(const io::SafetensorsFile& file,
+                                               const LayerNames& names, index_t heads) {
+  const io::SafetensorsEntry& w = file.at(names.query_weight);
+  if (w.shape.size() != 2 || !is_float_dtype(w.dtype) || w.shape[1] % 3 != 0) {
+    throw IoError("'" + w.name + "' is not a fused (in, 3 out) floating-point weight (shape " +
+                  shape_text(w.shape) + ", dtype " + w.dtype + ")");
+  }
+  const index_t d_in = w.shape[0], dk = w.shape[1] / 3;
+  check_heads(w.name, dk, heads);
+  if (!names.query_bias.empty()) {
+    const io::SafetensorsEntry& b = file.at(names.query_bias);
+    if (b.shape != std::vector<index_t>{3 * dk} || !is_float_dtype(b.dtype)) {
+      throw DimensionMismatch("bias '" + b.name + "' has shape " + shape_text(b.shape) +
+                              ", expected (" + std::to_string(3 * dk) + ")");
+    }
+  }
+  return {d_in, dk};
+}
+
 // Checks the shapes of a layer's tensors against each other and the head count,
 // from the header alone; returns {D, H d}.
 std::pair<index_t, index_t> check_layer_shapes(const io::SafetensorsFile& file,
                                                const LayerNames& names, index_t heads) {
+  if (names.fused_qkv) return check_fused_shapes(file, names, heads);
   const io::SafetensorsEntry& q = file.at(names.query_weight);
   const io::SafetensorsEntry& k = file.at(names.key_weight);
   if (q.shape.size() != 2 || !is_float_dtype(q.dtype)) {
@@ -43,10 +72,7 @@ std::pair<index_t, index_t> check_layer_shapes(const io::SafetensorsFile& file,
                             k.dtype + ", but '" + q.name + "' has shape " + shape_text(q.shape));
   }
   const index_t dk = q.shape[0], d_in = q.shape[1];
-  if (heads < 1 || dk % heads != 0) {
-    throw DimensionMismatch("query width " + std::to_string(dk) + " of '" + q.name +
-                            "' is not divisible by " + std::to_string(heads) + " heads");
-  }
+  check_heads(q.name, dk, heads);
   for (const std::string& b : {names.query_bias, names.key_bias}) {
     if (b.empty()) continue;
     const io::SafetensorsEntry& e = file.at(b);
@@ -120,6 +146,23 @@ std::vector<std::pair<std::vector<U>, std::vector<index_t>>> collab_tensors(
   return {{mixing, {h, r}}, {same(c.query), {r, d}}, {same(c.key), {r, d}}, {content, {h, d}}};
 }
 
+// Columns [first, first + count) of a row-major (rows, cols) tensor, bit for bit.
+std::vector<std::byte> column_slice(const io::SafetensorsFile& file, const std::string& name,
+                                    index_t first, index_t count) {
+  const io::SafetensorsEntry& e = file.at(name);
+  const std::vector<std::byte> all = file.read_bytes(name);
+  const index_t rows = e.shape.size() == 2 ? e.shape[0] : 1;
+  const index_t cols = e.shape.back();
+  const std::size_t elem = all.size() / static_cast<std::size_t>(rows * cols);
+  std::vector<std::byte> out;
+  out.reserve(static_cast<std::size_t>(rows * count) * elem);
+  for (index_t r = 0; r < rows; ++r) {
+    const auto* row = all.data() + static_cast<std::size_t>(r * cols + first) * elem;
+    out.insert(out.end(), row, row + static_cast<std::size_t>(count) * elem);
+  }
+  return out;
+}
+
 template <class T>
 CheckpointReport compress_typed(const std::filesystem::path& input,
                                 const std::filesystem::path& output, const CheckpointOptions& o) {
@@ -165,6 +208,7 @@ CheckpointReport compress_typed(const std::filesystem::path& input,
   std::set<std::string> replaced;
   std::map<std::string, std::vector<std::pair<std::string, std::vector<std::byte>>>> inserted;
   std::map<std::string, std::vector<std::vector<index_t>>> inserted_shapes;
+  std::map<std::string, std::string> value_dtypes;  // fused layers' value slices keep their dtype
   const std::string out_dtype = o.float64 ? "F64" : "F32";
   for (std::size_t i = 0; i < layers.size(); ++i) {
     const LayerNames& l = layers[i];
@@ -199,6 +243,19 @@ CheckpointReport compress_typed(const std::filesystem::path& input,
     } else {
       add(collab_tensors<float>(res.layer));
     }
+    if (l.fused_qkv) {
+      // The value third of the fused c_attn stays as it was: P + "value.{weight,bias}".
+      const index_t dk = rep.heads * rep.head_dim;
+      const io::SafetensorsEntry& w = file.at(l.query_weight);
+      slot.emplace_back(l.prefix + "value.weight", column_slice(file, l.query_weight, 2 * dk, dk));
+      shapes.push_back({w.shape[0], dk});
+      value_dtypes[l.prefix + "value.weight"] = w.dtype;
+      if (!l.query_bias.empty()) {
+        slot.emplace_back(l.prefix + "value.bias", column_slice(file, l.query_bias, 2 * dk, dk));
+        shapes.push_back({dk});
+        value_dtypes[l.prefix + "value.bias"] = file.at(l.query_bias).dtype;
+      }
+    }
   }
 
   // Output: the input's tensors in order, the new ones where each layer's query
@@ -211,7 +268,10 @@ CheckpointReport compress_typed(const std::filesystem::path& input,
     if (auto it = inserted.find(e.name); it != inserted.end()) {
       const auto& shapes = inserted_shapes[e.name];
       for (std::size_t i = 0; i < it->second.size(); ++i) {
-        out.push_back({it->second[i].first, out_dtype, shapes[i], it->second[i].second});
+        const std::string& name = it->second[i].first;
+        const auto v = value_dtypes.find(name);
+        out.push_back({name, v == value_dtypes.end() ? out_dtype : v->second, shapes[i],
+                       it->second[i].second});
         rep.total_params_after += numel(shapes[i]);
       }
     }
@@ -325,52 +385,101 @@ InputMoments CalibrationFile::moments(const std::string& prefix, int layer,
   return mo;
 }
 
+namespace {
+
+// One spelling of an attention layer's query weight: the regex captures the model
+// prefix and the layer number(s); the layer prefix P is built from them.
+struct LayerPattern {
+  std::regex query;
+  std::string middle;  // P = capture 1 + middle with the numbers substituted
+  std::string q, k;    // module names of the query and key projections after P
+  bool fused = false;
+};
+
+const std::vector<LayerPattern>& layer_patterns() {
+  static const std::vector<LayerPattern> patterns = {
+      {std::regex(R"(^(.*)encoder\.layer\.(\d+)\.attention\.self\.query\.weight$)"),
+       "encoder.layer.#.attention.self.", "query.", "key."},
+      {std::regex(R"(^(.*)transformer\.layer\.(\d+)\.attention\.q_lin\.weight$)"),
+       "transformer.layer.#.attention.", "q_lin.", "k_lin."},
+      {std::regex(
+           R"(^(.*)albert_layer_groups\.(\d+)\.albert_layers\.(\d+)\.attention\.query\.weight$)"),
+       "albert_layer_groups.#.albert_layers.#.attention.", "query.", "key."},
+      {std::regex(R"(^(.*)encoder\.layer\.(\d+)\.attention\.attention\.query\.weight$)"),
+       "encoder.layer.#.attention.attention.", "query.", "key."},
+      {std::regex(R"(^(.*)encoder\.layer\.(\d+)\.attention\.q_proj\.weight$)"),
+       "encoder.layer.#.attention.", "q_proj.", "k_proj."},
+      {std::regex(R"(^(.*)h\.(\d+)\.attn\.c_attn\.weight$)"), "h.#.attn.", "c_attn.", "c_attn.",
+       true},
+  };
+  return patterns;
+}
+
+int layer_number(const std::string& digits, const std::string& tensor) {
+  int n = 0;
+  const auto [end, err] = std::from_chars(digits.data(), digits.data() + digits.size(), n);
+  if (err != std::errc() || end != digits.data() + digits.size()) {
+    throw IoError("layer index " + digits + " of '" + tensor + "' is too large (at most " +
+                  std::to_string(std::numeric_limits<int>::max()) + ")");
+  }
+  return n;
+}
+
+}  // namespace
+
 std::vector<LayerNames> find_layers(const io::SafetensorsFile& file) {
-  static const std::regex bert(R"(^(.*)encoder\.layer\.(\d+)\.attention\.self\.query\.weight$)");
-  static const std::regex distil(R"(^(.*)transformer\.layer\.(\d+)\.attention\.q_lin\.weight$)");
-  std::vector<LayerNames> layers;
+  std::vector<std::pair<std::vector<int>, LayerNames>> found;
   const auto optional = [&](const std::string& name) {
     return file.find(name) ? name : std::string();
   };
   for (const io::SafetensorsEntry& e : file.tensors()) {
-    std::smatch m;
-    LayerNames l;
-    std::string q, k;
-    if (std::regex_match(e.name, m, bert)) {
-      l.prefix = m[1].str() + "encoder.layer." + m[2].str() + ".attention.self.";
-      q = "query.";
-      k = "key.";
-    } else if (std::regex_match(e.name, m, distil)) {
-      l.prefix = m[1].str() + "transformer.layer." + m[2].str() + ".attention.";
-      q = "q_lin.";
-      k = "k_lin.";
-    } else {
-      continue;
+    for (const LayerPattern& p : layer_patterns()) {
+      std::smatch m;
+      if (!std::regex_match(e.name, m, p.query)) continue;
+      // P = model prefix + middle with each '#' replaced by the next captured number.
+      LayerNames l;
+      std::vector<int> numbers;
+      l.prefix = m[1].str();
+      std::size_t group = 2;
+      for (const char c : p.middle) {
+        if (c != '#') {
+          l.prefix += c;
+          continue;
+        }
+        l.prefix += m[group].str();
+        numbers.push_back(layer_number(m[group++].str(), e.name));
+      }
+      l.fused_qkv = p.fused;
+      l.query_weight = e.name;
+      l.key_weight = l.prefix + p.k + "weight";
+      if (!file.find(l.key_weight)) {
+        throw IoError("layer " + std::to_string(numbers.front()) + " has '" + e.name +
+                      "' but no '" + l.key_weight + "'");
+      }
+      l.query_bias = optional(l.prefix + p.q + "bias");
+      l.key_bias = optional(l.prefix + p.k + "bias");
+      found.emplace_back(numbers, std::move(l));
+      break;
     }
-    const std::string digits = m[2].str();
-    const auto [end, err] = std::from_chars(digits.data(), digits.data() + digits.size(), l.index);
-    if (err != std::errc() || end != digits.data() + digits.size()) {
-      throw IoError("layer index " + digits + " of '" + e.name + "' is too large (at most " +
-                    std::to_string(std::numeric_limits<int>::max()) + ")");
-    }
-    l.query_weight = e.name;
-    l.key_weight = l.prefix + k + "weight";
-    if (!file.find(l.key_weight)) {
-      throw IoError("layer " + std::to_string(l.index) + " has '" + e.name + "' but no '" +
-                    l.key_weight + "'");
-    }
-    l.query_bias = optional(l.prefix + q + "bias");
-    l.key_bias = optional(l.prefix + k + "bias");
-    layers.push_back(std::move(l));
   }
-  if (layers.empty()) {
+  if (found.empty()) {
     throw IoError(
         "no attention layers found (expected BERT-style '...encoder.layer.<n>."
-        "attention.self.query.weight' or DistilBERT-style '...transformer.layer.<n>."
-        "attention.q_lin.weight' tensors)");
+        "attention.self.query.weight', DistilBERT-style '...transformer.layer.<n>."
+        "attention.q_lin.weight', ALBERT-style '...albert_layer_groups.<g>.albert_layers.<i>."
+        "attention.query.weight', ViT/DeiT-style '...encoder.layer.<n>.attention.attention."
+        "query.weight' or '...encoder.layer.<n>.attention.q_proj.weight', or GPT-2-style "
+        "'...h.<n>.attn.c_attn.weight' tensors)");
   }
-  std::stable_sort(layers.begin(), layers.end(),
-                   [](const LayerNames& a, const LayerNames& b) { return a.index < b.index; });
+  // Layer order: by number (ALBERT: group, then layer in the group); ALBERT's layers
+  // are numbered in that order, the others keep their own number.
+  std::stable_sort(found.begin(), found.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<LayerNames> layers;
+  for (auto& [numbers, l] : found) {
+    l.index = numbers.size() == 1 ? numbers.front() : static_cast<int>(layers.size());
+    layers.push_back(std::move(l));
+  }
   return layers;
 }
 
@@ -384,7 +493,7 @@ index_t heads_from_config(const std::filesystem::path& checkpoint) {
   } catch (const nlohmann::json::exception& e) {
     throw IoError("'" + config.string() + "' is not valid JSON: " + e.what());
   }
-  for (const char* key : {"num_attention_heads", "n_heads"}) {
+  for (const char* key : {"num_attention_heads", "n_heads", "n_head"}) {
     if (!j.is_object() || !j.contains(key)) continue;
     const auto& v = j[key];
     if (!v.is_number_integer() || v.get<long long>() < 1) {
@@ -395,6 +504,36 @@ index_t heads_from_config(const std::filesystem::path& checkpoint) {
   return 0;
 }
 
+namespace {
+
+// GPT-2's fused c_attn: the row-major (D, 3 H d) Conv1D weight W holds W[i, j] = the
+// weight from input i to output j, which is entry (i, j) of the column-major
+// D x (H d) matrices the layer takes: the query third is columns [0, H d), the key
+// third [H d, 2 H d). The query bias is the first third of the fused bias.
+template <class T>
+void load_fused(const io::SafetensorsFile& file, const LayerNames& names, index_t d_in, index_t dk,
+                QueryKeyLayer<T>& l) {
+  const Tensor<T> w = file.read<T>(names.query_weight);  // column-major 3 H d x D
+  const std::vector<T>& v = w.values();
+  check_finite_tensor(names.query_weight, v, 3 * dk);
+  l.query_weight = Matrix<T>(d_in, dk);
+  l.key_weight = Matrix<T>(d_in, dk);
+  for (index_t i = 0; i < d_in; ++i) {
+    for (index_t j = 0; j < dk; ++j) {
+      l.query_weight(i, j) = v[static_cast<std::size_t>(i * 3 * dk + j)];
+      l.key_weight(i, j) = v[static_cast<std::size_t>(i * 3 * dk + dk + j)];
+    }
+  }
+  if (!names.query_bias.empty()) {
+    const std::vector<T> b = file.read<T>(names.query_bias).values();
+    check_finite_tensor(names.query_bias, b, 0);
+    l.query_bias.assign(b.begin(), b.begin() + dk);
+    l.key_bias.assign(b.begin() + dk, b.begin() + 2 * dk);
+  }
+}
+
+}  // namespace
+
 template <class T>
 QueryKeyLayer<T> load_layer(const io::SafetensorsFile& file, const LayerNames& names,
                             index_t heads) {
@@ -402,6 +541,11 @@ QueryKeyLayer<T> load_layer(const io::SafetensorsFile& file, const LayerNames& n
   QueryKeyLayer<T> l;
   l.heads = heads;
   l.head_dim = dk / heads;
+  if (names.fused_qkv) {
+    load_fused(file, names, d_in, dk, l);
+    l.validate();
+    return l;
+  }
   // (H d, D) row-major weights are the column-major D x (H d) matrices [W^1 ... W^H].
   l.query_weight = file.read_matrix<T>(names.query_weight);
   l.key_weight = file.read_matrix<T>(names.key_weight);

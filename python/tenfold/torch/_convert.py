@@ -1,0 +1,483 @@
+"""In-place conversion of Hugging Face transformers models to collaborative attention."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from ._attention import (
+    AlbertCollaborativeAttention,
+    CollaborativeAttention,
+    Gpt2CollaborativeAttention,
+)
+
+#: The config attribute that marks a converted model (written by save_pretrained).
+CONFIG_KEY = "tenfold_collaborative"
+#: The names of one layer's collaborative tensors, after the layer prefix.
+COLLAB_NAMES = ("collab.mixing", "collab.query.weight", "collab.key.weight", "collab.content_bias.weight")
+_SCALE_CONVENTION = "scale folded into mixing and content_bias"
+
+
+@dataclass(frozen=True)
+class _Family:
+    name: str
+    model_types: tuple
+    classes: tuple  # attention module class names the converter knows
+    query: str
+    key: str
+    value: str
+    output: str | None
+    dropout: str  # attribute holding the attention dropout (module or float)
+
+
+_FAMILIES = (
+    _Family("bert", ("bert", "roberta"), ("BertSelfAttention", "RobertaSelfAttention"),
+            "query", "key", "value", None, "dropout"),
+    _Family("distilbert", ("distilbert",), ("DistilBertSelfAttention",),
+            "q_lin", "k_lin", "v_lin", "out_lin", "dropout"),
+    _Family("albert", ("albert",), ("AlbertAttention",),
+            "query", "key", "value", "dense", "attention_dropout"),
+    _Family("vit", ("vit",), ("ViTAttention",), "q_proj", "k_proj", "v_proj", "o_proj", "attention_dropout"),
+    _Family("deit", ("deit",), ("DeiTAttention",), "q_proj", "k_proj", "v_proj", "o_proj", "attention_dropout"),
+    _Family("gpt2", ("gpt2",), ("GPT2Attention",), "c_attn", "c_attn", "c_attn", "c_proj", "attn_dropout"),
+)
+
+
+def _family(model: nn.Module) -> _Family:
+    config = getattr(model, "config", None)
+    model_type = getattr(config, "model_type", None)
+    for f in _FAMILIES:
+        if model_type in f.model_types:
+            break
+    else:
+        known = ", ".join(t for f in _FAMILIES for t in f.model_types)
+        raise ValueError(
+            f"{type(model).__name__} (model_type {model_type!r}) is not a supported family; "
+            f"tenfold.torch converts {known}"
+        )
+    if getattr(config, "is_decoder", False) and f.name != "gpt2" or getattr(config, "add_cross_attention", False):
+        raise ValueError(
+            f"{type(model).__name__} ({f.name}): decoder or cross-attention configurations are not supported"
+        )
+    impl = getattr(config, "_attn_implementation", None)
+    if impl not in (None, "eager", "sdpa"):
+        raise ValueError(
+            f"{type(model).__name__} ({f.name}): attention implementation {impl!r} is not supported; "
+            "use model.set_attn_implementation('sdpa') or 'eager' first"
+        )
+    return f
+
+
+def _dropout_p(module, f: _Family) -> float:
+    d = getattr(module, f.dropout, 0.0)
+    return float(d.p if isinstance(d, nn.Dropout) else d)
+
+
+def _expect(module, name: str, f: _Family, attr: str, shape=None):
+    m = getattr(module, attr, None)
+    w = getattr(m, "weight", None)
+    if not isinstance(w, torch.Tensor) or (shape is not None and tuple(w.shape) != shape):
+        want = f" with weight {shape}" if shape is not None else ""
+        raise ValueError(
+            f"{name} ({type(module).__name__}, {f.name}): expected a submodule '{attr}'{want}; "
+            "this attention module differs from the one the converter knows (another transformers version?)"
+        )
+    return m
+
+
+def _layers(model: nn.Module, f: _Family) -> list:
+    """The model's attention modules of the family, shared modules once (ALBERT)."""
+    found = []
+    for name, module in model.named_modules():
+        if isinstance(module, CollaborativeAttention):
+            raise ValueError(f"{name} ({f.name}) is already collaborative")
+        if type(module).__name__ in f.classes:
+            found.append((name, module))
+    if not found:
+        raise ValueError(
+            f"{type(model).__name__} ({f.name}): no attention module of class {' or '.join(f.classes)} found; "
+            "this model's attention differs from the one the converter knows (another transformers version?)"
+        )
+    for name, module in found:
+        _weights(name, module, f, _heads(model))  # refuses a module of another shape
+    return found
+
+
+@dataclass
+class LayerWeights:
+    """One layer's query/key side in PyTorch (out, in) layout, as the adapter takes it:
+    query_weight and key_weight (H d, D), query_bias (H d) or None. The layer's own
+    score scale is folded into the query side so that 1/sqrt(d) is the scale."""
+
+    name: str
+    heads: int
+    head_dim: int
+    query_weight: torch.Tensor
+    key_weight: torch.Tensor
+    query_bias: torch.Tensor | None
+
+
+def _weights(name: str, module, f: _Family, heads: int) -> LayerWeights:
+    if f.name == "gpt2":
+        c_attn = _expect(module, name, f, "c_attn")
+        _expect(module, name, f, "c_proj")
+        w, b = c_attn.weight.detach(), c_attn.bias.detach()
+        dim = w.shape[0]
+        if w.shape != (dim, 3 * dim):
+            raise ValueError(f"{name} (gpt2): c_attn.weight has shape {tuple(w.shape)}, expected ({dim}, {3 * dim})")
+        # Conv1D stores (in, out) with out = [q | k | v].
+        wq, wk, bq = w[:, :dim].T, w[:, dim : 2 * dim].T, b[:dim]
+    else:
+        q = _expect(module, name, f, f.query)
+        k = _expect(module, name, f, f.key, tuple(q.weight.shape))
+        _expect(module, name, f, f.value)
+        if f.output:
+            _expect(module, name, f, f.output)
+        wq, wk = q.weight.detach(), k.weight.detach()
+        bq = q.bias.detach() if q.bias is not None else None
+    if wq.shape[0] % heads:
+        raise ValueError(f"{name} ({f.name}): query width {wq.shape[0]} is not divisible by {heads} heads")
+    head_dim = wq.shape[0] // heads
+    # The module's scale s; the collaborative form folds 1/sqrt(d), so scale the queries
+    # by s sqrt(d) when the module uses another one (GPT-2's per-layer scaling).
+    factor = float(getattr(module, "scaling", head_dim**-0.5)) * math.sqrt(head_dim)
+    if abs(factor - 1.0) > 1e-12:
+        wq = wq * factor
+        bq = bq * factor if bq is not None else None
+    return LayerWeights(name, heads, head_dim, wq, wk, bq)
+
+
+def _heads(model) -> int:
+    return int(model.config.num_attention_heads)
+
+
+def attention_layers(model: nn.Module) -> list:
+    """The query/key side of every attention layer the converter would replace, as a
+    list of LayerWeights (shared modules, as ALBERT's, once)."""
+    f = _family(model)
+    return [_weights(n, m, f, _heads(model)) for n, m in _layers(model, f)]
+
+
+def _build(name: str, module, f: _Family, heads: int, tensors: Mapping) -> CollaborativeAttention:
+    """A collaborative module for `module` with the given collab tensors (any of NumPy
+    arrays or torch tensors), in the original weight's dtype and device."""
+    lw = _weights(name, module, f, heads)
+    dim = lw.query_weight.shape[1]
+    ref = lw.key_weight
+    mixing = tensors["collab.mixing"]
+    if len(mixing.shape) != 2 or mixing.shape[0] != heads:
+        raise ValueError(f"'{name}.collab.mixing' has shape {tuple(mixing.shape)}, expected ({heads}, R)")
+    shared = int(mixing.shape[1])
+    want = {"collab.query.weight": (shared, dim), "collab.key.weight": (shared, dim),
+            "collab.content_bias.weight": (heads, dim)}
+    for key, shape in want.items():
+        if tuple(tensors[key].shape) != shape:
+            raise ValueError(f"'{name}.{key}' has shape {tuple(tensors[key].shape)}, expected {shape}")
+    kw = dict(dropout=_dropout_p(module, f), causal=bool(getattr(module, "is_causal", False)),
+              layer_idx=getattr(module, "layer_idx", None), family=f.name, dtype=ref.dtype, device=ref.device)
+    if f.name == "gpt2":
+        from transformers.pytorch_utils import Conv1D
+
+        value = Conv1D(dim, dim).to(dtype=ref.dtype, device=ref.device)
+        with torch.no_grad():
+            value.weight.copy_(module.c_attn.weight[:, 2 * dim :])
+            value.bias.copy_(module.c_attn.bias[2 * dim :])
+        new = Gpt2CollaborativeAttention(dim, heads, lw.head_dim, shared, value=value, output=module.c_proj,
+                                         output_name="c_proj", resid_dropout=module.resid_dropout, **kw)
+    else:
+        parts = dict(value=getattr(module, f.value), value_name=f.value,
+                     output=getattr(module, f.output) if f.output else None, output_name=f.output)
+        if f.name == "albert":
+            new = AlbertCollaborativeAttention(dim, heads, lw.head_dim, shared, output_dropout=module.output_dropout,
+                                               layer_norm=module.LayerNorm, **parts, **kw)
+        else:
+            new = CollaborativeAttention(dim, heads, lw.head_dim, shared, **parts, **kw)
+    with torch.no_grad():
+        for key in COLLAB_NAMES:
+            value = tensors[key]
+            new.get_parameter(key).copy_(value if isinstance(value, torch.Tensor) else torch.tensor(np.asarray(value)))
+    new.train(module.training)
+    return new
+
+
+def _swap(model: nn.Module, old: Mapping, new: Mapping) -> None:
+    """Puts every new module where its old one was (shared modules, as ALBERT's, in
+    every place); called only once all of them were built."""
+    by_id = {id(old[name]): module for name, module in new.items()}
+    for parent in list(model.modules()):
+        for child_name, child in list(parent.named_children()):
+            if id(child) in by_id:
+                setattr(parent, child_name, by_id[id(child)])
+
+
+def convert(model: nn.Module, tensors: Mapping) -> nn.Module:
+    """Replaces the attention modules named in `tensors` (module name -> mapping of the
+    four collab tensors) by CollaborativeAttention with those tensors. Every module
+    is built before any is swapped: on an error the model is unchanged."""
+    f = _family(model)
+    heads = _heads(model)
+    layers = dict(_layers(model, f))
+    unknown = sorted(set(tensors) - set(layers))
+    if unknown:
+        raise ValueError(f"{unknown[0]} is no {f.name} attention module of {type(model).__name__}")
+    missing = sorted(set(layers) - set(tensors))
+    if missing:
+        raise ValueError(f"no collaborative tensors for {missing[0]} ({f.name})")
+    built = {}
+    for name, module in layers.items():
+        try:
+            built[name] = _build(name, module, f, heads, tensors[name])
+        except (KeyError, ValueError, RuntimeError) as e:
+            raise ValueError(f"{name} ({f.name}): {e}") from None
+    _swap(model, layers, built)
+    _mark(model, built)
+    return model
+
+
+def _mark(model: nn.Module, built: Mapping) -> None:
+    """Records the conversion in the config, which save_pretrained writes."""
+    shared = {m.shared_dim for m in built.values()}
+    family = next(iter(built.values())).family
+    setattr(model.config, CONFIG_KEY, {"family": family, "shared_dim": shared.pop() if len(shared) == 1 else None,
+                                       "scale_convention": _SCALE_CONVENTION})
+
+
+def input_moments(model: nn.Module, calibration: Iterable) -> dict:
+    """The statistics compress_model uses for the data-aware objective: for each
+    attention module name, (E[x x^T] as float64 NumPy (D, D), token count) over the
+    inputs the module sees on the calibration batches (padding excluded)."""
+    f = _family(model)
+    return _moments(model, _layers(model, f), calibration)
+
+
+def _moments(model: nn.Module, layers: list, calibration: Iterable) -> dict:
+    """Per-layer uncentred second moments E[x x^T] of the attention inputs over the
+    calibration batches (padding tokens excluded when a batch has an attention_mask),
+    collected with forward pre-hooks; float64 NumPy (D, D) and the token count."""
+    sums, counts, token_mask = {}, {}, [None]
+
+    def hook_for(name):
+        def hook(module, args, kwargs):
+            x = args[0] if args else kwargs["hidden_states"]
+            x = x.detach().to(torch.float64)
+            m = token_mask[0]
+            if m is not None and m.shape == x.shape[:2]:
+                x = x[m.to(torch.bool)]
+            x = x.reshape(-1, x.shape[-1])
+            sums[name] = sums.get(name, 0) + x.T @ x
+            counts[name] = counts.get(name, 0) + x.shape[0]
+
+        return hook
+
+    handles = [m.register_forward_pre_hook(hook_for(n), with_kwargs=True) for n, m in layers]
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            for batch in calibration:
+                if isinstance(batch, Mapping):
+                    token_mask[0] = batch.get("attention_mask")
+                    model(**batch)
+                elif isinstance(batch, (tuple, list)):
+                    model(*batch)
+                else:
+                    model(batch)
+    finally:
+        for h in handles:
+            h.remove()
+        model.train(was_training)
+    out = {}
+    for name, _ in layers:
+        if not counts.get(name):
+            raise ValueError(f"{name}: the calibration batches reached no token of this layer")
+        out[name] = ((sums[name] / counts[name]).cpu().numpy(), counts[name])
+    return out
+
+
+def compress_model(model: nn.Module, shared_dim: int, calibration: Iterable | None = None, **options) -> list:
+    """Compresses every attention layer of a transformers model in place to shared
+    dimension R = `shared_dim` with the C++ adapter (tenfold.attention.compress) and
+    swaps in CollaborativeAttention modules. `calibration`: an iterable of input
+    batches (dicts of model inputs, tuples, or tensors) for the data-aware objective;
+    `options` go to tenfold.attention.compress (damping, init, n_iter_max, tol,
+    random_state, backend). Returns one dict per layer (name, relative_error,
+    data_error, iterations, converged, seconds, params_before, params_after). The model
+    is left unchanged when any layer fails."""
+    from tenfold import attention
+
+    f = _family(model)
+    heads = _heads(model)
+    layers = _layers(model, f)
+    weights = [_weights(n, m, f, heads) for n, m in layers]
+    moments = _moments(model, layers, calibration) if calibration is not None else {}
+    tensors, report = {}, []
+    for lw in weights:
+        extra = {}
+        if lw.name in moments:
+            extra["input_moment"] = moments[lw.name][0]
+
+        def np32(t):
+            return None if t is None else t.detach().to(torch.float32).cpu().numpy()
+
+        try:
+            r = attention.compress(np32(lw.query_weight), np32(lw.key_weight), np32(lw.query_bias),
+                                   heads=heads, shared_dim=shared_dim, **extra, **options)
+        except Exception as e:  # the adapter's own message, with the layer named
+            raise ValueError(f"{lw.name} ({f.name}): {e}") from None
+        tensors[lw.name] = {k: r[k] for k in COLLAB_NAMES}
+        row = {"name": lw.name}
+        for k in ("relative_error", "data_error", "iterations", "converged", "seconds",
+                  "params_before", "params_after"):
+            row[k] = getattr(r, k, None)
+        if lw.name in moments:
+            row["calibration_tokens"] = moments[lw.name][1]
+        report.append(row)
+    convert(model, tensors)
+    return report
+
+
+def _read_checkpoint(path) -> tuple:
+    """All tensors (torch, on the CPU) and the metadata of a safetensors file, or of the
+    shards listed by a model.safetensors.index.json."""
+    from safetensors import safe_open
+
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        single = os.path.join(path, "model.safetensors")
+        index = single + ".index.json"
+        files = [single] if os.path.exists(single) else (
+            sorted({os.path.join(path, v) for v in json.load(open(index))["weight_map"].values()})
+            if os.path.exists(index) else [])
+        if not files:
+            raise FileNotFoundError(f"'{path}' holds no model.safetensors (or its index)")
+    else:
+        files = [path]
+    tensors, meta = {}, {}
+    for file in files:
+        with safe_open(file, framework="pt") as s:
+            meta.update(s.metadata() or {})
+            for k in s.keys():
+                tensors[k] = s.get_tensor(k)
+    return tensors, meta
+
+
+def _key_mapper(model: nn.Module, target: Mapping):
+    """Maps a checkpoint's tensor name to the model's parameter name the way
+    transformers does when it loads (its renamings of older spellings, such as ViT's
+    encoder.layer.<n>.attention.attention.query, and the base-model prefix), then
+    moves the collaborative tensors of the older ViT/DeiT spelling
+    (...attention.attention.collab.) to the module that holds them."""
+    base = getattr(model, "base_model_prefix", "") or None
+    try:
+        from transformers.conversion_mapping import get_model_conversion_mapping
+        from transformers.core_model_loading import WeightRenaming, rename_source_key
+
+        renamings = [t for t in get_model_conversion_mapping(model) if isinstance(t, WeightRenaming)]
+    except ImportError:  # a transformers release without conversion mappings
+        renamings, rename_source_key = [], None
+
+    def key(name: str) -> str:
+        if rename_source_key is not None:
+            name, _ = rename_source_key(name, renamings, [], base, target)
+        elif base and name.startswith(base + ".") and name[len(base) + 1:] in target:
+            name = name[len(base) + 1:]
+        elif base and base + "." + name in target:
+            name = base + "." + name
+        return name.replace(".attention.attention.collab.", ".attention.collab.")
+
+    return key
+
+
+def load_compressed(model: nn.Module, path) -> nn.Module:
+    """Loads a checkpoint written by ``tenfold attention compress`` (or a directory
+    written by save_pretrained of a converted model) into `model`, a model of the
+    same config with the original attention: swaps in CollaborativeAttention modules
+    and loads every tensor. Shapes and metadata are checked against the model's
+    config before anything changes; a disagreement is refused naming the tensor."""
+    f = _family(model)
+    heads = _heads(model)
+    tensors, meta = _read_checkpoint(path)
+    where = os.fspath(path)
+    if meta.get("tenfold.scale_convention", _SCALE_CONVENTION) != _SCALE_CONVENTION:
+        raise ValueError(f"'{where}': scale convention {meta['tenfold.scale_convention']!r} is not "
+                         f"{_SCALE_CONVENTION!r}")
+    for key, want in (("tenfold.heads", heads), ("tenfold.head_dim", model.config.hidden_size // heads)):
+        if key in meta and int(meta[key]) != want:
+            raise ValueError(f"'{where}': metadata {key} = {meta[key]} disagrees with the model config ({want})")
+    config_info = getattr(model.config, CONFIG_KEY, None) or {}
+    shared = int(meta["tenfold.shared_dim"]) if "tenfold.shared_dim" in meta else config_info.get("shared_dim")
+    layers = _layers(model, f)
+    inside = tuple(n + "." for n, _ in layers)
+    original = {k: v for k, v in model.state_dict().items() if not k.startswith(inside)}
+
+    # Names as transformers maps them on loading, against the converted model's names.
+    names = dict.fromkeys(original)
+    for name, module in layers:
+        names.update(dict.fromkeys(f"{name}.{k}" for k, _ in module.state_dict().items()))
+        names.update(dict.fromkeys(f"{name}.{c}" for c in COLLAB_NAMES + ("value.weight", "value.bias")))
+    model_key = _key_mapper(model, names)
+    mapped = {model_key(key): (key, t) for key, t in tensors.items()}
+
+    per_layer, built = {}, {}
+    for name, module in layers:
+        missing = [c for c in COLLAB_NAMES if f"{name}.{c}" not in mapped]
+        if missing:
+            raise ValueError(f"'{where}' has no tensor for '{name}.{missing[0]}': not a collaborative checkpoint of "
+                             f"this {f.name} model")
+        per_layer[name] = {c: mapped[f"{name}.{c}"][1] for c in COLLAB_NAMES}
+        mixing = per_layer[name]["collab.mixing"]
+        if shared is not None and tuple(mixing.shape) != (heads, shared):
+            raise ValueError(f"'{where}': tensor '{mapped[name + '.collab.mixing'][0]}' has shape "
+                             f"{tuple(mixing.shape)}, but the checkpoint's shared dimension is {shared} and the "
+                             f"model has {heads} heads")
+        try:
+            built[name] = _build(name, module, f, heads, per_layer[name])
+        except ValueError as e:
+            raise ValueError(f"'{where}': {e}") from None
+    # Every tensor of the file against the converted model's state, by name and shape.
+    target = dict(original)
+    for name, module in built.items():
+        target.update({f"{name}.{k}": v for k, v in module.state_dict().items()})
+    for mk, (key, t) in mapped.items():
+        if mk not in target:
+            raise ValueError(f"'{where}': tensor '{key}' is not part of this {type(model).__name__}")
+        if tuple(t.shape) != tuple(target[mk].shape):
+            raise ValueError(f"'{where}': tensor '{key}' has shape {tuple(t.shape)}, the model expects "
+                             f"{tuple(target[mk].shape)}")
+    # Parameters the file lacks must be tied to one it has (shared embeddings).
+    params = dict(model.named_parameters(remove_duplicate=False))
+    loaded = {params[k].data_ptr() for k in mapped if k in params}
+    for k in target:
+        if k not in mapped and k in params and params[k].data_ptr() not in loaded:
+            raise ValueError(f"'{where}' has no tensor for '{k}'")
+    _swap(model, dict(layers), built)
+    _mark(model, built)
+    model.load_state_dict({mk: t for mk, (_, t) in mapped.items()}, strict=False)
+    return model
+
+
+def from_pretrained(path, model_class=None, **config_overrides) -> nn.Module:
+    """Loads a converted model saved with ``model.save_pretrained(path)``: builds the
+    model from its config (whose ``tenfold_collaborative`` entry marks it) and loads
+    the collaborative checkpoint. `model_class` defaults to the config's first
+    architecture (for example transformers.BertModel)."""
+    import transformers
+
+    config = transformers.AutoConfig.from_pretrained(path, **config_overrides)
+    if not getattr(config, CONFIG_KEY, None):
+        raise ValueError(f"'{os.fspath(path)}' is not a collaborative model (its config has no {CONFIG_KEY})")
+    if model_class is None:
+        archs = getattr(config, "architectures", None) or []
+        if not archs or not hasattr(transformers, archs[0]):
+            raise ValueError(f"'{os.fspath(path)}': config names no known architecture; pass model_class")
+        model_class = getattr(transformers, archs[0])
+    model = model_class(config)
+    model.eval()
+    return load_compressed(model, path)

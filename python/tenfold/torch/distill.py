@@ -1,0 +1,98 @@
+"""Recovery after compression: distil a compressed model towards the original on
+unlabeled inputs (docs/torch.md, "Fine-tuning and recovery")."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Callable, Iterable
+
+import torch
+from torch import nn
+
+from ._attention import CollaborativeAttention
+
+
+def mean_pool(hidden: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
+    """Mean of the token states over the real (unpadded) tokens: (B, n, D) -> (B, D)."""
+    if attention_mask is None:
+        return hidden.mean(dim=1)
+    m = attention_mask.unsqueeze(-1).to(hidden.dtype)
+    return (hidden * m).sum(dim=1) / m.sum(dim=1).clamp_min(1.0)
+
+
+def collaborative_parameters(model: nn.Module) -> list:
+    """The parameters of every collaborative module's ``collab`` (mixing, shared
+    projections, content bias), each once."""
+    seen, out = set(), []
+    for m in model.modules():
+        if isinstance(m, CollaborativeAttention):
+            for p in m.collab.parameters():
+                if id(p) not in seen:
+                    seen.add(id(p))
+                    out.append(p)
+    return out
+
+
+def _hidden(model, batch):
+    out = model(**batch)
+    return out.last_hidden_state
+
+
+def distill(
+    student: nn.Module,
+    teacher: nn.Module,
+    batches: Iterable,
+    *,
+    steps: int = 300,
+    lr: float = 1e-3,
+    parameters: Iterable | None = None,
+    hidden: Callable = _hidden,
+    on_step: Callable | None = None,
+) -> list:
+    """Trains `student` (a converted model) to reproduce `teacher` (the original) on
+    unlabeled batches (dicts of model inputs with an ``attention_mask``), cycling
+    through them for `steps` Adam steps. The loss per batch is the mean over real
+    tokens of 1 - cos(student state, teacher state) plus the mean over sequences of
+    1 - cos of the mean-pooled states. `parameters` defaults to the collaborative
+    ones (collaborative_parameters); everything else stays frozen. Returns the losses.
+    `hidden(model, batch)` gives the (B, n, D) states to match."""
+    params = list(parameters) if parameters is not None else collaborative_parameters(student)
+    if not params:
+        raise ValueError("no parameters to train: is the student converted (tenfold.torch.compress_model)?")
+    if steps < 1:
+        raise ValueError(f"steps must be >= 1, got {steps}")
+    trainable = {id(p) for p in params}
+    frozen = [p for p in student.parameters() if id(p) not in trainable and p.requires_grad]
+    for p in frozen:
+        p.requires_grad_(False)
+    for p in params:
+        p.requires_grad_(True)
+    teacher.eval()
+    was_training = student.training
+    student.eval()  # no dropout: the target is the teacher's deterministic output
+    opt = torch.optim.Adam(params, lr=lr)
+    losses = []
+    start = time.perf_counter()
+    try:
+        for step, batch in zip(range(steps), itertools.cycle(batches)):
+            mask = batch.get("attention_mask")
+            with torch.no_grad():
+                target = hidden(teacher, batch)
+            out = hidden(student, batch)
+            cos_tok = nn.functional.cosine_similarity(out, target, dim=-1)
+            real = mask.to(out.dtype) if mask is not None else torch.ones_like(cos_tok)
+            token_loss = ((1 - cos_tok) * real).sum() / real.sum()
+            pooled = nn.functional.cosine_similarity(mean_pool(out, mask), mean_pool(target, mask), dim=-1)
+            loss = token_loss + (1 - pooled).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+            if on_step is not None:
+                on_step(step, losses[-1], time.perf_counter() - start)
+    finally:
+        for p in frozen:
+            p.requires_grad_(True)
+        student.train(was_training)
+    return losses
