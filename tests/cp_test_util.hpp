@@ -24,6 +24,18 @@ constexpr double kernel_tol() {
   return std::is_same_v<T, double> ? 1e-12 : 1e-5;
 }
 
+/// A planted CP problem in double (random_cp_tensor with these options).
+inline RandomCpProblem<double> planted(std::vector<index_t> dims, index_t rank, double collinearity,
+                                       double noise, std::uint64_t seed = 3) {
+  RandomCpOptions p;
+  p.dims = std::move(dims);
+  p.rank = rank;
+  p.collinearity = collinearity;
+  p.noise = noise;
+  p.seed = seed;
+  return random_cp_tensor<double>(p);
+}
+
 /// n values uniform in [lo, hi).
 template <class T>
 std::vector<T> random_values(std::size_t n, std::uint64_t seed, double lo = -1.0, double hi = 1.0) {

@@ -37,17 +37,6 @@ void expect_finite(const CpResult<T>& r) {
   for (double f : r.fit_history) EXPECT_TRUE(std::isfinite(f));
 }
 
-RandomCpProblem<double> planted(std::vector<index_t> dims, index_t rank, double collinearity,
-                                double noise, std::uint64_t seed = 3) {
-  RandomCpOptions o;
-  o.dims = std::move(dims);
-  o.rank = rank;
-  o.collinearity = collinearity;
-  o.noise = noise;
-  o.seed = seed;
-  return random_cp_tensor<double>(o);
-}
-
 // --- known answer -------------------------------------------------------------------
 
 class CpAlsKnownAnswer : public OnEachBackend {};

@@ -13,17 +13,6 @@
 namespace tenfold::test {
 namespace {
 
-RandomCpProblem<double> planted(std::vector<index_t> dims, index_t rank, double collinearity,
-                                double noise, std::uint64_t seed) {
-  RandomCpOptions p;
-  p.dims = std::move(dims);
-  p.rank = rank;
-  p.collinearity = collinearity;
-  p.noise = noise;
-  p.seed = seed;
-  return random_cp_tensor<double>(p);
-}
-
 // 1 - ||X - M|| / ||X||, from the dense model.
 double direct_fit(const Tensor<double>& x, const KTensor<double>& m) {
   const Tensor<double> full = m.full();

@@ -16,17 +16,6 @@
 namespace tenfold::test {
 namespace {
 
-RandomCpProblem<double> planted(std::vector<index_t> dims, index_t rank, double collinearity,
-                                double noise, std::uint64_t seed) {
-  RandomCpOptions p;
-  p.dims = std::move(dims);
-  p.rank = rank;
-  p.collinearity = collinearity;
-  p.noise = noise;
-  p.seed = seed;
-  return random_cp_tensor<double>(p);
-}
-
 // Each EM sweep and each HALS sweep lowers its objective: the fit never drops by more
 // than rounding of the fit formula.
 void expect_monotone(const std::vector<double>& h, double slack) {

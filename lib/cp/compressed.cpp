@@ -14,12 +14,6 @@ namespace tenfold {
 namespace detail {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
 // out (rows x R) = U (rows x k) B (k x R), or with `trans` U^T B (U then k x rows), on the host.
 template <class T>
 Matrix<T> times(Compute<T>& host, const Matrix<T>& u, const Matrix<T>& b, bool trans) {

@@ -25,12 +25,6 @@ namespace tenfold {
 namespace detail {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
 // All backend memory the iteration needs, allocated once.
 template <class T>
 struct AlsState {

@@ -9,6 +9,13 @@
 
 namespace tenfold::detail {
 
+using Clock = std::chrono::steady_clock;
+
+/// Seconds from t to now.
+inline double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
 /// Throws InvalidArgument unless a dense tensor of these sizes has order >= 2 and no
 /// empty mode.
 void validate_dense_shape(const std::vector<index_t>& dims);
