@@ -23,6 +23,7 @@
 #include "tenfold/export.hpp"
 #include "tenfold/io.hpp"
 #include "tenfold/tensor.hpp"
+#include "tenfold/tucker.hpp"
 
 namespace tenfold::mpi {
 
@@ -127,6 +128,17 @@ TENFOLD_API Tensor<T> gather(const DistTensor<T>& x);
 /// options.backend must keep their defaults (cpu); factors are per NumPy axis.
 template <class T>
 TENFOLD_API CpResult<T> cp_als(const DistTensor<T>& x, const CpOptions<T>& options);
+
+/// Tucker decomposition of the distributed tensor (all three methods, ranks or eps as in
+/// tucker()): mode Grams from local products and reductions within the mode's slice and
+/// fibre, the eigenvalue truncation replicated, each tensor-times-matrix product local
+/// then reduce-scattered within the mode's fibre (ranks below the grid size leave some
+/// blocks empty). The eps guarantee ||X - X^|| <= eps ||X|| holds as in the serial
+/// call. The core is gathered on every process (it is small); equal to tucker() of the
+/// whole tensor (layout col_major) up to rounding. layout and backend keep their
+/// defaults.
+template <class T>
+TENFOLD_API TuckerResult<T> tucker(const DistTensor<T>& x, const TuckerOptions& options);
 
 /// out (I_n x I_n, on every process) = X_(n) X_(n)^T of the distributed tensor.
 template <class T>

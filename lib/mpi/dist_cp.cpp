@@ -114,7 +114,8 @@ void distributed_mode_gram(Compute<T>& c, const DistTensor<T>& x, int n, T* out)
                 datatype<T>(), q, grid.fibre(n));
       y = other.data();
     }
-    if (rows == 0 || rq.size == 0) continue;
+    // An empty block (a mode truncated below the grid size) contributes nothing.
+    if (x.local.numel() == 0 || rq.size == 0) continue;
     T* s = strip.data() + rq.begin * rows;
     if (left == 1) {
       c.gemm(Op::none, Op::trans, rows, rq.size, right, T(1), x.local.data(), rows, y, rq.size,

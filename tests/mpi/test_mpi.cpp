@@ -18,6 +18,7 @@
 #include "tenfold/io.hpp"
 #include "tenfold/ktensor.hpp"
 #include "tenfold/mpi.hpp"
+#include "tenfold/tucker.hpp"
 
 namespace tenfold::test {
 namespace {
@@ -260,6 +261,76 @@ TEST(DistCp, NonnegativeAndSeveralStarts) {
   const CpResult<double> got = mpi::cp_als(d, o), want = cp_als(x, o);
   EXPECT_EQ(got.best_start, want.best_start);
   expect_same_model(got, want);
+}
+
+// Eigenvectors are as accurate as their eigenvalues are separated (Davis-Kahan): a
+// factor's columns are compared to 1e-12 times lambda_1 / (smallest gap of a kept
+// eigenvalue to its neighbours), at least 1e-12.
+double factor_tolerance(const std::vector<double>& lambda, index_t r) {
+  double gap = lambda[0];
+  for (index_t j = 0; j < r; ++j) {
+    const auto i = static_cast<std::size_t>(j);
+    if (j > 0) gap = std::min(gap, lambda[i - 1] - lambda[i]);
+    if (i + 1 < lambda.size()) gap = std::min(gap, lambda[i] - lambda[i + 1]);
+  }
+  return 1e-12 * std::max(1.0, lambda[0] / gap);
+}
+
+void expect_same_tucker(const TuckerResult<double>& got, const TuckerResult<double>& want) {
+  ASSERT_EQ(got.model.ranks(), want.model.ranks());
+  EXPECT_EQ(got.mode_order, want.mode_order);
+  double core_tolerance = 0.0;  // the core moves with the factors
+  for (std::size_t n = 0; n < want.model.factors.size(); ++n) {
+    const Matrix<double>& f = want.model.factors[n];
+    const double tol = factor_tolerance(want.eigenvalues[n], f.cols());
+    core_tolerance = std::max(core_tolerance, tol);
+    EXPECT_LT(relative_difference(got.eigenvalues[n], want.eigenvalues[n]), 1e-12);
+    EXPECT_LT(relative_difference(got.model.factors[n].values(), f.values()), tol)
+        << "factor " << n;
+  }
+  EXPECT_LT(relative_difference(got.model.core.values(), want.model.core.values()), core_tolerance);
+  EXPECT_NEAR(got.relative_error, want.relative_error, 1e-12);
+  EXPECT_EQ(got.iterations, want.iterations);
+  EXPECT_EQ(got.error_history.size(), want.error_history.size());
+}
+
+TEST(DistTucker, EqualsTheSerialLibrary) {
+  for (const auto& dims : kShapes) {
+    const Tensor<double> x = planted(dims, 13);
+    const auto d = mpi::read_npy<double>(MPI_COMM_WORLD, save(x, "t.npy", false));
+    // Ranks of 1 and 2 leave some processes with empty blocks of the core.
+    std::vector<index_t> ranks;
+    for (index_t i : dims) ranks.push_back(std::min<index_t>(i, 2));
+    ranks[0] = 1;
+    for (TuckerMethod method : {TuckerMethod::sthosvd, TuckerMethod::hosvd, TuckerMethod::hooi}) {
+      TuckerOptions o;
+      o.method = method;
+      o.ranks = ranks;
+      o.max_iters = 3;
+      o.tol = 0.0;
+      SCOPED_TRACE(std::string(to_string(method)) + ", order " + std::to_string(dims.size()));
+      expect_same_tucker(mpi::tucker(d, o), tucker(x, o));
+    }
+  }
+}
+
+TEST(DistTucker, KeepsTheErrorGuarantee) {
+  const Tensor<double> x = planted({9, 8, 7, 6}, 14);
+  const auto d = mpi::read_npy<double>(MPI_COMM_WORLD, save(x, "eps.npy", true));
+  for (double eps : {0.5, 0.05, 1e-3}) {
+    TuckerOptions o;
+    o.eps = eps;
+    const TuckerResult<double> got = mpi::tucker(d, o);
+    expect_same_tucker(got, tucker(x, o));
+    // ||X - X^|| <= eps ||X||, measured on the full model
+    const Tensor<double> full = got.model.full();
+    double diff = 0.0, norm = 0.0;
+    for (index_t i = 0; i < x.numel(); ++i) {
+      diff += (x[i] - full[i]) * (x[i] - full[i]);
+      norm += x[i] * x[i];
+    }
+    EXPECT_LE(std::sqrt(diff), eps * std::sqrt(norm)) << "eps " << eps;
+  }
 }
 
 // An error found on some processes reaches every process (a hang would time out).
