@@ -108,9 +108,10 @@ template <class T>
 TENFOLD_API DistTensor<T> read_npy(MPI_Comm comm, const std::filesystem::path& path,
                                    std::vector<int> grid_shape = {});
 
-/// Writes the tensor as one Fortran-order .npy file, each process writing its own block
-/// (MPI-IO); the file appears whole (renamed into place after every block is written)
-/// or not at all. Throws IoError on every process when any write fails.
+/// Writes the tensor as one Fortran-order .npy file (opened and closed collectively, each
+/// process writing its own block through an MPI-IO file view); the file appears whole (renamed into
+/// place after every block is written) or not at all. Throws IoError on every process when any
+/// write fails.
 template <class T>
 TENFOLD_API void write_npy(const std::filesystem::path& path, const DistTensor<T>& x);
 

@@ -161,18 +161,24 @@ void write_npy(const std::filesystem::path& path, const DistTensor<T>& x) {
   const int opened =
       MPI_File_open(comm, tmp.c_str(), MPI_MODE_CREATE | MPI_MODE_WRONLY, MPI_INFO_NULL, &file);
   on_every_process(comm, [&] { check_mpi(opened, "cannot create '" + tmp.string() + "'"); });
-  int rc = MPI_SUCCESS;
-  if (grid.rank() == 0) {
-    MPI_Status status;
+  // Each process writes its block through the subarray view (independent writes: Open
+  // MPI 4.1's two-phase MPI_File_write_all lost whole blocks here in repeated runs with
+  // four processes), then rank 0 the header.
+  int rc_write = MPI_File_set_view(file, static_cast<MPI_Offset>(header.size()),
+                                   detail::datatype<T>(), block.type, "native", MPI_INFO_NULL);
+  MPI_Status status;
+  if (rc_write == MPI_SUCCESS) {
+    rc_write = MPI_File_write(file, x.local.data(), block.count, detail::datatype<T>(), &status);
+  }
+  // Back to a byte view from offset 0 (collective) for the header.
+  int rc = MPI_File_sync(file);
+  if (rc == MPI_SUCCESS)
+    rc = MPI_File_set_view(file, 0, MPI_BYTE, MPI_BYTE, "native", MPI_INFO_NULL);
+  MPI_Barrier(comm);
+  if (grid.rank() == 0 && rc == MPI_SUCCESS) {
     rc = MPI_File_write_at(file, 0, header.data(), static_cast<int>(header.size()), MPI_CHAR,
                            &status);
   }
-  int rc_view = MPI_File_set_view(file, static_cast<MPI_Offset>(header.size()),
-                                  detail::datatype<T>(), block.type, "native", MPI_INFO_NULL);
-  MPI_Status status;
-  int rc_write = rc_view == MPI_SUCCESS ? MPI_File_write_all(file, x.local.data(), block.count,
-                                                             detail::datatype<T>(), &status)
-                                        : rc_view;
   const int rc_close = MPI_File_close(&file);
   detail::count(*x.stats, "write", comm, x.local.numel());
   try {
