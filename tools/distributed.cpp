@@ -13,11 +13,6 @@
 namespace tenfold::cli {
 namespace {
 
-bool launched_by_mpirun() {
-  return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMI_SIZE") != nullptr ||
-         std::getenv("PMIX_RANK") != nullptr;
-}
-
 bool g_distributed = false;
 
 }  // namespace
@@ -25,6 +20,11 @@ bool g_distributed = false;
 #ifdef TENFOLD_CLI_MPI
 
 namespace {
+
+bool launched_by_mpirun() {
+  return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMI_SIZE") != nullptr ||
+         std::getenv("PMIX_RANK") != nullptr;
+}
 
 // A C-order file's tensor as load_npy gives it: modes reversed, the same memory.
 template <class T>
