@@ -5,6 +5,7 @@
 
 #include "commands.hpp"
 #include "common.hpp"
+#include "distributed.hpp"
 #include "tenfold/cp.hpp"
 #include "tenfold/error.hpp"
 
@@ -110,11 +111,18 @@ int run_cp(const CpArgs& a, const io::NpyHeader& header) {
   }
   check_outputs({{"--out", a.out, true}}, {a.input});
   const bool missing = a.missing == "nan";
-  const Tensor<T> x = load_input<T>(
-      a.input, header, {missing, "pass --missing nan to treat NaN entries as missing values"});
+  if (missing && distributed()) {
+    throw InvalidArgument("--missing nan is not available under mpirun");
+  }
+  // Under mpirun each process reads only its block (distributed_cp).
+  const Tensor<T> x =
+      distributed()
+          ? Tensor<T>()
+          : load_input<T>(a.input, header,
+                          {missing, "pass --missing nan to treat NaN entries as missing values"});
   // With --missing nan, the NaN entries are the missing ones.
   std::vector<std::uint8_t> observed;
-  index_t n_observed = x.numel();
+  index_t n_observed = checked_numel(header.shape);
   if (missing) {
     observed.resize(static_cast<std::size_t>(x.numel()));
     n_observed = 0;
@@ -143,16 +151,19 @@ int run_cp(const CpArgs& a, const io::NpyHeader& header) {
   o.ridge = a.ridge;
   o.time_limit = a.time_limit;
   o.backend = parse_backend(a.common.backend);
-  if (!a.common.quiet) {
+  if (!a.common.quiet && writes_outputs()) {
     o.callback = [](const CpProgress& p) {
       std::fprintf(stderr, "iter %4d  fit %.8f  change %.3e  %8.3f s\n", p.iteration, p.fit,
                    p.delta, p.seconds);
       return true;
     };
   }
+  nlohmann::json mpi_report;
   const CpResult<T> res =
-      missing ? cp_als(x, TensorView<const std::uint8_t>(observed.data(), x.dims()), o)
-              : cp_als(x, o);
+      distributed() ? distributed_cp<T>(a.input, header, o, mpi_report)
+      : missing     ? cp_als(x, TensorView<const std::uint8_t>(observed.data(), x.dims()), o)
+                    : cp_als(x, o);
+  if (!writes_outputs()) return 0;
 
   const KTensor<T>& m = res.model;
   const ComponentPair degenerate = most_negative_congruence(m);
@@ -162,7 +173,7 @@ int run_cp(const CpArgs& a, const io::NpyHeader& header) {
     compression_ranks.push_back(
         res.compression_ranks[static_cast<std::size_t>(numpy_axis(header, static_cast<int>(ax)))]);
   }
-  const nlohmann::json j = {
+  nlohmann::json j = {
       {"command", "cp"},
       {"input", a.input},
       {"shape", header.shape},
@@ -205,6 +216,7 @@ int run_cp(const CpArgs& a, const io::NpyHeader& header) {
         {"solve", res.timings.solve},
         {"other", res.timings.other}}},
       {"factor_files", "factor_<a>.npy is the factor of NumPy axis a of the input (I_a x rank)"}};
+  if (distributed()) j["mpi"] = mpi_report;
   io::write_folder_atomically(a.out, [&](const std::filesystem::path& dir) {
     io::save_npy<T>(dir / "weights.npy", TensorView<const T>(m.weights.data(), {m.rank()}));
     save_factors(dir, header, m.factors);

@@ -6,6 +6,7 @@
 
 #include "commands.hpp"
 #include "common.hpp"
+#include "distributed.hpp"
 #include "tenfold/error.hpp"
 #include "tenfold/tucker.hpp"
 
@@ -59,8 +60,11 @@ int run_tucker(const TuckerArgs& a, const io::NpyHeader& header) {
     o.eps = a.eps;
   }
   check_outputs({{"--out", a.out, true}}, {a.input});
-  const Tensor<T> x = load_input<T>(a.input, header);
-  const TuckerResult<T> res = tucker(x, o);
+  nlohmann::json mpi_report;
+  // Under mpirun each process reads only its block (distributed_tucker).
+  const TuckerResult<T> res = distributed() ? distributed_tucker<T>(a.input, header, o, mpi_report)
+                                            : tucker(load_input<T>(a.input, header), o);
+  if (!writes_outputs()) return 0;
 
   const TTensor<T>& m = res.model;
   std::vector<index_t> ranks(static_cast<std::size_t>(order));
@@ -88,6 +92,7 @@ int run_tucker(const TuckerArgs& a, const io::NpyHeader& header) {
       {"timings", {{"gram", res.timings.gram}, {"eig", res.timings.eig}, {"ttm", res.timings.ttm}}},
       {"files", "core.npy and factor_<a>.npy (I_a x r_a) follow the NumPy axes of the input"}};
   if (o.eps) j["tol"] = *o.eps;
+  if (distributed()) j["mpi"] = mpi_report;
   io::write_folder_atomically(a.out, [&](const std::filesystem::path& dir) {
     // The core's axes follow the input's NumPy axes, like the factors.
     io::save_npy<T>(dir / "core.npy", m.core.view(),

@@ -8,11 +8,13 @@
 #include <cstdlib>
 #include <exception>
 #include <new>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "commands.hpp"
+#include "distributed.hpp"
 #include "tenfold/error.hpp"
 
 namespace {
@@ -44,6 +46,14 @@ void run_again_with_avx2_blas_kernel(char** argv) {
 int main(int argc, char** argv) {
   using namespace tenfold::cli;
   run_again_with_avx2_blas_kernel(argv);
+  // Under mpirun: MPI for the program's lifetime (each command then runs distributed).
+  std::optional<MpiSession> mpi;
+  try {
+    mpi.emplace(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tenfold: error: %s\n", e.what());
+    return 2;
+  }
   CLI::App app{"Tenfold: dense tensor decompositions (CP-ALS, Tucker) on CPU and GPU", "tenfold"};
   app.set_version_flag("--version", TENFOLD_VERSION);
   app.require_subcommand(1);

@@ -281,18 +281,14 @@ Tensor<T> load_npy(const std::filesystem::path& path, NpyHeader* header) {
   return load_npy<T>(detail::FileSource(path), header);
 }
 
-template <class T>
-void save_npy(const std::filesystem::path& path, TensorView<const T> x, NpyOrder order) {
-  const DType dtype = sizeof(T) == 4 ? DType::float32 : DType::float64;
-  const bool fortran = order == NpyOrder::fortran;
+std::string npy_header(DType dtype, bool fortran_order, std::span<const index_t> shape) {
   std::string dict = "{'descr': '" + dtype_descr(dtype) +
-                     "', 'fortran_order': " + (fortran ? "True" : "False") + ", 'shape': (";
-  const std::size_t nd = x.dims().size();
-  for (std::size_t i = 0; i < nd; ++i) {
+                     "', 'fortran_order': " + (fortran_order ? "True" : "False") + ", 'shape': (";
+  for (std::size_t i = 0; i < shape.size(); ++i) {
     if (i > 0) dict += ", ";
-    dict += std::to_string(x.dims()[fortran ? i : nd - 1 - i]);
+    dict += std::to_string(shape[i]);
   }
-  if (x.dims().size() == 1) dict += ",";  // a 1-tuple is written "(5,)"
+  if (shape.size() == 1) dict += ",";  // a 1-tuple is written "(5,)"
   dict += "), }";
   // Pad with spaces and a final newline so that the data starts at a multiple of 64.
   const auto padded = [&](std::size_t prelude) {
@@ -302,12 +298,22 @@ void save_npy(const std::filesystem::path& path, TensorView<const T> x, NpyOrder
   std::string header = padded(10);
   const int version = header.size() <= 0xffff ? 1 : 2;
   if (version == 2) header = padded(12);
+  std::string out(kMagic);
+  out += static_cast<char>(version);
+  out += '\0';
+  const std::size_t length = header.size();
+  for (int i = 0; i < (version == 1 ? 2 : 4); ++i) out += static_cast<char>(length >> (8 * i));
+  return out + header;
+}
+
+template <class T>
+void save_npy(const std::filesystem::path& path, TensorView<const T> x, NpyOrder order) {
+  const bool fortran = order == NpyOrder::fortran;
+  std::vector<index_t> shape = x.dims();
+  if (!fortran) std::reverse(shape.begin(), shape.end());
+  const std::string header =
+      npy_header(sizeof(T) == 4 ? DType::float32 : DType::float64, fortran, shape);
   write_file_atomically(path, [&](std::ostream& os) {
-    os.write(kMagic.data(), static_cast<std::streamsize>(kMagic.size()));
-    const char version_bytes[2] = {static_cast<char>(version), 0};
-    os.write(version_bytes, 2);
-    const std::size_t length = header.size();
-    for (int i = 0; i < (version == 1 ? 2 : 4); ++i) os.put(static_cast<char>(length >> (8 * i)));
     os.write(header.data(), static_cast<std::streamsize>(header.size()));
     os.write(reinterpret_cast<const char*>(x.data()),
              static_cast<std::streamsize>(static_cast<std::size_t>(x.numel()) * sizeof(T)));

@@ -33,31 +33,42 @@ void truncate_mode(TuckerState<T>& s, const T* y, const std::vector<index_t>& yd
   // Gram = Y_(n) Y_(n)^T
   s.timed(s.timings.gram, [&] { mode_gram(c, y, ydims, n, g); });
   s.timed(s.timings.eig, [&] {
-    // Gram = V diag(w) V^T, w ascending
-    std::vector<T> w(static_cast<std::size_t>(in));
-    c.syevd(in, g, in, w.data());
-    std::vector<double> lambda(w.rbegin(), w.rend());
-    for (double& l : lambda) l = std::max(l, 0.0);
-    // r = given, or the fewest leading eigenpairs with sum_{i >= r} lambda_i <= max_discarded
-    index_t r = in;
-    if (!t.ranks.empty()) {
-      r = t.ranks[ni];
-    } else {
-      double discarded = 0.0;
-      while (r > 1 && discarded + lambda[static_cast<std::size_t>(r - 1)] <= t.max_discarded) {
-        discarded += lambda[static_cast<std::size_t>(--r)];
-      }
-    }
-    // U_n = the eigenvectors of the r largest eigenvalues, largest first
-    T* un = ensure(c, s.u[ni], static_cast<std::size_t>(in * r));
-    for (index_t j = 0; j < r; ++j) {
-      c.copy(un + j * in, g + (in - 1 - j) * in, static_cast<std::size_t>(in));
-    }
-    s.ranks[ni] = r;
+    std::vector<double> lambda;
+    s.ranks[ni] = truncate_gram(c, g, in, n, t, s.u[ni], lambda);
     if (record) s.eigenvalues[ni] = std::move(lambda);
   });
 }
 
+template <class T>
+index_t truncate_gram(Compute<T>& c, T* g, index_t in, int n, const Truncation& t, Buffer<T>& u,
+                      std::vector<double>& lambda) {
+  // Gram = V diag(w) V^T, w ascending
+  std::vector<T> w(static_cast<std::size_t>(in));
+  c.syevd(in, g, in, w.data());
+  lambda.assign(w.rbegin(), w.rend());
+  for (double& l : lambda) l = std::max(l, 0.0);
+  // r = given, or the fewest leading eigenpairs with sum_{i >= r} lambda_i <= max_discarded
+  index_t r = in;
+  if (!t.ranks.empty()) {
+    r = t.ranks[static_cast<std::size_t>(n)];
+  } else {
+    double discarded = 0.0;
+    while (r > 1 && discarded + lambda[static_cast<std::size_t>(r - 1)] <= t.max_discarded) {
+      discarded += lambda[static_cast<std::size_t>(--r)];
+    }
+  }
+  // U_n = the eigenvectors of the r largest eigenvalues, largest first
+  T* un = ensure(c, u, static_cast<std::size_t>(in * r));
+  for (index_t j = 0; j < r; ++j) {
+    c.copy(un + j * in, g + (in - 1 - j) * in, static_cast<std::size_t>(in));
+  }
+  return r;
+}
+
+template index_t truncate_gram<float>(Compute<float>&, float*, index_t, int, const Truncation&,
+                                      Buffer<float>&, std::vector<double>&);
+template index_t truncate_gram<double>(Compute<double>&, double*, index_t, int, const Truncation&,
+                                       Buffer<double>&, std::vector<double>&);
 template struct TuckerState<float>;
 template struct TuckerState<double>;
 template void truncate_mode<float>(TuckerState<float>&, const float*, const std::vector<index_t>&,

@@ -46,6 +46,20 @@ struct TuckerState {
   Buffer<T> gram, work0, work1;
 };
 
+/// Throws InvalidArgument / DimensionMismatch for a shape or options tucker() refuses
+/// (everything but the entries).
+void validate_tucker_options(const std::vector<index_t>& dims, const TuckerOptions& o);
+
+/// The order in which ST-HOSVD processes the modes (o.mode_order, or automatic).
+std::vector<int> choose_mode_order(const std::vector<index_t>& dims, const TuckerOptions& o);
+
+/// From the Gram g (in x in, backend memory, overwritten) of mode n: u (in x r) = its
+/// leading eigenvectors, largest first, r given by t; returns r, with all eigenvalues
+/// (descending, negatives clamped to 0) in lambda.
+template <class T>
+index_t truncate_gram(Compute<T>& c, T* g, index_t in, int n, const Truncation& t, Buffer<T>& u,
+                      std::vector<double>& lambda);
+
 /// U_n = the leading eigenvectors of Y_(n) Y_(n)^T, with Y (shape ydims, ydims[n] =
 /// I_n) in backend memory; sets ranks[n] and, when `record`, eigenvalues[n].
 template <class T>

@@ -21,19 +21,22 @@ std::string list_string(const std::vector<int>& v) {
   return detail::shape_string(w);
 }
 
-template <class T>
-void validate_tucker(TensorView<const T> x, const TuckerOptions& o) {
-  const int order = x.order();
+}  // namespace
+
+namespace detail {
+
+void validate_tucker_options(const std::vector<index_t>& dims, const TuckerOptions& o) {
+  const int order = static_cast<int>(dims.size());
   if (order < 2) {
     throw InvalidArgument("Tucker needs a tensor of order >= 2, got order " +
                           std::to_string(order));
   }
   for (int n = 0; n < order; ++n) {
-    if (x.dim(n) < 1) {
-      throw InvalidArgument("tensor of shape " + detail::shape_string(x.dims()) +
-                            " is empty (mode " + std::to_string(n) + " has size 0)");
+    if (dims[static_cast<std::size_t>(n)] < 1) {
+      throw InvalidArgument("tensor of shape " + shape_string(dims) + " is empty (mode " +
+                            std::to_string(n) + " has size 0)");
     }
-    const index_t gram[2] = {x.dim(n), x.dim(n)};
+    const index_t gram[2] = {dims[static_cast<std::size_t>(n)], dims[static_cast<std::size_t>(n)]};
     checked_numel(gram);
   }
   if (o.eps.has_value() == !o.ranks.empty()) {
@@ -44,11 +47,12 @@ void validate_tucker(TensorView<const T> x, const TuckerOptions& o) {
   if (o.eps.has_value() && !(*o.eps > 0.0 && *o.eps < 1.0)) {
     throw InvalidArgument("eps must be in (0, 1), got " + std::to_string(*o.eps));
   }
+  const index_t numel = checked_numel(dims);
   if (!o.ranks.empty()) {
     if (static_cast<int>(o.ranks.size()) != order) {
-      throw DimensionMismatch(
-          "ranks has " + std::to_string(o.ranks.size()) + " entries, but the tensor of shape " +
-          detail::shape_string(x.dims()) + " has order " + std::to_string(order));
+      throw DimensionMismatch("ranks has " + std::to_string(o.ranks.size()) +
+                              " entries, but the tensor of shape " + shape_string(dims) +
+                              " has order " + std::to_string(order));
     }
     for (int n = 0; n < order; ++n) {
       const index_t r = o.ranks[static_cast<std::size_t>(n)];
@@ -56,16 +60,17 @@ void validate_tucker(TensorView<const T> x, const TuckerOptions& o) {
         throw InvalidArgument("rank of mode " + std::to_string(n) + " must be at least 1, got " +
                               std::to_string(r));
       }
-      if (r > x.dim(n)) {
+      if (r > dims[static_cast<std::size_t>(n)]) {
         throw InvalidArgument("rank " + std::to_string(r) + " of mode " + std::to_string(n) +
-                              " exceeds the mode size " + std::to_string(x.dim(n)));
+                              " exceeds the mode size " +
+                              std::to_string(dims[static_cast<std::size_t>(n)]));
       }
       // The mode-n unfolding has prod_{m != n} I_m columns, which bound its rank too.
-      if (const index_t others = x.numel() / x.dim(n); r > others) {
-        throw InvalidArgument(
-            "rank " + std::to_string(r) + " of mode " + std::to_string(n) + " exceeds " +
-            std::to_string(others) + ", the product of the other sizes of shape " +
-            detail::shape_string(x.dims()) + ": no tensor of that shape has a larger mode rank");
+      if (const index_t others = numel / dims[static_cast<std::size_t>(n)]; r > others) {
+        throw InvalidArgument("rank " + std::to_string(r) + " of mode " + std::to_string(n) +
+                              " exceeds " + std::to_string(others) +
+                              ", the product of the other sizes of shape " + shape_string(dims) +
+                              ": no tensor of that shape has a larger mode rank");
       }
     }
   }
@@ -85,7 +90,6 @@ void validate_tucker(TensorView<const T> x, const TuckerOptions& o) {
   if (!(o.tol >= 0.0) || !std::isfinite(o.tol)) {
     throw InvalidArgument("tol must be finite and >= 0, got " + std::to_string(o.tol));
   }
-  check_finite(x, "Tucker input tensor");
 }
 
 // Given order, or automatic: with ranks, decreasing reduction I_n / r_n; with eps,
@@ -107,6 +111,10 @@ std::vector<int> choose_mode_order(const std::vector<index_t>& dims, const Tucke
   });
   return order;
 }
+
+}  // namespace detail
+
+namespace {
 
 // Memory: the tensor's device copy, the largest Gram with the eigensolver's 2 I^2
 // workspace, the factors, the core, and two intermediates of a TTM chain (HOOI: three,
@@ -175,7 +183,7 @@ TuckerResult<T> run_tucker(detail::Compute<T>& c, TensorView<const T> x,
   if (options.method == TuckerMethod::hosvd) {
     detail::hosvd(s, truncation);
   } else {
-    res.mode_order = choose_mode_order(s.dims, options);
+    res.mode_order = detail::choose_mode_order(s.dims, options);
     detail::sthosvd(s, truncation, res.mode_order);
   }
   res.converged = true;
@@ -212,7 +220,8 @@ TuckerResult<T> run_tucker(detail::Compute<T>& c, TensorView<const T> x,
 template <class T>
 TuckerResult<T> tucker(TensorView<const T> x, const TuckerOptions& options) {
   const auto start = std::chrono::steady_clock::now();
-  validate_tucker(x, options);
+  detail::validate_tucker_options(x.dims(), options);
+  check_finite(x, "Tucker input tensor");
   auto c = detail::make_compute<T>(options.backend);
   if (options.layout == Layout::col_major) return run_tucker(*c, x, options, start);
   // Row-major: run on the array's column-major copy in NumPy axis order (one more copy

@@ -1,0 +1,148 @@
+// Distributed dense tensors and decompositions over MPI (the tenfold::mpi component,
+// libtenfold_mpi). See docs/distributed.md.
+//
+// A tensor of NumPy shape (I_0, ..., I_{N-1}) is cut into blocks over a Cartesian grid
+// of P_0 x ... x P_{N-1} processes: along axis n, the I_n indices are split into P_n
+// contiguous ranges, the first I_n mod P_n of them one longer. Each process holds its
+// block as a column-major (axis 0 fastest) tensor, and nothing else of the tensor.
+// Every function here is collective over the grid's communicator: all processes call
+// it with the same arguments; an error found on any process is thrown, with the same
+// message, on every process.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tenfold/cp.hpp"
+#include "tenfold/export.hpp"
+#include "tenfold/io.hpp"
+#include "tenfold/tensor.hpp"
+#include "tenfold/tucker.hpp"
+
+namespace tenfold::mpi {
+
+/// Collective calls and elements (T entries, or doubles for norms) a process passed to
+/// MPI in one phase of a computation, summed over the phase.
+struct TENFOLD_API CommCount {
+  std::int64_t calls = 0;     ///< collective calls on communicators of two or more processes
+  std::int64_t elements = 0;  ///< elements this process contributed to those calls
+};
+
+/// Per-phase communication of this process, e.g. {"read", ...}, {"mttkrp", ...}.
+using CommStats = std::map<std::string, CommCount>;
+
+/// The automatic grid for `processes` processes and a tensor of these sizes: the prime
+/// factors of `processes`, largest first, each given to the axis with the largest
+/// local size I_n / P_n that can still take it (P_n times the factor at most I_n),
+/// ties to the lower axis. Throws InvalidArgument when no axis can take a factor (every
+/// process must hold a non-empty block).
+TENFOLD_API std::vector<int> choose_grid(int processes, const std::vector<index_t>& dims);
+
+/// Start and length of part p of `size` indices split into `parts` ranges.
+struct TENFOLD_API Range {
+  index_t begin = 0;
+  index_t size = 0;
+};
+TENFOLD_API Range block_range(index_t size, int parts, int p);
+
+/// A Cartesian grid of processes with one sub-communicator per axis: fibre(n) joins
+/// the P_n processes that differ only in coordinate n, slice(n) the P / P_n processes
+/// that share coordinate n.
+class TENFOLD_API ProcessGrid {
+ public:
+  /// shape: P_0 x ... x P_{N-1} with product the size of `comm` (empty: choose_grid of
+  /// `dims`). Throws InvalidArgument when the shape does not fit the communicator or the
+  /// tensor (P_n > I_n would leave a process without a block).
+  ProcessGrid(MPI_Comm comm, const std::vector<index_t>& dims, std::vector<int> shape = {});
+  ~ProcessGrid();
+  ProcessGrid(const ProcessGrid&) = delete;
+  ProcessGrid& operator=(const ProcessGrid&) = delete;
+
+  int order() const { return static_cast<int>(shape_.size()); }
+  int size() const { return size_; }
+  int rank() const { return rank_; }
+  const std::vector<int>& shape() const { return shape_; }
+  const std::vector<int>& coords() const { return coords_; }
+  MPI_Comm comm() const { return cart_; }
+  MPI_Comm fibre(int n) const { return fibres_[static_cast<std::size_t>(n)]; }
+  MPI_Comm slice(int n) const { return slices_[static_cast<std::size_t>(n)]; }
+  /// This process's range of a mode of `size` indices along axis n.
+  Range range(int n, index_t size) const {
+    return block_range(size, shape_[static_cast<std::size_t>(n)],
+                       coords_[static_cast<std::size_t>(n)]);
+  }
+
+ private:
+  std::vector<int> shape_, coords_;
+  int size_ = 1, rank_ = 0;
+  MPI_Comm cart_ = MPI_COMM_NULL;
+  std::vector<MPI_Comm> fibres_, slices_;
+};
+
+/// A block-distributed dense tensor in NumPy axis order.
+template <class T>
+struct TENFOLD_API DistTensor {
+  std::shared_ptr<const ProcessGrid> grid;
+  std::vector<index_t> dims;     ///< global sizes (NumPy shape)
+  std::vector<index_t> offsets;  ///< where this process's block starts, per axis
+  Tensor<T> local;               ///< this process's block, axis 0 fastest
+  /// Communication so far (reading, and the decompositions run on this tensor).
+  std::shared_ptr<CommStats> stats = std::make_shared<CommStats>();
+
+  int order() const { return static_cast<int>(dims.size()); }
+  /// The block of a tensor of sizes `global` on this process's grid position.
+  static DistTensor make(std::shared_ptr<const ProcessGrid> grid, std::vector<index_t> global);
+};
+
+/// Reads a .npy file (float32 or float64, C or Fortran order, converted to T) with
+/// MPI-IO: each process reads only its own block. grid_shape empty: choose_grid.
+/// Throws (on every process) IoError when a process cannot open or read the file,
+/// InvalidArgument for a grid that does not fit.
+template <class T>
+TENFOLD_API DistTensor<T> read_npy(MPI_Comm comm, const std::filesystem::path& path,
+                                   std::vector<int> grid_shape = {});
+
+/// Writes the tensor as one Fortran-order .npy file (opened and closed collectively, each
+/// process writing its own block through an MPI-IO file view); the file appears whole (renamed into
+/// place after every block is written) or not at all. Throws IoError on every process when any
+/// write fails.
+template <class T>
+TENFOLD_API void write_npy(const std::filesystem::path& path, const DistTensor<T>& x);
+
+/// All entries of x on every process (for small tensors: Tucker cores, tests).
+template <class T>
+TENFOLD_API Tensor<T> gather(const DistTensor<T>& x);
+
+/// CP-ALS of the distributed tensor: the library's ALS loop over an operand whose
+/// MTTKRP is the local one (dimension tree) on the block followed by a sum within the
+/// slice of each mode and an all-gather within its fibre; the factors (I_n x R) are
+/// replicated, so every process solves the same R x R systems. The start does not
+/// depend on the grid (random factors drawn for the global sizes; nvecs from the
+/// distributed mode Grams), so the result equals cp_als of the whole tensor (with
+/// layout col_major on its Fortran-order copy) up to rounding. options.layout and
+/// options.backend must keep their defaults (cpu); factors are per NumPy axis.
+template <class T>
+TENFOLD_API CpResult<T> cp_als(const DistTensor<T>& x, const CpOptions<T>& options);
+
+/// Tucker decomposition of the distributed tensor (all three methods, ranks or eps as in
+/// tucker()): mode Grams from local products and reductions within the mode's slice and
+/// fibre, the eigenvalue truncation replicated, each tensor-times-matrix product local
+/// then reduce-scattered within the mode's fibre (ranks below the grid size leave some
+/// blocks empty). The eps guarantee ||X - X^|| <= eps ||X|| holds as in the serial
+/// call. The core is gathered on every process (it is small); equal to tucker() of the
+/// whole tensor (layout col_major) up to rounding. layout and backend keep their
+/// defaults.
+template <class T>
+TENFOLD_API TuckerResult<T> tucker(const DistTensor<T>& x, const TuckerOptions& options);
+
+/// out (I_n x I_n, on every process) = X_(n) X_(n)^T of the distributed tensor.
+template <class T>
+TENFOLD_API Matrix<T> mode_gram(const DistTensor<T>& x, int n);
+
+}  // namespace tenfold::mpi

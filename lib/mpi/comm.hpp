@@ -1,0 +1,68 @@
+// Collective calls with per-phase counting, and errors raised on every process.
+#pragma once
+
+#include <mpi.h>
+
+#include <functional>
+#include <string>
+
+#include "tenfold/mpi.hpp"
+
+namespace tenfold::mpi::detail {
+
+template <class T>
+MPI_Datatype datatype();
+template <>
+inline MPI_Datatype datatype<float>() {
+  return MPI_FLOAT;
+}
+template <>
+inline MPI_Datatype datatype<double>() {
+  return MPI_DOUBLE;
+}
+
+inline int comm_size(MPI_Comm comm) {
+  int p = 1;
+  MPI_Comm_size(comm, &p);
+  return p;
+}
+
+/// MPI counts are int: throws InvalidArgument naming `what` beyond that.
+int checked_count(index_t n, const char* what);
+
+/// Adds one call of n elements to stats[phase] (communicators of one process move nothing).
+inline void count(CommStats& stats, const std::string& phase, MPI_Comm comm, index_t n) {
+  if (comm_size(comm) < 2) return;
+  CommCount& c = stats[phase];
+  ++c.calls;
+  c.elements += n;
+}
+
+/// In place: buf (n elements) = sum over the processes of comm, bit-identical on every
+/// process (a reduction to rank 0 and a broadcast: an all-reduce may round differently
+/// on different processes, and the replicated ALS must take the same decisions
+/// everywhere).
+template <class T>
+void allreduce_sum(CommStats& stats, const std::string& phase, MPI_Comm comm, T* buf, index_t n) {
+  count(stats, phase, comm, n);
+  if (comm_size(comm) < 2 || n == 0) return;
+  const int k = checked_count(n, phase.c_str());
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Reduce(rank == 0 ? MPI_IN_PLACE : buf, buf, k, datatype<T>(), MPI_SUM, 0, comm);
+  MPI_Bcast(buf, k, datatype<T>(), 0, comm);
+}
+
+/// Rows of a matrix split over the fibre's processes: each passes its rows (rows x cols,
+/// leading dimension rows) and receives the whole (total x cols, leading dimension
+/// total) in `out`, the blocks in fibre rank order (block_range of total).
+template <class T>
+void allgather_rows(CommStats& stats, const std::string& phase, MPI_Comm fibre, const T* rows,
+                    index_t total, index_t cols, T* out);
+
+/// Runs f on every process; when it throws on any, every process throws the error of
+/// the lowest failing rank (same type family and message), so that no process is left
+/// waiting in a later collective call.
+void on_every_process(MPI_Comm comm, const std::function<void()>& f);
+
+}  // namespace tenfold::mpi::detail
