@@ -69,7 +69,8 @@ struct TENFOLD_API ComponentPair {
 
 /// The pair of distinct components with the most negative congruence ({0, 0, 1} for
 /// a rank-one model). A component with a zero column has congruence 0 with every
-/// other. Throws InvalidArgument for a malformed model (KTensor::validate).
+/// other. The result does not depend on the order of the modes, to the last bit. Throws
+/// InvalidArgument for a malformed model (KTensor::validate).
 template <class T>
 TENFOLD_API ComponentPair most_negative_congruence(const KTensor<T>& model);
 

@@ -154,19 +154,24 @@ ComponentPair most_negative_congruence(const KTensor<T>& model) {
   const UnitModel u = unit_model(model);
   const index_t r = model.rank();
   ComponentPair worst;
+  std::vector<double> cosines(u.factors.size());
   for (index_t i = 0; i < r; ++i)
     for (index_t j = i + 1; j < r; ++j) {
       // c_ij = sign(l_i l_j) prod_n <a_i^(n), a_j^(n)> over unit columns.
       const T wi = model.weights[static_cast<std::size_t>(i)];
       const T wj = model.weights[static_cast<std::size_t>(j)];
-      double c = (wi < T(0)) == (wj < T(0)) ? 1.0 : -1.0;
+      // The cosines multiplied in ascending order: the same bits for any mode order
+      // (a C-order array's model has its modes reversed).
       for (std::size_t mode = 0; mode < u.factors.size(); ++mode) {
         const index_t rows = model.factors[mode].rows();
         const double* f = u.factors[mode].data();
         double s = 0.0;
         for (index_t l = 0; l < rows; ++l) s += f[l + i * rows] * f[l + j * rows];
-        c *= s;
+        cosines[mode] = s;
       }
+      std::sort(cosines.begin(), cosines.end());
+      double c = (wi < T(0)) == (wj < T(0)) ? 1.0 : -1.0;
+      for (double s : cosines) c *= s;
       if (worst.first == worst.second || c < worst.congruence) worst = {i, j, c};
     }
   return worst;

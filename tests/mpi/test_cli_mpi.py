@@ -32,10 +32,16 @@ def run(args, processes=None, expect_ok=True):
 
 
 def close(got, want, key):
-    """Numbers, or (nested) lists compared list by list as the arrays are: the largest
-    difference relative to the largest magnitude, at least 1 (eigenvalues are accurate
+    """Numbers, objects compared field by field, or (nested) lists compared list by
+    list as the arrays are: the largest difference relative to the largest magnitude,
+    at least 1 (eigenvalues are accurate
     to about eps times the largest one; fits and relative errors, numbers of order one
     from a difference of squared norms, to about eps in absolute terms)."""
+    if isinstance(want, dict):
+        assert got.keys() == want.keys(), key
+        for k in want:
+            close(got[k], want[k], f"{key}.{k}")
+        return
     if isinstance(want, list) and want and isinstance(want[0], list):
         assert len(got) == len(want), key
         for g, w in zip(got, want):
@@ -61,7 +67,7 @@ def compare(serial, dist, processes):
     rd = json.load(open(os.path.join(dist, "report.json")))
     for key in rs.keys() - VOLATILE:
         vs, vd = rs[key], rd[key]
-        if isinstance(vs, (float, list)):
+        if isinstance(vs, (float, list, dict)):
             close(vd, vs, key)
         else:
             assert vs == vd, (key, vs, vd)
