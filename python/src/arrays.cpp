@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "bindings.hpp"
@@ -34,8 +35,10 @@ bool contiguous(const InArray& a, bool c_order) {
 template <class T>
 void check_dtype(const InArray& a, const char* what) {
   if (a.dtype() != nb::dtype<T>()) {
-    throw InvalidArgument(std::string(what) + " must be " +
-                          (sizeof(T) == 4 ? "float32" : "float64"));
+    const char* name = std::is_same_v<T, float>    ? "float32"
+                       : std::is_same_v<T, double> ? "float64"
+                                                   : "uint8";
+    throw InvalidArgument(std::string(what) + " must be " + name);
   }
 }
 
@@ -125,6 +128,8 @@ nb::object owned_matrix(Matrix<T>&& m) {
   return owned_array(std::move(m.values()), dims);
 }
 
+template TensorView<const std::uint8_t> tensor_view<std::uint8_t>(const InArray&, const char*,
+                                                                  Layout&);
 template TensorView<const float> tensor_view<float>(const InArray&, const char*, Layout&);
 template void check_finite_numpy<float>(TensorView<const float>, Layout, const char*);
 template Matrix<float> matrix_from<float>(const InArray&, const char*);

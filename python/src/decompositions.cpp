@@ -31,7 +31,8 @@ template <class T>
 nb::dict cp_als_typed(const InArray& tensor, index_t rank, int n_iter_max, const std::string& init,
                       double tol, std::uint64_t seed, const std::vector<InArray>& initial_factors,
                       nb::object callback, const std::string& backend, bool line_search,
-                      double ridge) {
+                      double ridge, const std::optional<InArray>& mask, bool nonnegative,
+                      int n_starts, const std::string& compress) {
   CpOptions<T> o;
   const TensorView<const T> x = tensor_view<T>(tensor, "tensor", o.layout);
   const bool reverse = o.layout == Layout::row_major;
@@ -43,6 +44,16 @@ nb::dict cp_als_typed(const InArray& tensor, index_t rank, int n_iter_max, const
   o.backend = parse_backend(backend);
   o.line_search = line_search;
   o.ridge = ridge;
+  o.nonnegative = nonnegative;
+  o.n_starts = n_starts;
+  o.compress = parse_cp_compress(compress);
+  // The mask has the tensor's shape and memory order (the Python layer makes it so).
+  Layout mask_layout = o.layout;
+  const std::optional<TensorView<const std::uint8_t>> observed =
+      mask ? std::optional(tensor_view<std::uint8_t>(*mask, "mask", mask_layout)) : std::nullopt;
+  if (observed && (mask_layout != o.layout || observed->dims() != x.dims())) {
+    throw DimensionMismatch("mask must have the tensor's shape and memory order");
+  }
   // Given factors come in NumPy axis order; the library takes them in the view's.
   for (std::size_t k = 0; k < initial_factors.size(); ++k) {
     const std::size_t axis = reverse ? initial_factors.size() - 1 - k : k;
@@ -67,10 +78,11 @@ nb::dict cp_als_typed(const InArray& tensor, index_t rank, int n_iter_max, const
   {
     nb::gil_scoped_release nogil;
     try {
-      r = cp_als(x, o);
+      r = observed ? cp_als(x, *observed, o) : cp_als(x, o);
     } catch (const InvalidArgument&) {
-      // The library names a NaN by its own mode order; say it in NumPy axes.
-      check_finite_numpy(x, o.layout, "tensor");
+      // The library names a NaN by its own mode order; say it in NumPy axes (with a
+      // mask, NaN may stand in missing entries).
+      if (!observed) check_finite_numpy(x, o.layout, "tensor");
       throw;
     }
   }
@@ -90,8 +102,17 @@ nb::dict cp_als_typed(const InArray& tensor, index_t rank, int n_iter_max, const
   const auto n_fits = static_cast<index_t>(r.fit_history.size());
   d["fit_history"] = owned_array(std::move(r.fit_history), {n_fits});
   d["eigen_fallbacks"] = r.eigen_fallbacks;
+  d["best_start"] = r.best_start;
+  d["start_fits"] = r.start_fits;
+  d["line_search_accepted"] = r.line_search_accepted;
+  d["compressed"] = r.compressed;
+  // The core's sizes in NumPy axis order.
+  if (reverse) std::reverse(r.compression_ranks.begin(), r.compression_ranks.end());
+  d["compression_ranks"] = r.compression_ranks;
+  d["compressed_iterations"] = r.compressed_iterations;
   nb::dict t;
   t["init"] = r.timings.init;
+  t["compress"] = r.timings.compress;
   t["mttkrp"] = r.timings.mttkrp;
   t["gram"] = r.timings.gram;
   t["solve"] = r.timings.solve;
@@ -168,16 +189,21 @@ void register_decompositions(nb::module_& m) {
       "cp_als",
       [](const InArray& tensor, index_t rank, int n_iter_max, const std::string& init, double tol,
          std::uint64_t seed, const std::vector<InArray>& initial_factors, nb::object callback,
-         const std::string& backend, bool line_search, double ridge) {
+         const std::string& backend, bool line_search, double ridge,
+         const std::optional<InArray>& mask, bool nonnegative, int n_starts,
+         const std::string& compress) {
         return float_kind(tensor, "tensor") == 'f'
                    ? cp_als_typed<float>(tensor, rank, n_iter_max, init, tol, seed, initial_factors,
-                                         callback, backend, line_search, ridge)
+                                         callback, backend, line_search, ridge, mask, nonnegative,
+                                         n_starts, compress)
                    : cp_als_typed<double>(tensor, rank, n_iter_max, init, tol, seed,
-                                          initial_factors, callback, backend, line_search, ridge);
+                                          initial_factors, callback, backend, line_search, ridge,
+                                          mask, nonnegative, n_starts, compress);
       },
       nb::arg("tensor").noconvert(), nb::arg("rank"), nb::arg("n_iter_max"), nb::arg("init"),
       nb::arg("tol"), nb::arg("seed"), nb::arg("initial_factors"), nb::arg("callback").none(),
-      nb::arg("backend"), nb::arg("line_search"), nb::arg("ridge"));
+      nb::arg("backend"), nb::arg("line_search"), nb::arg("ridge"), nb::arg("mask").none(),
+      nb::arg("nonnegative"), nb::arg("n_starts"), nb::arg("compress"));
   m.def(
       "tucker",
       [](const InArray& tensor, const std::vector<index_t>& ranks, std::optional<double> eps,

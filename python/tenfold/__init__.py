@@ -26,6 +26,7 @@ from ._tenfold import (
 __version__ = "0.1.0"
 __all__ = [
     "parafac",
+    "non_negative_parafac_hals",
     "tucker",
     "CPResult",
     "TuckerResult",
@@ -52,8 +53,10 @@ class CPResult(tuple):
     ``tensorly.cp_to_tensor(result)`` reconstructs it. Attributes: weights (R,),
     factors (list of I_n x R arrays, NumPy axis order), fit, relative_error,
     iterations, converged, stop ("converged", "max_iters", "callback"), init (the
-    start that ran), fit_history (fit after each iteration), eigen_fallbacks and
-    timings (seconds per phase: init, mttkrp, gram, solve, other, total).
+    start that ran), fit_history (fit after each iteration), eigen_fallbacks,
+    best_start and start_fits (n_starts), line_search_accepted, compressed,
+    compression_ranks and compressed_iterations (compression first), and timings
+    (seconds per phase: init, compress, mttkrp, gram, solve, other, total).
     """
 
     def __new__(cls, weights, factors, **info):
@@ -172,6 +175,9 @@ def parafac(
     *,
     linesearch=False,
     l2_reg=0.0,
+    mask=None,
+    n_starts=1,
+    compress="auto",
 ):
     """CP decomposition by alternating least squares (CP-ALS), like ``tensorly.decomposition.parafac``.
 
@@ -207,6 +213,15 @@ def parafac(
         Bro's extrapolation, as TensorLy's ``linesearch=True``.
     l2_reg : float
         Ridge term added to each normal matrix (TensorLy's ``l2_reg``).
+    mask : array_like of bool, optional
+        The tensor's shape; False marks a missing entry (it may hold NaN), as
+        TensorLy's ``mask``. EM-ALS; the fit is over the observed entries.
+    n_starts : int
+        Starts to run: the first from `init`, the others random with seeds
+        random_state + 1, ...; the best final fit is returned.
+    compress : {'auto', 'on', 'off'}
+        CP of the ST-HOSVD core first, then sweeps on the full tensor ('auto': where
+        the core is at least 8x smaller and the tensor has at least 2^20 entries).
 
     Returns
     -------
@@ -239,6 +254,55 @@ def parafac(
     >>> bool(tenfold.parafac(x, 3, tol=1e-12, n_iter_max=500).fit > 0.9999)
     True
     """
+    return _cp(tensor, rank, n_iter_max, init, tol, random_state, normalize_factors, callback,
+               backend, dtype, linesearch, l2_reg, mask, n_starts, compress, nonnegative=False)
+
+
+def non_negative_parafac_hals(
+    tensor,
+    rank,
+    n_iter_max=100,
+    init="svd",
+    tol=1e-8,
+    random_state=None,
+    normalize_factors=True,
+    callback=None,
+    backend="cpu",
+    dtype=None,
+    *,
+    n_starts=1,
+):
+    """Non-negative CP by HALS, like ``tensorly.decomposition.non_negative_parafac_hals``.
+
+    The same arguments and result as :func:`parafac` (no line search, mask or
+    compression); every factor entry is >= 0. The start is made non-negative
+    (absolute values of the nvecs start; random starts are uniform in [0, 1)).
+
+    Examples
+    --------
+    >>> import numpy as np, tenfold
+    >>> x = np.random.default_rng(1).random((20, 15, 10))
+    >>> r = tenfold.non_negative_parafac_hals(x, 3)
+    >>> bool(min(f.min() for f in r.factors) >= 0)
+    True
+    """
+    return _cp(tensor, rank, n_iter_max, init, tol, random_state, normalize_factors, callback,
+               backend, dtype, False, 0.0, None, n_starts, "off", nonnegative=True)
+
+
+def _mask_like(mask, x):
+    """The mask as uint8 with x's shape and memory order (copied: it is small next to x)."""
+    m = np.asarray(mask)
+    if m.shape != x.shape:
+        raise ValueError(f"mask has shape {m.shape}, but the tensor has shape {x.shape}")
+    if m.dtype != np.bool_ and m.dtype.kind not in "biu":
+        raise TypeError(f"mask must be boolean (or 0/1 integers), got dtype {m.dtype}")
+    order = "F" if x.flags.f_contiguous and not x.flags.c_contiguous else "C"
+    return np.array(m != 0, dtype=np.uint8, order=order)
+
+
+def _cp(tensor, rank, n_iter_max, init, tol, random_state, normalize_factors, callback, backend,
+        dtype, linesearch, l2_reg, mask, n_starts, compress, nonnegative):
     x = _as_float_array(tensor, "tensor", dtype)
     if isinstance(init, str):
         init_name = {"svd": "nvecs"}.get(init, init)
@@ -254,6 +318,8 @@ def parafac(
     r = _tenfold.cp_als(
         x, int(rank), int(n_iter_max), init_name, float(tol), _seed(random_state), given,
         progress, str(backend), bool(linesearch), float(l2_reg),
+        None if mask is None else _mask_like(mask, x), bool(nonnegative), int(n_starts),
+        str(compress),
     )
     weights, factors = r.pop("weights"), r.pop("factors")
     if not normalize_factors:

@@ -26,6 +26,12 @@ class CPResult(tuple[np.ndarray, list[np.ndarray]]):
     init: str
     fit_history: np.ndarray
     eigen_fallbacks: int
+    best_start: int
+    start_fits: list[float]
+    line_search_accepted: int
+    compressed: bool
+    compression_ranks: list[int]
+    compressed_iterations: int
     timings: dict[str, float]
     @property
     def weights(self) -> np.ndarray: ...
@@ -68,6 +74,23 @@ def parafac(
     *,
     linesearch: bool = False,
     l2_reg: float = 0.0,
+    mask: Optional[npt.ArrayLike] = None,
+    n_starts: int = 1,
+    compress: str = "auto",
+) -> CPResult: ...
+def non_negative_parafac_hals(
+    tensor: npt.ArrayLike,
+    rank: int,
+    n_iter_max: int = 100,
+    init: Union[str, tuple[Optional[npt.ArrayLike], Sequence[npt.ArrayLike]]] = "svd",
+    tol: float = 1e-8,
+    random_state: Optional[int] = None,
+    normalize_factors: bool = True,
+    callback: Optional[Callable[[CpProgress], Any]] = None,
+    backend: str = "cpu",
+    dtype: _DType = None,
+    *,
+    n_starts: int = 1,
 ) -> CPResult: ...
 def tucker(
     tensor: npt.ArrayLike,

@@ -1,0 +1,85 @@
+"""parafac with a mask, several starts and compression, and non_negative_parafac_hals:
+the same bits as the program's flags, and their errors."""
+
+import subprocess
+
+import numpy as np
+import pytest
+
+import tenfold
+from conftest import DATA, planted
+
+
+def run_cli(cli, tmp_path, x, *flags):
+    np.save(tmp_path / "x.npy", x)
+    subprocess.run([cli, "cp", str(tmp_path / "x.npy"), *flags, "--out", str(tmp_path / "cp")],
+                   check=True, capture_output=True)
+    return np.load(tmp_path / "cp" / "weights.npy"), [
+        np.load(tmp_path / "cp" / f"factor_{a}.npy") for a in range(x.ndim)
+    ]
+
+
+def assert_same_model(r, weights, factors):
+    np.testing.assert_array_equal(weights, r.weights)
+    for f, g in zip(factors, r.factors):
+        np.testing.assert_array_equal(f, g)
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_mask_equals_the_programs_missing_nan(cli, tmp_path, order):
+    x = np.asarray(np.load(DATA / "IL2_Response_Tensor.npy"), order=order)
+    observed = ~np.isnan(x)
+    assert (~observed).sum() == 192
+    r = tenfold.parafac(x, 3, mask=observed, n_iter_max=200, tol=1e-10)
+    assert_same_model(r, *run_cli(cli, tmp_path, x, "--rank", "3", "--missing", "nan",
+                                  "--max-iters", "200", "--tol", "1e-10"))
+    # The fit is over the observed entries; NaN never reaches the model.
+    assert 0.7 < r.fit < 1.0
+    assert all(np.isfinite(f).all() for f in r.factors)
+
+
+def test_mask_recovers_hidden_entries():
+    x, _ = planted((12, 10, 8), 3, seed=4)
+    observed = np.random.default_rng(5).random(x.shape) > 0.3
+    hidden = np.where(observed, x, np.nan)
+    r = tenfold.parafac(hidden, 3, mask=observed, n_iter_max=2000, tol=1e-14)
+    model = np.einsum("r,ir,jr,kr->ijk", r.weights, *r.factors)
+    err = np.linalg.norm((model - x)[~observed]) / np.linalg.norm(x[~observed])
+    assert err < 1e-5
+
+
+def test_mask_errors():
+    x = np.ones((4, 3, 2))
+    with pytest.raises(ValueError, match=r"mask has shape \(4, 3\)"):
+        tenfold.parafac(x, 1, mask=np.ones((4, 3), dtype=bool))
+    with pytest.raises(TypeError, match="boolean"):
+        tenfold.parafac(x, 1, mask=np.ones(x.shape, dtype=float))
+    # Without a mask a NaN is still refused, named by its NumPy index.
+    x[0, 1, 1] = np.nan
+    with pytest.raises(ValueError, match=r"NumPy index \[0, 1, 1\]"):
+        tenfold.parafac(x, 1)
+
+
+def test_non_negative_hals_equals_the_programs_nonnegative(cli, covid, tmp_path):
+    x = np.abs(covid)
+    r = tenfold.non_negative_parafac_hals(x, 3, n_iter_max=50)
+    assert min(f.min() for f in r.factors) >= 0.0
+    assert_same_model(r, *run_cli(cli, tmp_path, x, "--rank", "3", "--nonnegative",
+                                  "--max-iters", "50", "--tol", "1e-8"))
+
+
+def test_starts_and_compression_report_what_ran(covid):
+    r = tenfold.parafac(covid, 3, init="random", n_starts=3, n_iter_max=30)
+    assert len(r.start_fits) == 3
+    assert r.fit == r.start_fits[r.best_start] == max(r.start_fits)
+    x, _ = planted((40, 30, 20), 4, seed=2, noise=0.01)
+    c = tenfold.parafac(x, 4, compress="on", tol=1e-10, n_iter_max=500)
+    assert c.compressed and c.compression_ranks == [4, 4, 4]
+    assert 0 < c.compressed_iterations <= c.iterations
+    plain = tenfold.parafac(x, 4, compress="off", tol=1e-10, n_iter_max=500)
+    assert not plain.compressed and plain.compression_ranks == []
+    assert abs(c.fit - plain.fit) < 1e-7
+    with pytest.raises(ValueError, match="compress"):
+        tenfold.parafac(x, 4, compress="sometimes")
+    with pytest.raises(ValueError, match="n_starts"):
+        tenfold.parafac(x, 4, n_starts=0)
