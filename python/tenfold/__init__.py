@@ -47,7 +47,27 @@ first iteration reports the fit itself); seconds is the wall time since the call
 """
 
 
-class CPResult(tuple):
+class _Model(tuple):
+    """A pair (weights or core, factors) with the report fields as attributes."""
+
+    def __new__(cls, first, factors, **info):
+        self = super().__new__(cls, (first, factors))
+        self.__dict__.update(info)
+        return self
+
+    def __getnewargs__(self):  # pickling: the two parts, then the attributes
+        return tuple(self)
+
+    @property
+    def factors(self):
+        return self[1]
+
+    @property
+    def shape(self):
+        return tuple(f.shape[0] for f in self[1])
+
+
+class CPResult(_Model):
     """A CP model that unpacks as ``(weights, factors)`` like TensorLy's ``CPTensor``.
 
     ``tensorly.cp_to_tensor(result)`` reconstructs it. Attributes: weights (R,),
@@ -59,29 +79,13 @@ class CPResult(tuple):
     (seconds per phase: init, compress, mttkrp, gram, solve, other, total).
     """
 
-    def __new__(cls, weights, factors, **info):
-        self = super().__new__(cls, (weights, factors))
-        self.__dict__.update(info)
-        return self
-
-    def __getnewargs__(self):  # pickling: the two parts, then the attributes
-        return tuple(self)
-
     @property
     def weights(self):
         return self[0]
 
     @property
-    def factors(self):
-        return self[1]
-
-    @property
     def rank(self):
         return len(self[0])
-
-    @property
-    def shape(self):
-        return tuple(f.shape[0] for f in self[1])
 
     def __repr__(self):
         return (
@@ -90,7 +94,7 @@ class CPResult(tuple):
         )
 
 
-class TuckerResult(tuple):
+class TuckerResult(_Model):
     """A Tucker model that unpacks as ``(core, factors)`` like TensorLy's ``TuckerTensor``.
 
     ``tensorly.tucker_to_tensor(result)`` reconstructs it. Attributes: core, factors
@@ -100,29 +104,13 @@ class TuckerResult(tuple):
     converged (HOOI), error_history (HOOI) and timings (gram, eig, ttm, total).
     """
 
-    def __new__(cls, core, factors, **info):
-        self = super().__new__(cls, (core, factors))
-        self.__dict__.update(info)
-        return self
-
-    def __getnewargs__(self):
-        return tuple(self)
-
     @property
     def core(self):
         return self[0]
 
     @property
-    def factors(self):
-        return self[1]
-
-    @property
     def rank(self):
         return self[0].shape
-
-    @property
-    def shape(self):
-        return tuple(f.shape[0] for f in self[1])
 
     def __repr__(self):
         return (

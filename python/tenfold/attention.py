@@ -178,8 +178,8 @@ def compress_file(
     backend="cpu",
     float64=False,
 ):
-    """Compress every attention layer of a safetensors checkpoint (BERT, RoBERTa,
-    MiniLM, DistilBERT) and write `output` whole, as ``tenfold attention compress``.
+    """Compress every attention layer of a safetensors checkpoint (the families of
+    docs/cli.md) and write `output` whole, as ``tenfold attention compress``.
 
     heads=0 reads the head count from the config.json beside `input`; `calibration`
     is a statistics file (input moments per layer) for the data-aware objective;
