@@ -167,3 +167,10 @@ def test_cuda_backend_raises_device_error_without_a_device(covid):
     with pytest.raises(tenfold.DeviceError):
         tenfold.parafac(covid, 2, backend="cuda")
     assert issubclass(tenfold.DeviceError, RuntimeError)
+
+
+def test_overflow_raises_numerical_error():
+    # Entries near the top of float32's range: the start's Grams overflow.
+    with pytest.raises(tenfold.NumericalError, match="overflows"):
+        tenfold.parafac(np.full((4, 3, 3), 1e30, dtype=np.float32), 1)
+    assert issubclass(tenfold.NumericalError, ArithmeticError)
