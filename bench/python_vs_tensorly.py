@@ -103,19 +103,23 @@ x = np.empty((n, n, n), order=sys.argv[1])
 x[...] = np.random.default_rng(0).random((n, n, 1))
 x += np.arange(n)[None, :, None] * 1e-3
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-r = tenfold.parafac(x, 8, n_iter_max=2, init="random")
+if sys.argv[2] == "parafac":
+    tenfold.parafac(x, 8, n_iter_max=2, init="random")
+else:
+    tenfold.tucker(x, rank=30)
 after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-print(f"{sys.argv[1]} order: tensor {x.nbytes / 2**20:.0f} MiB, peak before the call "
+print(f"{sys.argv[2]}, {sys.argv[1]} order: tensor {x.nbytes / 2**20:.0f} MiB, peak before the call "
       f"{before / 2**20:.0f} MiB, peak after {after / 2**20:.0f} MiB, growth "
       f"{(after - before) / 2**20:.0f} MiB ({(after - before) / x.nbytes:.2f} of the tensor)")
 """
 
 
 def memory():
-    for order in ("F", "C"):
-        out = subprocess.run([sys.executable, "-c", PEAK, order], capture_output=True,
-                             text=True, check=True)
-        print(out.stdout.strip(), flush=True)
+    for call in ("parafac", "tucker"):
+        for order in ("F", "C"):
+            out = subprocess.run([sys.executable, "-c", PEAK, order, call], capture_output=True,
+                                 text=True, check=True)
+            print(out.stdout.strip(), flush=True)
 
 
 def main():

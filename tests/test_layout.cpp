@@ -1,8 +1,13 @@
-// The same array in C and in Fortran order gives the same numbers, bit for bit,
-// through the library's NumPy-order entry (Layout::row_major) and through the
-// program; given CP starts that cannot move are refused; views are validated.
+// The same array in C and in Fortran order gives the same numbers through the
+// library's NumPy-order entry (Layout::row_major) and through the program: bit for
+// bit when the C-order array is copied into axis order (automatic below
+// kRowMajorCopyMaxBytes), to rounding when it is read in place; given CP starts that
+// cannot move are refused; views are validated.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <bit>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -116,28 +121,46 @@ TEST(Layout, ReverseModesIsTheCOrderMemory) {
   }
 }
 
-TEST(Layout, CpIsBitIdenticalForCAndFortranOrder) {
+namespace {
+
+// CP of the Fortran copy (col_major) and of the C copy (row_major, read as `input`)
+// for every shape, three seeds and both data-dependent starts; `variants` adds
+// compression first and line search; check(f, c, what) compares.
+template <class Check>
+void cp_both_ways(RowMajorInput input, bool variants, Check&& check) {
   for (const auto& shape : kShapes) {
     for (std::uint64_t seed : {0u, 1u, 7u}) {
       const Tensor<double> f = fortran_array<double>(shape, seed);
       const Tensor<double> c = c_order(f);
       for (CpInit init : {CpInit::random, CpInit::nvecs}) {
-        CpOptions<double> o;
-        o.rank = 4;
-        o.init = init;
-        o.seed = seed;
-        o.max_iters = 40;
-        o.tol = 1e-12;
-        const CpResult<double> rf = cp_als(f, o);
-        o.layout = Layout::row_major;
-        const CpResult<double> rc = cp_als(c, o);
-        expect_same_cp(rf, rc,
-                       "shape " + std::to_string(shape.size()) + "-way " +
-                           std::to_string(shape[0]) + ", seed " + std::to_string(seed) + ", " +
-                           std::string(to_string(init)));
+        for (CpCompress compress : {CpCompress::off, CpCompress::on}) {
+          if (compress == CpCompress::on && !variants) continue;
+          CpOptions<double> o;
+          o.rank = 4;
+          o.init = init;
+          o.seed = seed;
+          o.max_iters = 40;
+          o.tol = 1e-12;
+          o.compress = compress;
+          o.line_search = variants && seed == 1;
+          const CpResult<double> rf = cp_als(f, o);
+          o.layout = Layout::row_major;
+          o.row_major_input = input;
+          check(rf, cp_als(c, o),
+                std::to_string(shape.size()) + "-way " + std::to_string(shape[0]) + ", seed " +
+                    std::to_string(seed) + ", " + std::string(to_string(init)) + ", compress " +
+                    std::string(to_string(compress)));
+        }
       }
     }
   }
+}
+
+}  // namespace
+
+TEST(Layout, CpIsBitIdenticalForCAndFortranOrder) {
+  // Copied into axis order (as automatic does for these small arrays).
+  cp_both_ways(RowMajorInput::automatic, false, expect_same_cp<double>);
 }
 
 TEST(Layout, CpFloatAndGivenStartAreBitIdentical) {
@@ -180,9 +203,13 @@ TEST(Layout, CpOfModelsFollowsTheAxisOrder) {
   expect_same_cp(cp_als(t, o), cp_als(t_rev, row), "Tucker-form input");
 }
 
-TEST(Layout, TuckerIsBitIdenticalForCAndFortranOrder) {
-  // Every method, with ranks (ties in I_n / r_n on the cube) and with eps (ties in I_n),
-  // the automatic mode order and a given one.
+namespace {
+
+// Tucker of the Fortran copy (col_major) and of the C copy (row_major, read as `input`)
+// for every method, with ranks (ties in I_n / r_n on the cube) and with eps (ties in
+// I_n), the automatic mode order and a given one; check(f, c, order, what) compares.
+template <class Check>
+void tucker_both_ways(RowMajorInput input, Check&& check) {
   for (const auto& shape : kShapes) {
     const int order = static_cast<int>(shape.size());
     const Tensor<double> f = fortran_array<double>(shape, 4);
@@ -204,11 +231,29 @@ TEST(Layout, TuckerIsBitIdenticalForCAndFortranOrder) {
         const TuckerResult<double> rf = tucker(f, o);
         // The C copy's modes are the NumPy axes reversed: so are ranks and mode_order.
         o.layout = Layout::row_major;
+        o.row_major_input = input;
         o.ranks = detail::reversed(o.ranks);
         for (int& m : o.mode_order) m = order - 1 - m;
         const TuckerResult<double> rc = tucker(c, o);
         const std::string what = std::string(to_string(method)) + ", " + std::to_string(order) +
                                  "-way, variant " + std::to_string(variant);
+        ASSERT_EQ(rf.mode_order.size(), rc.mode_order.size()) << what;
+        for (std::size_t k = 0; k < rf.mode_order.size(); ++k)
+          EXPECT_EQ(rf.mode_order[k], order - 1 - rc.mode_order[k]) << what;
+        EXPECT_EQ(rf.iterations, rc.iterations) << what;
+        check(rf, rc, order, what);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TEST(Layout, TuckerIsBitIdenticalForCAndFortranOrder) {
+  // Copied into axis order (as automatic does for these small arrays).
+  tucker_both_ways(
+      RowMajorInput::automatic, [](const TuckerResult<double>& rf, const TuckerResult<double>& rc,
+                                   int order, const std::string& what) {
         EXPECT_TRUE(same_bits(rf.model.core.values(), c_order(rc.model.core).values())) << what;
         for (int a = 0; a < order; ++a) {
           const auto fa = static_cast<std::size_t>(a), ca = static_cast<std::size_t>(order - 1 - a);
@@ -216,12 +261,153 @@ TEST(Layout, TuckerIsBitIdenticalForCAndFortranOrder) {
               << what << ", axis " << a;
           EXPECT_TRUE(same_bits(rf.eigenvalues[fa], rc.eigenvalues[ca])) << what << ", axis " << a;
         }
-        ASSERT_EQ(rf.mode_order.size(), rc.mode_order.size()) << what;
-        for (std::size_t k = 0; k < rf.mode_order.size(); ++k)
-          EXPECT_EQ(rf.mode_order[k], order - 1 - rc.mode_order[k]) << what;
         EXPECT_TRUE(same_bits(rf.error_history, rc.error_history)) << what;
         EXPECT_EQ(std::memcmp(&rf.relative_error, &rc.relative_error, sizeof(double)), 0) << what;
-        EXPECT_EQ(rf.iterations, rc.iterations) << what;
+      });
+}
+
+// --- C-order arrays read in place ----------------------------------------------
+
+namespace {
+
+// max |a_i - b_i| / max |b_i| (0 when b is zero).
+template <class T>
+double relative_gap(const std::vector<T>& a, const std::vector<T>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double gap = 0.0, scale = 0.0;
+  for (std::size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    gap = std::max(gap, std::abs(static_cast<double>(a[i]) - static_cast<double>(b[i])));
+    scale = std::max(scale, std::abs(static_cast<double>(b[i])));
+  }
+  return scale > 0.0 ? gap / scale : gap;
+}
+
+// Read in place, a C-order array goes through the start and the sweeps of its
+// Fortran-order copy; only the sums over the tensor run in another (memory) order. On
+// these problems the results then agree to within 1e-12 (a few thousand units of
+// rounding, accumulated over up to 40 sweeps); kRounding = 2^-30 leaves a margin of
+// about 1000 and still fails at once on a wrong start or sweep order (those differ in
+// the first digits).
+constexpr double kRounding = 0x1p-30;
+
+void expect_close_cp(const CpResult<double>& f, const CpResult<double>& c,
+                     const std::string& what) {
+  EXPECT_EQ(f.iterations, c.iterations) << what;
+  EXPECT_EQ(f.stop, c.stop) << what;
+  EXPECT_EQ(f.compressed, c.compressed) << what;
+  EXPECT_EQ(f.compression_ranks, detail::reversed(c.compression_ranks)) << what;
+  EXPECT_LE(relative_gap(f.fit_history, c.fit_history), kRounding) << what;
+  EXPECT_LE(relative_gap(f.model.weights, c.model.weights), kRounding) << what;
+  const int order = f.model.order();
+  ASSERT_EQ(c.model.order(), order) << what;
+  for (int a = 0; a < order; ++a) {
+    EXPECT_LE(relative_gap(f.model.factors[static_cast<std::size_t>(a)].values(),
+                           c.model.factors[static_cast<std::size_t>(order - 1 - a)].values()),
+              kRounding)
+        << what << ", axis " << a;
+  }
+}
+
+}  // namespace
+
+TEST(Layout, RowMajorInputIsCopiedUpToTheLimitInAutomatic) {
+  using detail::copies_to_axis_order;
+  const index_t limit = static_cast<index_t>(kRowMajorCopyMaxBytes / sizeof(double));
+  EXPECT_TRUE(copies_to_axis_order(Layout::row_major, RowMajorInput::automatic, limit, 8));
+  EXPECT_FALSE(copies_to_axis_order(Layout::row_major, RowMajorInput::automatic, limit + 1, 8));
+  EXPECT_TRUE(copies_to_axis_order(Layout::row_major, RowMajorInput::copy, 4 * limit, 8));
+  EXPECT_FALSE(copies_to_axis_order(Layout::row_major, RowMajorInput::in_place, 16, 8));
+  EXPECT_FALSE(copies_to_axis_order(Layout::col_major, RowMajorInput::copy, 16, 8));
+}
+
+TEST(Layout, CpInPlaceAgreesWithFortranOrder) {
+  cp_both_ways(RowMajorInput::in_place, true, expect_close_cp);
+}
+
+TEST(Layout, CpWithMissingValuesInPlaceAgreesWithFortranOrder) {
+  const Tensor<double> f = fortran_array<double>({9, 7, 5, 4}, 6);
+  Tensor<std::uint8_t> observed(f.dims());
+  std::mt19937_64 gen(6);
+  for (std::uint8_t& v : observed.values()) v = gen() % 4 != 0;
+  const Tensor<double> c = c_order(f);
+  const Tensor<std::uint8_t> observed_c = detail::reverse_modes<std::uint8_t>(observed.view());
+  for (CpMissingSolver solver : {CpMissingSolver::em, CpMissingSolver::weighted}) {
+    CpOptions<double> o;
+    o.rank = 3;
+    o.max_iters = 30;
+    o.tol = 0.0;
+    o.missing_solver = solver;
+    const CpResult<double> rf = cp_als(f, observed.view(), o);
+    o.layout = Layout::row_major;
+    o.row_major_input = RowMajorInput::in_place;
+    expect_close_cp(rf, cp_als(c, observed_c.view(), o),
+                    "missing values, " + std::string(to_string(solver)));
+  }
+}
+
+TEST(Layout, TuckerInPlaceAgreesWithFortranOrder) {
+  tucker_both_ways(RowMajorInput::in_place, [](const TuckerResult<double>& rf,
+                                               const TuckerResult<double>& rc, int order,
+                                               const std::string& what) {
+    // The model as a tensor (eigenvector signs may differ by rounding), the ranks and
+    // eigenvalues of every axis, and the error history.
+    EXPECT_LE(relative_gap(rf.model.full().values(), c_order(rc.model.full()).values()), kRounding)
+        << what;
+    EXPECT_EQ(rf.model.ranks(), detail::reversed(rc.model.ranks())) << what;
+    for (int a = 0; a < order; ++a) {
+      EXPECT_LE(relative_gap(rf.eigenvalues[static_cast<std::size_t>(a)],
+                             rc.eigenvalues[static_cast<std::size_t>(order - 1 - a)]),
+                kRounding)
+          << what << ", axis " << a;
+    }
+    // A rank above the product of the others (eps here truncates the 3-way array to
+    // ranks (2, 1, 1)) leaves HOOI a column that is any unit vector orthogonal to the
+    // first, chosen by rounding: the first sweeps then differ by more, the end does not.
+    const std::vector<index_t> ranks = rf.model.ranks();
+    index_t all = 1;
+    for (index_t r : ranks) all *= r;
+    const bool free_column =
+        std::any_of(ranks.begin(), ranks.end(), [&](index_t r) { return r * r > all; });
+    if (free_column) {
+      EXPECT_LE(std::abs(rf.relative_error - rc.relative_error), kRounding) << what;
+    } else {
+      EXPECT_LE(relative_gap(rf.error_history, rc.error_history), kRounding) << what;
+    }
+  });
+}
+
+TEST(Layout, SignsOfTheResultDependOnTheModelOnly) {
+  // Two runs that reach the same model to rounding may end with different signs in
+  // pairs of modes (a C-order array read in place, an eigenvector of the start): the
+  // arranged model must not depend on them. Every even set of flipped columns of
+  // every component gives the bits of the unflipped model.
+  std::mt19937_64 gen(21);
+  std::normal_distribution<double> g(0.0, 1.0);
+  for (int order : {3, 4}) {
+    KTensor<double> m;
+    m.weights = {3.0, 2.0, 1.0};
+    for (int n = 0; n < order; ++n) {
+      Matrix<double> f(5 + n, 3);
+      for (double& v : f.values()) v = g(gen);
+      m.factors.push_back(std::move(f));
+    }
+    KTensor<double> expected = m;
+    detail::arrange(expected);
+    for (unsigned mask = 0; mask < (1u << order); ++mask) {
+      if (std::popcount(mask) % 2 != 0) continue;
+      for (index_t j = 0; j < 3; ++j) {
+        KTensor<double> flipped = m;
+        for (int n = 0; n < order; ++n) {
+          if ((mask >> n & 1u) == 0) continue;
+          Matrix<double>& f = flipped.factors[static_cast<std::size_t>(n)];
+          for (index_t i = 0; i < f.rows(); ++i) f(i, j) = -f(i, j);
+        }
+        detail::arrange(flipped);
+        for (int n = 0; n < order; ++n) {
+          EXPECT_TRUE(same_bits(flipped.factors[static_cast<std::size_t>(n)].values(),
+                                expected.factors[static_cast<std::size_t>(n)].values()))
+              << order << "-way, flips " << mask << " of component " << j << ", mode " << n;
+        }
       }
     }
   }

@@ -119,11 +119,16 @@ struct TENFOLD_API CpOptions {
   /// reversed column-major tensor (mode n is NumPy axis N-1-n, as io::load_npy returns
   /// it). Everything whose order matters then follows the NumPy axes: the random start
   /// is drawn for axis 0 first, nvecs and the sweeps take the axes in order, products
-  /// over modes and ties (final sort and sign fix) go by axis. A dense input runs on
-  /// its column-major copy in axis order (one more copy of the tensor in memory), so
-  /// the result is bit-identical to that of the array's Fortran-order copy passed with
-  /// col_major. initial_factors and the result stay in the input's mode order.
+  /// over modes and ties (final sort and sign fix) go by axis. A dense input is read
+  /// as row_major_input says: on its column-major copy in axis order (the result is
+  /// bit-identical to that of the array's Fortran-order copy passed with col_major) or
+  /// in place (no copy; equal to it up to rounding). Kruskal- and Tucker-form inputs
+  /// always give the Fortran-order bits. initial_factors and the result stay in the
+  /// input's mode order.
   Layout layout = Layout::col_major;
+  /// Dense row_major input: copied up to kRowMajorCopyMaxBytes, read in place above
+  /// (automatic), or as chosen.
+  RowMajorInput row_major_input = RowMajorInput::automatic;
   Backend backend = Backend::cpu;
   /// Called after every iteration; return false to stop early.
   std::function<bool(const CpProgress&)> callback;

@@ -3,6 +3,7 @@
 // (a, b, c) is the same memory as a Tenfold tensor of shape (c, b, a).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <initializer_list>
 #include <span>
@@ -34,6 +35,25 @@ enum class Layout {
   /// (as io::load_npy returns a C-order file), so mode n is NumPy axis N-1-n.
   row_major,
 };
+
+/// How the algorithms read a dense row_major input (CpOptions::row_major_input,
+/// TuckerOptions::row_major_input). Sums over the tensor run in memory order, so a
+/// C-order array and its Fortran-order copy can give the same bits only when one of
+/// them is transposed; this chooses between that copy and memory.
+enum class RowMajorInput {
+  /// copy when the tensor takes at most kRowMajorCopyMaxBytes, in place otherwise
+  automatic,
+  /// run on the array's column-major copy in NumPy axis order (one more copy of the
+  /// tensor in memory): bit for bit the result of its Fortran-order copy
+  copy,
+  /// run on the array itself, with everything whose order matters (starts, sweeps,
+  /// mode orders, ties) in NumPy axis order: no copy, and the result of the
+  /// Fortran-order copy up to rounding (the sums run in another order)
+  in_place,
+};
+
+/// Largest dense row_major input (in bytes) that RowMajorInput::automatic copies.
+inline constexpr std::size_t kRowMajorCopyMaxBytes = std::size_t{64} << 20;
 
 /// Non-owning view of a dense column-major tensor. `T` may be const-qualified.
 template <class T>

@@ -76,12 +76,16 @@ struct TENFOLD_API TuckerOptions {
   double tol = 1e-6;   ///< HOOI: stop when a sweep lowers the relative error by less (>= 0)
   /// The NumPy-order entry. row_major: the input is a C-order array seen as its
   /// reversed column-major tensor (mode n is NumPy axis N-1-n, as io::load_npy returns
-  /// it). The automatic mode order (and its ties), the HOSVD and HOOI sweeps then
-  /// follow the NumPy axes: the input runs as its column-major copy in axis order (one
-  /// more copy of the tensor in memory), so the result is bit-identical to that of the
-  /// array's Fortran-order copy passed with col_major. ranks, mode_order and the result
-  /// (factors, core, eigenvalues, mode_order) stay in the input's mode order.
+  /// it). The automatic mode order (and its ties) and the HOOI sweeps then follow the
+  /// NumPy axes. The input is read as row_major_input says: as its column-major copy
+  /// in axis order (the result is bit-identical to that of the array's Fortran-order
+  /// copy passed with col_major) or in place (no copy; equal to it up to rounding).
+  /// ranks, mode_order and the result (factors, core, eigenvalues, mode_order) stay in
+  /// the input's mode order.
   Layout layout = Layout::col_major;
+  /// row_major input: copied up to kRowMajorCopyMaxBytes, read in place above
+  /// (automatic), or as chosen.
+  RowMajorInput row_major_input = RowMajorInput::automatic;
   Backend backend = Backend::cpu;
 };
 

@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
 
 #include "core/random.hpp"
 #include "cp/cp_als.hpp"
 #include "cp/dense_operand.hpp"
+#include "cp/reversed_operand.hpp"
 #include "tenfold/error.hpp"
 #include "tenfold/tucker.hpp"
 
@@ -80,16 +82,26 @@ std::vector<index_t> planned_compression(const CpOptions<T>& o, const std::vecto
 }
 
 template <class T>
-CpResult<T> run_compressed_cp(TensorView<const T> x, Compute<T>& c, const CpOptions<T>& o,
-                              const std::vector<index_t>& ranks, Clock::time_point start) {
+CpResult<T> run_compressed_cp(TensorView<const T> x, bool reversed, Compute<T>& c,
+                              const CpOptions<T>& o, const std::vector<index_t>& ranks,
+                              Clock::time_point start) {
   auto host_compute = make_compute<T>(Backend::cpu);
   Compute<T>& host = *host_compute;
-  // X ~ X^ = G x_0 U_0 ... x_{N-1} U_{N-1} with orthonormal U_n (ST-HOSVD)
+  // X ~ X^ = G x_0 U_0 ... x_{N-1} U_{N-1} with orthonormal U_n (ST-HOSVD), in axis order
   auto t0 = Clock::now();
   TuckerOptions to;
-  to.ranks = ranks;
   to.backend = o.backend;
-  const TTensor<T> tt = tucker(x, to).model;
+  to.ranks = ranks;
+  if (reversed) {
+    to.layout = Layout::row_major;
+    to.row_major_input = RowMajorInput::in_place;
+    to.ranks = detail::reversed(ranks);
+  }
+  TTensor<T> tt = tucker(x, to).model;
+  if (reversed) {
+    tt = TTensor<T>(reverse_modes<T>(std::as_const(tt.core).view()),
+                    detail::reversed(std::move(tt.factors)));
+  }
   double norm_x2 = 0.0, norm_g2 = 0.0;
   for (index_t i = 0; i < x.numel(); ++i) norm_x2 += static_cast<double>(x[i]) * x[i];
   for (index_t i = 0; i < tt.core.numel(); ++i)
@@ -162,7 +174,8 @@ CpResult<T> run_compressed_cp(TensorView<const T> x, Compute<T>& c, const CpOpti
       };
     }
     DenseOperand<T> full(c, x);
-    res = run_cp_als(full, c, of, Clock::now());
+    res = run_in_axis_numbering(
+        c, full, reversed, [&](CpOperand<T>& a) { return run_cp_als(a, c, of, Clock::now()); });
   }
 
   res.compressed = true;
@@ -194,11 +207,11 @@ template std::vector<index_t> planned_compression<float>(const CpOptions<float>&
                                                          const std::vector<index_t>&);
 template std::vector<index_t> planned_compression<double>(const CpOptions<double>&,
                                                           const std::vector<index_t>&);
-template CpResult<float> run_compressed_cp<float>(TensorView<const float>, Compute<float>&,
+template CpResult<float> run_compressed_cp<float>(TensorView<const float>, bool, Compute<float>&,
                                                   const CpOptions<float>&,
                                                   const std::vector<index_t>&, Clock::time_point);
-template CpResult<double> run_compressed_cp<double>(TensorView<const double>, Compute<double>&,
-                                                    const CpOptions<double>&,
+template CpResult<double> run_compressed_cp<double>(TensorView<const double>, bool,
+                                                    Compute<double>&, const CpOptions<double>&,
                                                     const std::vector<index_t>&, Clock::time_point);
 
 }  // namespace detail

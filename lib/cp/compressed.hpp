@@ -18,11 +18,12 @@ template <class T>
 std::vector<index_t> planned_compression(const CpOptions<T>& options,
                                          const std::vector<index_t>& dims);
 
-/// CP-ALS of the dense tensor x (column-major, in sweep order) compressed to `ranks`
-/// first; options validated, layout col_major.
+/// CP-ALS of the dense tensor x compressed to `ranks` first; options (layout col_major)
+/// and ranks in NumPy axis order, which is x's mode order, or with `reversed` the
+/// reverse of it (a C-order array read in place); the result in axis order.
 template <class T>
-CpResult<T> run_compressed_cp(TensorView<const T> x, Compute<T>& c, const CpOptions<T>& options,
-                              const std::vector<index_t>& ranks,
+CpResult<T> run_compressed_cp(TensorView<const T> x, bool reversed, Compute<T>& c,
+                              const CpOptions<T>& options, const std::vector<index_t>& ranks,
                               std::chrono::steady_clock::time_point start);
 
 }  // namespace tenfold::detail

@@ -19,6 +19,7 @@
 #include "cp/kruskal_operand.hpp"
 #include "cp/line_search.hpp"
 #include "cp/masked_operand.hpp"
+#include "cp/reversed_operand.hpp"
 #include "tenfold/error.hpp"
 
 namespace tenfold {
@@ -504,27 +505,31 @@ void arrange(KTensor<T>& model) {
       std::copy_n(f.col(perm[static_cast<std::size_t>(j)]), f.rows(), g.col(j));
     f = std::move(g);
   }
-  // Signs: the largest-magnitude entry of each column positive, flipped in pairs;
-  // with an odd count, the column whose largest entry is smallest keeps its sign.
+  // Signs: the largest-magnitude entry of each column positive, columns flipped in
+  // pairs so that the model is unchanged. With an odd count of negative ones, one
+  // column stays negative: the one whose largest entry is smallest over all modes
+  // (first mode on ties), so that the signs depend on the model only, not on those
+  // the iteration happened to reach.
   const int order = model.order();
   for (index_t j = 0; j < r; ++j) {
-    std::vector<int> negative;
+    std::vector<bool> flip(static_cast<std::size_t>(order));
     std::vector<double> peak(static_cast<std::size_t>(order));
+    bool odd = false;
     for (int n = 0; n < order; ++n) {
       const Matrix<T>& f = model.factors[static_cast<std::size_t>(n)];
       index_t imax = 0;
       for (index_t i = 1; i < f.rows(); ++i)
         if (std::abs(f(i, j)) > std::abs(f(imax, j))) imax = i;
       peak[static_cast<std::size_t>(n)] = std::abs(static_cast<double>(f(imax, j)));
-      if (f(imax, j) < 0) negative.push_back(n);
+      flip[static_cast<std::size_t>(n)] = f(imax, j) < 0;
+      odd ^= f(imax, j) < 0;
     }
-    if (negative.size() % 2 == 1) {
-      auto keep = std::min_element(negative.begin(), negative.end(), [&](int a, int b) {
-        return peak[static_cast<std::size_t>(a)] < peak[static_cast<std::size_t>(b)];
-      });
-      negative.erase(keep);
+    if (odd) {
+      const auto keep = std::min_element(peak.begin(), peak.end()) - peak.begin();
+      flip[static_cast<std::size_t>(keep)] = !flip[static_cast<std::size_t>(keep)];
     }
-    for (int n : negative) {
+    for (int n = 0; n < order; ++n) {
+      if (!flip[static_cast<std::size_t>(n)]) continue;
       Matrix<T>& f = model.factors[static_cast<std::size_t>(n)];
       for (index_t i = 0; i < f.rows(); ++i) f(i, j) = -f(i, j);
     }
@@ -601,20 +606,25 @@ CpResult<T> cp_als(TensorView<const T> x, const CpOptions<T>& options) {
   check_finite(x, "tensor");
   detail::validate_cp_options(options, x.dims());
   auto c = detail::make_compute<T>(options.backend);
-  // Row-major: the array's column-major copy in NumPy axis order (one more copy of
-  // the tensor in memory), so that the arithmetic is that of its Fortran-order copy.
-  const bool reverse = options.layout == Layout::row_major;
+  // Row-major: the array's column-major copy in NumPy axis order (the arithmetic of its
+  // Fortran-order copy), or the array itself with its modes numbered by axis.
+  const bool copy =
+      detail::copies_to_axis_order(options.layout, options.row_major_input, x.numel(), sizeof(T));
+  const bool in_place = options.layout == Layout::row_major && !copy;
   CpResult<T> res;
   {
-    const Tensor<T> axis_order = reverse ? detail::reverse_modes(x) : Tensor<T>();
+    const Tensor<T> axis_order = copy ? detail::reverse_modes(x) : Tensor<T>();
+    const TensorView<const T> xs = copy ? axis_order.view() : x;
     res = detail::run_in_axis_order(options, [&](const CpOptions<T>& o) {
-      const TensorView<const T> xa = reverse ? axis_order.view() : x;
       // Compression first where it pays (cp/compressed.hpp).
-      if (const auto ranks = detail::planned_compression(o, xa.dims()); !ranks.empty()) {
-        return detail::run_compressed_cp(xa, *c, o, ranks, start);
+      const std::vector<index_t> axes = in_place ? detail::reversed(xs.dims()) : xs.dims();
+      if (const auto ranks = detail::planned_compression(o, axes); !ranks.empty()) {
+        return detail::run_compressed_cp(xs, in_place, *c, o, ranks, start);
       }
-      detail::DenseOperand<T> op(*c, xa);
-      return detail::run_cp_starts(op, *c, o, start);
+      detail::DenseOperand<T> op(*c, xs);
+      return detail::run_in_axis_numbering(*c, op, in_place, [&](detail::CpOperand<T>& a) {
+        return detail::run_cp_starts(a, *c, o, start);
+      });
     });
   }
   // The whole call: releasing the copy and the operand's buffers takes time too.

@@ -64,8 +64,11 @@ CpResult<T> run_in_axis_order(const CpOptions<T>& options, Run&& run) {
 }
 
 /// Normalises every column to unit 2-norm (into the weights), sorts components by
-/// descending weight and fixes signs as the Tensor Toolbox does: the largest-magnitude
-/// entry of each column is made positive in pairs of modes, so the model is unchanged.
+/// descending weight and fixes signs: the largest-magnitude entry of each column is
+/// made positive in pairs of modes, so the model is unchanged; with an odd count of
+/// negative ones, the mode whose largest magnitude is smallest keeps a negative one.
+/// The signs are thus a function of the model (the Tensor Toolbox's fixsigns flips
+/// the first negatives in mode order, which depends on the signs it is given).
 template <class T>
 void arrange(KTensor<T>& model);
 

@@ -6,6 +6,7 @@
 #include "core/layout.hpp"
 #include "cp/cp_als.hpp"
 #include "cp/masked_operand.hpp"
+#include "cp/reversed_operand.hpp"
 #include "tenfold/error.hpp"
 
 namespace tenfold {
@@ -48,15 +49,20 @@ CpResult<T> cp_als(TensorView<const T> x, TensorView<const std::uint8_t> observe
   }
   detail::validate_cp_options(options, x.dims());
   auto c = detail::make_compute<T>(options.backend);
-  // Row-major: the tensor and the mask as column-major copies in NumPy axis order.
-  const bool reverse = options.layout == Layout::row_major;
-  const Tensor<T> x_axes = reverse ? detail::reverse_modes(x) : Tensor<T>();
+  // Row-major: the tensor and the mask as column-major copies in NumPy axis order, or
+  // read in place with the modes numbered by axis (RowMajorInput).
+  const bool copy = detail::copies_to_axis_order(options.layout, options.row_major_input, x.numel(),
+                                                 sizeof(T) + 1);
+  const bool in_place = options.layout == Layout::row_major && !copy;
+  const Tensor<T> x_axes = copy ? detail::reverse_modes(x) : Tensor<T>();
   const Tensor<std::uint8_t> observed_axes =
-      reverse ? detail::reverse_modes(observed) : Tensor<std::uint8_t>();
+      copy ? detail::reverse_modes(observed) : Tensor<std::uint8_t>();
   return detail::run_in_axis_order(options, [&](const CpOptions<T>& o) {
-    detail::MaskedOperand<T> op(*c, reverse ? x_axes.view() : x,
-                                reverse ? observed_axes.view() : observed, weighted);
-    return detail::run_cp_starts(op, *c, o, start);
+    detail::MaskedOperand<T> op(*c, copy ? x_axes.view() : x,
+                                copy ? observed_axes.view() : observed, weighted);
+    return detail::run_in_axis_numbering(*c, op, in_place, [&](detail::CpOperand<T>& a) {
+      return detail::run_cp_starts(a, *c, o, start);
+    });
   });
 }
 

@@ -1,30 +1,36 @@
 // Higher-order orthogonal iteration (De Lathauwer, De Moor and Vandewalle, SIAM J.
 // Matrix Anal. Appl. 21(4), 2000), started from the model already in the state.
-// Each sweep updates U_0, ..., U_{N-1} in turn: U_n = the leading r_n left singular
-// vectors of Y_(n), Y = X x_{m != n} U_m^T. ||G|| never decreases, so neither does
-// the fit. Modes 1..N-1 share Z = X x_0 U_0^T, so a sweep reads X twice, not N times.
+// Each sweep updates U_n for n = s_0, ..., s_{N-1} (the sweep order) in turn: U_n =
+// the leading r_n left singular vectors of Y_(n), Y = X x_{m != n} U_m^T. ||G|| never
+// decreases, so neither does the fit. The modes after s_0 share Z = X x_{s_0} U_{s_0}^T,
+// so a sweep reads X twice, not N times.
 #include "core/multilinear.hpp"
 #include "tucker/steps.hpp"
 
 namespace tenfold::detail {
 
 template <class T>
-HooiOutcome hooi(TuckerState<T>& s, int max_iters, double tol, std::vector<double>& error_history) {
+HooiOutcome hooi(TuckerState<T>& s, const std::vector<int>& sweep, int max_iters, double tol,
+                 std::vector<double>& error_history) {
   Compute<T>& c = s.c;
   const int order = static_cast<int>(s.dims.size());
   const Truncation fixed{s.ranks, 0.0};
-  // Y = src x_m U_m^T over the modes m >= from other than n; `shape` (src's) becomes Y's.
-  auto contract = [&](const T* src, std::vector<index_t>& shape, int from, int n) {
+  const int first = sweep.front(), last = sweep.back();
+  const auto fi = static_cast<std::size_t>(first), li = static_cast<std::size_t>(last);
+  // Y = src x_m U_m^T over the modes m other than `first` and n; `shape` (src's)
+  // becomes Y's.
+  auto contract = [&](const T* src, std::vector<index_t>& shape, int n) {
     std::vector<ModeProduct<T>> products;
     // From the last mode down: on ties the cheapest first product is a single GEMM.
-    for (int m = order - 1; m >= from; --m) {
+    for (int m = order - 1; m >= 0; --m) {
       const auto mi = static_cast<std::size_t>(m);
-      if (m != n) products.push_back({m, Op::trans, s.u[mi].get(), s.dims[mi], s.ranks[mi]});
+      if (m != n && m != first)
+        products.push_back({m, Op::trans, s.u[mi].get(), s.dims[mi], s.ranks[mi]});
     }
     return ttm_chain<T>(c, src, shape, products, s.work0, s.work1);
   };
   std::vector<index_t> zdims = s.dims;
-  zdims[0] = s.ranks[0];
+  zdims[fi] = s.ranks[fi];
   Buffer<T> z(c, static_cast<std::size_t>(checked_numel(zdims)));
 
   HooiOutcome out;
@@ -32,30 +38,30 @@ HooiOutcome hooi(TuckerState<T>& s, int max_iters, double tol, std::vector<doubl
   for (int iter = 1; iter <= max_iters; ++iter) {
     const T* y = nullptr;
     std::vector<index_t> ydims;
-    for (int n = 0; n < order; ++n) {
+    for (std::size_t k = 0; k < sweep.size(); ++k) {
+      const int n = sweep[k];
       s.timed(s.timings.ttm, [&] {
-        if (n == 0) {
-          // Y = X x_{m != 0} U_m^T
+        if (k == 0) {
+          // Y = X x_{m != s_0} U_m^T
           ydims = s.dims;
-          y = contract(s.x.data(), ydims, 1, 0);
+          y = contract(s.x.data(), ydims, n);
           return;
         }
-        if (n == 1) {
-          // Z = X x_0 U_0^T with the new U_0
-          ttm(c, s.x.data(), s.dims, 0, Op::trans, s.u[0].get(), s.dims[0], s.ranks[0], z.get());
+        if (k == 1) {
+          // Z = X x_{s_0} U_{s_0}^T with the new U_{s_0}
+          ttm(c, s.x.data(), s.dims, first, Op::trans, s.u[fi].get(), s.dims[fi], s.ranks[fi],
+              z.get());
         }
-        // Y = Z x_{m != 0, n} U_m^T
+        // Y = Z x_{m != s_0, n} U_m^T
         ydims = zdims;
-        y = contract(z.get(), ydims, 1, n);
+        y = contract(z.get(), ydims, n);
       });
       // U_n = leading r_n eigenvectors of Y_(n) Y_(n)^T
       truncate_mode(s, y, ydims, n, fixed, false);
     }
-    // G = Y x_{N-1} U_{N-1}^T
+    // G = Y x_{s_{N-1}} U_{s_{N-1}}^T
     s.timed(s.timings.ttm, [&] {
-      const auto last = static_cast<std::size_t>(order - 1);
-      ttm(c, y, ydims, order - 1, Op::trans, s.u[last].get(), s.dims[last], s.ranks[last],
-          s.core.get());
+      ttm(c, y, ydims, last, Op::trans, s.u[li].get(), s.dims[li], s.ranks[li], s.core.get());
     });
     const double err = s.relative_error();
     const double decrease = error_history.back() - err;
@@ -69,7 +75,9 @@ HooiOutcome hooi(TuckerState<T>& s, int max_iters, double tol, std::vector<doubl
   return out;
 }
 
-template HooiOutcome hooi<float>(TuckerState<float>&, int, double, std::vector<double>&);
-template HooiOutcome hooi<double>(TuckerState<double>&, int, double, std::vector<double>&);
+template HooiOutcome hooi<float>(TuckerState<float>&, const std::vector<int>&, int, double,
+                                 std::vector<double>&);
+template HooiOutcome hooi<double>(TuckerState<double>&, const std::vector<int>&, int, double,
+                                  std::vector<double>&);
 
 }  // namespace tenfold::detail

@@ -79,9 +79,11 @@ struct HooiOutcome {
   bool converged = false;
 };
 
-/// HOOI sweeps from the model in `s` (ranks fixed); tol = 0 runs all max_iters.
-/// error_history receives the start's relative error, then one per sweep.
+/// HOOI sweeps from the model in `s` (ranks fixed), each updating the modes in the
+/// order `sweep` (a permutation); tol = 0 runs all max_iters. error_history receives
+/// the start's relative error, then one per sweep.
 template <class T>
-HooiOutcome hooi(TuckerState<T>& s, int max_iters, double tol, std::vector<double>& error_history);
+HooiOutcome hooi(TuckerState<T>& s, const std::vector<int>& sweep, int max_iters, double tol,
+                 std::vector<double>& error_history);
 
 }  // namespace tenfold::detail

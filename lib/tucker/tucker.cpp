@@ -167,9 +167,20 @@ std::vector<int> reverse_mode_numbers(std::vector<int> modes, int order) {
   return modes;
 }
 
+// Options for a row-major view, given in its mode order, as they read in NumPy axis
+// order (layout col_major).
+TuckerOptions in_axis_order(TuckerOptions o, int order) {
+  o.layout = Layout::col_major;
+  o.ranks = detail::reversed(std::move(o.ranks));
+  o.mode_order = reverse_mode_numbers(std::move(o.mode_order), order);
+  return o;
+}
+
+// Runs the method on x; with `reversed` (a C-order array read in place) everything
+// whose order matters follows NumPy axis order, the reverse of x's modes.
 template <class T>
 TuckerResult<T> run_tucker(detail::Compute<T>& c, TensorView<const T> x,
-                           const TuckerOptions& options,
+                           const TuckerOptions& options, bool reversed,
                            std::chrono::steady_clock::time_point start) {
   using Clock = std::chrono::steady_clock;
   require_tucker_memory(c, x.dims(), options);
@@ -183,12 +194,20 @@ TuckerResult<T> run_tucker(detail::Compute<T>& c, TensorView<const T> x,
   if (options.method == TuckerMethod::hosvd) {
     detail::hosvd(s, truncation);
   } else {
-    res.mode_order = detail::choose_mode_order(s.dims, options);
+    res.mode_order =
+        reversed ? reverse_mode_numbers(detail::choose_mode_order(detail::reversed(s.dims),
+                                                                  in_axis_order(options, order)),
+                                        order)
+                 : detail::choose_mode_order(s.dims, options);
     detail::sthosvd(s, truncation, res.mode_order);
   }
   res.converged = true;
   if (options.method == TuckerMethod::hooi) {
-    const auto h = detail::hooi(s, options.max_iters, options.tol, res.error_history);
+    // Sweeps over the modes in axis order.
+    std::vector<int> sweep(static_cast<std::size_t>(order));
+    std::iota(sweep.begin(), sweep.end(), 0);
+    if (reversed) sweep = detail::reversed(std::move(sweep));
+    const auto h = detail::hooi(s, sweep, options.max_iters, options.tol, res.error_history);
     res.iterations = h.iterations;
     res.converged = h.converged;
     res.relative_error = res.error_history.back();
@@ -223,20 +242,19 @@ TuckerResult<T> tucker(TensorView<const T> x, const TuckerOptions& options) {
   detail::validate_tucker_options(x.dims(), options);
   check_finite(x, "Tucker input tensor");
   auto c = detail::make_compute<T>(options.backend);
-  if (options.layout == Layout::col_major) return run_tucker(*c, x, options, start);
-  // Row-major: run on the array's column-major copy in NumPy axis order (one more copy
-  // of the tensor in memory), the arithmetic of its Fortran-order copy, and give the
-  // model back in the caller's mode order.
+  if (!detail::copies_to_axis_order(options.layout, options.row_major_input, x.numel(),
+                                    sizeof(T))) {
+    return run_tucker(*c, x, options, options.layout == Layout::row_major, start);
+  }
+  // Row-major, copied: run on the array's column-major copy in NumPy axis order (one
+  // more copy of the tensor in memory), the arithmetic of its Fortran-order copy, and
+  // give the model back in the caller's mode order.
   const int order = x.order();
-  TuckerOptions o = options;
-  o.layout = Layout::col_major;
-  o.ranks = detail::reversed(std::move(o.ranks));
-  o.mode_order = reverse_mode_numbers(std::move(o.mode_order), order);
   TuckerResult<T> res;
   {
     // Released before the total is taken: freeing the copy is part of the call.
     const Tensor<T> axis_order = detail::reverse_modes(x);
-    res = run_tucker(*c, axis_order.view(), o, start);
+    res = run_tucker(*c, axis_order.view(), in_axis_order(options, order), false, start);
   }
   res.model.core = detail::reverse_modes<T>(std::as_const(res.model.core).view());
   res.model.factors = detail::reversed(std::move(res.model.factors));
