@@ -18,6 +18,7 @@
 #include "tenfold/io.hpp"
 #include "tenfold/ktensor.hpp"
 #include "tenfold/mpi.hpp"
+#include "tenfold/threads.hpp"
 #include "tenfold/tucker.hpp"
 
 namespace tenfold::test {
@@ -292,8 +293,8 @@ void expect_same_tucker(const TuckerResult<double>& got, const TuckerResult<doub
   // The error is sqrt(max(0, 1 - ||G||^2 / ||X||^2)): its square is accurate to a few
   // eps in absolute terms, the error itself only to about sqrt(eps) near 0 (an exact
   // model: 0 on one side, 1e-8 on the other).
-  EXPECT_NEAR(got.relative_error * got.relative_error,
-              want.relative_error * want.relative_error, 1e-14);
+  EXPECT_NEAR(got.relative_error * got.relative_error, want.relative_error * want.relative_error,
+              1e-14);
   EXPECT_EQ(got.iterations, want.iterations);
   EXPECT_EQ(got.error_history.size(), want.error_history.size());
 }
@@ -335,6 +336,33 @@ TEST(DistTucker, KeepsTheErrorGuarantee) {
     }
     EXPECT_LE(std::sqrt(diff), eps * std::sqrt(norm)) << "eps " << eps;
   }
+}
+
+// Threads of this process (/proc/self/task): the library's pools keep their workers
+// between calls.
+int process_threads() {
+  int n = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator("/proc/self/task")) ++n;
+  return n;
+}
+
+// libtenfold_mpi carries its own pool; the count set through libtenfold.so is its count.
+TEST(Threads, SetNumThreadsReachesTheDistributedLibrary) {
+  const std::vector<index_t> dims{120, 80, 60};
+  const auto d = mpi::read_npy<double>(MPI_COMM_WORLD, save(planted(dims, 15), "thr.npy", true));
+  CpOptions<double> o;
+  o.rank = 3;
+  o.max_iters = 2;
+  o.init = CpInit::random;
+  std::vector<int> threads;
+  for (int k : {2, 5}) {
+    set_num_threads(k);
+    (void)mpi::cp_als(d, o);
+    threads.push_back(process_threads());
+  }
+  set_num_threads(0);
+  // The pool is made again for the new count: k - 1 workers beside the caller.
+  EXPECT_EQ(threads[1] - threads[0], 3) << threads[0] << " " << threads[1];
 }
 
 // An error found on some processes reaches every process (a hang would time out).
