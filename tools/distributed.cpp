@@ -86,27 +86,6 @@ bool launched_by_mpirun() {
          std::getenv("PMIX_RANK") != nullptr;
 }
 
-// A C-order file's tensor as load_npy gives it: modes reversed, the same memory.
-template <class T>
-Tensor<T> reversed_modes(const Tensor<T>& x) {
-  const int order = static_cast<int>(x.dims().size());
-  std::vector<index_t> dims(x.dims().rbegin(), x.dims().rend());
-  Tensor<T> y(dims);
-  std::vector<index_t> idx(static_cast<std::size_t>(order), 0);
-  for (index_t k = 0; k < x.numel(); ++k) {
-    // y(i_{N-1}, ..., i_0) = x(i_0, ..., i_{N-1})
-    index_t pos = 0;
-    for (int m = 0; m < order; ++m)
-      pos = pos * x.dims()[static_cast<std::size_t>(m)] + idx[static_cast<std::size_t>(m)];
-    y[pos] = x[k];
-    for (int m = 0; m < order; ++m) {
-      if (++idx[static_cast<std::size_t>(m)] < x.dims()[static_cast<std::size_t>(m)]) break;
-      idx[static_cast<std::size_t>(m)] = 0;
-    }
-  }
-  return y;
-}
-
 template <class V>
 V reversed(V v) {
   std::reverse(v.begin(), v.end());
@@ -182,7 +161,7 @@ TuckerResult<T> distributed_tucker(const std::string& input, const io::NpyHeader
   }
   TuckerResult<T> res = mpi::tucker(x, o);
   if (c_order) {
-    res.model.core = reversed_modes(res.model.core);
+    res.model.core = transpose<T>(res.model.core);
     res.model.factors = reversed(std::move(res.model.factors));
     res.eigenvalues = reversed(std::move(res.eigenvalues));
     for (int& m : res.mode_order) m = order - 1 - m;

@@ -24,7 +24,6 @@ using tenfold::detail::ensure;
 template <class T>
 DistDenseOperand<T>::DistDenseOperand(Compute<T>& c, const DistTensor<T>& x)
     : tenfold::detail::CpOperand<T>(c), x_(x), local_(c, x.local.view()) {
-  stale_.assign(x.dims.size(), true);
   slices_.resize(x.dims.size());
 }
 
@@ -41,7 +40,7 @@ double DistDenseOperand<T>::norm_squared() {
 
 template <class T>
 void DistDenseOperand<T>::factor_changed(int m) {
-  stale_[static_cast<std::size_t>(m)] = true;
+  cache_.factor_changed(m);
   local_.factor_changed(m);
 }
 
@@ -49,20 +48,19 @@ template <class T>
 void DistDenseOperand<T>::mttkrp(int n, std::span<const T* const> factors, index_t rank, T* out) {
   Compute<T>& c = this->c_;
   const int order = this->order();
-  if (rank != rank_) std::fill(stale_.begin(), stale_.end(), true);
-  rank_ = rank;
+  cache_.use_rank(rank);
   // The rows of each other factor that this process's block touches.
   std::vector<const T*> local_factors(static_cast<std::size_t>(order), nullptr);
   for (int m = 0; m < order; ++m) {
     const auto mi = static_cast<std::size_t>(m);
     if (m == n) continue;
     const index_t rows = x_.local.dim(m), total = x_.dims[mi];
-    if (stale_[mi]) {
+    if (!cache_.current(m)) {
       T* dst = ensure(c, slices_[mi], static_cast<std::size_t>(rows * rank));
       for (index_t j = 0; j < rank; ++j)
         c.copy(dst + j * rows, factors[mi] + j * total + x_.offsets[mi],
                static_cast<std::size_t>(rows));
-      stale_[mi] = false;
+      cache_.refreshed(m);
     }
     local_factors[mi] = slices_[mi].get();
   }
