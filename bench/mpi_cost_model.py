@@ -2,8 +2,8 @@
 
 Per process, for the grid choose_grid picks: flops, words received and messages of each
 phase, as the library implements them (tree broadcasts and reductions: log2 p messages;
-all-gathers and reduce-scatters: bandwidth-optimal, (p-1)/p of the data). Prints the
-table of docs/distributed.md. Usage: python3 bench/mpi_cost_model.py
+all-gathers, all-to-alls and reduce-scatters: bandwidth-optimal, (p-1)/p of the data).
+Prints the table of docs/distributed.md. Usage: python3 bench/mpi_cost_model.py
 """
 import math
 
@@ -36,25 +36,31 @@ def lg(p):
 
 
 def sthosvd(dims, ranks, grid):
-    """Sum over the modes (in order of decreasing I_n / r_n) of Gram + TTM costs."""
+    """Sum over the modes (in order of decreasing I_n / r_n) of Gram + TTM costs; also the
+    Gram's words had the fibre's blocks been broadcast instead (the scheme before the
+    redistribution: (P_n - 1) B plus the strips' reduction and gathering)."""
     cur = list(dims)
     order = sorted(range(len(dims)), key=lambda n: -dims[n] / ranks[n])
     p = math.prod(grid)
-    flops = words = msgs = 0.0
+    flops = words = msgs = gram_words = broadcast_words = 0.0
     for n in order:
         block = math.prod(math.ceil(c / g) for c, g in zip(cur, grid))
         pn, i = grid[n], dims[n]
-        # Gram: strip (I_n/P_n x I_n) from P_n broadcast blocks, reduced in the slice,
-        # gathered in the fibre; eigensolver replicated (about 9 I^3 flops)
-        flops += 2 * block * i + 9 * i ** 3
-        words += (pn - 1) * block + 2 * i * i / pn + i * i * (pn - 1) / pn
-        msgs += pn * lg(pn) + 2 * lg(p // pn) + lg(pn)
+        # Gram: all-to-all within the fibre ((P_n - 1)/P_n of the block leaves), local
+        # syrk on I_n x B/I_n (B I_n flops), I_n^2 reduced and broadcast over all p;
+        # eigensolver replicated (about 9 I^3 flops)
+        flops += block * i + 9 * i ** 3
+        gram = block * (pn - 1) / pn + 2 * i * i
+        gram_words += gram
+        broadcast_words += (pn - 1) * block + 2 * i * i / pn + i * i * (pn - 1) / pn
+        words += gram
+        msgs += (pn - 1) + 2 * lg(p)
         # TTM: local product, reduce-scatter within the fibre
         flops += 2 * block * ranks[n]
         words += block / math.ceil(i / pn) * ranks[n] * (pn - 1) / pn
         msgs += lg(pn)
         cur[n] = ranks[n]
-    return flops, words, msgs
+    return flops, words, msgs, gram_words, broadcast_words
 
 
 def cp_iteration(dims, r, grid):
@@ -71,15 +77,16 @@ def cp_iteration(dims, r, grid):
 
 
 def main():
-    print("| data set | P | grid | ST-HOSVD GFLOP | ST-HOSVD MWords | msgs | CP iter GFLOP | CP iter MWords | msgs |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| data set | P | grid | ST-HOSVD GFLOP | ST-HOSVD MWords | of which Gram | Gram by "
+          "broadcasts | msgs | CP iter GFLOP | CP iter MWords | msgs |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for name, (dims, ranks) in DATASETS.items():
         for p in (64, 256, 1024, 4096):
             grid = choose_grid(p, dims)
             st = sthosvd(dims, ranks, grid)
             cp = cp_iteration(dims, CP_RANK, grid)
             print(f"| {name} | {p} | {'x'.join(map(str, grid))} | {st[0] / 1e9:.1f} | "
-                  f"{st[1] / 1e6:.1f} | {st[2]:.0f} | {cp[0] / 1e9:.2f} | {cp[1] / 1e6:.3f} | "
+                  f"{st[1] / 1e6:.1f} | {st[3] / 1e6:.1f} | {st[4] / 1e6:.1f} | {st[2]:.0f} | {cp[0] / 1e9:.2f} | {cp[1] / 1e6:.3f} | "
                   f"{cp[2]:.0f} |")
 
 

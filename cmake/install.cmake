@@ -1,11 +1,15 @@
 # Installation: headers, library, the tenfold program, a CMake package
-# (find_package(tenfold CONFIG) -> tenfold::tenfold) and a pkg-config file.
+# (find_package(tenfold CONFIG) -> tenfold::tenfold, and tenfold::mpi in a build with
+# MPI) and a pkg-config file.
 include(CMakePackageConfigHelpers)
 
 install(TARGETS tenfold EXPORT tenfoldTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+if(TARGET tenfold_mpi)
+  install(TARGETS tenfold_mpi EXPORT tenfoldTargets LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+endif()
 if(TARGET tenfold_cli)
   install(TARGETS tenfold_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 endif()

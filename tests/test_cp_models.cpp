@@ -72,6 +72,17 @@ TEST(TensorSizes, NormAndConvert) {
   for (index_t i = 0; i < x.numel(); ++i) EXPECT_EQ(y[i], static_cast<double>(x[i]));
 }
 
+TEST(TensorSizes, TransposeReversesTheModes) {
+  const Tensor<float> x = random_tensor<float>({3, 4, 2, 5}, 2);
+  const Tensor<float> y = transpose(x.view());
+  EXPECT_EQ(y.dims(), (std::vector<index_t>{5, 2, 4, 3}));
+  for (index_t l = 0; l < 5; ++l)
+    for (index_t k = 0; k < 2; ++k)
+      for (index_t j = 0; j < 4; ++j)
+        for (index_t i = 0; i < 3; ++i) EXPECT_EQ(y(l, k, j, i), x(i, j, k, l));
+  EXPECT_EQ(transpose(y.view()).values(), x.values());
+}
+
 template <class T>
 class Models : public ::testing::Test {};
 using Types = ::testing::Types<float, double>;

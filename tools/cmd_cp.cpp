@@ -29,6 +29,7 @@ struct CpArgs {
   std::string missing_solver = "em";
   double ridge = 0.0;
   double time_limit = 0.0;
+  std::string grid;  // --grid, per NumPy axis
   CommonOptions common;
 };
 
@@ -109,6 +110,7 @@ int run_cp(const CpArgs& a, const io::NpyHeader& header) {
                           shape_text(header.shape) +
                           " (the smallest product of all sizes but one)");
   }
+  const std::vector<int> grid = parse_grid(a.grid, header.shape);
   check_outputs({{"--out", a.out, true}}, {a.input});
   const bool missing = a.missing == "nan";
   if (missing && distributed()) {
@@ -160,7 +162,7 @@ int run_cp(const CpArgs& a, const io::NpyHeader& header) {
   }
   nlohmann::json mpi_report;
   const CpResult<T> res =
-      distributed() ? distributed_cp<T>(a.input, header, o, mpi_report)
+      distributed() ? distributed_cp<T>(a.input, header, grid, o, mpi_report)
       : missing     ? cp_als(x, TensorView<const std::uint8_t>(observed.data(), x.dims()), o)
                     : cp_als(x, o);
   if (!writes_outputs()) return 0;
@@ -291,6 +293,7 @@ Command add_cp_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--time-limit", a->time_limit, "Stop after this many seconds (0: no limit)")
       ->capture_default_str();
+  add_grid_option(*cmd, a->grid);
   add_common_options(*cmd, a->common);
   return {cmd, [a] {
             const io::NpyHeader header = read_input_header(a->input);

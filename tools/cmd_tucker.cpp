@@ -20,6 +20,7 @@ struct TuckerArgs {
   double eps = 0.0;
   std::string method = "sthosvd";
   int max_iters = 50;
+  std::string grid;  // --grid, per NumPy axis
   CommonOptions common;
 };
 
@@ -59,11 +60,13 @@ int run_tucker(const TuckerArgs& a, const io::NpyHeader& header) {
     }
     o.eps = a.eps;
   }
+  const std::vector<int> grid = parse_grid(a.grid, header.shape);
   check_outputs({{"--out", a.out, true}}, {a.input});
   nlohmann::json mpi_report;
   // Under mpirun each process reads only its block (distributed_tucker).
-  const TuckerResult<T> res = distributed() ? distributed_tucker<T>(a.input, header, o, mpi_report)
-                                            : tucker(load_input<T>(a.input, header), o);
+  const TuckerResult<T> res = distributed()
+                                  ? distributed_tucker<T>(a.input, header, grid, o, mpi_report)
+                                  : tucker(load_input<T>(a.input, header), o);
   if (!writes_outputs()) return 0;
 
   const TTensor<T>& m = res.model;
@@ -130,6 +133,7 @@ Command add_tucker_command(CLI::App& app) {
       ->check(CLI::IsMember({"sthosvd", "hosvd", "hooi"}))
       ->capture_default_str();
   add_integer_option(*cmd, "--max-iters", a->max_iters, "HOOI: most iterations");
+  add_grid_option(*cmd, a->grid);
   add_common_options(*cmd, a->common);
   // A usage error (exit 2), raised while parsing.
   cmd->callback([ranks, tol] {

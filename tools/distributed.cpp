@@ -1,6 +1,7 @@
 #include "distributed.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -15,7 +16,66 @@ namespace {
 
 bool g_distributed = false;
 
+// "2x1x3" of a grid.
+std::string grid_text(const std::vector<int>& grid) {
+  std::string s;
+  for (std::size_t n = 0; n < grid.size(); ++n) s += (n > 0 ? "x" : "") + std::to_string(grid[n]);
+  return s;
+}
+
 }  // namespace
+
+void add_grid_option(CLI::App& cmd, std::string& grid) {
+  cmd.add_option("--grid", grid,
+                 "Under mpirun: the process grid P0xP1x..., one entry per NumPy axis, product "
+                 "the process count (default: chosen from the axis sizes)");
+}
+
+std::vector<int> parse_grid(const std::string& text, const std::vector<index_t>& shape) {
+  if (text.empty()) return {};
+  std::vector<int> grid;
+  for (std::size_t begin = 0;;) {
+    const std::size_t end = std::min(text.find('x', begin), text.size());
+    const std::string entry = text.substr(begin, end - begin);
+    int p = 0;
+    const auto [ptr, ec] = std::from_chars(entry.data(), entry.data() + entry.size(), p);
+    if (entry.empty() || ec != std::errc() || ptr != entry.data() + entry.size() || p < 1) {
+      throw InvalidArgument("--grid '" + text +
+                            "' is not of the form P0xP1x... (one positive process count per "
+                            "NumPy axis, e.g. 2x1x2)");
+    }
+    grid.push_back(p);
+    if (end == text.size()) break;
+    begin = end + 1;
+  }
+  if (grid.size() != shape.size()) {
+    throw InvalidArgument("--grid " + text + " has " + std::to_string(grid.size()) +
+                          (grid.size() == 1 ? " entry" : " entries") + ", but the input has " +
+                          std::to_string(shape.size()) + " axes (one entry per NumPy axis)");
+  }
+  int processes = 1;
+#ifdef TENFOLD_CLI_MPI
+  if (g_distributed) MPI_Comm_size(MPI_COMM_WORLD, &processes);
+#endif
+  long long product = 1;
+  for (std::size_t n = 0; n < grid.size(); ++n) {
+    if (grid[n] > shape[n]) {
+      throw InvalidArgument("--grid " + grid_text(grid) + ": NumPy axis " + std::to_string(n) +
+                            " has " + std::to_string(shape[n]) + " indices for " +
+                            std::to_string(grid[n]) +
+                            " processes (each process needs a non-empty block)");
+    }
+    product *= grid[n];
+  }
+  if (product != processes) {
+    throw InvalidArgument(
+        "--grid " + grid_text(grid) + " has " + std::to_string(product) + " processes, but " +
+        (processes == 1
+             ? "this run has one (start it with mpirun -np " + std::to_string(product) + ")"
+             : "mpirun started " + std::to_string(processes)));
+  }
+  return grid;
+}
 
 #ifdef TENFOLD_CLI_MPI
 
@@ -24,27 +84,6 @@ namespace {
 bool launched_by_mpirun() {
   return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMI_SIZE") != nullptr ||
          std::getenv("PMIX_RANK") != nullptr;
-}
-
-// A C-order file's tensor as load_npy gives it: modes reversed, the same memory.
-template <class T>
-Tensor<T> reversed_modes(const Tensor<T>& x) {
-  const int order = static_cast<int>(x.dims().size());
-  std::vector<index_t> dims(x.dims().rbegin(), x.dims().rend());
-  Tensor<T> y(dims);
-  std::vector<index_t> idx(static_cast<std::size_t>(order), 0);
-  for (index_t k = 0; k < x.numel(); ++k) {
-    // y(i_{N-1}, ..., i_0) = x(i_0, ..., i_{N-1})
-    index_t pos = 0;
-    for (int m = 0; m < order; ++m)
-      pos = pos * x.dims()[static_cast<std::size_t>(m)] + idx[static_cast<std::size_t>(m)];
-    y[pos] = x[k];
-    for (int m = 0; m < order; ++m) {
-      if (++idx[static_cast<std::size_t>(m)] < x.dims()[static_cast<std::size_t>(m)]) break;
-      idx[static_cast<std::size_t>(m)] = 0;
-    }
-  }
-  return y;
 }
 
 template <class V>
@@ -92,8 +131,9 @@ bool writes_outputs() {
 
 template <class T>
 CpResult<T> distributed_cp(const std::string& input, const io::NpyHeader& h,
-                           const CpOptions<T>& options, nlohmann::json& report) {
-  const auto x = mpi::read_npy<T>(MPI_COMM_WORLD, input);
+                           const std::vector<int>& grid, const CpOptions<T>& options,
+                           nlohmann::json& report) {
+  const auto x = mpi::read_npy<T>(MPI_COMM_WORLD, input, grid);
   // The distributed tensor is in NumPy axis order, where the serial call computes too.
   const bool c_order = !h.fortran_order;
   CpOptions<T> o = options;
@@ -107,8 +147,9 @@ CpResult<T> distributed_cp(const std::string& input, const io::NpyHeader& h,
 
 template <class T>
 TuckerResult<T> distributed_tucker(const std::string& input, const io::NpyHeader& h,
-                                   const TuckerOptions& options, nlohmann::json& report) {
-  const auto x = mpi::read_npy<T>(MPI_COMM_WORLD, input);
+                                   const std::vector<int>& grid, const TuckerOptions& options,
+                                   nlohmann::json& report) {
+  const auto x = mpi::read_npy<T>(MPI_COMM_WORLD, input, grid);
   const bool c_order = !h.fortran_order;
   const int order = static_cast<int>(h.shape.size());
   TuckerOptions o = options;
@@ -120,7 +161,7 @@ TuckerResult<T> distributed_tucker(const std::string& input, const io::NpyHeader
   }
   TuckerResult<T> res = mpi::tucker(x, o);
   if (c_order) {
-    res.model.core = reversed_modes(res.model.core);
+    res.model.core = transpose<T>(res.model.core);
     res.model.factors = reversed(std::move(res.model.factors));
     res.eigenvalues = reversed(std::move(res.eigenvalues));
     for (int& m : res.mode_order) m = order - 1 - m;
@@ -157,14 +198,14 @@ MpiSession::~MpiSession() = default;
 bool writes_outputs() { return true; }
 
 template <class T>
-CpResult<T> distributed_cp(const std::string&, const io::NpyHeader&, const CpOptions<T>&,
-                           nlohmann::json&) {
+CpResult<T> distributed_cp(const std::string&, const io::NpyHeader&, const std::vector<int>&,
+                           const CpOptions<T>&, nlohmann::json&) {
   throw NotCompiled("this tenfold was built without MPI");
 }
 
 template <class T>
-TuckerResult<T> distributed_tucker(const std::string&, const io::NpyHeader&, const TuckerOptions&,
-                                   nlohmann::json&) {
+TuckerResult<T> distributed_tucker(const std::string&, const io::NpyHeader&,
+                                   const std::vector<int>&, const TuckerOptions&, nlohmann::json&) {
   throw NotCompiled("this tenfold was built without MPI");
 }
 
@@ -173,12 +214,16 @@ TuckerResult<T> distributed_tucker(const std::string&, const io::NpyHeader&, con
 bool distributed() { return g_distributed; }
 
 template CpResult<float> distributed_cp<float>(const std::string&, const io::NpyHeader&,
-                                               const CpOptions<float>&, nlohmann::json&);
+                                               const std::vector<int>&, const CpOptions<float>&,
+                                               nlohmann::json&);
 template CpResult<double> distributed_cp<double>(const std::string&, const io::NpyHeader&,
-                                                 const CpOptions<double>&, nlohmann::json&);
+                                                 const std::vector<int>&, const CpOptions<double>&,
+                                                 nlohmann::json&);
 template TuckerResult<float> distributed_tucker<float>(const std::string&, const io::NpyHeader&,
+                                                       const std::vector<int>&,
                                                        const TuckerOptions&, nlohmann::json&);
 template TuckerResult<double> distributed_tucker<double>(const std::string&, const io::NpyHeader&,
+                                                         const std::vector<int>&,
                                                          const TuckerOptions&, nlohmann::json&);
 
 }  // namespace tenfold::cli

@@ -3,8 +3,10 @@
 // under mpirun with several processes is refused (each would run the whole job).
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "tenfold/cp.hpp"
 #include "tenfold/io.hpp"
@@ -28,16 +30,29 @@ bool distributed();
 /// True on the process that writes the outputs and prints (rank 0, or any serial run).
 bool writes_outputs();
 
-/// cp_als of the .npy file `input` (header h), distributed, with the result in the
-/// serial convention for that file (modes reversed for a C-order file, as load_npy
-/// gives them). `report` receives the processes, grid and communication per phase.
+/// Adds --grid P0xP1x... (the process grid under mpirun, per NumPy axis) to a subcommand.
+void add_grid_option(CLI::App& cmd, std::string& grid);
+
+/// The process grid of --grid `text` for an input of NumPy shape `shape`, checked before
+/// any work and identically on every process (so that every process reports the same
+/// error and none waits in a collective call): one positive entry per NumPy axis, at most
+/// that axis' size, product the number of processes (1 without mpirun). Empty text:
+/// empty grid (the library chooses). Throws InvalidArgument naming --grid.
+std::vector<int> parse_grid(const std::string& text, const std::vector<index_t>& shape);
+
+/// cp_als of the .npy file `input` (header h), distributed over `grid` (per NumPy axis;
+/// empty: chosen by the library), with the result in the serial convention for that
+/// file (modes reversed for a C-order file, as load_npy gives them). `report` receives
+/// the processes, grid and communication per phase.
 template <class T>
 CpResult<T> distributed_cp(const std::string& input, const io::NpyHeader& h,
-                           const CpOptions<T>& options, nlohmann::json& report);
+                           const std::vector<int>& grid, const CpOptions<T>& options,
+                           nlohmann::json& report);
 
 /// tucker of the .npy file `input`, distributed; as distributed_cp.
 template <class T>
 TuckerResult<T> distributed_tucker(const std::string& input, const io::NpyHeader& h,
-                                   const TuckerOptions& options, nlohmann::json& report);
+                                   const std::vector<int>& grid, const TuckerOptions& options,
+                                   nlohmann::json& report);
 
 }  // namespace tenfold::cli

@@ -131,8 +131,9 @@ template <class T>
 TENFOLD_API CpResult<T> cp_als(const DistTensor<T>& x, const CpOptions<T>& options);
 
 /// Tucker decomposition of the distributed tensor (all three methods, ranks or eps as in
-/// tucker()): mode Grams from local products and reductions within the mode's slice and
-/// fibre, the eigenvalue truncation replicated, each tensor-times-matrix product local
+/// tucker()): mode Grams from a redistribution within the mode's fibre (each process then
+/// holds whole mode-n rows of some columns), a local syrk and a sum over the grid, the
+/// eigenvalue truncation replicated, each tensor-times-matrix product local
 /// then reduce-scattered within the mode's fibre (ranks below the grid size leave some
 /// blocks empty). The eps guarantee ||X - X^|| <= eps ||X|| holds as in the serial
 /// call. The core is gathered on every process (it is small); equal to tucker() of the

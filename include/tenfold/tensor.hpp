@@ -190,4 +190,11 @@ TENFOLD_API void check_finite(TensorView<const T> x, const char* what);
 template <class U, class T>
 TENFOLD_API Tensor<U> convert(TensorView<const T> x);
 
+/// NumPy's x.T: y(i_{N-1}, ..., i_0) = x(i_0, ..., i_{N-1}), the column-major tensor of
+/// the reversed shape (an exact copy; transposing twice gives x back). A C-order array
+/// of NumPy shape (a, b, c) is the column-major tensor of shape (c, b, a): its
+/// transpose is the array in NumPy axis order.
+template <class T>
+TENFOLD_API Tensor<T> transpose(TensorView<const T> x);
+
 }  // namespace tenfold

@@ -6,4 +6,5 @@ target_sources(tenfold_core PRIVATE
   core/layout.cpp
   core/multilinear.cpp
   core/tensor.cpp
-  core/thread_pool.cpp)
+  core/thread_pool.cpp
+  core/threads.cpp)

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/format.hpp"
+#include "core/layout.hpp"
 #include "core/parallel.hpp"
 #include "tenfold/error.hpp"
 
@@ -119,6 +120,11 @@ Tensor<U> convert(TensorView<const T> x) {
   return y;
 }
 
+template <class T>
+Tensor<T> transpose(TensorView<const T> x) {
+  return detail::reverse_modes(x);
+}
+
 template class Tensor<float>;
 template class Tensor<double>;
 template class Tensor<std::uint8_t>;  // masks of observed entries
@@ -132,5 +138,7 @@ template Tensor<float> convert<float, float>(TensorView<const float>);
 template Tensor<float> convert<float, double>(TensorView<const double>);
 template Tensor<double> convert<double, float>(TensorView<const float>);
 template Tensor<double> convert<double, double>(TensorView<const double>);
+template Tensor<float> transpose<float>(TensorView<const float>);
+template Tensor<double> transpose<double>(TensorView<const double>);
 
 }  // namespace tenfold

@@ -17,44 +17,44 @@ int checked_count(index_t n, const char* what) {
   return static_cast<int>(n);
 }
 
+namespace {
+
+// The error types raised again, as themselves, on every process (a derived type before
+// its base); any other exception arrives as tenfold::Error.
+template <class... E>
+struct ErrorKinds {
+  static constexpr int other = sizeof...(E);
+  /// The index of the first of E that e is, else `other`.
+  static int of(const std::exception& e) {
+    int kind = 0;
+    (void)((dynamic_cast<const E*>(&e) != nullptr || (++kind, false)) || ...);
+    return kind;
+  }
+  /// Throws E_kind (Error for `other`) with the message `what`.
+  [[noreturn]] static void raise(int kind, const std::string& what) {
+    int k = 0;
+    ((k++ == kind ? throw E(what) : void()), ...);
+    throw Error(what);
+  }
+};
+using Kinds = ErrorKinds<IoError, DimensionMismatch, InvalidArgument, NumericalError, MemoryError>;
+
+}  // namespace
+
 void on_every_process(MPI_Comm comm, const std::function<void()>& f) {
-  enum Kind : int {
-    none = 0,
-    io = 1,
-    invalid = 2,
-    mismatch = 3,
-    numerical = 4,
-    memory = 5,
-    other = 6
-  };
-  int kind = none;
+  int kind = -1;  // no error
   std::string message;
   try {
     f();
-  } catch (const IoError& e) {
-    kind = io;
-    message = e.what();
-  } catch (const DimensionMismatch& e) {
-    kind = mismatch;
-    message = e.what();
-  } catch (const InvalidArgument& e) {
-    kind = invalid;
-    message = e.what();
-  } catch (const NumericalError& e) {
-    kind = numerical;
-    message = e.what();
-  } catch (const MemoryError& e) {
-    kind = memory;
-    message = e.what();
   } catch (const std::exception& e) {
-    kind = other;
+    kind = Kinds::of(e);
     message = e.what();
   }
   int rank = 0, size = 1;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
   // The lowest failing rank speaks for all.
-  int first = kind != none ? rank : size;
+  int first = kind >= 0 ? rank : size;
   MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, comm);
   if (first == size) return;
   int header[2] = {kind, static_cast<int>(message.size())};
@@ -64,20 +64,7 @@ void on_every_process(MPI_Comm comm, const std::function<void()>& f) {
   MPI_Bcast(text.data(), header[1], MPI_CHAR, first, comm);
   std::string what(text.begin(), text.end());
   if (size > 1) what = "process " + std::to_string(first) + ": " + what;
-  switch (header[0]) {
-    case io:
-      throw IoError(what);
-    case mismatch:
-      throw DimensionMismatch(what);
-    case invalid:
-      throw InvalidArgument(what);
-    case numerical:
-      throw NumericalError(what);
-    case memory:
-      throw MemoryError(what);
-    default:
-      throw Error(what);
-  }
+  Kinds::raise(header[0], what);
 }
 
 template <class T>

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/compute.hpp"
+#include "core/multilinear.hpp"
 #include "cp/cp_als.hpp"
 #include "cp/dense_operand.hpp"
 #include "mpi/comm.hpp"
@@ -23,7 +24,6 @@ using tenfold::detail::ensure;
 template <class T>
 DistDenseOperand<T>::DistDenseOperand(Compute<T>& c, const DistTensor<T>& x)
     : tenfold::detail::CpOperand<T>(c), x_(x), local_(c, x.local.view()) {
-  stale_.assign(x.dims.size(), true);
   slices_.resize(x.dims.size());
 }
 
@@ -40,7 +40,7 @@ double DistDenseOperand<T>::norm_squared() {
 
 template <class T>
 void DistDenseOperand<T>::factor_changed(int m) {
-  stale_[static_cast<std::size_t>(m)] = true;
+  cache_.factor_changed(m);
   local_.factor_changed(m);
 }
 
@@ -48,20 +48,19 @@ template <class T>
 void DistDenseOperand<T>::mttkrp(int n, std::span<const T* const> factors, index_t rank, T* out) {
   Compute<T>& c = this->c_;
   const int order = this->order();
-  if (rank != rank_) std::fill(stale_.begin(), stale_.end(), true);
-  rank_ = rank;
+  cache_.use_rank(rank);
   // The rows of each other factor that this process's block touches.
   std::vector<const T*> local_factors(static_cast<std::size_t>(order), nullptr);
   for (int m = 0; m < order; ++m) {
     const auto mi = static_cast<std::size_t>(m);
     if (m == n) continue;
     const index_t rows = x_.local.dim(m), total = x_.dims[mi];
-    if (stale_[mi]) {
+    if (!cache_.current(m)) {
       T* dst = ensure(c, slices_[mi], static_cast<std::size_t>(rows * rank));
       for (index_t j = 0; j < rank; ++j)
         c.copy(dst + j * rows, factors[mi] + j * total + x_.offsets[mi],
                static_cast<std::size_t>(rows));
-      stale_[mi] = false;
+      cache_.refreshed(m);
     }
     local_factors[mi] = slices_[mi].get();
   }
@@ -85,7 +84,8 @@ template <class T>
 double DistDenseOperand<T>::workspace_elements(index_t rank, bool mode_grams) const {
   double slices = 0.0;
   for (index_t d : x_.local.dims()) slices += static_cast<double>(d) * rank;
-  const double gram_block = mode_grams ? static_cast<double>(x_.local.numel()) : 0.0;
+  // The Gram's redistribution: the packed block and the received columns (about 2 B).
+  const double gram_block = mode_grams ? 2.0 * static_cast<double>(x_.local.numel()) : 0.0;
   return local_.workspace_elements(rank, false) + slices + gram_block;
 }
 
@@ -95,41 +95,67 @@ void distributed_mode_gram(Compute<T>& c, const DistTensor<T>& x, int n, T* out)
   const auto ni = static_cast<std::size_t>(n);
   const int parts = grid.shape()[ni], me = grid.coords()[ni];
   const index_t total = x.dims[ni], rows = x.local.dim(n);
-  // The block seen as L x I_n^p x R (natural unfolding, as lib/core/multilinear).
-  index_t left = 1, right = 1;
-  for (int m = 0; m < n; ++m) left *= x.local.dim(m);
-  for (int m = n + 1; m < x.order(); ++m) right *= x.local.dim(m);
-  // S (rows x I_n) = X_p,(n) [X_0,(n); ...; X_{P_n - 1},(n)]^T: the fibre's blocks share
-  // every other index range, so block q arrives by broadcast from the fibre's process q.
-  std::vector<T> strip(static_cast<std::size_t>(rows * total), T(0));
-  std::vector<T> other;
-  for (int q = 0; q < parts; ++q) {
-    const Range rq = block_range(total, parts, q);
-    const T* y = x.local.data();
-    if (parts > 1) {
-      other.resize(static_cast<std::size_t>(left * rq.size * right));
-      if (q == me) std::copy(x.local.values().begin(), x.local.values().end(), other.begin());
-      count(*x.stats, "gram", grid.fibre(n), static_cast<index_t>(other.size()));
-      MPI_Bcast(other.data(), checked_count(static_cast<index_t>(other.size()), "mode Gram"),
-                datatype<T>(), q, grid.fibre(n));
-      y = other.data();
-    }
-    // An empty block (a mode truncated below the grid size) contributes nothing.
-    if (x.local.numel() == 0 || rq.size == 0) continue;
-    T* s = strip.data() + rq.begin * rows;
-    if (left == 1) {
-      c.gemm(Op::none, Op::trans, rows, rq.size, right, T(1), x.local.data(), rows, y, rq.size,
-             T(0), s, rows);
+  const index_t gram_size = total * total;
+  if (parts == 1) {
+    // G_p = X_p,(n) X_p,(n)^T: this block holds whole mode-n fibres already.
+    if (x.local.numel() == 0) {
+      std::fill_n(out, static_cast<std::size_t>(gram_size), T(0));
     } else {
-      // sum over the right index k of X_k^T Y_k, X_k the L x I_n^p slice k
-      for (index_t k = 0; k < right; ++k) {
-        c.gemm(Op::trans, Op::none, rows, rq.size, left, T(1), x.local.data() + k * left * rows,
-               left, y + k * left * rq.size, left, k == 0 ? T(0) : T(1), s, rows);
+      tenfold::detail::mode_gram(c, x.local.data(), x.local.dims(), n, out);
+    }
+  } else {
+    // The block seen as L x I_n^p x R (natural unfolding, as lib/core/multilinear); its
+    // columns j = l + L k are the same (l, k) index pairs on every block of the fibre,
+    // which differ only in their mode-n range.
+    index_t left = 1, right = 1;
+    for (int m = 0; m < n; ++m) left *= x.local.dim(m);
+    for (int m = n + 1; m < x.order(); ++m) right *= x.local.dim(m);
+    const index_t cols = left * right;
+    // Redistribution within the fibre (TuckerMPI): process t receives, from every block
+    // q, the rows_q x |J_t| entries of its column range J_t = block_range(cols, P_n, t),
+    // so that it holds W_t (|J_t| x I_n) = X_(n)(:, J_t)^T of the whole fibre.
+    std::vector<T> send(static_cast<std::size_t>(rows * cols));
+    std::vector<int> send_counts(static_cast<std::size_t>(parts)),
+        send_displs(static_cast<std::size_t>(parts)), recv_counts(static_cast<std::size_t>(parts)),
+        recv_displs(static_cast<std::size_t>(parts));
+    const Range mine = block_range(cols, parts, me);
+    T* dst = send.data();
+    index_t sent = 0;
+    for (int t = 0; t < parts; ++t) {
+      const auto ti = static_cast<std::size_t>(t);
+      const Range jt = block_range(cols, parts, t);
+      send_displs[ti] = checked_count(dst - send.data(), "mode Gram");
+      send_counts[ti] = checked_count(rows * jt.size, "mode Gram");
+      if (t != me) sent += rows * jt.size;
+      // Packed j fastest: block t is |J_t| x rows_p, column-major.
+      for (index_t i = 0; i < rows; ++i) {
+        for (index_t j = jt.begin; j < jt.begin + jt.size;) {
+          const index_t l = j % left, k = j / left;
+          const index_t run = std::min(left - l, jt.begin + jt.size - j);
+          dst = std::copy_n(x.local.data() + l + left * (i + rows * k), run, dst);
+          j += run;
+        }
       }
+      const Range rq = block_range(total, parts, t);
+      recv_displs[ti] = checked_count(rq.begin * mine.size, "mode Gram");
+      recv_counts[ti] = checked_count(rq.size * mine.size, "mode Gram");
+    }
+    // Block q lands at column begin_q of W_t, so the blocks side by side are W_t.
+    std::vector<T> w(static_cast<std::size_t>(mine.size * total));
+    count(*x.stats, "gram", grid.fibre(n), sent);
+    MPI_Alltoallv(send.data(), send_counts.data(), send_displs.data(), datatype<T>(), w.data(),
+                  recv_counts.data(), recv_displs.data(), datatype<T>(), grid.fibre(n));
+    std::vector<T>().swap(send);
+    // G_p = W_t^T W_t, one syrk
+    if (w.empty()) {
+      std::fill_n(out, static_cast<std::size_t>(gram_size), T(0));
+    } else {
+      const std::vector<index_t> wdims{mine.size, total};
+      tenfold::detail::mode_gram(c, w.data(), wdims, 1, out);
     }
   }
-  allreduce_sum(*x.stats, "gram", grid.slice(n), strip.data(), rows * total);
-  allgather_rows(*x.stats, "gram", grid.fibre(n), strip.data(), total, total, out);
+  // G = sum over all processes of G_p (every column (l, k) of X_(n) is in exactly one W)
+  allreduce_sum(*x.stats, "gram", grid.comm(), out, gram_size);
 }
 
 template class DistDenseOperand<float>;

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "cp/dense_operand.hpp"
+#include "cp/factor_cache.hpp"
 #include "cp/operand.hpp"
 #include "tenfold/mpi.hpp"
 
@@ -30,8 +31,7 @@ class DistDenseOperand final : public tenfold::detail::CpOperand<T> {
   const DistTensor<T>& x_;
   tenfold::detail::DenseOperand<T> local_;
   std::vector<tenfold::detail::Buffer<T>> slices_;  // this block's rows of each factor
-  std::vector<bool> stale_;
-  index_t rank_ = 0;
+  tenfold::detail::FactorCache cache_;              // which slices_ are current
   double norm_squared_ = -1.0;
   tenfold::detail::Buffer<T> partial_;
 };

@@ -1,5 +1,5 @@
-// Distributed Tucker (ST-HOSVD, HOSVD, HOOI) as TuckerMPI computes it: mode Grams from
-// local products plus reductions within the mode's slice and fibre, the eigenvalue
+// Distributed Tucker (ST-HOSVD, HOSVD, HOOI) as TuckerMPI computes it: mode Grams from a
+// redistribution within the mode's fibre, a local syrk and a sum over the grid, the eigenvalue
 // truncation replicated (every process holds the same Gram, so the same factor), and
 // each TTM a local product followed by a reduce-scatter within the mode's fibre, which
 // leaves the shrunk tensor block-distributed on the same grid.

@@ -25,7 +25,6 @@ TuckerOperand<T>::TuckerOperand(Compute<T>& c, const TTensor<T>& x)
            gamma_.back().get(), ranks_[m]);
   }
   b_.resize(order);
-  valid_.assign(order, false);
 }
 
 template <class T>
@@ -53,24 +52,23 @@ double TuckerOperand<T>::norm_squared() {
 
 template <class T>
 void TuckerOperand<T>::factor_changed(int m) {
-  valid_[static_cast<std::size_t>(m)] = false;
+  cache_.factor_changed(m);
   core_.factor_changed(m);
 }
 
 template <class T>
 void TuckerOperand<T>::mttkrp(int n, std::span<const T* const> factors, index_t rank, T* out) {
   Compute<T>& c = this->c_;
-  if (rank != cached_rank_) valid_.assign(dims_.size(), false);
-  cached_rank_ = rank;
+  cache_.use_rank(rank);
   std::vector<const T*> b(dims_.size());
   for (int m = 0; m < this->order(); ++m) {
     const auto mi = static_cast<std::size_t>(m);
     T* bm = ensure(c, b_[mi], static_cast<std::size_t>(ranks_[mi] * rank));
-    if (m != n && !valid_[mi]) {
+    if (m != n && !cache_.current(m)) {
       // B_m = U_m^T A_m (r_m x R)
       c.gemm(Op::trans, Op::none, ranks_[mi], rank, dims_[mi], T(1), u_[mi].get(), dims_[mi],
              factors[mi], dims_[mi], T(0), bm, ranks_[mi]);
-      valid_[mi] = true;
+      cache_.refreshed(m);
     }
     b[mi] = bm;
   }

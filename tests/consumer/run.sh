@@ -10,6 +10,12 @@ cmake --install "$build_dir" --prefix "$work/prefix" >/dev/null
 cmake -S "$src_dir" -B "$work/build" -DCMAKE_PREFIX_PATH="$work/prefix" >/dev/null
 cmake --build "$work/build" >/dev/null
 LD_LIBRARY_PATH="$work/prefix/lib:${LD_LIBRARY_PATH:-}" "$work/build/consumer"
+# A build with MPI: tenfold::mpi from the same package, run on two processes (as root,
+# Open MPI needs its explicit permission).
+if grep -q '^TENFOLD_WITH_MPI:BOOL=ON' "$build_dir/CMakeCache.txt"; then
+  LD_LIBRARY_PATH="$work/prefix/lib:${LD_LIBRARY_PATH:-}" OMPI_ALLOW_RUN_AS_ROOT=1 \
+    OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np 2 "$work/build/consumer_mpi"
+fi
 libdir=$(find "$work/prefix" -name tenfold.pc -printf '%h\n')
 flags=$(PKG_CONFIG_PATH="$libdir" pkg-config --cflags --libs tenfold)
 # The headers need C++20, which the consumer chooses (pkg-config does not impose it).

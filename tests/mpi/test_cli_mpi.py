@@ -4,8 +4,10 @@ Usage: test_cli_mpi.py TENFOLD MPIEXEC. For C- and Fortran-order inputs, `tenfol
 tucker` (ST-HOSVD by --tol, HOOI by --ranks) and `tenfold cp` run once serially and
 under mpirun with 2, 3 and 4 processes; every .npy output must match to 1e-12
 relative (float64), the reports must agree on everything but timings and the MPI
-section, and that section must name the processes. A missing input gives an error
-on every process, a non-zero exit and no output folder.
+section, and that section must name the processes. --grid sets the process grid per
+NumPy axis (C- and Fortran-order inputs alike); a grid that does not fit the process
+count or the input, and a missing input, give an error on every process, a non-zero
+exit and no output folder.
 """
 import json
 import os
@@ -54,6 +56,16 @@ def close(got, want, key):
         assert np.abs(g - w).max() <= 1e-12 * scale, (key, got, want)
 
 
+def refused(args, processes, message):
+    """Every process prints `message` on one line; non-zero exit, no output folder."""
+    out = os.path.join(os.path.dirname(args[1]), "refused_out")
+    p = run(args + ["--out", out], processes, expect_ok=False)
+    assert p.returncode != 0, args
+    assert not os.path.exists(out), args
+    lines = [line for line in p.stderr.splitlines() if message in line]
+    assert len(lines) == (processes or 1), (message, p.stderr)
+
+
 def compare(serial, dist, processes):
     names = sorted(f for f in os.listdir(serial) if f.endswith(".npy"))
     assert names == sorted(f for f in os.listdir(dist) if f.endswith(".npy")), (serial, dist)
@@ -97,6 +109,27 @@ def main():
                     dist = os.path.join(tmp, f"{job}_{order}_np{p}")
                     run(args[:1] + [path] + args[1:] + ["--out", dist], processes=p)
                     compare(serial, dist, p)
+        # --grid per NumPy axis, whatever the file's order.
+        for order, path in inputs.items():
+            for job, grid in (("sthosvd", [1, 2, 2, 1]), ("cp", [2, 1, 1, 2])):
+                args = jobs[job]
+                serial = os.path.join(tmp, f"{job}_{order}_serial")
+                dist = os.path.join(tmp, f"{job}_{order}_grid")
+                text = "x".join(map(str, grid))
+                run(args[:1] + [path] + args[1:] + ["--out", dist, "--grid", text], processes=4)
+                compare(serial, dist, 4)
+                got = json.load(open(os.path.join(dist, "report.json")))["mpi"]["grid"]
+                assert got == grid, (got, grid)
+        path = inputs["c"]
+        refused(["cp", path, "--rank", "2", "--grid", "1x1x1x4"], 3,
+                "tenfold cp: error: --grid 1x1x1x4 has 4 processes, but mpirun started 3")
+        refused(["tucker", path, "--tol", "0.1", "--grid", "3x1"], 3,
+                "tenfold tucker: error: --grid 3x1 has 2 entries, but the input has 4 axes")
+        refused(["tucker", path, "--tol", "0.1", "--grid", "1x1x1x8"], 8,
+                "--grid 1x1x1x8: NumPy axis 3 has 7 indices for 8 processes")
+        refused(["cp", path, "--rank", "2", "--grid", "2x-1x1x1"], 2, "is not of the form P0xP1x")
+        refused(["cp", path, "--rank", "2", "--grid", "1x2x1x1"], None,
+                "--grid 1x2x1x1 has 2 processes, but this run has one (start it with mpirun")
         # A missing input: every process says so, nothing is written.
         out = os.path.join(tmp, "absent_out")
         p = run(["cp", os.path.join(tmp, "absent.npy"), "--rank", "2", "--out", out], 3,
