@@ -3,17 +3,16 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <optional>
 #include <span>
 #include <sstream>
 #include <string>
 
 #include "cli_run.hpp"
 #include "cp_test_util.hpp"
+#include "scoped_env.hpp"
 #include "temp_dir.hpp"
 #include "tenfold/attention_checkpoint.hpp"
 #include "tenfold/cp.hpp"
@@ -27,28 +26,6 @@ using tenfold::index_t;
 extern "C" char* openblas_get_corename(void);
 
 namespace {
-
-// Sets an environment variable for the programs a test starts, restoring it after.
-class SetEnvironment {
- public:
-  SetEnvironment(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    setenv(name, value, 1);
-  }
-  ~SetEnvironment() {
-    if (old_) {
-      setenv(name_, old_->c_str(), 1);
-    } else {
-      unsetenv(name_);
-    }
-  }
-  SetEnvironment(const SetEnvironment&) = delete;
-  SetEnvironment& operator=(const SetEnvironment&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
 
 const fs::path kCovid = fs::path(TENFOLD_TEST_DATA_DIR) / "COVID19_data.npy";
 const fs::path kIl2 = fs::path(TENFOLD_TEST_DATA_DIR) / "IL2_Response_Tensor.npy";
@@ -80,7 +57,7 @@ TEST(Cli, CpOnRealDataWritesFactorsInNumPyAxisOrder) {
   const std::string before = slurp(kCovid);
   // Bit-for-bit agreement needs the same BLAS kernels: the program would otherwise switch
   // to AVX2 kernels where OpenBLAS falls back to generic ones (tools/main.cpp).
-  const SetEnvironment same_kernels("OPENBLAS_CORETYPE", openblas_get_corename());
+  const ScopedEnv same_kernels("OPENBLAS_CORETYPE", openblas_get_corename());
   const CliRun r = tenfold_cli(dir, "cp " + kCovid.string() + " --rank 3 --init nvecs --tol 1e-8 " +
                                         "--max-iters 1000 --out " + (dir / "out").string());
   ASSERT_EQ(r.code, 0) << r.err;

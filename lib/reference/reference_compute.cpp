@@ -243,15 +243,9 @@ void ReferenceCompute<T>::normalize_columns(ColumnNorm kind, index_t m, index_t 
                                             index_t lda, T* lambda) {
   for (index_t j = 0; j < n; ++j) {
     T* col = a + j * lda;
-    double s = 0.0;
-    if (kind == ColumnNorm::two) {
-      for (index_t i = 0; i < m; ++i) s += static_cast<double>(col[i]) * col[i];
-      s = std::sqrt(s);
-    } else {
-      for (index_t i = 0; i < m; ++i) s = std::max(s, static_cast<double>(std::abs(col[i])));
-      s = std::max(s, 1.0);
-    }
+    const double s = column_norm(kind, m, col);
     lambda[j] = static_cast<T>(s);
+    // Divided in double, where the cpu backend multiplies by the rounded inverse.
     if (s > 0.0)
       for (index_t i = 0; i < m; ++i) col[i] = static_cast<T>(col[i] / s);
   }
