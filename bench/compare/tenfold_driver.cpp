@@ -144,6 +144,15 @@ Json case_result(int iters, double seconds, Json phases, double rel_error, index
   return out;
 }
 
+// case_result of a decomposition of the dense tensor x, with the error measured here.
+template <class T, class Result>
+Json tensor_case_result(const tenfold::Tensor<T>& x, const Result& res, Json phases,
+                        const Json& gemm, const MemoryProbe& memory) {
+  return case_result(res.iterations, res.timings.total, std::move(phases),
+                     relative_error(x, res.model), x.numel() * static_cast<index_t>(sizeof(T)),
+                     gemm, memory);
+}
+
 template <class T>
 Json run_cp(const Args& a) {
   const Json gemm = warm_up<T>(a);
@@ -161,10 +170,9 @@ Json run_cp(const Args& a) {
   const tenfold::CpResult<T> res = tenfold::cp_als(x, o);
   memory.stop();
   const tenfold::CpTimings& t = res.timings;
-  Json out = case_result(
-      res.iterations, t.total,
-      {{"mttkrp", t.mttkrp}, {"gram", t.gram}, {"solve", t.solve}, {"other", t.other}},
-      relative_error(x, res.model), x.numel() * static_cast<index_t>(sizeof(T)), gemm, memory);
+  Json out = tensor_case_result(
+      x, res, {{"mttkrp", t.mttkrp}, {"gram", t.gram}, {"solve", t.solve}, {"other", t.other}},
+      gemm, memory);
   out["seconds_init"] = t.init;
   out["rel_error_als"] = res.relative_error;
   return out;
@@ -184,9 +192,8 @@ Json run_tucker(const Args& a) {
   const tenfold::TuckerResult<T> res = tenfold::tucker(x, o);
   memory.stop();
   const tenfold::TuckerTimings& t = res.timings;
-  Json out = case_result(
-      res.iterations, t.total, {{"gram", t.gram}, {"eig", t.eig}, {"ttm", t.ttm}},
-      relative_error(x, res.model), x.numel() * static_cast<index_t>(sizeof(T)), gemm, memory);
+  Json out =
+      tensor_case_result(x, res, {{"gram", t.gram}, {"eig", t.eig}, {"ttm", t.ttm}}, gemm, memory);
   out["rel_error_own"] = res.relative_error;
   return out;
 }
