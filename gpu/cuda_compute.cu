@@ -249,12 +249,16 @@ class CudaCompute final : public Compute<T> {
   }
 
   void potrs_right(index_t n, const T* l, index_t ldl, index_t m, T* b, index_t ldb) override {
-    if (m == 0 || n == 0) return;
     // B (L L^T)^{-1} = (B L^{-T}) L^{-1}: two triangular solves from the right.
+    solve_lower_right(Op::trans, n, l, ldl, m, b, ldb);
+    solve_lower_right(Op::none, n, l, ldl, m, b, ldb);
+  }
+
+  void solve_lower_right(Op op, index_t n, const T* l, index_t ldl, index_t m, T* b,
+                         index_t ldb) override {
+    if (m == 0 || n == 0) return;
     const T one = 1;
-    call(Lib<T>::trsm, blas(), CUBLAS_SIDE_RIGHT, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_T,
-         CUBLAS_DIAG_NON_UNIT, m, n, &one, l, ldl, b, ldb);
-    call(Lib<T>::trsm, blas(), CUBLAS_SIDE_RIGHT, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N,
+    call(Lib<T>::trsm, blas(), CUBLAS_SIDE_RIGHT, CUBLAS_FILL_MODE_LOWER, blas_op(op),
          CUBLAS_DIAG_NON_UNIT, m, n, &one, l, ldl, b, ldb);
   }
 

@@ -8,6 +8,7 @@
 #include <random>
 #include <vector>
 
+#include "attention_test_util.hpp"
 #include "backend_test_util.hpp"
 #include "random_matrix.hpp"
 #include "tenfold/attention.hpp"
@@ -15,35 +16,9 @@
 
 namespace {
 
-using tenfold::index_t;
-using tenfold::Matrix;
-using tenfold::Tensor;
-using tenfold::test::gaussian;
-using tenfold::test::orthonormal;
+using namespace tenfold;
 using namespace tenfold::attention;
-
-template <class T>
-std::vector<T> gaussian_vector(index_t n, std::mt19937_64& gen) {
-  return gaussian<T>(n, 1, 1.0, gen).values();
-}
-
-// Weights N(0, 1/D), biases N(0, 1).
-template <class T>
-QueryKeyLayer<T> random_layer(index_t heads, index_t d, index_t input, bool biases,
-                              std::uint64_t seed) {
-  std::mt19937_64 gen(seed);
-  QueryKeyLayer<T> l;
-  l.heads = heads;
-  l.head_dim = d;
-  const double sd = 1.0 / std::sqrt(static_cast<double>(input));
-  l.query_weight = gaussian<T>(input, heads * d, sd, gen);
-  l.key_weight = gaussian<T>(input, heads * d, sd, gen);
-  if (biases) {
-    l.query_bias = gaussian_vector<T>(heads * d, gen);
-    l.key_bias = gaussian_vector<T>(heads * d, gen);
-  }
-  return l;
-}
+using namespace tenfold::test;
 
 // T(h, i, j) = sum_k W_Q(i, h d + k) W_K(j, h d + k) / sqrt(d), by loops.
 Tensor<double> dense_qk(const QueryKeyLayer<double>& l) {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "attention_test_util.hpp"
 #include "random_matrix.hpp"
 #include "temp_dir.hpp"
 #include "tenfold/attention.hpp"
@@ -20,25 +21,9 @@
 
 namespace {
 
-using tenfold::index_t;
-using tenfold::Matrix;
-using tenfold::Tensor;
-using tenfold::test::gaussian;
-using tenfold::test::orthonormal;
+using namespace tenfold;
 using namespace tenfold::attention;
-
-// Weights N(0, 1/D), no biases (so that scores are the context term alone).
-template <class T>
-QueryKeyLayer<T> random_layer(index_t heads, index_t d, index_t input, std::uint64_t seed) {
-  std::mt19937_64 gen(seed);
-  QueryKeyLayer<T> l;
-  l.heads = heads;
-  l.head_dim = d;
-  const double sd = 1.0 / std::sqrt(static_cast<double>(input));
-  l.query_weight = gaussian<T>(input, heads * d, sd, gen);
-  l.key_weight = gaussian<T>(input, heads * d, sd, gen);
-  return l;
-}
+using namespace tenfold::test;
 
 template <class T>
 Matrix<double> as_double(const Matrix<T>& m) {
@@ -128,7 +113,7 @@ bool bitwise_equal(const Matrix<T>& a, const Matrix<T>& b) {
 // them exactly, while the whole tensor (48 generic components) needs more.
 TEST(AttentionCalibration, DataAwareRecoversTheLogitsOnTheInputSubspace) {
   const index_t heads = 4, d = 12, input = 48, k = 5, rank = heads * k;
-  const auto l = random_layer<double>(heads, d, input, 1);
+  const auto l = random_layer<double>(heads, d, input, false, 1);
   std::mt19937_64 gen(2);
   const Matrix<double> u = orthonormal(input, k, gen);
   // Calibration tokens, and held-out ones from the same subspace.
@@ -157,7 +142,7 @@ TEST(AttentionCalibration, DataAwareRecoversTheLogitsOnTheInputSubspace) {
 
 TEST(AttentionCalibration, EveryStartWorksInTheWhitenedSpace) {
   const index_t heads = 4, d = 12, input = 48, k = 5;
-  const auto l = random_layer<double>(heads, d, input, 3);
+  const auto l = random_layer<double>(heads, d, input, false, 3);
   std::mt19937_64 gen(4);
   const Matrix<double> x = tokens_in(orthonormal(input, k, gen), 40, gen);
   InputMoments mo;
@@ -177,7 +162,7 @@ TEST(AttentionCalibration, EveryStartWorksInTheWhitenedSpace) {
 template <class T>
 void check_data_error_is_dense(bool cross) {
   const index_t heads = 3, d = 8, input = 24;
-  const auto l = random_layer<T>(heads, d, input, 5);
+  const auto l = random_layer<T>(heads, d, input, false, 5);
   std::mt19937_64 gen(6);
   const Matrix<double> x = anisotropic_tokens(input, 60, gen);
   const Matrix<double> y = cross ? gaussian<double>(input, 50, 0.5, gen) : x;
@@ -218,7 +203,7 @@ TEST(AttentionCalibration, CrossAttentionDataErrorFloat) { check_data_error_is_d
 
 template <class T>
 void check_identity_is_weight_only() {
-  const auto l = random_layer<T>(4, 6, 20, 7);
+  const auto l = random_layer<T>(4, 6, 20, false, 7);
   CompressOptions o;
   o.rank = 9;
   const CompressResult<T> w = compress(l, o);
@@ -247,7 +232,7 @@ TEST(AttentionCalibration, IdentityMomentsGiveTheWeightOnlyResultFloat) {
 }
 
 TEST(AttentionCalibration, FullRankIsExactInBothSpaces) {
-  const auto l = random_layer<double>(3, 4, 12, 8);
+  const auto l = random_layer<double>(3, 4, 12, false, 8);
   std::mt19937_64 gen(9);
   InputMoments mo;
   mo.query = moment(anisotropic_tokens(12, 30, gen));
@@ -260,7 +245,7 @@ TEST(AttentionCalibration, FullRankIsExactInBothSpaces) {
 }
 
 TEST(AttentionCalibration, ContentVectorsStayExact) {
-  auto l = random_layer<double>(3, 4, 12, 10);
+  auto l = random_layer<double>(3, 4, 12, false, 10);
   std::mt19937_64 gen(11);
   l.query_bias = gaussian<double>(12, 1, 1.0, gen).values();
   InputMoments mo;
@@ -272,7 +257,7 @@ TEST(AttentionCalibration, ContentVectorsStayExact) {
 }
 
 void expect_refused(const InputMoments& mo, const CompressOptions& o, const std::string& part) {
-  const auto l = random_layer<double>(2, 3, 6, 12);
+  const auto l = random_layer<double>(2, 3, 6, false, 12);
   try {
     compress(l, o, mo);
     ADD_FAILURE() << "accepted; expected an error mentioning '" << part << "'";
@@ -310,7 +295,7 @@ TEST(AttentionCalibration, BadMomentsAreRefused) {
   o.damping = -1.0;
   expect_refused(mo, o, "damping must be finite and >= 0");
   o.damping = 1e-2;  // the same rank-one moment is fine once damped
-  const auto l = random_layer<double>(2, 3, 6, 12);
+  const auto l = random_layer<double>(2, 3, 6, false, 12);
   EXPECT_NO_THROW(compress(l, o, mo));
 }
 

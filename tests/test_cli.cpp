@@ -3,16 +3,16 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <optional>
 #include <span>
 #include <sstream>
 #include <string>
 
 #include "cli_run.hpp"
+#include "cp_test_util.hpp"
+#include "scoped_env.hpp"
 #include "temp_dir.hpp"
 #include "tenfold/attention_checkpoint.hpp"
 #include "tenfold/cp.hpp"
@@ -26,28 +26,6 @@ using tenfold::index_t;
 extern "C" char* openblas_get_corename(void);
 
 namespace {
-
-// Sets an environment variable for the programs a test starts, restoring it after.
-class SetEnvironment {
- public:
-  SetEnvironment(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    setenv(name, value, 1);
-  }
-  ~SetEnvironment() {
-    if (old_) {
-      setenv(name_, old_->c_str(), 1);
-    } else {
-      unsetenv(name_);
-    }
-  }
-  SetEnvironment(const SetEnvironment&) = delete;
-  SetEnvironment& operator=(const SetEnvironment&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
 
 const fs::path kCovid = fs::path(TENFOLD_TEST_DATA_DIR) / "COVID19_data.npy";
 const fs::path kIl2 = fs::path(TENFOLD_TEST_DATA_DIR) / "IL2_Response_Tensor.npy";
@@ -79,7 +57,7 @@ TEST(Cli, CpOnRealDataWritesFactorsInNumPyAxisOrder) {
   const std::string before = slurp(kCovid);
   // Bit-for-bit agreement needs the same BLAS kernels: the program would otherwise switch
   // to AVX2 kernels where OpenBLAS falls back to generic ones (tools/main.cpp).
-  const SetEnvironment same_kernels("OPENBLAS_CORETYPE", openblas_get_corename());
+  const ScopedEnv same_kernels("OPENBLAS_CORETYPE", openblas_get_corename());
   const CliRun r = tenfold_cli(dir, "cp " + kCovid.string() + " --rank 3 --init nvecs --tol 1e-8 " +
                                         "--max-iters 1000 --out " + (dir / "out").string());
   ASSERT_EQ(r.code, 0) << r.err;
@@ -585,6 +563,65 @@ TEST(Cli, AttentionCompressDtype) {
       tenfold_cli(dir, base + (dir / "both.safetensors").string() + " --float64 --dtype float32");
   EXPECT_NE(both.code, 0);
   EXPECT_FALSE(std::filesystem::exists(dir / "both.safetensors"));
+}
+
+// --backend reference (plain loops in double) gives the cpu backend's answer to the
+// precision's rounding: CP from the same random start, HOOI, and the attention adapter.
+TEST(Cli, ReferenceBackendAgreesWithCpu) {
+  TempDir dir;
+  const auto planted = tenfold::test::planted({9, 8, 7}, 3, 0.0, 0.05, 17);
+  tenfold::io::save_npy<double>(dir / "x.npy", planted.tensor.view());
+  TinyBert(2).save(dir / "model.safetensors");
+  for (const std::string dtype : {"float64", "float32"}) {
+    const double tol = dtype == "float64" ? 1e-10 : 1e-4;
+    // Runs `command` with --out (and --report for attention) under dtype_backend.
+    const auto run = [&](const std::string& command, const std::string& backend) {
+      const fs::path out =
+          dir / (command.substr(0, command.find(' ')) + "_" + dtype + "_" + backend);
+      const bool attention = command.starts_with("attention");
+      const CliRun r = tenfold_cli(
+          dir, command + " --dtype " + dtype + " --backend " + backend + " -q --out " +
+                   out.string() + (attention ? " --report " + out.string() + ".json" : ""));
+      EXPECT_EQ(r.code, 0) << r.err;
+      return nlohmann::json::parse(
+          slurp(attention ? fs::path(out.string() + ".json") : out / "report.json"));
+    };
+    const std::string cp = "cp " + (dir / "x.npy").string() +
+                           " --rank 3 --init random --seed 5 --max-iters 15 --tol 0";
+    const auto cp_cpu = run(cp, "cpu"), cp_ref = run(cp, "reference");
+    EXPECT_EQ(cp_ref["backend"], "reference");
+    ASSERT_EQ(cp_ref["fit_history"].size(), 15u);
+    for (std::size_t i = 0; i < 15; ++i)
+      EXPECT_NEAR(cp_ref["fit_history"][i].get<double>(), cp_cpu["fit_history"][i].get<double>(),
+                  tol)
+          << dtype << " iteration " << i + 1;
+    for (const char* file : {"weights.npy", "factor_0.npy", "factor_1.npy", "factor_2.npy"}) {
+      const auto got = tenfold::io::load_npy<double>(dir / ("cp_" + dtype + "_reference") / file);
+      const auto want = tenfold::io::load_npy<double>(dir / ("cp_" + dtype + "_cpu") / file);
+      EXPECT_LT(tenfold::test::rel_diff(got.values(), want.values()), tol) << dtype << " " << file;
+    }
+
+    // Eigenvectors are defined up to sign: compare what does not depend on it.
+    const std::string tucker =
+        "tucker " + (dir / "x.npy").string() + " --ranks 3,2,2 --method hooi";
+    const auto tucker_cpu = run(tucker, "cpu"), tucker_ref = run(tucker, "reference");
+    EXPECT_NEAR(tucker_ref["relative_error"].get<double>(),
+                tucker_cpu["relative_error"].get<double>(), tol)
+        << dtype;
+    for (std::size_t ax = 0; ax < 3; ++ax)
+      EXPECT_LT(tenfold::test::rel_diff(tucker_ref["eigenvalues"][ax].get<std::vector<double>>(),
+                                        tucker_cpu["eigenvalues"][ax].get<std::vector<double>>()),
+                tol)
+          << dtype << " axis " << ax;
+
+    const std::string attention =
+        "attention compress " + (dir / "model.safetensors").string() + " --heads 2 --shared-dim 3";
+    const auto attention_cpu = run(attention, "cpu"), attention_ref = run(attention, "reference");
+    for (std::size_t l = 0; l < 2; ++l)
+      EXPECT_NEAR(attention_ref["layers"][l]["relative_error"].get<double>(),
+                  attention_cpu["layers"][l]["relative_error"].get<double>(), tol)
+          << dtype << " layer " << l;
+  }
 }
 
 TEST(Cli, AttentionCompressWithCalibration) {

@@ -4,13 +4,12 @@
 // own test files; every test is skipped where no CUDA device can be used.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/compute.hpp"
+#include "scoped_env.hpp"
 #include "tenfold/backend.hpp"
 #include "tenfold/error.hpp"
 
@@ -53,26 +52,6 @@ TYPED_TEST(GpuCompute, FailedAllocationNamesTheRequest) {
   this->gpu_->download(back.data(), d.get(), a.size());
   EXPECT_EQ(back, a);
 }
-
-// Sets an environment variable for the scope, restoring the previous value.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (old_) {
-      setenv(name_, old_->c_str(), 1);
-    } else {
-      unsetenv(name_);
-    }
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
 
 TEST(GpuDevice, EnvironmentVariableIsValidated) {
   if (!tenfold::cuda_available()) GTEST_SKIP() << "no CUDA device available";

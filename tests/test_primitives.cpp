@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -140,20 +141,32 @@ void cholesky_cases(Backend b) {
   for (const auto& [n, m] :
        std::vector<std::pair<index_t, index_t>>{{1, 1}, {5, 7}, {33, 2}, {40, 130}, {3, 0}}) {
     const index_t ld = n + 1, ldb = m + 2;
-    // potrf then potrs_right: B (L L^T)^{-1}; the strict upper triangle is not compared.
-    const auto solve = [&](Compute<T>& c, const std::vector<T*>& p) {
-      ASSERT_TRUE(c.potrf(n, p[0], ld));
-      c.potrs_right(n, p[0], ld, m, p[1], ldb);
-    };
-    Host<T> data = {random_spd<T>(n, ld, 30), values<T>(ldb * n, 31)};
-    const auto test = detail::make_compute<T>(b);
-    const auto ref = detail::make_compute<T>(Backend::reference);
-    Host<T> got = run_on(*test, data, solve), want = run_on(*ref, data, solve);
-    for (Host<T>* h : {&got, &want})
-      for (index_t j = 0; j < n; ++j)
-        for (index_t i = 0; i < j; ++i) (*h)[0][static_cast<std::size_t>(i + j * ld)] = T(0);
-    EXPECT_LT(rel_diff(got[0], want[0]), kernel_tol<T>() * 10) << "potrf n " << n;
-    EXPECT_LT(rel_diff(got[1], want[1]), kernel_tol<T>() * 10) << "potrs n " << n << " m " << m;
+    // potrf, then potrs_right: B (L L^T)^{-1}, or one triangular solve: B L^{-T} or B L^{-1};
+    // the strict upper triangle is not compared.
+    const std::optional<Op> potrs;
+    for (const std::optional<Op> op : {potrs, std::optional(Op::trans), std::optional(Op::none)}) {
+      const std::string step = !op                ? "potrs_right"
+                               : *op == Op::trans ? "solve_lower_right L^T"
+                                                  : "solve_lower_right L";
+      const auto solve = [&](Compute<T>& c, const std::vector<T*>& p) {
+        ASSERT_TRUE(c.potrf(n, p[0], ld));
+        if (op) {
+          c.solve_lower_right(*op, n, p[0], ld, m, p[1], ldb);
+        } else {
+          c.potrs_right(n, p[0], ld, m, p[1], ldb);
+        }
+      };
+      Host<T> data = {random_spd<T>(n, ld, 30), values<T>(ldb * n, 31)};
+      const auto test = detail::make_compute<T>(b);
+      const auto ref = detail::make_compute<T>(Backend::reference);
+      Host<T> got = run_on(*test, data, solve), want = run_on(*ref, data, solve);
+      for (Host<T>* h : {&got, &want})
+        for (index_t j = 0; j < n; ++j)
+          for (index_t i = 0; i < j; ++i) (*h)[0][static_cast<std::size_t>(i + j * ld)] = T(0);
+      EXPECT_LT(rel_diff(got[0], want[0]), kernel_tol<T>() * 10) << "potrf n " << n;
+      EXPECT_LT(rel_diff(got[1], want[1]), kernel_tol<T>() * 10)
+          << step << " n " << n << " m " << m;
+    }
   }
 }
 

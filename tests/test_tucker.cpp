@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <numeric>
 
 #include "backend_test_util.hpp"
@@ -25,8 +26,15 @@ double tol() {
   return std::is_same_v<T, double> ? 1e-12 : 1e-5;
 }
 
+// Kernels and models in both precisions, on the cpu backend.
 template <class T>
-class TuckerTyped : public ::testing::Test {};
+class TuckerTyped : public ::testing::Test {
+ protected:
+  detail::Compute<T>& cpu() { return *cpu_; }
+
+ private:
+  std::unique_ptr<detail::Compute<T>> cpu_ = detail::make_compute<T>(Backend::cpu);
+};
 using Precisions = ::testing::Types<float, double>;
 TYPED_TEST_SUITE(TuckerTyped, Precisions);
 
@@ -37,7 +45,6 @@ const std::vector<std::vector<index_t>> kShapes = {
 
 TYPED_TEST(TuckerTyped, TtmMatchesReference) {
   using T = TypeParam;
-  auto c = detail::make_compute<T>(Backend::cpu);
   std::uint64_t seed = 1;
   for (const auto& dims : kShapes) {
     const Tensor<T> x = random_tensor<T>(dims, seed++);
@@ -55,7 +62,7 @@ TYPED_TEST(TuckerTyped, TtmMatchesReference) {
             for (index_t p = 0; p < rows; ++p)
               u[static_cast<std::size_t>(p + q * ldu)] = op == Op::none ? a(p, q) : a(q, p);
           std::vector<T> y(static_cast<std::size_t>(want.numel()));
-          detail::ttm(*c, x.data(), x.dims(), n, op, u.data(), ldu, j, y.data());
+          detail::ttm(this->cpu(), x.data(), x.dims(), n, op, u.data(), ldu, j, y.data());
           EXPECT_LT(rel_diff(y, want.values()), tol<T>())
               << "mode " << n << " of order " << x.order() << ", j " << j;
         }
@@ -66,7 +73,6 @@ TYPED_TEST(TuckerTyped, TtmMatchesReference) {
 
 TYPED_TEST(TuckerTyped, ModeGramMatchesReference) {
   using T = TypeParam;
-  auto c = detail::make_compute<T>(Backend::cpu);
   std::uint64_t seed = 50;
   for (const auto& dims : kShapes) {
     const Tensor<T> x = random_tensor<T>(dims, seed++);
@@ -77,9 +83,9 @@ TYPED_TEST(TuckerTyped, ModeGramMatchesReference) {
       const Matrix<double> gram = matmul_ref(xn, false, xn, true);
       const Matrix<double> cross = matmul_ref(xn, false, yn, true);
       std::vector<T> out(static_cast<std::size_t>(in * in), T(7));
-      detail::mode_gram(*c, x.data(), x.dims(), n, out.data());
+      detail::mode_gram(this->cpu(), x.data(), x.dims(), n, out.data());
       EXPECT_LT(rel_diff(out, gram.values()), tol<T>()) << "Gram of mode " << n;
-      detail::mode_gram(*c, x.data(), x.dims(), n, out.data(), y.data());
+      detail::mode_gram(this->cpu(), x.data(), x.dims(), n, out.data(), y.data());
       EXPECT_LT(rel_diff(out, cross.values()), tol<T>()) << "cross Gram of mode " << n;
     }
   }
@@ -87,7 +93,6 @@ TYPED_TEST(TuckerTyped, ModeGramMatchesReference) {
 
 TYPED_TEST(TuckerTyped, TtmChainAppliesEveryProduct) {
   using T = TypeParam;
-  auto c = detail::make_compute<T>(Backend::cpu);
   const Tensor<T> x = random_tensor<T>({5, 6, 4, 3}, 3);
   // Shrink two modes, grow one, leave one: the chain reorders but must not change the result.
   const Matrix<T> a0 = random_matrix<T>(2, 5, 4), a2 = random_matrix<T>(7, 4, 5);
@@ -98,18 +103,17 @@ TYPED_TEST(TuckerTyped, TtmChainAppliesEveryProduct) {
                                                   {3, Op::none, a3.data(), 1, 1}};
   detail::Buffer<T> w0, w1;
   std::vector<index_t> shape = x.dims();
-  const T* y = detail::ttm_chain<T>(*c, x.data(), shape, products, w0, w1);
+  const T* y = detail::ttm_chain<T>(this->cpu(), x.data(), shape, products, w0, w1);
   EXPECT_EQ(shape, want.dims());
   EXPECT_LT(rel_diff(std::vector<T>(y, y + want.numel()), want.values()), tol<T>());
   shape = x.dims();
-  EXPECT_EQ(detail::ttm_chain<T>(*c, x.data(), shape, {}, w0, w1), x.data());
+  EXPECT_EQ(detail::ttm_chain<T>(this->cpu(), x.data(), shape, {}, w0, w1), x.data());
 }
 
 // The dense CP operand on the same shapes (size-1 modes included), against the
 // definition M(i_n, r) = sum over all entries of x(i) prod_{m != n} A_m(i_m, r).
 TYPED_TEST(TuckerTyped, DenseMttkrpMatchesReference) {
   using T = TypeParam;
-  auto c = detail::make_compute<T>(Backend::cpu);
   std::uint64_t seed = 80;
   for (std::vector<index_t> dims : kShapes) {
     dims.push_back(2);  // order 3 to 6, so both blocks of the dimension tree are exercised
@@ -121,7 +125,7 @@ TYPED_TEST(TuckerTyped, DenseMttkrpMatchesReference) {
       a.push_back(random_matrix<T>(d, rank, seed++));
       ptrs.push_back(a.back().data());
     }
-    detail::DenseOperand<T> op(*c, x.view());
+    detail::DenseOperand<T> op(this->cpu(), x.view());
     for (int n = 0; n < x.order(); ++n) {
       Matrix<double> want(x.dim(n), rank);
       for (index_t lin = 0; lin < x.numel(); ++lin) {
@@ -416,11 +420,7 @@ TEST_P(Tucker, FloatAgreesWithDouble) {
     o.ranks = {4, 4, 4};
     const TuckerResult<double> rd = tucker(noisy, o);
     const TuckerResult<float> rf = tucker(xf, o);
-    EXPECT_NEAR(rf.relative_error, rd.relative_error, 1e-5) << to_string(method);
-    const Tensor<float> ff = rf.model.full();
-    EXPECT_NEAR(rel_diff(convert<double, float>(ff.view()).values(), noisy.values()),
-                true_relative_error(noisy, rd.model), 1e-5)
-        << to_string(method);
+    expect_float_agrees(noisy, rd, rf, method);
     for (std::size_t n = 0; n < 3; ++n) {
       EXPECT_LT(rel_diff(rf.eigenvalues[n], rd.eigenvalues[n]), 1e-5) << to_string(method);
     }
@@ -486,14 +486,13 @@ TEST_P(Tucker, BadInputIsNamed) {
 // The Tucker operand gives what a dense operand on the formed tensor gives.
 TYPED_TEST(TuckerTyped, TuckerOperandMatchesDense) {
   using T = TypeParam;
-  auto c = detail::make_compute<T>(Backend::cpu);
   for (const auto& [dims, ranks] :
        std::vector<std::pair<std::vector<index_t>, std::vector<index_t>>>{
            {{6, 5}, {3, 2}}, {{6, 5, 4}, {3, 2, 4}}, {{5, 4, 3, 4}, {2, 3, 1, 2}}}) {
     const TTensor<T> m = random_ttensor<T>(dims, ranks, 900);  // not orthonormal
     const Tensor<T> x = m.full();
-    detail::TuckerOperand<T> tucker_op(*c, m);
-    detail::DenseOperand<T> dense_op(*c, x.view());
+    detail::TuckerOperand<T> tucker_op(this->cpu(), m);
+    detail::DenseOperand<T> dense_op(this->cpu(), x.view());
     EXPECT_NEAR(tucker_op.norm_squared(), dense_op.norm_squared(),
                 tol<T>() * dense_op.norm_squared());
     const index_t rank = 3;
@@ -524,14 +523,20 @@ TYPED_TEST(TuckerTyped, TuckerOperandMatchesDense) {
 }
 
 // CP on a lossless Tucker compression follows CP on the tensor itself.
-class TuckerThenCp : public OnEachBackend {};
+class TuckerThenCp : public OnEachBackend {
+ protected:
+  // Tucker of x at the given ranks (ST-HOSVD) on the backend under test.
+  TuckerResult<double> compress(const Tensor<double>& x, std::vector<index_t> ranks) const {
+    TuckerOptions o;
+    o.backend = backend();
+    o.ranks = std::move(ranks);
+    return tucker(x, o);
+  }
+};
 
 TEST_P(TuckerThenCp, LosslessCompressionGivesTheSameFit) {
   const Tensor<double> x = random_cp<double>({20, 16, 12}, 4, 0.0, 1000);
-  TuckerOptions to;
-  to.backend = backend();
-  to.ranks = {4, 4, 4};
-  const TuckerResult<double> t = tucker(x, to);
+  const TuckerResult<double> t = compress(x, {4, 4, 4});
   ASSERT_LT(true_relative_error(x, t.model), 1e-12);
   for (CpInit init : {CpInit::random, CpInit::nvecs}) {
     CpOptions<double> co;
@@ -557,10 +562,7 @@ TEST_P(TuckerThenCp, LosslessCompressionGivesTheSameFit) {
 // in the Tucker subspaces, ||X - M||^2 = ||X - X^||^2 + ||X^ - M||^2.
 TEST_P(TuckerThenCp, LossyCompressionIsCloseAndErrorsAddUp) {
   const Tensor<double> x = random_cp<double>({30, 25, 20}, 3, 0.05, 1100);
-  TuckerOptions to;
-  to.backend = backend();
-  to.ranks = {6, 6, 6};
-  const TuckerResult<double> t = tucker(x, to);
+  const TuckerResult<double> t = compress(x, {6, 6, 6});
   const Tensor<double> xhat = t.model.full();
   CpOptions<double> co;
   co.backend = backend();

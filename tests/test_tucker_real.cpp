@@ -50,13 +50,7 @@ TEST(TuckerReal, CovidFloatAgreesWithDouble) {
     o.method = method;
     const TuckerResult<double> d = tucker(x, o);
     const TuckerResult<float> f = tucker(xf, o);
-    // The error is stationary in the subspaces, so it agrees to float round-off even
-    // where the subspaces themselves are sensitive (small eigenvalue gaps).
-    EXPECT_NEAR(f.relative_error, d.relative_error, 1e-5) << to_string(method);
-    const Tensor<float> ff = f.model.full();
-    EXPECT_NEAR(rel_diff(convert<double, float>(ff.view()).values(), x.values()),
-                true_relative_error(x, d.model), 1e-5)
-        << to_string(method);
+    expect_float_agrees(x, d, f, method);
   }
 }
 

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/random.hpp"
@@ -61,24 +62,31 @@ Tensor<T> random_cp(const std::vector<index_t>& dims, index_t rank, double noise
   return x;
 }
 
+/// Where the entry at column-major position `lin` of a tensor of shape dims stands in
+/// the Kolda-Bader unfolding X_(n): (i_n, sum_{m != n} i_m prod_{k < m, k != n} I_k).
+inline std::pair<index_t, index_t> unfolded_at(const std::vector<index_t>& dims, int n,
+                                               index_t lin) {
+  index_t rest = lin, col = 0, stride = 1, row = 0;
+  for (std::size_t m = 0; m < dims.size(); ++m) {
+    const index_t i = rest % dims[m];
+    rest /= dims[m];
+    if (static_cast<int>(m) == n) {
+      row = i;
+    } else {
+      col += i * stride;
+      stride *= dims[m];
+    }
+  }
+  return {row, col};
+}
+
 /// Kolda-Bader unfolding X_(n) (I_n x prod_{m != n} I_m), by loops over multi-indices.
 template <class T>
 Matrix<double> unfold_ref(const Tensor<T>& x, int n) {
-  const auto& d = x.dims();
-  const index_t in = d[static_cast<std::size_t>(n)];
+  const index_t in = x.dim(n);
   Matrix<double> u(in, x.numel() / in);
   for (index_t lin = 0; lin < x.numel(); ++lin) {
-    index_t rest = lin, col = 0, stride = 1, row = 0;
-    for (std::size_t m = 0; m < d.size(); ++m) {
-      const index_t i = rest % d[m];
-      rest /= d[m];
-      if (static_cast<int>(m) == n) {
-        row = i;
-      } else {
-        col += i * stride;
-        stride *= d[m];
-      }
-    }
+    const auto [row, col] = unfolded_at(x.dims(), n, lin);
     u(row, col) = x[lin];
   }
   return u;
@@ -89,17 +97,7 @@ template <class T>
 Tensor<T> fold_ref(const Matrix<double>& u, const std::vector<index_t>& dims, int n) {
   Tensor<T> x(dims);
   for (index_t lin = 0; lin < x.numel(); ++lin) {
-    index_t rest = lin, col = 0, stride = 1, row = 0;
-    for (std::size_t m = 0; m < dims.size(); ++m) {
-      const index_t i = rest % dims[m];
-      rest /= dims[m];
-      if (static_cast<int>(m) == n) {
-        row = i;
-      } else {
-        col += i * stride;
-        stride *= dims[m];
-      }
-    }
+    const auto [row, col] = unfolded_at(dims, n, lin);
     x[lin] = static_cast<T>(u(row, col));
   }
   return x;
@@ -147,6 +145,19 @@ double rel_diff(const std::vector<T>& a, const std::vector<U>& b) {
 template <class T>
 double true_relative_error(const Tensor<T>& x, const TTensor<T>& model) {
   return rel_diff(model.full().values(), x.values());
+}
+
+/// The float run f of `method` agrees with the double run d on x to float round-off: its
+/// reported error, and the true error of its model. The error is stationary in the
+/// subspaces, so it agrees even where the subspaces themselves are sensitive (small
+/// eigenvalue gaps).
+inline void expect_float_agrees(const Tensor<double>& x, const TuckerResult<double>& d,
+                                const TuckerResult<float>& f, TuckerMethod method) {
+  EXPECT_NEAR(f.relative_error, d.relative_error, 1e-5) << to_string(method);
+  const Tensor<float> ff = f.model.full();
+  EXPECT_NEAR(rel_diff(convert<double, float>(ff.view()).values(), x.values()),
+              true_relative_error(x, d.model), 1e-5)
+      << to_string(method);
 }
 
 /// max |U^T U - I| over the factors.

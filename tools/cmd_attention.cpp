@@ -216,9 +216,7 @@ Command add_attention_command(CLI::App& app) {
   compress->add_option("-o,--out", c->out, "Output checkpoint (.safetensors)")->required();
   compress->add_option("--report", c->report, "Also write a JSON report here");
   compress->add_flag("-q,--quiet", c->quiet, "Print no per-layer progress on stderr");
-  compress->add_option("--backend", c->backend, "Compute backend: cpu or cuda")
-      ->check(CLI::IsMember({"cpu", "cuda"}))
-      ->capture_default_str();
+  add_backend_option(*compress, c->backend);
   CLI::Option* calibration = compress->add_option(
       "--calibration", c->calibration,
       "Calibration statistics (.safetensors with <P>input_moment per layer): fit the logits "

@@ -261,11 +261,10 @@ Command add_cp_command(CLI::App& app) {
                   "random or nvecs")
       ->check(CLI::IsMember({"auto", "random", "nvecs"}))
       ->capture_default_str();
-  cmd->add_option("--n-starts", a->n_starts,
-                  "Run this many starts (the first from --init, the others random with seeds "
-                  "seed+1, ...) and keep the best fit")
-      ->check(CLI::Range(1, 1000000))
-      ->capture_default_str();
+  add_integer_option(*cmd, "--n-starts", a->n_starts,
+                     "Run this many starts (the first from --init, the others random with "
+                     "seeds seed+1, ...) and keep the best fit")
+      ->check(CLI::Range(1, 1000000));
   cmd->add_flag("--nonnegative", a->nonnegative, "Non-negative factors (HALS updates)");
   cmd->add_flag("--line-search", a->line_search,
                 "Bro's extrapolation every second iteration (as TensorLy's linesearch=True)");

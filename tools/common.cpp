@@ -15,11 +15,17 @@
 
 namespace tenfold::cli {
 
+void add_backend_option(CLI::App& cmd, std::string& backend) {
+  cmd.add_option("--backend", backend,
+                 "Compute backend: cpu, cuda, or reference (plain loops in double, slow; for "
+                 "checking results)")
+      ->check(CLI::IsMember({"cpu", "cuda", "reference"}))
+      ->capture_default_str();
+}
+
 void add_common_options(CLI::App& cmd, CommonOptions& o) {
   cmd.add_flag("-q,--quiet", o.quiet, "Print no progress on stderr");
-  cmd.add_option("--backend", o.backend, "Compute backend: cpu or cuda")
-      ->check(CLI::IsMember({"cpu", "cuda"}))
-      ->capture_default_str();
+  add_backend_option(cmd, o.backend);
   cmd.add_option("--dtype", o.dtype,
                  "Compute in float32 or float64 (default: the input file's dtype)")
       ->check(CLI::IsMember({"float32", "float64"}));

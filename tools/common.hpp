@@ -27,6 +27,9 @@ struct CommonOptions {
   std::string dtype;  ///< "", "float32" or "float64" ("" = as stored)
 };
 
+/// Adds --backend (cpu, cuda or reference) to a subcommand.
+void add_backend_option(CLI::App& cmd, std::string& backend);
+
 /// Adds --quiet, --backend and --dtype to a subcommand.
 void add_common_options(CLI::App& cmd, CommonOptions& o);
 

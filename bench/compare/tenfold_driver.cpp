@@ -134,6 +134,25 @@ double relative_error(const tenfold::Tensor<T>& x, const Model& m) {
   return std::sqrt(std::max(0.0, r2)) / nx;
 }
 
+// What every case reports: sweeps, seconds in total and per phase, the error, the
+// input's size, the GEMM rate of warm_up and the memory probe's readings.
+Json case_result(int iters, double seconds, Json phases, double rel_error, index_t input_bytes,
+                 const Json& gemm, const MemoryProbe& memory) {
+  Json out = {{"iters", iters},         {"seconds_total", seconds},   {"phases", std::move(phases)},
+              {"rel_error", rel_error}, {"input_bytes", input_bytes}, {"gemm_gflops", gemm}};
+  out.update(memory.json());
+  return out;
+}
+
+// case_result of a decomposition of the dense tensor x, with the error measured here.
+template <class T, class Result>
+Json tensor_case_result(const tenfold::Tensor<T>& x, const Result& res, Json phases,
+                        const Json& gemm, const MemoryProbe& memory) {
+  return case_result(res.iterations, res.timings.total, std::move(phases),
+                     relative_error(x, res.model), x.numel() * static_cast<index_t>(sizeof(T)),
+                     gemm, memory);
+}
+
 template <class T>
 Json run_cp(const Args& a) {
   const Json gemm = warm_up<T>(a);
@@ -151,16 +170,11 @@ Json run_cp(const Args& a) {
   const tenfold::CpResult<T> res = tenfold::cp_als(x, o);
   memory.stop();
   const tenfold::CpTimings& t = res.timings;
-  Json out = {
-      {"iters", res.iterations},
-      {"seconds_total", t.total},
-      {"seconds_init", t.init},
-      {"phases", {{"mttkrp", t.mttkrp}, {"gram", t.gram}, {"solve", t.solve}, {"other", t.other}}},
-      {"rel_error", relative_error(x, res.model)},
-      {"rel_error_als", res.relative_error},
-      {"input_bytes", x.numel() * static_cast<index_t>(sizeof(T))},
-      {"gemm_gflops", gemm}};
-  out.update(memory.json());
+  Json out = tensor_case_result(
+      x, res, {{"mttkrp", t.mttkrp}, {"gram", t.gram}, {"solve", t.solve}, {"other", t.other}},
+      gemm, memory);
+  out["seconds_init"] = t.init;
+  out["rel_error_als"] = res.relative_error;
   return out;
 }
 
@@ -178,14 +192,9 @@ Json run_tucker(const Args& a) {
   const tenfold::TuckerResult<T> res = tenfold::tucker(x, o);
   memory.stop();
   const tenfold::TuckerTimings& t = res.timings;
-  Json out = {{"iters", res.iterations},
-              {"seconds_total", t.total},
-              {"phases", {{"gram", t.gram}, {"eig", t.eig}, {"ttm", t.ttm}}},
-              {"rel_error", relative_error(x, res.model)},
-              {"rel_error_own", res.relative_error},
-              {"input_bytes", x.numel() * static_cast<index_t>(sizeof(T))},
-              {"gemm_gflops", gemm}};
-  out.update(memory.json());
+  Json out =
+      tensor_case_result(x, res, {{"gram", t.gram}, {"eig", t.eig}, {"ttm", t.ttm}}, gemm, memory);
+  out["rel_error_own"] = res.relative_error;
   return out;
 }
 
@@ -228,14 +237,8 @@ Json run_attention(const Args& a) {
                                        [&](std::ostream& os) { os << reported.dump(); });
   }
   const index_t weights = layer.query_weight.size() + layer.key_weight.size();
-  Json out = {{"iters", res.iterations},
-              {"seconds_total", res.seconds},
-              {"phases", Json::object()},
-              {"rel_error", res.relative_error},
-              {"input_bytes", weights * static_cast<index_t>(sizeof(T))},
-              {"gemm_gflops", gemm}};
-  out.update(memory.json());
-  return out;
+  return case_result(res.iterations, res.seconds, Json::object(), res.relative_error,
+                     weights * static_cast<index_t>(sizeof(T)), gemm, memory);
 }
 
 template <class T>

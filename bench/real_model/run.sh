@@ -7,14 +7,9 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-build=${BUILD_DIR:-/tmp/build-real-model}
 venv=$(bash "$here/setup_env.sh" | tail -n 1)
-if [ ! -f "$build/CMakeCache.txt" ]; then
-  cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DTENFOLD_WITH_CUDA=OFF \
-    -DTENFOLD_BUILD_BENCH=OFF -DTENFOLD_BUILD_TESTS=OFF >/dev/null
-fi
-cmake --build "$build" -j 2 --target tenfold_cli >/dev/null
+tenfold=$(bash "$here/build_cli.sh")
 out=$root/out/real_model
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-"$venv/bin/python" "$here/run.py" --tenfold "$build/tools/tenfold" --out "$out" "$@"
+"$venv/bin/python" "$here/run.py" --tenfold "$tenfold" --out "$out" "$@"
 "$venv/bin/python" "$here/plot.py" "$out/results.json" "$root/docs/real-model.png"

@@ -8,16 +8,11 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-build=${BUILD_DIR:-/tmp/build-real-model}
 venv=$(bash "$here/setup_env.sh" | tail -n 1)
-if [ ! -f "$build/CMakeCache.txt" ]; then
-  cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DTENFOLD_WITH_CUDA=OFF \
-    -DTENFOLD_BUILD_BENCH=OFF -DTENFOLD_BUILD_TESTS=OFF >/dev/null
-fi
-cmake --build "$build" -j 2 --target tenfold_cli >/dev/null
+tenfold=$(bash "$here/build_cli.sh")
 out=$root/out/real_model/calibration
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-run() { "$venv/bin/python" "$here/calibration_eval.py" --tenfold "$build/tools/tenfold" "$@"; }
+run() { "$venv/bin/python" "$here/calibration_eval.py" --tenfold "$tenfold" "$@"; }
 run --out "$out/dampings" --dampings 0.001 0.01 0.1
 run --out "$out/weights" --dampings 0.1 0.3 1 --weightings token sentence --no-weight-only
 run --out "$out/sizes" --sizes 16 64 256 --dampings 0.3 --sequential

@@ -45,7 +45,8 @@ class Weights {
 // the heads that contribute, one head at a time.
 template <class T>
 std::vector<Matrix<T>> structured_start(const Weights& w, index_t rank, std::uint64_t seed) {
-  Cpu c;
+  const auto host = host_compute();
+  tenfold::detail::Compute<double>& c = *host;
   const index_t rows = w.q().rows(), d = w.d, s = w.heads * d, dd = d * d;
   const std::vector<double> gq = head_grams(c, w.q(), w.q(), w.heads, d);
   const std::vector<double> gk = head_grams(c, w.k(), w.k(), w.heads, d);
@@ -145,7 +146,8 @@ std::vector<Matrix<T>> folded(KTensor<T>&& model) {
 // ||T - T~|| / ||T|| with T~[h] = A diag(m_h) B^T (context scale folded into M).
 double relative_error(const Weights& w, const Matrix<double>& m, const Matrix<double>& a,
                       const Matrix<double>& b) {
-  Cpu c;
+  const auto host = host_compute();
+  tenfold::detail::Compute<double>& c = *host;
   const index_t rows = w.q().rows(), d = w.d, r = m.cols();
   const double nt2 = qk_norm_squared(c, w.q(), w.k(), w.heads, d);
   if (!(nt2 > 0.0)) {
@@ -317,7 +319,8 @@ CompressResult<T> compress_impl(const QueryKeyLayer<T>& layer, const CompressOpt
         std::to_string(bound) + ", or H d = " + std::to_string(s) + " for the exact form");
   }
   {
-    detail::Cpu c;
+    const auto host = detail::host_compute();
+    tenfold::detail::Compute<double>& c = *host;
     // Host memory besides the ALS (which checks its own): the CP form of T and the
     // weights in double, the structured start's per-head d x d blocks and D x d
     // products, the start and the result (H + 2 D) x R each, and the error's R x R
@@ -424,7 +427,8 @@ double qk_data_error(const QueryKeyLayer<T>& layer, const CollaborativeLayer<T>&
   mapped.head_dim = layer.head_dim;
   mapped.query_weight = detail::transform(fq, w.q());
   mapped.key_weight = detail::transform(fk, w.k());
-  detail::Cpu c;
+  const auto host = detail::host_compute();
+  tenfold::detail::Compute<double>& c = *host;
   if (!(detail::qk_norm_squared(c, mapped.query_weight, mapped.key_weight, w.heads, w.d) > 0.0)) {
     throw InvalidArgument(
         "the layer's logits x^T T_h y vanish for every input the moments describe");

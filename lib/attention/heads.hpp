@@ -1,17 +1,21 @@
 // Helpers of the attention adapter shared by its algorithms: a layer's matrices in
 // double and per-head products on a backend (the adapter's own small host-side steps
-// use the cpu backend, `Cpu`; its triangular solves need CpuCompute::solve_lower_right).
+// run on the cpu backend through the Compute interface, see host_compute).
 #pragma once
 
+#include <memory>
 #include <type_traits>
 #include <vector>
 
-#include "cpu/cpu_compute.hpp"
+#include "core/compute.hpp"
 #include "tenfold/attention.hpp"
 
 namespace tenfold::attention::detail {
 
-using Cpu = tenfold::detail::CpuCompute<double>;
+/// The cpu backend in double, for the adapter's own small host-side steps.
+inline std::unique_ptr<tenfold::detail::Compute<double>> host_compute() {
+  return tenfold::detail::make_compute<double>(Backend::cpu);
+}
 
 /// The matrix with its entries converted to double.
 template <class T>

@@ -154,7 +154,8 @@ template <class T>
 Matrix<T> content_vectors(const QueryKeyLayer<T>& layer) {
   if (layer.query_bias.empty()) return {};
   const index_t h = layer.heads, d = layer.head_dim, rows = layer.input_dim();
-  Cpu c;
+  const auto host = host_compute();
+  tenfold::detail::Compute<double>& c = *host;
   const AsDouble as_double(layer.key_weight);
   const Matrix<double>& wk = as_double.get();
   std::vector<double> bq(layer.query_bias.begin(), layer.query_bias.end());

@@ -46,7 +46,8 @@ void validate_moment(const Matrix<double>& s, index_t input_dim, std::string_vie
   // Positive semi-definite to tol: the Cholesky factorisation of the symmetric part plus
   // tol I exists when its smallest eigenvalue exceeds -tol; only when it does not is the
   // smallest eigenvalue computed (for the message, and to decide the borderline case).
-  detail::Cpu c;
+  const auto host = detail::host_compute();
+  tenfold::detail::Compute<double>& c = *host;
   Matrix<double> a(n, n);
   const auto symmetric_part = [&] {
     for (index_t j = 0; j < n; ++j)
@@ -74,7 +75,8 @@ bool is_scaled_identity(const Matrix<double>& s) {
 }
 
 Matrix<double> damped_cholesky(const Matrix<double>& s, double damping, std::string_view what) {
-  Cpu c;
+  const auto host = host_compute();
+  tenfold::detail::Compute<double>& c = *host;
   const index_t n = s.rows();
   Matrix<double> l(n, n);
   double trace = 0.0;
@@ -91,7 +93,8 @@ Matrix<double> damped_cholesky(const Matrix<double>& s, double damping, std::str
 }
 
 Matrix<double> psd_factor(const Matrix<double>& s) {
-  Cpu c;
+  const auto host = host_compute();
+  tenfold::detail::Compute<double>& c = *host;
   const index_t n = s.rows();
   Matrix<double> f(n, n);
   for (index_t j = 0; j < n; ++j)
@@ -107,7 +110,8 @@ Matrix<double> psd_factor(const Matrix<double>& s) {
 }
 
 Matrix<double> transform(const Matrix<double>& f, const Matrix<double>& w) {
-  Cpu c;
+  const auto host = host_compute();
+  tenfold::detail::Compute<double>& c = *host;
   Matrix<double> out(f.cols(), w.cols());
   c.gemm(tenfold::detail::Op::trans, tenfold::detail::Op::none, f.cols(), w.cols(), f.rows(), 1.0,
          f.data(), f.rows(), w.data(), w.rows(), 0.0, out.data(), out.rows());
@@ -133,7 +137,8 @@ QueryKeyLayer<T> whitened(const QueryKeyLayer<T>& layer, const Matrix<double>& l
 
 template <class T>
 void unwhiten(CollaborativeLayer<T>& collab, const Matrix<double>& lq, const Matrix<double>& lk) {
-  Cpu c;
+  const auto host = host_compute();
+  tenfold::detail::Compute<double>& c = *host;
   const index_t rows = collab.input_dim(), r = collab.rank();
   std::vector<double> scale(static_cast<std::size_t>(r), 1.0);
   Matrix<double> ft(r, rows);

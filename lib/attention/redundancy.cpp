@@ -47,7 +47,8 @@ index_t EnergyCurve::dimension_for(double fraction) const {
 template <class T>
 Redundancy redundancy(const QueryKeyLayer<T>& layer) {
   layer.validate();
-  detail::Cpu c;
+  const auto host = detail::host_compute();
+  tenfold::detail::Compute<double>& c = *host;
   const index_t h = layer.heads, d = layer.head_dim, rows = layer.input_dim(), s = layer.key_dim();
   const Matrix<double> wq = detail::to_double(layer.query_weight);
   const Matrix<double> wk = detail::to_double(layer.key_weight);

@@ -62,6 +62,10 @@ class Compute {
   virtual bool potrf(index_t n, T* a, index_t lda) = 0;
   /// B = B (L L^T)^{-1} for the factor of potrf; B is m x n.
   virtual void potrs_right(index_t n, const T* l, index_t ldl, index_t m, T* b, index_t ldb) = 0;
+  /// B = B L^{-T} (op = trans) or B = B L^{-1} (op = none) for a lower triangular n x n L
+  /// (a factor of potrf) and an m x n B.
+  virtual void solve_lower_right(Op op, index_t n, const T* l, index_t ldl, index_t m, T* b,
+                                 index_t ldb) = 0;
   /// Symmetric eigen-decomposition: A (n x n) is overwritten by the eigenvectors,
   /// host_w receives the eigenvalues in ascending order. Throws NumericalError on failure
   /// (including a NaN entry).

@@ -1,7 +1,9 @@
 // The memory primitives of a backend whose memory is host memory (cpu, reference):
-// 64-byte aligned allocations, copies by memcpy.
+// 64-byte aligned allocations, copies by memcpy; and the column norm both compute alike.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <new>
@@ -10,6 +12,19 @@
 #include "core/memory.hpp"
 
 namespace tenfold::detail {
+
+/// The norm normalize_columns takes of a column of m entries, in double: its 2-norm
+/// (ColumnNorm::two) or max(max_i |col_i|, 1) (ColumnNorm::max_or_one).
+template <class T>
+double column_norm(ColumnNorm kind, index_t m, const T* col) {
+  double s = 0.0;
+  if (kind == ColumnNorm::two) {
+    for (index_t i = 0; i < m; ++i) s += static_cast<double>(col[i]) * col[i];
+    return std::sqrt(s);
+  }
+  for (index_t i = 0; i < m; ++i) s = std::max(s, static_cast<double>(std::abs(col[i])));
+  return std::max(s, 1.0);
+}
 
 template <class T>
 class HostCompute : public Compute<T> {

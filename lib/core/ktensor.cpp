@@ -4,15 +4,14 @@
 #include <string>
 
 #include "core/dense_mttkrp.hpp"
+#include "core/factors.hpp"
 #include "tenfold/error.hpp"
 
 namespace tenfold {
 
 template <class T>
 std::vector<index_t> KTensor<T>::dims() const {
-  std::vector<index_t> d;
-  for (const Matrix<T>& f : factors) d.push_back(f.rows());
-  return d;
+  return detail::factor_rows(factors);
 }
 
 template <class T>

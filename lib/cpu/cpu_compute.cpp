@@ -369,14 +369,7 @@ void CpuCompute<T>::normalize_columns(ColumnNorm kind, index_t m, index_t n, T* 
   in_pieces(n, static_cast<double>(m * n), [&](index_t lo, index_t hi) {
     for (index_t j = lo; j < hi; ++j) {
       T* col = a + j * lda;
-      double s = 0.0;
-      if (kind == ColumnNorm::two) {
-        for (index_t i = 0; i < m; ++i) s += static_cast<double>(col[i]) * col[i];
-        s = std::sqrt(s);
-      } else {
-        for (index_t i = 0; i < m; ++i) s = std::max(s, static_cast<double>(std::abs(col[i])));
-        s = std::max(s, 1.0);
-      }
+      const double s = column_norm(kind, m, col);
       lambda[j] = static_cast<T>(s);
       if (s > 0.0) {
         const T inv = static_cast<T>(1.0 / s);

@@ -21,9 +21,8 @@ class CpuCompute final : public HostCompute<T> {
   bool potrf(index_t n, T* a, index_t lda) override;
   void potrs_right(index_t n, const T* l, index_t ldl, index_t m, T* b, index_t ldb) override;
   void syevd(index_t n, T* a, index_t lda, T* host_w) override;
-  /// B <- B L^{-T} (op = trans) or B L^{-1} (op = none) for a lower triangular n x n L
-  /// and an m x n B, on the calling thread. CPU only (not part of Compute).
-  void solve_lower_right(Op op, index_t n, const T* l, index_t ldl, index_t m, T* b, index_t ldb);
+  void solve_lower_right(Op op, index_t n, const T* l, index_t ldl, index_t m, T* b,
+                         index_t ldb) override;
 
   void hadamard(std::size_t n, const T* x, T* y) override;
   void axpy(std::size_t n, T alpha, const T* x, T* y) override;

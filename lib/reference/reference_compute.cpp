@@ -88,26 +88,62 @@ bool ReferenceCompute<T>::potrf(index_t n, T* a, index_t lda) {
   return cholesky_pivots_ok(n, a, lda + 1);
 }
 
-// Row by row, X (L L^T) = B: Z L^T = B forward (Z_j = (B_j - sum_{l<j} Z_l L(j, l)) / L(j, j)),
-// then X L = Z backward (X_j = (Z_j - sum_{l>j} X_l L(l, j)) / L(j, j)).
+namespace {
+
+// One row z of B (in double) times L^{-T}: z L^T = b forward,
+// z_j = (b_j - sum_{q<j} z_q L(j, q)) / L(j, j).
+template <class T>
+void forward_row(index_t n, const T* l, index_t ldl, std::vector<double>& z) {
+  const auto at = [&](index_t i, index_t j) { return static_cast<double>(l[i + j * ldl]); };
+  for (index_t j = 0; j < n; ++j) {
+    for (index_t q = 0; q < j; ++q) z[j] -= z[q] * at(j, q);
+    z[j] /= at(j, j);
+  }
+}
+
+// One row z of B times L^{-1}: x L = z backward, x_j = (z_j - sum_{q>j} x_q L(q, j)) / L(j, j).
+template <class T>
+void backward_row(index_t n, const T* l, index_t ldl, std::vector<double>& z) {
+  const auto at = [&](index_t i, index_t j) { return static_cast<double>(l[i + j * ldl]); };
+  for (index_t j = n - 1; j >= 0; --j) {
+    for (index_t q = j + 1; q < n; ++q) z[j] -= z[q] * at(q, j);
+    z[j] /= at(j, j);
+  }
+}
+
+// Applies `solve` (in double) to each row of the m x n matrix B.
+template <class T, class Solve>
+void for_each_row(index_t n, index_t m, T* b, index_t ldb, Solve solve) {
+  std::vector<double> z(static_cast<std::size_t>(n));
+  for (index_t r = 0; r < m; ++r) {
+    for (index_t j = 0; j < n; ++j) z[j] = static_cast<double>(b[r + j * ldb]);
+    solve(z);
+    for (index_t j = 0; j < n; ++j) b[r + j * ldb] = static_cast<T>(z[j]);
+  }
+}
+
+}  // namespace
+
+// Row by row, X (L L^T) = B: Z = B L^{-T} forward, then X = Z L^{-1} backward.
 template <class T>
 void ReferenceCompute<T>::potrs_right(index_t n, const T* l, index_t ldl, index_t m, T* b,
                                       index_t ldb) {
-  std::vector<double> z(static_cast<std::size_t>(n));
-  const auto at = [&](index_t i, index_t j) { return static_cast<double>(l[i + j * ldl]); };
-  for (index_t r = 0; r < m; ++r) {
-    for (index_t j = 0; j < n; ++j) {
-      double s = static_cast<double>(b[r + j * ldb]);
-      for (index_t q = 0; q < j; ++q) s -= z[q] * at(j, q);
-      z[j] = s / at(j, j);
+  for_each_row(n, m, b, ldb, [&](std::vector<double>& z) {
+    forward_row(n, l, ldl, z);
+    backward_row(n, l, ldl, z);
+  });
+}
+
+template <class T>
+void ReferenceCompute<T>::solve_lower_right(Op op, index_t n, const T* l, index_t ldl, index_t m,
+                                            T* b, index_t ldb) {
+  for_each_row(n, m, b, ldb, [&](std::vector<double>& z) {
+    if (op == Op::trans) {
+      forward_row(n, l, ldl, z);
+    } else {
+      backward_row(n, l, ldl, z);
     }
-    for (index_t j = n - 1; j >= 0; --j) {
-      double s = z[j];
-      for (index_t q = j + 1; q < n; ++q) s -= z[q] * at(q, j);
-      z[j] = s / at(j, j);
-    }
-    for (index_t j = 0; j < n; ++j) b[r + j * ldb] = static_cast<T>(z[j]);
-  }
+  });
 }
 
 // Cyclic Jacobi on the lower triangle of A in double: each rotation in the (p, q) plane,
@@ -207,15 +243,9 @@ void ReferenceCompute<T>::normalize_columns(ColumnNorm kind, index_t m, index_t 
                                             index_t lda, T* lambda) {
   for (index_t j = 0; j < n; ++j) {
     T* col = a + j * lda;
-    double s = 0.0;
-    if (kind == ColumnNorm::two) {
-      for (index_t i = 0; i < m; ++i) s += static_cast<double>(col[i]) * col[i];
-      s = std::sqrt(s);
-    } else {
-      for (index_t i = 0; i < m; ++i) s = std::max(s, static_cast<double>(std::abs(col[i])));
-      s = std::max(s, 1.0);
-    }
+    const double s = column_norm(kind, m, col);
     lambda[j] = static_cast<T>(s);
+    // Divided in double, where the cpu backend multiplies by the rounded inverse.
     if (s > 0.0)
       for (index_t i = 0; i < m; ++i) col[i] = static_cast<T>(col[i] / s);
   }

@@ -22,6 +22,8 @@ class ReferenceCompute final : public HostCompute<T> {
             index_t ldc) override;
   bool potrf(index_t n, T* a, index_t lda) override;
   void potrs_right(index_t n, const T* l, index_t ldl, index_t m, T* b, index_t ldb) override;
+  void solve_lower_right(Op op, index_t n, const T* l, index_t ldl, index_t m, T* b,
+                         index_t ldb) override;
   void syevd(index_t n, T* a, index_t lda, T* host_w) override;
 
   void hadamard(std::size_t n, const T* x, T* y) override;

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "core/compute.hpp"
+#include "core/factors.hpp"
 #include "core/format.hpp"
 #include "core/multilinear.hpp"
 #include "tenfold/error.hpp"
@@ -12,9 +13,7 @@ namespace tenfold {
 
 template <class T>
 std::vector<index_t> TTensor<T>::dims() const {
-  std::vector<index_t> d;
-  for (const Matrix<T>& f : factors) d.push_back(f.rows());
-  return d;
+  return detail::factor_rows(factors);
 }
 
 template <class T>

@@ -50,6 +50,18 @@ nb::object as_rows(Matrix<T>&& m) {
   return owned_array(std::move(m.values()), dims, /*reverse=*/true);
 }
 
+// The fit of one compressed layer, as CompressResult and LayerReport both give it.
+template <class Fit>
+void put_fit(nb::dict& d, const Fit& r) {
+  d["relative_error"] = r.relative_error;
+  d["data_error"] = r.data_error;
+  d["iterations"] = r.iterations;
+  d["converged"] = r.converged;
+  d["seconds"] = r.seconds;
+  d["params_before"] = r.params_before;
+  d["params_after"] = r.params_after;
+}
+
 template <class T>
 nb::dict compress_typed(const InArray& query_weight, const InArray& key_weight,
                         const std::optional<InArray>& query_bias, index_t heads,
@@ -99,13 +111,7 @@ nb::dict compress_typed(const InArray& query_weight, const InArray& key_weight,
   tensors["collab.content_bias.weight"] = as_rows(std::move(c.content));
   nb::dict out;
   out["tensors"] = tensors;
-  out["relative_error"] = r.relative_error;
-  out["data_error"] = r.data_error;
-  out["iterations"] = r.iterations;
-  out["converged"] = r.converged;
-  out["seconds"] = r.seconds;
-  out["params_before"] = r.params_before;
-  out["params_after"] = r.params_after;
+  put_fit(out, r);
   return out;
 }
 
@@ -127,13 +133,7 @@ nb::dict layer_report(const LayerReport& l) {
   nb::dict d;
   d["index"] = l.index;
   d["prefix"] = l.prefix;
-  d["relative_error"] = l.relative_error;
-  d["data_error"] = l.data_error;
-  d["iterations"] = l.iterations;
-  d["converged"] = l.converged;
-  d["seconds"] = l.seconds;
-  d["params_before"] = l.params_before;
-  d["params_after"] = l.params_after;
+  put_fit(d, l);
   return d;
 }
 

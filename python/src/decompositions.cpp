@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <utility>
@@ -25,6 +26,13 @@ nb::list factor_list(std::vector<nb::object> factors, bool reverse) {
   if (reverse) std::reverse(factors.begin(), factors.end());
   for (nb::object& f : factors) out.append(std::move(f));
   return out;
+}
+
+// Seconds per phase, as a dict.
+nb::dict timings_dict(std::initializer_list<std::pair<const char*, double>> phases) {
+  nb::dict t;
+  for (const auto& [name, seconds] : phases) t[name] = seconds;
+  return t;
 }
 
 template <class T>
@@ -110,15 +118,14 @@ nb::dict cp_als_typed(const InArray& tensor, index_t rank, int n_iter_max, const
   if (reverse) std::reverse(r.compression_ranks.begin(), r.compression_ranks.end());
   d["compression_ranks"] = r.compression_ranks;
   d["compressed_iterations"] = r.compressed_iterations;
-  nb::dict t;
-  t["init"] = r.timings.init;
-  t["compress"] = r.timings.compress;
-  t["mttkrp"] = r.timings.mttkrp;
-  t["gram"] = r.timings.gram;
-  t["solve"] = r.timings.solve;
-  t["other"] = r.timings.other;
-  t["total"] = r.timings.total;
-  d["timings"] = t;
+  const CpTimings& t = r.timings;
+  d["timings"] = timings_dict({{"init", t.init},
+                               {"compress", t.compress},
+                               {"mttkrp", t.mttkrp},
+                               {"gram", t.gram},
+                               {"solve", t.solve},
+                               {"other", t.other},
+                               {"total", t.total}});
   return d;
 }
 
@@ -173,12 +180,9 @@ nb::dict tucker_typed(const InArray& tensor, const std::vector<index_t>& ranks,
   d["converged"] = r.converged;
   const auto n_errors = static_cast<index_t>(r.error_history.size());
   d["error_history"] = owned_array(std::move(r.error_history), {n_errors});
-  nb::dict t;
-  t["gram"] = r.timings.gram;
-  t["eig"] = r.timings.eig;
-  t["ttm"] = r.timings.ttm;
-  t["total"] = r.timings.total;
-  d["timings"] = t;
+  const TuckerTimings& t = r.timings;
+  d["timings"] =
+      timings_dict({{"gram", t.gram}, {"eig", t.eig}, {"ttm", t.ttm}, {"total", t.total}});
   return d;
 }
 
