@@ -92,14 +92,16 @@ bool writes_outputs() {
 
 template <class T>
 CpResult<T> distributed_cp(const std::string& input, const io::NpyHeader& h,
-                           const CpOptions<T>& options, nlohmann::json& report) {
+                           const CpOptions& options, CpStart<T> initial_factors,
+                           nlohmann::json& report) {
   const auto x = mpi::read_npy<T>(MPI_COMM_WORLD, input);
   // The distributed tensor is in NumPy axis order, where the serial call computes too.
   const bool c_order = !h.fortran_order;
-  CpOptions<T> o = options;
+  CpOptions o = options;
   o.layout = Layout::col_major;
-  if (c_order) o.initial_factors = reversed(std::move(o.initial_factors));
-  CpResult<T> res = mpi::cp_als(x, o);
+  std::vector<Matrix<T>> start(initial_factors.begin(), initial_factors.end());
+  if (c_order) start = reversed(std::move(start));
+  CpResult<T> res = mpi::cp_als(x, o, start);
   if (c_order) res.model.factors = reversed(std::move(res.model.factors));
   describe(x, report);
   return res;
@@ -157,7 +159,7 @@ MpiSession::~MpiSession() = default;
 bool writes_outputs() { return true; }
 
 template <class T>
-CpResult<T> distributed_cp(const std::string&, const io::NpyHeader&, const CpOptions<T>&,
+CpResult<T> distributed_cp(const std::string&, const io::NpyHeader&, const CpOptions&, CpStart<T>,
                            nlohmann::json&) {
   throw NotCompiled("this tenfold was built without MPI");
 }
@@ -173,9 +175,10 @@ TuckerResult<T> distributed_tucker(const std::string&, const io::NpyHeader&, con
 bool distributed() { return g_distributed; }
 
 template CpResult<float> distributed_cp<float>(const std::string&, const io::NpyHeader&,
-                                               const CpOptions<float>&, nlohmann::json&);
+                                               const CpOptions&, CpStart<float>, nlohmann::json&);
 template CpResult<double> distributed_cp<double>(const std::string&, const io::NpyHeader&,
-                                                 const CpOptions<double>&, nlohmann::json&);
+                                                 const CpOptions&, CpStart<double>,
+                                                 nlohmann::json&);
 template TuckerResult<float> distributed_tucker<float>(const std::string&, const io::NpyHeader&,
                                                        const TuckerOptions&, nlohmann::json&);
 template TuckerResult<double> distributed_tucker<double>(const std::string&, const io::NpyHeader&,

@@ -28,12 +28,14 @@ bool distributed();
 /// True on the process that writes the outputs and prints (rank 0, or any serial run).
 bool writes_outputs();
 
-/// cp_als of the .npy file `input` (header h), distributed, with the result in the
-/// serial convention for that file (modes reversed for a C-order file, as load_npy
-/// gives them). `report` receives the processes, grid and communication per phase.
+/// cp_als of the .npy file `input` (header h), distributed, with the start and the
+/// result in the serial convention for that file (modes reversed for a C-order file,
+/// as load_npy gives them). `report` receives the processes, grid and communication
+/// per phase.
 template <class T>
 CpResult<T> distributed_cp(const std::string& input, const io::NpyHeader& h,
-                           const CpOptions<T>& options, nlohmann::json& report);
+                           const CpOptions& options, CpStart<T> initial_factors,
+                           nlohmann::json& report);
 
 /// tucker of the .npy file `input`, distributed; as distributed_cp.
 template <class T>

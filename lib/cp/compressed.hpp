@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <span>
 #include <vector>
 
 #include "core/compute.hpp"
@@ -14,14 +15,14 @@ namespace tenfold::detail {
 /// The core's sizes when `options.compress` asks for compression of a dense tensor of
 /// shape `dims` and it pays (see CpCompress); empty when CP-ALS runs on the tensor
 /// itself. Throws InvalidArgument for compress = on with nonnegative.
-template <class T>
-std::vector<index_t> planned_compression(const CpOptions<T>& options,
+std::vector<index_t> planned_compression(const CpOptions& options,
                                          const std::vector<index_t>& dims);
 
 /// CP-ALS of the dense tensor x (column-major, in sweep order) compressed to `ranks`
-/// first; options validated, layout col_major.
+/// first; options and start validated, layout col_major.
 template <class T>
-CpResult<T> run_compressed_cp(TensorView<const T> x, Compute<T>& c, const CpOptions<T>& options,
+CpResult<T> run_compressed_cp(TensorView<const T> x, Compute<T>& c, const CpOptions& options,
+                              std::span<const Matrix<T>> initial_factors,
                               const std::vector<index_t>& ranks,
                               std::chrono::steady_clock::time_point start);
 

@@ -119,27 +119,15 @@ template class TuckerOperand<double>;
 }  // namespace detail
 
 template <class T>
-CpResult<T> cp_als(const TTensor<T>& x, const CpOptions<T>& options) {
-  const auto start = std::chrono::steady_clock::now();
-  x.validate();
-  if (x.order() < 2) {
-    throw InvalidArgument("CP-ALS needs a tensor of order >= 2, got a Tucker model of order " +
-                          std::to_string(x.order()));
-  }
-  detail::validate_cp_options(options, x.dims());
-  auto c = detail::make_compute<T>(options.backend);
+CpResult<T> cp_als(const TTensor<T>& x, const CpOptions& options, CpStart<T> initial_factors) {
   // Row-major: the model in NumPy axis order (core reversed, factors reversed).
-  const bool reverse = options.layout == Layout::row_major;
-  const TTensor<T> axis_order =
-      reverse ? TTensor<T>(detail::reverse_modes(x.core.view()), detail::reversed(x.factors))
-              : TTensor<T>();
-  return detail::run_in_axis_order(options, [&](const CpOptions<T>& o) {
-    detail::TuckerOperand<T> op(*c, reverse ? axis_order : x);
-    return detail::run_cp_starts(op, *c, o, start);
-  });
+  return detail::cp_als_of_model<detail::TuckerOperand>(
+      x, options, initial_factors, "a Tucker model of ", [](const TTensor<T>& t) {
+        return TTensor<T>(detail::reverse_modes(t.core.view()), detail::reversed(t.factors));
+      });
 }
 
-template CpResult<float> cp_als<float>(const TTensor<float>&, const CpOptions<float>&);
-template CpResult<double> cp_als<double>(const TTensor<double>&, const CpOptions<double>&);
+template CpResult<float> cp_als<float>(const TTensor<float>&, const CpOptions&, CpStart<float>);
+template CpResult<double> cp_als<double>(const TTensor<double>&, const CpOptions&, CpStart<double>);
 
 }  // namespace tenfold

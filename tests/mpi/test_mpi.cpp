@@ -219,7 +219,7 @@ TEST(DistCp, EqualsTheSerialLibrary) {
     const Tensor<double> x = planted(dims, 5);
     const auto d = mpi::read_npy<double>(MPI_COMM_WORLD, save(x, "cp.npy", false));
     for (CpInit init : {CpInit::random, CpInit::nvecs}) {
-      CpOptions<double> o;
+      CpOptions o;
       o.rank = 3;
       o.max_iters = 30;
       o.tol = 0.0;
@@ -239,7 +239,7 @@ TEST(DistCp, RankAboveTheLocalBlockSizes) {
   const std::vector<index_t> dims{6, 5, 6};
   const Tensor<double> x = planted(dims, 6);
   const auto d = mpi::read_npy<double>(MPI_COMM_WORLD, save(x, "cp5.npy", true));
-  CpOptions<double> o;
+  CpOptions o;
   o.rank = 5;
   o.max_iters = 10;
   o.tol = 0.0;
@@ -252,7 +252,7 @@ TEST(DistCp, NonnegativeAndSeveralStarts) {
   Tensor<double> x = planted(dims, 8);
   for (double& v : x.values()) v = std::abs(v);
   const auto d = mpi::read_npy<double>(MPI_COMM_WORLD, save(x, "nn.npy", true));
-  CpOptions<double> o;
+  CpOptions o;
   o.rank = 2;
   o.max_iters = 15;
   o.tol = 0.0;
@@ -370,7 +370,7 @@ TEST(Errors, GridsThatDoNotFit) {
 
 TEST(Errors, OptionsRefusedEverywhere) {
   const auto d = mpi::read_npy<double>(MPI_COMM_WORLD, save(planted({4, 3, 5}, 9), "e.npy", true));
-  CpOptions<double> o;
+  CpOptions o;
   o.rank = 13;  // above max_cp_rank = 12
   EXPECT_THROW((void)mpi::cp_als(d, o), InvalidArgument);
   o.rank = 2;
@@ -382,7 +382,7 @@ TEST(Errors, ANonFiniteEntryInOneBlock) {
   Tensor<double> x = planted({5, 4, 6}, 10);
   x[x.numel() - 1] = std::nan("");
   const auto d = mpi::read_npy<double>(MPI_COMM_WORLD, save(x, "nan.npy", true));
-  CpOptions<double> o;
+  CpOptions o;
   o.rank = 2;
   EXPECT_THROW((void)mpi::cp_als(d, o), InvalidArgument);
 }
@@ -412,7 +412,7 @@ TEST(Memory, DISABLED_NoProcessHoldsTheTensor) {
     io::save_npy<double>(path, x.view());
   }
   MPI_Barrier(MPI_COMM_WORLD);
-  CpOptions<double> o;
+  CpOptions o;
   o.rank = 2;
   o.max_iters = 2;
   o.init = CpInit::random;
