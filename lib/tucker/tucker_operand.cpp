@@ -24,8 +24,9 @@ TuckerOperand<T>::TuckerOperand(Compute<T>& c, const TTensor<T>& x)
     c.syrk(Op::trans, ranks_[m], dims_[m], T(1), u_.back().get(), dims_[m], T(0),
            gamma_.back().get(), ranks_[m]);
   }
-  b_.resize(order);
-  valid_.assign(order, false);
+  std::vector<const T*> u;
+  for (const Buffer<T>& um : u_) u.push_back(um.get());
+  b_ = CrossProducts<T>(std::move(u), dims_, ranks_);
 }
 
 template <class T>
@@ -53,27 +54,15 @@ double TuckerOperand<T>::norm_squared() {
 
 template <class T>
 void TuckerOperand<T>::factor_changed(int m) {
-  valid_[static_cast<std::size_t>(m)] = false;
+  b_.changed(m);
   core_.factor_changed(m);
 }
 
 template <class T>
 void TuckerOperand<T>::mttkrp(int n, std::span<const T* const> factors, index_t rank, T* out) {
   Compute<T>& c = this->c_;
-  if (rank != cached_rank_) valid_.assign(dims_.size(), false);
-  cached_rank_ = rank;
-  std::vector<const T*> b(dims_.size());
-  for (int m = 0; m < this->order(); ++m) {
-    const auto mi = static_cast<std::size_t>(m);
-    T* bm = ensure(c, b_[mi], static_cast<std::size_t>(ranks_[mi] * rank));
-    if (m != n && !valid_[mi]) {
-      // B_m = U_m^T A_m (r_m x R)
-      c.gemm(Op::trans, Op::none, ranks_[mi], rank, dims_[mi], T(1), u_[mi].get(), dims_[mi],
-             factors[mi], dims_[mi], T(0), bm, ranks_[mi]);
-      valid_[mi] = true;
-    }
-    b[mi] = bm;
-  }
+  // B_m = U_m^T A_m (r_m x R)
+  const std::vector<const T*> b = b_.get(c, n, factors, rank);
   // M_n = U_n MTTKRP_G(n; {B_m})
   const auto ni = static_cast<std::size_t>(n);
   T* mg = ensure(c, m_, static_cast<std::size_t>(ranks_[ni] * rank));
