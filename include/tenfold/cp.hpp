@@ -82,7 +82,7 @@ struct TENFOLD_API CpProgress {
 /// Options of cp_als. The Tensor Toolbox's cp_als stops after 50 iterations or when the
 /// fit changes by less than 1e-4; the defaults here run longer (100) and to a tighter
 /// tolerance (1e-6). Normalisation and the start follow the Tensor Toolbox and GenTen.
-/// A start of one's own is not an option but cp_als's third argument (CpStart).
+/// A start of one's own is not an option but cp_als's last argument (CpStart).
 struct TENFOLD_API CpOptions {
   index_t rank = 1;     ///< number of components R >= 1
   int max_iters = 100;  ///< outer iterations (sweeps over all modes), >= 1
