@@ -50,7 +50,7 @@ template <class T>
 void AlsIteration(benchmark::State& state) {
   const tenfold::KTensor<T> x = at::qk_tensor(bert_layer<T>(1));
   constexpr int kSweeps = 6;
-  tenfold::CpOptions<T> o;
+  tenfold::CpOptions o;
   o.rank = kRank;
   o.max_iters = kSweeps;
   o.tol = 0.0;

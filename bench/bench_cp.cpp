@@ -41,7 +41,7 @@ void bm_cp_als(benchmark::State& state, Case c, double gemm_rate) {
   ro.noise = 0.1;
   ro.seed = 1;
   const auto problem = tenfold::random_cp_tensor<T>(ro);
-  tenfold::CpOptions<T> o;
+  tenfold::CpOptions o;
   o.rank = c.rank;
   o.max_iters = 10;
   o.tol = 0.0;

@@ -23,7 +23,7 @@ int main(int argc, char** argv) {
               static_cast<double>(x.numel()) * 8e-6);
   for (int rep = 0; rep < reps; ++rep) {
     for (RowMajorInput input : {RowMajorInput::copy, RowMajorInput::in_place}) {
-      CpOptions<double> cp;
+      CpOptions cp;
       cp.rank = rank;
       cp.max_iters = 10;
       cp.tol = 0.0;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/random.hpp"
+#include "expect_throw.hpp"
 #include "tenfold/ktensor.hpp"
 #include "tenfold/tensor.hpp"
 
@@ -153,20 +154,6 @@ std::vector<double> naive_full(const KTensor<T>& k) {
 template <class T>
 double exact_relative_error(const Tensor<T>& x, const KTensor<T>& m) {
   return rel_diff(naive_full(m), x.values());
-}
-
-/// Runs `f` and checks that it throws E with a message containing `needle`.
-template <class E, class F>
-void expect_throw_with(F&& f, const std::string& needle) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an exception containing '" << needle << "'";
-  } catch (const E& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos)
-        << "message '" << e.what() << "' does not contain '" << needle << "'";
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong exception type, message '" << e.what() << "'";
-  }
 }
 
 }  // namespace tenfold::test

@@ -44,7 +44,7 @@ TEST(Backend, CudaRequestFailsCleanlyWhereItCannotRun) {
   if (tenfold::cuda_available()) GTEST_SKIP() << "a CUDA device is present";
   tenfold::Tensor<double> x({3, 4, 5});
   for (tenfold::index_t i = 0; i < x.numel(); ++i) x[i] = 1.0 + 0.1 * static_cast<double>(i % 7);
-  tenfold::CpOptions<double> o;
+  tenfold::CpOptions o;
   o.rank = 2;
   o.backend = Backend::cuda;
   if (!tenfold::cuda_compiled()) {

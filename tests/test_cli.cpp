@@ -72,7 +72,7 @@ TEST(Cli, CpOnRealDataWritesFactorsInNumPyAxisOrder) {
 
   // Same answer as the library on the same data and options.
   const auto x = tenfold::io::load_npy<double>(kCovid);
-  tenfold::CpOptions<double> o;
+  tenfold::CpOptions o;
   o.rank = 3;
   o.init = tenfold::CpInit::nvecs;
   o.tol = 1e-8;

@@ -21,6 +21,26 @@ nlohmann::json report(const TempDir& dir) {
   return nlohmann::json::parse(slurp(dir / "o/report.json"));
 }
 
+// `tenfold cp` of the COVID-19 tensor with `flags`, quiet, into DIR/o (replacing an
+// earlier result): its report, or an empty one (and a failure) when the run fails.
+nlohmann::json covid_cp(const TempDir& dir, const std::string& flags) {
+  fs::remove_all(dir / "o");
+  const CliRun r =
+      tenfold_cli(dir, "cp " + kCovid.string() + " " + flags + " -q --out " + (dir / "o").string());
+  EXPECT_EQ(r.code, 0) << flags << ": " << r.err;
+  return r.code == 0 ? report(dir) : nlohmann::json::object();
+}
+
+// `tenfold cp` of the COVID-19 tensor with `flags` is refused with one line saying `says`.
+void expect_covid_cp_refused(const TempDir& dir, const std::string& flags,
+                             const std::string& says) {
+  const CliRun bad =
+      tenfold_cli(dir, "cp " + kCovid.string() + " " + flags + " -q --out " + (dir / "p").string());
+  EXPECT_EQ(bad.code, 1) << flags;
+  EXPECT_EQ(bad.err_lines(), 1) << bad.err;
+  EXPECT_NE(bad.err.find(says), std::string::npos) << bad.err;
+}
+
 TEST(CliCpVariants, Il2WithMissingValues) {
   TempDir dir;
   // Without the flag a NaN is refused, and the message names the flag.
@@ -66,59 +86,33 @@ TEST(CliCpVariants, DegenerateSolutionIsReported) {
 
 TEST(CliCpVariants, NonnegativeStartsAndLineSearch) {
   TempDir dir;
-  const std::string out = " -q --out " + (dir / "o").string();
-  ASSERT_EQ(
-      tenfold_cli(dir, "cp " + kCovid.string() + " --rank 3 --nonnegative --max-iters 50" + out)
-          .code,
-      0);
-  nlohmann::json j = report(dir);
+  nlohmann::json j = covid_cp(dir, "--rank 3 --nonnegative --max-iters 50");
   EXPECT_EQ(j["nonnegative"], true);
   for (int a = 0; a < 3; ++a) {
     const auto f = tenfold::io::load_npy<double>(dir / ("o/factor_" + std::to_string(a) + ".npy"));
     for (double v : f.values()) EXPECT_GE(v, 0.0);
   }
-  fs::remove_all(dir / "o");
-  ASSERT_EQ(tenfold_cli(dir, "cp " + kCovid.string() +
-                                 " --rank 3 --init random --n-starts 3 --max-iters 30" + out)
-                .code,
-            0);
-  j = report(dir);
+  j = covid_cp(dir, "--rank 3 --init random --n-starts 3 --max-iters 30");
   EXPECT_EQ(j["n_starts"], 3);
   ASSERT_EQ(j["start_fits"].size(), 3u);
   EXPECT_EQ(j["fit"], j["start_fits"][j["best_start"].get<int>()]);
-  fs::remove_all(dir / "o");
-  ASSERT_EQ(
-      tenfold_cli(dir, "cp " + kCovid.string() + " --rank 3 --line-search --max-iters 60" + out)
-          .code,
-      0);
-  j = report(dir);
+  j = covid_cp(dir, "--rank 3 --line-search --max-iters 60");
   EXPECT_EQ(j["line_search"], true);
   EXPECT_GE(j["line_search_accepted"].get<int>(), 0);
 
-  const CliRun bad =
-      tenfold_cli(dir, "cp " + kCovid.string() + " --rank 3 --line-search --nonnegative -q --out " +
-                           (dir / "p").string());
-  EXPECT_EQ(bad.code, 1);
-  EXPECT_NE(bad.err.find("line_search cannot be combined with nonnegative"), std::string::npos)
-      << bad.err;
+  expect_covid_cp_refused(dir, "--rank 3 --line-search --nonnegative",
+                          "line_search cannot be combined with nonnegative");
 }
 
 TEST(CliCpVariants, CompressionReportsItsPhases) {
   TempDir dir;
-  const std::string out = " -q --out " + (dir / "o").string();
   // The default (auto) leaves a tensor this small alone.
-  ASSERT_EQ(tenfold_cli(dir, "cp " + kCovid.string() + " --rank 3 --max-iters 50" + out).code, 0);
-  nlohmann::json j = report(dir);
+  nlohmann::json j = covid_cp(dir, "--rank 3 --max-iters 50");
   EXPECT_EQ(j["compress"], "auto");
   EXPECT_EQ(j["compressed"], false);
   EXPECT_TRUE(j["compression_ranks"].empty());
-  fs::remove_all(dir / "o");
   // 438 x 6 x 11 at rank 12: the core is 12 x 6 x 11, given per NumPy axis.
-  ASSERT_EQ(
-      tenfold_cli(dir, "cp " + kCovid.string() + " --rank 12 --compress on --max-iters 3000" + out)
-          .code,
-      0);
-  j = report(dir);
+  j = covid_cp(dir, "--rank 12 --compress on --max-iters 3000");
   EXPECT_EQ(j["compressed"], true);
   EXPECT_EQ(j["compression_ranks"], nlohmann::json::array({12, 6, 11}));
   EXPECT_GT(j["compressed_iterations"].get<int>(), 0);
@@ -126,13 +120,8 @@ TEST(CliCpVariants, CompressionReportsItsPhases) {
   EXPECT_GT(j["timings"]["compress"].get<double>(), 0.0);
   EXPECT_EQ(j["fit_history"].size(), j["iterations"].get<std::size_t>());
 
-  const CliRun bad =
-      tenfold_cli(dir, "cp " + kCovid.string() + " --rank 3 --compress on --nonnegative -q --out " +
-                           (dir / "p").string());
-  EXPECT_EQ(bad.code, 1);
-  EXPECT_EQ(bad.err_lines(), 1) << bad.err;
-  EXPECT_NE(bad.err.find("compress = on cannot be combined with nonnegative"), std::string::npos)
-      << bad.err;
+  expect_covid_cp_refused(dir, "--rank 3 --compress on --nonnegative",
+                          "compress = on cannot be combined with nonnegative");
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "cp_test_util.hpp"
 #include "tenfold/cp.hpp"
 #include "tenfold/error.hpp"
+#include "tenfold/tucker.hpp"
 
 namespace tenfold::test {
 namespace {
@@ -39,7 +40,19 @@ void expect_finite(const CpResult<T>& r) {
 
 // --- known answer -------------------------------------------------------------------
 
-class CpAlsKnownAnswer : public OnEachBackend {};
+// A suite run once per backend whose CP options are made for that backend.
+class OnEachBackendCp : public OnEachBackend {
+ protected:
+  // Options of rank `rank` on this suite's backend, the rest at their defaults.
+  CpOptions options(index_t rank) const {
+    CpOptions o;
+    o.backend = backend();
+    o.rank = rank;
+    return o;
+  }
+};
+
+class CpAlsKnownAnswer : public OnEachBackendCp {};
 
 TEST_P(CpAlsKnownAnswer, ExactRankTwoFromIntegerFactors) {
   // X = a1 o b1 o c1 + a2 o b2 o c2 (2 x 3 x 4). Every factor has two independent
@@ -56,19 +69,18 @@ TEST_P(CpAlsKnownAnswer, ExactRankTwoFromIntegerFactors) {
   EXPECT_EQ(x(1, 1, 2), 0.0 * 2 * 1 + 1.0 * 1 * 0);
 
   // Fixed start: the true factors plus a fixed perturbation of +-0.1 and +-0.2.
-  CpOptions<double> o;
-  o.backend = backend();
-  o.rank = 2;
+  CpOptions o = options(2);
   o.init = CpInit::given;
   o.tol = 0.0;  // the cheap fit saturates near sqrt(eps): run a fixed number of sweeps
   o.max_iters = 200;
+  std::vector<Matrix<double>> start;
   for (const Matrix<double>& f : truth.factors) {
     Matrix<double> g = f;
     for (index_t i = 0; i < g.size(); ++i)
       g.values()[static_cast<std::size_t>(i)] += 0.1 * static_cast<double>((i * 7) % 5 - 2);
-    o.initial_factors.push_back(g);
+    start.push_back(g);
   }
-  const CpResult<double> r = cp_als(x, o);
+  const CpResult<double> r = cp_als(x, o, start);
   EXPECT_EQ(r.stop, CpStop::max_iters);
   EXPECT_LT(exact_relative_error(x, r.model), 1e-12);
   // Normalised weights: ||a1|| ||b1|| ||c1|| = 1 sqrt(5) sqrt(6), ||a2|| ||b2|| ||c2|| = 2 sqrt(6).
@@ -102,7 +114,7 @@ TEST_P(CpAlsRecovery, ReachesTruthOrNoiseFloor) {
   const Planted& c = GetParam();
   const index_t rank = 3;
   const auto p = planted(c.dims, rank, c.collinearity, c.noise);
-  CpOptions<double> o;
+  CpOptions o;
   o.rank = rank;
   o.seed = 1;
   if (c.collinearity > 0.0) {
@@ -148,22 +160,20 @@ INSTANTIATE_TEST_SUITE_P(
                       Planted{{10, 9, 8, 7}, 0.0, 0.0}, Planted{{10, 9, 8, 7}, 0.9, 0.0},
                       Planted{{10, 9, 8, 7}, 0.0, 0.1}, Planted{{10, 9, 8, 7}, 0.9, 0.1}));
 
-class CpAls : public OnEachBackend {};
+class CpAls : public OnEachBackendCp {};
 
 TEST_P(CpAls, KruskalOperandFollowsTheDensePath) {
   // The same iteration on a tensor given in CP form and on its dense form.
   const auto p = planted({7, 6, 5}, 3, 0.3, 0.0, 9);
   for (index_t rank : {2, 3, 4}) {
-    CpOptions<double> o;
-    o.backend = backend();
-    o.rank = rank;
+    CpOptions o = options(rank);
     o.init = CpInit::given;
     o.max_iters = 15;
     o.tol = 0.0;
-    for (index_t d : p.tensor.dims())
-      o.initial_factors.push_back(random_matrix<double>(d, rank, 40 + d));
-    const CpResult<double> rk = cp_als(p.truth, o);
-    const CpResult<double> rd = cp_als(p.tensor, o);
+    std::vector<Matrix<double>> start;
+    for (index_t d : p.tensor.dims()) start.push_back(random_matrix<double>(d, rank, 40 + d));
+    const CpResult<double> rk = cp_als(p.truth, o, start);
+    const CpResult<double> rd = cp_als(p.tensor, o, start);
     ASSERT_EQ(rk.fit_history.size(), rd.fit_history.size());
     // The models agree to rounding. The cheap fits carry an absolute error of about
     // eps / (relative error), up to ~1e-11 here where ranks 3 and 4 approach an exact fit.
@@ -173,9 +183,7 @@ TEST_P(CpAls, KruskalOperandFollowsTheDensePath) {
       EXPECT_NEAR(rk.fit_history[i], rd.fit_history[i], 1e-10) << "rank " << rank << " iter " << i;
   }
   // Nvecs needs the mode Grams, which the Kruskal operand forms from the factors.
-  CpOptions<double> o;
-  o.backend = backend();
-  o.rank = 3;
+  CpOptions o = options(3);
   o.init = CpInit::nvecs;
   o.tol = 1e-12;
   o.max_iters = 500;
@@ -190,23 +198,24 @@ template <class T>
 void expect_follows_reference(Backend backend, const std::vector<index_t>& dims) {
   const auto p = planted(dims, 3, 0.0, 0.05, 17);
   const Tensor<T> x = convert<T>(p.tensor.view());
-  CpOptions<T> o;
+  CpOptions o;
   o.rank = 3;
   o.init = CpInit::given;
   o.max_iters = 20;
   o.tol = 0.0;
   std::uint64_t seed = 90;
+  std::vector<Matrix<T>> start;
   for (const Matrix<double>& f : p.truth.factors) {
     const auto noise = random_values<double>(static_cast<std::size_t>(f.size()), ++seed);
-    std::vector<T> start(noise.size());
-    for (std::size_t i = 0; i < start.size(); ++i)
-      start[i] = static_cast<T>(f.values()[i] + 0.1 * noise[i]);
-    o.initial_factors.emplace_back(f.rows(), f.cols(), std::move(start));
+    std::vector<T> values(noise.size());
+    for (std::size_t i = 0; i < values.size(); ++i)
+      values[i] = static_cast<T>(f.values()[i] + 0.1 * noise[i]);
+    start.emplace_back(f.rows(), f.cols(), std::move(values));
   }
   o.backend = Backend::reference;
-  const CpResult<T> want = cp_als(x, o);
+  const CpResult<T> want = cp_als(x, o, start);
   o.backend = backend;
-  const CpResult<T> got = cp_als(x, o);
+  const CpResult<T> got = cp_als(x, o, start);
   const double tol = std::is_same_v<T, double> ? 1e-10 : 1e-4;
   ASSERT_EQ(got.fit_history.size(), want.fit_history.size());
   for (std::size_t i = 0; i < want.fit_history.size(); ++i)
@@ -230,18 +239,11 @@ TEST_P(CpAls, FollowsTheReferenceFromTheSameStart) {
 TEST_P(CpAls, FloatAgreesWithDouble) {
   const auto p = planted({15, 12, 10}, 3, 0.0, 0.1);
   const Tensor<float> xf = convert<float>(p.tensor.view());
-  CpOptions<double> od;
-  od.backend = backend();
-  od.rank = 3;
-  od.init = CpInit::nvecs;
-  od.tol = 1e-8;
-  CpOptions<float> of;
-  of.backend = backend();
-  of.rank = 3;
-  of.init = CpInit::nvecs;
-  of.tol = 1e-8;  // below float resolution of the fit: stops at max_iters or on equal fits
-  const CpResult<double> rd = cp_als(p.tensor, od);
-  const CpResult<float> rf = cp_als(xf, of);
+  CpOptions o = options(3);
+  o.init = CpInit::nvecs;
+  o.tol = 1e-8;  // below float resolution of the fit: stops at max_iters or on equal fits
+  const CpResult<double> rd = cp_als(p.tensor, o);
+  const CpResult<float> rf = cp_als(xf, o);
   expect_finite(rf);
   EXPECT_NEAR(rf.fit, rd.fit, 1e-5);
   EXPECT_NEAR(factor_match_score(convert_model<double>(rf.model), rd.model), 1.0, 1e-4);
@@ -254,9 +256,7 @@ TEST_P(CpAls, FloatFitDoesNotOverflowForLargeEntries) {
   // forming products of that size in float. The fit is invariant to scaling.
   const auto p = planted({12, 10, 8}, 2, 0.0, 0.2);
   Tensor<float> x = convert<float>(p.tensor.view());
-  CpOptions<float> o;
-  o.backend = backend();
-  o.rank = 2;
+  CpOptions o = options(2);
   o.init = CpInit::random;  // the nvecs start's Gram (~1e64) cannot be formed in float
   o.max_iters = 20;
   o.tol = 0.0;
@@ -273,23 +273,16 @@ TEST_P(CpAls, FloatFitDoesNotOverflowForLargeEntries) {
 TEST_P(CpAls, OverflowingTensorIsANumericalError) {
   Tensor<double> x = random_tensor<double>({4, 3, 5}, 1);
   for (double& v : x.values()) v *= 1e200;  // ||X||^2 overflows double
-  CpOptions<double> o;
-  o.backend = backend();
-  o.rank = 2;
+  CpOptions o = options(2);
   EXPECT_THROW(cp_als(x, o), NumericalError);
   Tensor<float> xf = random_tensor<float>({40, 30, 50}, 1);
   for (float& v : xf.values()) v *= 1e37f;  // the MTTKRP overflows float
-  CpOptions<float> of;
-  of.backend = backend();
-  of.rank = 2;
-  EXPECT_THROW(cp_als(xf, of), NumericalError);
+  EXPECT_THROW(cp_als(xf, o), NumericalError);
 }
 
 TEST_P(CpAls, SameSeedSameResultOtherSeedOtherStart) {
   const auto p = planted({9, 8, 7}, 3, 0.5, 0.05);
-  CpOptions<double> o;
-  o.backend = backend();
-  o.rank = 3;
+  CpOptions o = options(3);
   o.init = CpInit::random;
   o.seed = 42;
   o.max_iters = 30;
@@ -307,9 +300,7 @@ TEST_P(CpAls, FitHistoryIsMonotone) {
   // Every mode update solves its least-squares problem exactly, so the error never
   // grows. Overfactoring (rank 5 for rank 3 plus noise) makes the run long.
   const auto p = planted({12, 11, 10}, 3, 0.0, 0.1);
-  CpOptions<double> o;
-  o.backend = backend();
-  o.rank = 5;
+  CpOptions o = options(5);
   o.tol = 0.0;
   o.max_iters = 80;
   const CpResult<double> r = cp_als(p.tensor, o);
@@ -324,9 +315,7 @@ TEST_P(CpAls, FitHistoryIsMonotone) {
 
 TEST_P(CpAls, StopsOnConvergence) {
   const auto p = planted({10, 9, 8}, 2, 0.0, 0.1);
-  CpOptions<double> o;
-  o.backend = backend();
-  o.rank = 2;
+  CpOptions o = options(2);
   o.tol = 1e-6;
   const CpResult<double> r = cp_als(p.tensor, o);
   EXPECT_EQ(r.stop, CpStop::converged);
@@ -342,9 +331,7 @@ TEST_P(CpAls, StopsOnConvergence) {
 
 TEST_P(CpAls, StopsAtMaxIters) {
   const auto p = planted({10, 9, 8}, 2, 0.0, 0.1);
-  CpOptions<double> o;
-  o.backend = backend();
-  o.rank = 2;
+  CpOptions o = options(2);
   o.tol = 0.0;
   o.max_iters = 5;
   const CpResult<double> r = cp_als(p.tensor, o);
@@ -356,9 +343,7 @@ TEST_P(CpAls, StopsAtMaxIters) {
 
 TEST_P(CpAls, CallbackSeesProgressAndCanStop) {
   const auto p = planted({10, 9, 8}, 2, 0.0, 0.1);
-  CpOptions<double> o;
-  o.backend = backend();
-  o.rank = 2;
+  CpOptions o = options(2);
   o.tol = 0.0;
   std::vector<CpProgress> seen;
   o.callback = [&](const CpProgress& s) {
@@ -382,9 +367,7 @@ TEST_P(CpAls, CallbackSeesProgressAndCanStop) {
 
 TEST_P(CpAls, StopsAtTimeLimit) {
   const auto p = planted({10, 9, 8}, 2, 0.0, 0.1);
-  CpOptions<double> o;
-  o.backend = backend();
-  o.rank = 2;
+  CpOptions o = options(2);
   o.tol = 0.0;
   o.max_iters = 1000000;
   o.time_limit = 1e-9;  // over after the first iteration
@@ -397,28 +380,52 @@ TEST_P(CpAls, StopsAtTimeLimit) {
 
 // --- regularisation, fallbacks, initialisations ------------------------------------------------
 
+TEST_P(CpAls, GivenFactorsAreTheStartWithInitGivenOrAuto) {
+  // The start is cp_als's third argument: with init auto it is used just as with given,
+  // on every input form and for every start of several (start 0 from the factors).
+  const auto p = planted({8, 7, 6}, 3, 0.0, 0.05, 21);
+  std::vector<Matrix<double>> start;
+  for (index_t d : p.tensor.dims()) start.push_back(random_matrix<double>(d, 3, 60 + d));
+  CpOptions given = options(3);
+  given.init = CpInit::given;
+  given.max_iters = 12;
+  given.tol = 0.0;
+  given.n_starts = 2;
+  CpOptions automatic = given;
+  automatic.init = CpInit::automatic;
+  const CpResult<double> a = cp_als(p.tensor, given, start);
+  const CpResult<double> b = cp_als(p.tensor, automatic, start);
+  EXPECT_EQ(a.init, CpInit::given);
+  EXPECT_EQ(b.init, CpInit::given);
+  EXPECT_EQ(a.start_fits, b.start_fits);
+  EXPECT_EQ(a.fit_history, b.fit_history);
+  EXPECT_EQ(cp_als(p.truth, automatic, start).fit_history,
+            cp_als(p.truth, given, start).fit_history);
+  // Without factors, auto is the nvecs start, which the factors above are not.
+  const CpResult<double> nvecs = cp_als(p.tensor, automatic);
+  EXPECT_EQ(nvecs.init, CpInit::nvecs);
+  EXPECT_NE(nvecs.fit_history.front(), a.fit_history.front());
+}
+
 TEST_P(CpAls, RidgeShrinksTheSolution) {
   // Rank one, one sweep from a given start: every mode update is m / (v + ridge) with m
   // independent of the ridge in direction, and the last v = 1 (unit columns after the
   // 2-norm normalisation of the first sweep). So the weight is divided by 1 + ridge.
   const Tensor<double> x = random_tensor<double>({5, 4, 3}, 7);
-  CpOptions<double> o;
-  o.backend = backend();
-  o.rank = 1;
+  CpOptions o = options(1);
   o.init = CpInit::given;
   o.max_iters = 1;
-  for (index_t d : x.dims()) o.initial_factors.push_back(random_matrix<double>(d, 1, 80 + d));
-  const CpResult<double> plain = cp_als(x, o);
+  std::vector<Matrix<double>> start;
+  for (index_t d : x.dims()) start.push_back(random_matrix<double>(d, 1, 80 + d));
+  const CpResult<double> plain = cp_als(x, o, start);
   o.ridge = 0.5;
-  const CpResult<double> ridge = cp_als(x, o);
+  const CpResult<double> ridge = cp_als(x, o, start);
   EXPECT_NEAR(plain.model.weights[0] / ridge.model.weights[0], 1.5, 1e-14);
   for (std::size_t n = 0; n < 3; ++n)
     EXPECT_LT(rel_diff(ridge.model.factors[n].values(), plain.model.factors[n].values()), 1e-14);
   // A small ridge on a full run still fits well.
   const auto p = planted({10, 9, 8}, 3, 0.0, 0.1);
-  CpOptions<double> q;
-  q.backend = backend();
-  q.rank = 3;
+  CpOptions q = options(3);
   q.ridge = 1e-3;
   const CpResult<double> r = cp_als(p.tensor, q);
   expect_finite(r);
@@ -444,20 +451,19 @@ TEST_P(CpAls, EigenFallbackOnSingularNormalEquations) {
       {{2, 1, 1, 2}, {1, 1, 0, 1}}};
   std::vector<CpResult<double>> runs;
   for (index_t rank : {1, 2}) {
-    CpOptions<double> o;
-    o.backend = backend();
-    o.rank = rank;
+    CpOptions o = options(rank);
     o.init = CpInit::given;
     o.max_iters = 6;
     o.tol = 0.0;
+    std::vector<Matrix<double>> start;
     for (const auto& mode : cols) {
       Matrix<double> g(static_cast<index_t>(mode[0].size()), rank);
       for (index_t j = 0; j < rank; ++j)
         for (std::size_t i = 0; i < mode[0].size(); ++i)
           g(static_cast<index_t>(i), j) = mode[static_cast<std::size_t>(j)][i];
-      o.initial_factors.push_back(g);
+      start.push_back(g);
     }
-    runs.push_back(cp_als(x, o));
+    runs.push_back(cp_als(x, o, start));
   }
   const CpResult<double>& r = runs[1];
   EXPECT_EQ(runs[0].eigen_fallbacks, 0);
@@ -472,9 +478,7 @@ TEST_P(CpAls, EigenFallbackOnSingularNormalEquations) {
 TEST_P(CpAls, AllZeroTensor) {
   // Nothing to fit: zero weights, a finite model, and fit 1 by convention (0 / 0).
   const Tensor<double> x({3, 4, 2});
-  CpOptions<double> o;
-  o.backend = backend();
-  o.rank = 2;
+  CpOptions o = options(2);
   o.max_iters = 4;
   const CpResult<double> r = cp_als(x, o);
   expect_finite(r);
@@ -485,9 +489,7 @@ TEST_P(CpAls, AllZeroTensor) {
 TEST_P(CpAls, NvecsWithRankAboveAModeSize) {
   // Mode 1 has two rows for three components: the third column is random.
   const auto p = planted({6, 2, 5}, 2, 0.0, 0.01);
-  CpOptions<double> o;
-  o.backend = backend();
-  o.rank = 3;
+  CpOptions o = options(3);
   o.init = CpInit::nvecs;
   o.max_iters = 50;
   const CpResult<double> a = cp_als(p.tensor, o), b = cp_als(p.tensor, o);
@@ -501,9 +503,7 @@ TEST_P(CpAls, OrderTwoAndSizeOneModes) {
   for (const auto& dims : std::vector<std::vector<index_t>>{{7, 5}, {6, 1, 5}, {4, 1, 3, 1, 2}}) {
     KTensor<double> truth = random_ktensor<double>(dims, 1, 5);
     const Tensor<double> x = truth.full();
-    CpOptions<double> o;
-    o.backend = backend();
-    o.rank = 1;
+    CpOptions o = options(1);
     o.tol = 0.0;
     o.max_iters = 10;
     const CpResult<double> r = cp_als(x, o);
@@ -516,7 +516,7 @@ TEST_P(CpAls, OrderTwoAndSizeOneModes) {
 TEST(CpAlsErrors, Options) {
   const Tensor<double> x = random_tensor<double>({3, 4, 2}, 1);
   const auto rejects = [&](auto change, const std::string& needle) {
-    CpOptions<double> o;
+    CpOptions o;
     o.rank = 2;
     change(o);
     expect_throw_with<InvalidArgument>([&] { cp_als(x, o); }, needle);
@@ -533,7 +533,7 @@ TEST(CpAlsErrors, Options) {
   rejects([](auto& o) { o.time_limit = kNaN; }, "time_limit");
   rejects([](auto& o) { o.rank = index_t{1} << 40; }, "exceeds 6");  // no 3 x 4 x 2 tensor has it
   if (!cuda_compiled()) {
-    CpOptions<double> o;
+    CpOptions o;
     o.backend = Backend::cuda;
     EXPECT_THROW(cp_als(x, o), NotCompiled);
   }
@@ -541,33 +541,70 @@ TEST(CpAlsErrors, Options) {
 
 TEST(CpAlsErrors, GivenFactors) {
   const Tensor<double> x = random_tensor<double>({3, 4, 2}, 1);
-  CpOptions<double> o;
+  CpOptions o;
   o.rank = 2;
   o.init = CpInit::given;
-  expect_throw_with<DimensionMismatch>([&] { cp_als(x, o); }, "needs 3 initial factors, got 0");
-  o.initial_factors = {Matrix<double>(3, 2), Matrix<double>(4, 2)};
-  expect_throw_with<DimensionMismatch>([&] { cp_als(x, o); }, "needs 3 initial factors, got 2");
-  o.initial_factors.push_back(Matrix<double>(2, 3));
-  expect_throw_with<DimensionMismatch>([&] { cp_als(x, o); },
+  expect_throw_with<InvalidArgument>([&] { cp_als(x, o); },
+                                     "init = given needs initial factors (one I_n x R matrix per "
+                                     "mode), and none were passed");
+  std::vector<Matrix<double>> start = {Matrix<double>(3, 2), Matrix<double>(4, 2)};
+  expect_throw_with<DimensionMismatch>([&] { cp_als(x, o, start); },
+                                       "needs 3 initial factors, got 2");
+  start.push_back(Matrix<double>(2, 3));
+  expect_throw_with<DimensionMismatch>([&] { cp_als(x, o, start); },
                                        "initial factor 2 is 2x3, expected 2x2");
-  o.initial_factors[2] = Matrix<double>(3, 2);
-  expect_throw_with<DimensionMismatch>([&] { cp_als(x, o); },
+  start[2] = Matrix<double>(3, 2);
+  expect_throw_with<DimensionMismatch>([&] { cp_als(x, o, start); },
                                        "initial factor 2 is 3x2, expected 2x2");
-  o.initial_factors[2] = Matrix<double>(2, 2);
-  o.initial_factors[1](3, 1) = kNaN;
+  start[2] = Matrix<double>(2, 2);
+  start[1](3, 1) = kNaN;
   expect_throw_with<InvalidArgument>(
-      [&] { cp_als(x, o); }, "initial factor 1 has a non-finite entry (NaN) at index (3, 1)");
+      [&] { cp_als(x, o, start); },
+      "initial factor 1 has a non-finite entry (NaN) at index (3, 1)");
   // Independent columns (zeros elsewhere are fine; the refused starts are in test_layout).
-  for (Matrix<double>& f : o.initial_factors) {
+  for (Matrix<double>& f : start) {
     f(0, 0) = 1.0;
     f(1, 1) = 1.0;
   }
-  o.initial_factors[1](3, 1) = 0.0;
-  EXPECT_NO_THROW(cp_als(x, o));
+  start[1](3, 1) = 0.0;
+  EXPECT_NO_THROW(cp_als(x, o, start));
+  // A start of one's own goes with init given or auto, never with another init.
+  for (CpInit init : {CpInit::random, CpInit::nvecs}) {
+    o.init = init;
+    expect_throw_with<InvalidArgument>([&] { cp_als(x, o, start); },
+                                       "init = " + std::string(to_string(init)) +
+                                           " cannot start from initial factors; pass init = "
+                                           "given or auto with them, or no initial factors");
+  }
+}
+
+TEST(CpAlsErrors, EveryInputRefusesAStartWithAnotherInit) {
+  // The same rule on the dense tensor with a mask, the Kruskal and the Tucker input.
+  const Tensor<double> x = random_tensor<double>({3, 4, 2}, 1);
+  const std::vector<std::uint8_t> all(static_cast<std::size_t>(x.numel()), 1);
+  const TensorView<const std::uint8_t> observed(all.data(), x.dims());
+  const KTensor<double> k = random_ktensor<double>({3, 4, 2}, 2, 2);
+  const TTensor<double> t(random_tensor<double>({2, 2, 2}, 3),
+                          {random_matrix<double>(3, 2, 4), random_matrix<double>(4, 2, 5),
+                           random_matrix<double>(2, 2, 6)});
+  std::vector<Matrix<double>> start;
+  for (index_t d : x.dims()) start.push_back(random_matrix<double>(d, 2, 30 + d));
+  CpOptions o;
+  o.rank = 2;
+  o.init = CpInit::random;
+  const std::string says = "init = random cannot start from initial factors";
+  expect_throw_with<InvalidArgument>([&] { cp_als(x, observed, o, start); }, says);
+  expect_throw_with<InvalidArgument>([&] { cp_als(k, o, start); }, says);
+  expect_throw_with<InvalidArgument>([&] { cp_als(t, o, start); }, says);
+  o.init = CpInit::given;
+  const std::string none = "init = given needs initial factors";
+  expect_throw_with<InvalidArgument>([&] { cp_als(x, observed, o); }, none);
+  expect_throw_with<InvalidArgument>([&] { cp_als(k, o); }, none);
+  expect_throw_with<InvalidArgument>([&] { cp_als(t, o); }, none);
 }
 
 TEST(CpAlsErrors, Tensors) {
-  CpOptions<double> o;
+  CpOptions o;
   o.rank = 2;
   expect_throw_with<InvalidArgument>(
       [&] {
@@ -587,12 +624,11 @@ TEST(CpAlsErrors, Tensors) {
   expect_throw_with<InvalidArgument>([&] { cp_als(x, o); }, "(Inf) at index (2, 3, 1)");
   Tensor<float> xf = random_tensor<float>({2, 2, 3}, 1);
   xf(1, 0, 2) = std::numeric_limits<float>::quiet_NaN();
-  CpOptions<float> of;
-  expect_throw_with<InvalidArgument>([&] { cp_als(xf, of); }, "(1, 0, 2)");
+  expect_throw_with<InvalidArgument>([&] { cp_als(xf, o); }, "(1, 0, 2)");
 }
 
 TEST(CpAlsErrors, KruskalInput) {
-  CpOptions<double> o;
+  CpOptions o;
   o.rank = 2;
   KTensor<double> k = random_ktensor<double>({3, 4}, 2, 1);
   k.factors[1](0, 0) = kNaN;
@@ -601,10 +637,10 @@ TEST(CpAlsErrors, KruskalInput) {
                                      "order >= 2, got order 1");
   expect_throw_with<InvalidArgument>([&] { cp_als(KTensor<double>(), o); }, "no factor matrices");
   o.init = CpInit::given;
-  o.initial_factors = {Matrix<double>(3, 2), Matrix<double>(5, 2)};
+  const std::vector<Matrix<double>> start = {Matrix<double>(3, 2), Matrix<double>(5, 2)};
   expect_throw_with<DimensionMismatch>(
       [&] {
-        cp_als(random_ktensor<double>({3, 4}, 2, 1), o);
+        cp_als(random_ktensor<double>({3, 4}, 2, 1), o, start);
       },
       "initial factor 1 is 5x2, expected 4x2");
 }

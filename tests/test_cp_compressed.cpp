@@ -31,8 +31,8 @@ Tensor<double> dense(std::vector<index_t> dims) {
   return x;
 }
 
-CpOptions<double> options(index_t rank, CpCompress compress) {
-  CpOptions<double> o;
+CpOptions options(index_t rank, CpCompress compress) {
+  CpOptions o;
   o.rank = rank;
   o.max_iters = 2000;
   o.tol = 1e-10;
@@ -91,7 +91,7 @@ TEST(CpCompressed, CorePhaseFitIsThatOfTheLiftedModel) {
   // With every sweep spent on the core, the answer is the lifted core model, and its
   // fit from ||X||^2 - ||G||^2 + ||G - core model||^2 must be exact.
   const auto p = planted({40, 30, 20}, 4, 0.0, 0.2, 31);
-  CpOptions<double> o = options(4, CpCompress::on);
+  CpOptions o = options(4, CpCompress::on);
   o.max_iters = 6;
   o.tol = 0.0;
   const CpResult<double> r = cp_als(p.tensor, o);
@@ -104,7 +104,7 @@ TEST(CpCompressed, CorePhaseFitIsThatOfTheLiftedModel) {
 
 TEST(CpCompressed, CallbackSeesOneSequenceOfFullTensorFits) {
   const auto p = planted({40, 30, 20}, 4, 0.0, 0.1, 41);
-  CpOptions<double> o = options(4, CpCompress::on);
+  CpOptions o = options(4, CpCompress::on);
   std::vector<double> seen;
   o.callback = [&](const CpProgress& q) {
     EXPECT_EQ(q.iteration, static_cast<int>(seen.size()) + 1);
@@ -124,7 +124,7 @@ TEST(CpCompressed, CallbackSeesOneSequenceOfFullTensorFits) {
 
 TEST(CpCompressed, StartsRunOnTheCore) {
   const auto p = planted({40, 30, 20}, 3, 0.0, 0.05, 51);
-  CpOptions<double> o = options(3, CpCompress::on);
+  CpOptions o = options(3, CpCompress::on);
   o.init = CpInit::random;
   o.n_starts = 4;
   const CpResult<double> r = cp_als(p.tensor, o);
@@ -140,7 +140,7 @@ TEST(CpCompressed, SkippedWhereItCannotPay) {
   // Ranks min(I_n, R) equal to the sizes: nothing to compress, even when asked.
   const Tensor<double> x = dense({4, 5, 6});
   EXPECT_EQ(cp_compression_ranks(x.dims(), 6), (std::vector<index_t>{4, 5, 6}));
-  CpOptions<double> o = options(6, CpCompress::on);
+  CpOptions o = options(6, CpCompress::on);
   o.max_iters = 20;
   const CpResult<double> on = cp_als(x, o);
   EXPECT_FALSE(on.compressed);
@@ -162,7 +162,7 @@ TEST(CpCompressed, SkippedWhereItCannotPay) {
   o.max_iters = 5;
   EXPECT_FALSE(cp_als(tall.tensor, o).compressed);
   // The default is automatic.
-  EXPECT_EQ(CpOptions<double>{}.compress, CpCompress::automatic);
+  EXPECT_EQ(CpOptions{}.compress, CpCompress::automatic);
 }
 
 TEST(CpCompressed, RanksFollowTheCallersModeOrder) {
@@ -170,7 +170,7 @@ TEST(CpCompressed, RanksFollowTheCallersModeOrder) {
   // input's mode order.
   const Tensor<double> x = dense({30, 20, 10});
   EXPECT_EQ(cp_compression_ranks(x.dims(), 15), (std::vector<index_t>{15, 15, 10}));
-  CpOptions<double> o = options(15, CpCompress::on);
+  CpOptions o = options(15, CpCompress::on);
   o.max_iters = 3;
   o.layout = Layout::row_major;
   const CpResult<double> r = cp_als(x, o);
@@ -182,7 +182,7 @@ TEST(CpCompressed, RanksFollowTheCallersModeOrder) {
 
 TEST(CpCompressed, RefusedWhereItDoesNotApply) {
   const auto p = planted({20, 10, 8}, 2, 0.0, 0.0, 81);
-  CpOptions<double> o = options(2, CpCompress::on);
+  CpOptions o = options(2, CpCompress::on);
   o.nonnegative = true;
   expect_throw_with<InvalidArgument>([&] { cp_als(p.tensor, o); },
                                      "compress = on cannot be combined with nonnegative");

@@ -35,6 +35,31 @@ std::vector<double> ref_gemm(Op ta, Op tb, index_t m, index_t n, index_t k, doub
   return out;
 }
 
+// rel_diff of the backend's C = alpha op(A) op(B) + beta C (m x n, inner size k) from
+// ref_gemm's, on random A, B and C whose leading dimensions exceed their rows by pad
+// (for A, B, C; to catch lda/ldb/ldc mix-ups). With beta = 0, C holds NaN, which must
+// not be read. Draws three seeds after `seed`.
+template <class T>
+double gemm_error(detail::Compute<T>& c, Op ta, Op tb, index_t m, index_t n, index_t k,
+                  double alpha, double beta, const index_t (&pad)[3], std::uint64_t& seed) {
+  const index_t lda = (ta == Op::none ? m : k) + pad[0], ldb = (tb == Op::none ? k : n) + pad[1],
+                ldc = m + pad[2];
+  const auto a = random_values<T>(static_cast<std::size_t>(lda * (ta == Op::none ? k : m)), ++seed);
+  const auto b = random_values<T>(static_cast<std::size_t>(ldb * (tb == Op::none ? n : k)), ++seed);
+  auto cm = random_values<T>(static_cast<std::size_t>(ldc * n), ++seed);
+  auto c0 = cm;  // what beta C reads: NaN in C is zero there when beta = 0
+  if (beta == 0.0) {
+    for (index_t j = 0; j < n; ++j)
+      for (index_t i = 0; i < m; ++i) {
+        cm[static_cast<std::size_t>(i + j * ldc)] = std::numeric_limits<T>::quiet_NaN();
+        c0[static_cast<std::size_t>(i + j * ldc)] = T(0);
+      }
+  }
+  const auto expect = ref_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c0, ldc);
+  c.gemm(ta, tb, m, n, k, T(alpha), a.data(), lda, b.data(), ldb, T(beta), cm.data(), ldc);
+  return rel_diff(cm, expect);
+}
+
 // A value type and a host-memory backend: the cpu backend's paths, and the reference
 // backend checked against the same definitions.
 template <class T, Backend B>
@@ -79,17 +104,8 @@ TYPED_TEST(Kernels, GemmAllTransposes) {
   std::uint64_t seed = 10;
   for (Op ta : {Op::none, Op::trans})
     for (Op tb : {Op::none, Op::trans}) {
-      // Leading dimensions larger than the rows, to catch lda/ldb/ldc mix-ups.
-      const index_t lda = (ta == Op::none ? m : k) + 3, ldb = (tb == Op::none ? k : n) + 2,
-                    ldc = m + 1;
-      const auto a =
-          random_values<T>(static_cast<std::size_t>(lda * (ta == Op::none ? k : m)), ++seed);
-      const auto b =
-          random_values<T>(static_cast<std::size_t>(ldb * (tb == Op::none ? n : k)), ++seed);
-      auto cm = random_values<T>(static_cast<std::size_t>(ldc * n), ++seed);
-      const auto expect = ref_gemm(ta, tb, m, n, k, 1.5, a, lda, b, ldb, -0.5, cm, ldc);
-      this->c.gemm(ta, tb, m, n, k, T(1.5), a.data(), lda, b.data(), ldb, T(-0.5), cm.data(), ldc);
-      EXPECT_LT(rel_diff(cm, expect), this->tol) << "ta " << int(ta) << " tb " << int(tb);
+      EXPECT_LT(gemm_error<T>(this->c, ta, tb, m, n, k, 1.5, -0.5, {3, 2, 1}, seed), this->tol)
+          << "ta " << int(ta) << " tb " << int(tb);
     }
 }
 
@@ -102,16 +118,7 @@ TYPED_TEST(Kernels, GemmTallOrWideInBlocks) {
   for (const auto [m, n] : {std::pair<index_t, index_t>{1100, 8}, {8, 1100}})
     for (Op ta : {Op::none, Op::trans})
       for (Op tb : {Op::none, Op::trans}) {
-        const index_t lda = (ta == Op::none ? m : k) + 5, ldb = (tb == Op::none ? k : n) + 1,
-                      ldc = m + 3;
-        const auto a =
-            random_values<T>(static_cast<std::size_t>(lda * (ta == Op::none ? k : m)), ++seed);
-        const auto b =
-            random_values<T>(static_cast<std::size_t>(ldb * (tb == Op::none ? n : k)), ++seed);
-        auto cm = random_values<T>(static_cast<std::size_t>(ldc * n), ++seed);
-        const auto expect = ref_gemm(ta, tb, m, n, k, 0.5, a, lda, b, ldb, 2.0, cm, ldc);
-        this->c.gemm(ta, tb, m, n, k, T(0.5), a.data(), lda, b.data(), ldb, T(2), cm.data(), ldc);
-        EXPECT_LT(rel_diff(cm, expect), this->tol)
+        EXPECT_LT(gemm_error<T>(this->c, ta, tb, m, n, k, 0.5, 2.0, {5, 1, 3}, seed), this->tol)
             << m << "x" << n << " ta " << int(ta) << " tb " << int(tb);
       }
 }
@@ -132,25 +139,7 @@ TYPED_TEST(Kernels, GemmOverALongInnerDimensionInRanges) {
   for (Op ta : {Op::none, Op::trans})
     for (Op tb : {Op::none, Op::trans})
       for (double beta : {0.0, -0.5}) {
-        const index_t lda = (ta == Op::none ? m : k) + 2, ldb = (tb == Op::none ? k : n) + 3,
-                      ldc = m + 1;
-        const auto a =
-            random_values<T>(static_cast<std::size_t>(lda * (ta == Op::none ? k : m)), ++seed);
-        const auto b =
-            random_values<T>(static_cast<std::size_t>(ldb * (tb == Op::none ? n : k)), ++seed);
-        auto cm = random_values<T>(static_cast<std::size_t>(ldc * n), ++seed);
-        auto c0 = cm;  // what beta C reads: NaN in C is zero there when beta = 0
-        if (beta == 0.0) {
-          for (index_t j = 0; j < n; ++j)
-            for (index_t i = 0; i < m; ++i) {
-              cm[static_cast<std::size_t>(i + j * ldc)] = std::numeric_limits<T>::quiet_NaN();
-              c0[static_cast<std::size_t>(i + j * ldc)] = T(0);
-            }
-        }
-        const auto expect = ref_gemm(ta, tb, m, n, k, 1.25, a, lda, b, ldb, beta, c0, ldc);
-        this->c.gemm(ta, tb, m, n, k, T(1.25), a.data(), lda, b.data(), ldb, T(beta), cm.data(),
-                     ldc);
-        EXPECT_LT(rel_diff(cm, expect), this->tol)
+        EXPECT_LT(gemm_error<T>(this->c, ta, tb, m, n, k, 1.25, beta, {2, 3, 1}, seed), this->tol)
             << "ta " << int(ta) << " tb " << int(tb) << " beta " << beta;
       }
 }

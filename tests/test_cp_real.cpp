@@ -18,7 +18,7 @@ TEST(CpAlsRealData, Covid19Serology) {
   ASSERT_EQ(x.dims(), (std::vector<index_t>{11, 6, 438}));
   double previous_fit = 0.0;
   for (index_t rank : {3, 5}) {
-    CpOptions<double> o;
+    CpOptions o;
     o.rank = rank;
     o.init = CpInit::nvecs;
     o.tol = 1e-9;

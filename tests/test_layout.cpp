@@ -135,7 +135,7 @@ void cp_both_ways(RowMajorInput input, bool variants, Check&& check) {
       for (CpInit init : {CpInit::random, CpInit::nvecs}) {
         for (CpCompress compress : {CpCompress::off, CpCompress::on}) {
           if (compress == CpCompress::on && !variants) continue;
-          CpOptions<double> o;
+          CpOptions o;
           o.rank = 4;
           o.init = init;
           o.seed = seed;
@@ -167,17 +167,18 @@ TEST(Layout, CpFloatAndGivenStartAreBitIdentical) {
   std::mt19937_64 gen(3);
   const Tensor<float> f = fortran_array<float>({12, 9, 7}, 3);
   const Tensor<float> c = c_order(f);
-  CpOptions<float> o;
+  CpOptions o;
   o.rank = 4;
   o.init = CpInit::given;
   o.max_iters = 30;
   o.tol = 0.0;
-  for (index_t d : f.dims()) o.initial_factors.push_back(random_matrix<float>(d, 4, gen));
-  const CpResult<float> rf = cp_als(f, o);
+  std::vector<Matrix<float>> start;
+  for (index_t d : f.dims()) start.push_back(random_matrix<float>(d, 4, gen));
+  const CpResult<float> rf = cp_als(f, o, start);
   // The C copy's modes are the NumPy axes reversed, and so are its initial factors.
-  o.initial_factors = detail::reversed(o.initial_factors);
+  start = detail::reversed(start);
   o.layout = Layout::row_major;
-  expect_same_cp(rf, cp_als(c, o), "float, given start");
+  expect_same_cp(rf, cp_als(c, o, start), "float, given start");
 }
 
 TEST(Layout, CpOfModelsFollowsTheAxisOrder) {
@@ -193,11 +194,11 @@ TEST(Layout, CpOfModelsFollowsTheAxisOrder) {
   for (std::size_t n = 0; n < shape.size(); ++n)
     t.factors.push_back(random_matrix<double>(shape[n], t.core.dim(static_cast<int>(n)), gen));
   const TTensor<double> t_rev(c_order(t.core), detail::reversed(t.factors));
-  CpOptions<double> o;
+  CpOptions o;
   o.rank = 3;
   o.max_iters = 25;
   o.tol = 0.0;
-  CpOptions<double> row = o;
+  CpOptions row = o;
   row.layout = Layout::row_major;
   expect_same_cp(cp_als(k, o), cp_als(k_rev, row), "Kruskal-form input");
   expect_same_cp(cp_als(t, o), cp_als(t_rev, row), "Tucker-form input");
@@ -332,7 +333,7 @@ TEST(Layout, CpWithMissingValuesInPlaceAgreesWithFortranOrder) {
   const Tensor<double> c = c_order(f);
   const Tensor<std::uint8_t> observed_c = detail::reverse_modes<std::uint8_t>(observed.view());
   for (CpMissingSolver solver : {CpMissingSolver::em, CpMissingSolver::weighted}) {
-    CpOptions<double> o;
+    CpOptions o;
     o.rank = 3;
     o.max_iters = 30;
     o.tol = 0.0;
@@ -427,13 +428,19 @@ void expect_invalid(F&& f, const std::string& text) {
   }
 }
 
-CpOptions<double> given_start(const std::vector<index_t>& dims, index_t rank, std::uint64_t seed) {
-  std::mt19937_64 gen(seed);
-  CpOptions<double> o;
+CpOptions given(index_t rank) {
+  CpOptions o;
   o.rank = rank;
   o.init = CpInit::given;
-  for (index_t d : dims) o.initial_factors.push_back(random_matrix<double>(d, rank, gen));
   return o;
+}
+
+std::vector<Matrix<double>> given_start(const std::vector<index_t>& dims, index_t rank,
+                                        std::uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  std::vector<Matrix<double>> start;
+  for (index_t d : dims) start.push_back(random_matrix<double>(d, rank, gen));
+  return start;
 }
 
 }  // namespace
@@ -441,20 +448,19 @@ CpOptions<double> given_start(const std::vector<index_t>& dims, index_t rank, st
 TEST(CpStart, AllZeroStartIsRefused) {
   // It used to "converge" to fit 0 with all-zero factors and six eigen fallbacks.
   const Tensor<double> x = fortran_array<double>({5, 4, 3}, 1);
-  CpOptions<double> o;
-  o.rank = 2;
-  o.init = CpInit::given;
-  for (index_t d : x.dims()) o.initial_factors.emplace_back(d, 2);
-  expect_invalid([&] { cp_als(x, o); }, "initial factor 1: column 0 is zero");
+  std::vector<Matrix<double>> start;
+  for (index_t d : x.dims()) start.emplace_back(d, 2);
+  expect_invalid([&] { cp_als(x, given(2), start); }, "initial factor 1: column 0 is zero");
 }
 
 TEST(CpStart, ZeroColumnIsNamedByNumPyAxis) {
   const Tensor<double> x = fortran_array<double>({5, 4, 3, 6}, 1);
-  CpOptions<double> o = given_start(x.dims(), 3, 2);
-  for (index_t i = 0; i < 3; ++i) o.initial_factors[2](i, 1) = 0.0;
-  expect_invalid([&] { cp_als(x, o); }, "initial factor 2: column 1 is zero");
+  CpOptions o = given(3);
+  std::vector<Matrix<double>> start = given_start(x.dims(), 3, 2);
+  for (index_t i = 0; i < 3; ++i) start[2](i, 1) = 0.0;
+  expect_invalid([&] { cp_als(x, o, start); }, "initial factor 2: column 1 is zero");
   o.layout = Layout::row_major;
-  expect_invalid([&] { cp_als(x, o); },
+  expect_invalid([&] { cp_als(x, o, start); },
                  "initial factor of NumPy axis 1 (mode 2): column 1 is zero");
 }
 
@@ -462,20 +468,22 @@ TEST(CpStart, FactorOfTheFirstUpdateIsNotRead) {
   // The first update (NumPy axis 0) reads only the other factors: a zero column there
   // is harmless, and the result is that of any other start with the same other factors.
   const Tensor<double> x = fortran_array<double>({5, 4, 3}, 1);
-  CpOptions<double> o = given_start(x.dims(), 2, 3);
+  CpOptions o = given(2);
+  std::vector<Matrix<double>> start = given_start(x.dims(), 2, 3);
   o.max_iters = 5;
-  const CpResult<double> before = cp_als(x, o);
-  for (index_t i = 0; i < 5; ++i) o.initial_factors[0](i, 0) = 0.0;
-  const CpResult<double> zero = cp_als(x, o);
+  const CpResult<double> before = cp_als(x, o, start);
+  for (index_t i = 0; i < 5; ++i) start[0](i, 0) = 0.0;
+  const CpResult<double> zero = cp_als(x, o, start);
   EXPECT_TRUE(same_bits(before.fit_history, zero.fit_history));
   // Row-major: the first update is of the last mode.
-  o = given_start(x.dims(), 2, 3);
+  o = given(2);
+  start = given_start(x.dims(), 2, 3);
   o.layout = Layout::row_major;
-  for (index_t i = 0; i < 3; ++i) o.initial_factors[2](i, 1) = 0.0;
-  EXPECT_NO_THROW(cp_als(x, o));
-  o.initial_factors[2] = given_start(x.dims(), 2, 3).initial_factors[2];
-  for (index_t i = 0; i < 5; ++i) o.initial_factors[0](i, 1) = 0.0;
-  expect_invalid([&] { cp_als(x, o); },
+  for (index_t i = 0; i < 3; ++i) start[2](i, 1) = 0.0;
+  EXPECT_NO_THROW(cp_als(x, o, start));
+  start[2] = given_start(x.dims(), 2, 3)[2];
+  for (index_t i = 0; i < 5; ++i) start[0](i, 1) = 0.0;
+  expect_invalid([&] { cp_als(x, o, start); },
                  "initial factor of NumPy axis 2 (mode 0): column 1 is zero");
 }
 
@@ -483,38 +491,37 @@ TEST(CpStart, DependentComponentsAreRefused) {
   // Components 1 and 2 equal in every factor the first update reads: the normal
   // matrices stay singular and the two can never separate.
   const Tensor<double> x = fortran_array<double>({6, 5, 4}, 1);
-  CpOptions<double> o = given_start(x.dims(), 3, 4);
+  CpOptions o = given(3);
+  std::vector<Matrix<double>> start = given_start(x.dims(), 3, 4);
   for (std::size_t n = 1; n < 3; ++n) {
-    Matrix<double>& f = o.initial_factors[n];
+    Matrix<double>& f = start[n];
     for (index_t i = 0; i < f.rows(); ++i) f(i, 2) = 3.0 * f(i, 1);  // parallel: same direction
   }
-  expect_invalid([&] { cp_als(x, o); },
+  expect_invalid([&] { cp_als(x, o, start); },
                  "component 2 of the initial factors is a linear combination of the components "
                  "before it in the factors the first update reads (NumPy axes 1, 2");
   // Parallel in one read factor only: the Khatri-Rao product still has independent
   // columns, and ALS can move.
-  o.initial_factors[2] = given_start(x.dims(), 3, 5).initial_factors[2];
-  EXPECT_NO_THROW(cp_als(x, o));
+  start[2] = given_start(x.dims(), 3, 5)[2];
+  EXPECT_NO_THROW(cp_als(x, o, start));
   // The check itself does not overflow or underflow: scaled starts give the same answer.
   for (double scale : {1e200, 1e-200}) {
-    CpOptions<double> scaled = given_start(x.dims(), 3, 4);
-    for (Matrix<double>& f : scaled.initial_factors)
+    std::vector<Matrix<double>> scaled = given_start(x.dims(), 3, 4);
+    for (Matrix<double>& f : scaled)
       for (double& v : f.values()) v *= scale;
-    EXPECT_TRUE(detail::stuck_components(scaled.initial_factors, 3, {1, 2}).empty()) << scale;
-    for (index_t i = 0; i < 5; ++i)
-      scaled.initial_factors[1](i, 2) = scaled.initial_factors[1](i, 0);
-    for (index_t i = 0; i < 4; ++i)
-      scaled.initial_factors[2](i, 2) = scaled.initial_factors[2](i, 0);
-    EXPECT_EQ(detail::stuck_components(scaled.initial_factors, 3, {1, 2}), std::vector<index_t>{2})
+    EXPECT_TRUE(detail::stuck_components<double>(scaled, 3, {1, 2}).empty()) << scale;
+    for (index_t i = 0; i < 5; ++i) scaled[1](i, 2) = scaled[1](i, 0);
+    for (index_t i = 0; i < 4; ++i) scaled[2](i, 2) = scaled[2](i, 0);
+    EXPECT_EQ(detail::stuck_components<double>(scaled, 3, {1, 2}), std::vector<index_t>{2})
         << scale;
   }
   // More components than rows of the Khatri-Rao product (R > 2 * 2): dependence is
   // unavoidable for every start, so it is not reported as stuck; cp_als refuses such a
   // rank anyway, since it exceeds the rank of every tensor of the shape.
   const Tensor<double> small = fortran_array<double>({6, 2, 2}, 1);
-  CpOptions<double> over = given_start(small.dims(), 5, 6);
-  EXPECT_TRUE(detail::stuck_components(over.initial_factors, 5, {1, 2}).empty());
-  EXPECT_THROW(cp_als(small, over), InvalidArgument);
+  const std::vector<Matrix<double>> over = given_start(small.dims(), 5, 6);
+  EXPECT_TRUE(detail::stuck_components<double>(over, 5, {1, 2}).empty());
+  EXPECT_THROW(cp_als(small, given(5), over), InvalidArgument);
 }
 
 TEST(CpStart, AttentionStartsWithEqualHeadsAreRepaired) {
@@ -546,7 +553,7 @@ TEST(CpStart, AttentionStartsWithEqualHeadsAreRepaired) {
 // --- views -----------------------------------------------------------------------
 
 TEST(Views, NullDataWithElementsIsRefused) {
-  CpOptions<double> cp;
+  CpOptions cp;
   cp.rank = 2;
   TuckerOptions tk;
   tk.ranks = {2, 2, 2};

@@ -70,7 +70,7 @@ TEST(Limits, MaxCpRankIsTheSmallestProductOfAllSizesButOne) {
 
 TEST(Limits, CpRefusesARankNoTensorOfTheShapeHas) {
   const tenfold::Tensor<double> x({10, 8, 6}, random_values(480, 3));
-  tenfold::CpOptions<double> o;
+  tenfold::CpOptions o;
   o.rank = 49;
   o.max_iters = 2;
   expect_error<tenfold::InvalidArgument>([&] { tenfold::cp_als(x, o); },
@@ -100,7 +100,7 @@ TEST(Limits, RequestsThatCannotFitAreRefusedBeforeAllocating) {
   // A 100000^3 tensor in CP form is 2.4 MB; CP-ALS of rank 10^6 on it would need
   // terabytes for its R x R Grams alone.
   const tenfold::KTensor<double> k = rank_one({100000, 100000, 100000});
-  tenfold::CpOptions<double> o;
+  tenfold::CpOptions o;
   o.rank = 1000000;
   expect_error<tenfold::MemoryError>([&] { tenfold::cp_als(k, o); },
                                      {"rank 1000000 needs about", "GiB", "bytes", "available"});
@@ -120,7 +120,7 @@ TEST(Limits, RequestsThatCannotFitAreRefusedBeforeAllocating) {
 TEST(Limits, DeviceRequestsThatCannotFitAreRefused) {
   if (!tenfold::cuda_available()) GTEST_SKIP() << "no CUDA device available";
   // Measured against the device's free memory (cudaMemGetInfo), before cudaMalloc.
-  tenfold::CpOptions<double> o;
+  tenfold::CpOptions o;
   o.rank = 1000000;
   o.backend = tenfold::Backend::cuda;
   expect_error<tenfold::MemoryError>(

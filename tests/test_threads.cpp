@@ -190,7 +190,7 @@ TEST(Threads, CpAlsStartsNoOpenMpTeamAndIsDeterministic) {
   planted.rank = 12;
   planted.noise = 0.05;
   const auto p = random_cp_tensor<double>(planted);
-  CpOptions<double> o;
+  CpOptions o;
   o.rank = 12;
   o.max_iters = 5;
   o.tol = 0.0;

@@ -539,7 +539,7 @@ TEST_P(TuckerThenCp, LosslessCompressionGivesTheSameFit) {
   const TuckerResult<double> t = compress(x, {4, 4, 4});
   ASSERT_LT(true_relative_error(x, t.model), 1e-12);
   for (CpInit init : {CpInit::random, CpInit::nvecs}) {
-    CpOptions<double> co;
+    CpOptions co;
     co.backend = backend();
     co.rank = 2;  // below the true rank: an inexact fit
     co.init = init;
@@ -564,7 +564,7 @@ TEST_P(TuckerThenCp, LossyCompressionIsCloseAndErrorsAddUp) {
   const Tensor<double> x = random_cp<double>({30, 25, 20}, 3, 0.05, 1100);
   const TuckerResult<double> t = compress(x, {6, 6, 6});
   const Tensor<double> xhat = t.model.full();
-  CpOptions<double> co;
+  CpOptions co;
   co.backend = backend();
   co.rank = 3;
   co.tol = 1e-10;
@@ -588,7 +588,7 @@ TEST_P(TuckerThenCp, LossyCompressionIsCloseAndErrorsAddUp) {
 
 TEST_P(TuckerThenCp, BadInput) {
   TTensor<double> m = random_ttensor<double>({4, 3, 2}, {2, 2, 1}, 1200);
-  CpOptions<double> co;
+  CpOptions co;
   co.backend = backend();
   co.rank = 0;
   expect_error<InvalidArgument>([&] { cp_als(m, co); }, "rank must be at least 1, got 0");

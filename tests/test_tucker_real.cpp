@@ -62,7 +62,7 @@ TEST(TuckerReal, CovidLosslessTuckerThenCp) {
   o.ranks = {11, 6, 66};
   const TuckerResult<double> t = tucker(x, o);
   ASSERT_LT(true_relative_error(x, t.model), 1e-12);
-  CpOptions<double> co;
+  CpOptions co;
   co.rank = 3;
   co.init = CpInit::nvecs;
   co.tol = 1e-10;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/random.hpp"
+#include "expect_throw.hpp"
 #include "tenfold/ktensor.hpp"
 #include "tenfold/tucker.hpp"
 
@@ -173,16 +174,10 @@ double orthonormality_defect(const TTensor<T>& model) {
   return worst;
 }
 
-/// Expects fn() to throw E whose message contains `needle`.
+/// Expects fn() to throw E whose message contains `needle` (expect_throw_with).
 template <class E>
 void expect_error(const std::function<void()>& fn, const std::string& needle) {
-  try {
-    fn();
-    ADD_FAILURE() << "no exception; expected one mentioning '" << needle << "'";
-  } catch (const E& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos)
-        << "message '" << e.what() << "' does not mention '" << needle << "'";
-  }
+  expect_throw_with<E>(fn, needle);
 }
 
 }  // namespace tenfold::test

@@ -134,14 +134,15 @@ int run_cp(const CpArgs& a, const io::NpyHeader& header) {
     }
   }
 
-  CpOptions<T> o;
+  CpOptions o;
   o.rank = a.rank;
   o.max_iters = a.max_iters;
   o.tol = a.tol;
   o.init = parse_cp_init(a.init);
+  std::vector<Matrix<T>> initial_factors;
   if (!a.init_factors.empty()) {
     o.init = CpInit::given;
-    o.initial_factors = load_initial_factors<T>(a, header);
+    initial_factors = load_initial_factors<T>(a, header);
   }
   o.seed = a.seed;
   o.n_starts = a.n_starts;
@@ -162,9 +163,10 @@ int run_cp(const CpArgs& a, const io::NpyHeader& header) {
   }
   nlohmann::json mpi_report;
   const CpResult<T> res =
-      distributed() ? distributed_cp<T>(a.input, header, grid, o, mpi_report)
-      : missing     ? cp_als(x, TensorView<const std::uint8_t>(observed.data(), x.dims()), o)
-                    : cp_als(x, o);
+      distributed() ? distributed_cp<T>(a.input, header, grid, o, initial_factors, mpi_report)
+      : missing
+          ? cp_als(x, TensorView<const std::uint8_t>(observed.data(), x.dims()), o, initial_factors)
+          : cp_als(x, o, initial_factors);
   if (!writes_outputs()) return 0;
 
   const KTensor<T>& m = res.model;

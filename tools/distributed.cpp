@@ -131,15 +131,16 @@ bool writes_outputs() {
 
 template <class T>
 CpResult<T> distributed_cp(const std::string& input, const io::NpyHeader& h,
-                           const std::vector<int>& grid, const CpOptions<T>& options,
-                           nlohmann::json& report) {
+                           const std::vector<int>& grid, const CpOptions& options,
+                           CpStart<T> initial_factors, nlohmann::json& report) {
   const auto x = mpi::read_npy<T>(MPI_COMM_WORLD, input, grid);
   // The distributed tensor is in NumPy axis order, where the serial call computes too.
   const bool c_order = !h.fortran_order;
-  CpOptions<T> o = options;
+  CpOptions o = options;
   o.layout = Layout::col_major;
-  if (c_order) o.initial_factors = reversed(std::move(o.initial_factors));
-  CpResult<T> res = mpi::cp_als(x, o);
+  std::vector<Matrix<T>> start(initial_factors.begin(), initial_factors.end());
+  if (c_order) start = reversed(std::move(start));
+  CpResult<T> res = mpi::cp_als(x, o, start);
   if (c_order) res.model.factors = reversed(std::move(res.model.factors));
   describe(x, report);
   return res;
@@ -199,7 +200,7 @@ bool writes_outputs() { return true; }
 
 template <class T>
 CpResult<T> distributed_cp(const std::string&, const io::NpyHeader&, const std::vector<int>&,
-                           const CpOptions<T>&, nlohmann::json&) {
+                           const CpOptions&, CpStart<T>, nlohmann::json&) {
   throw NotCompiled("this tenfold was built without MPI");
 }
 
@@ -214,11 +215,11 @@ TuckerResult<T> distributed_tucker(const std::string&, const io::NpyHeader&,
 bool distributed() { return g_distributed; }
 
 template CpResult<float> distributed_cp<float>(const std::string&, const io::NpyHeader&,
-                                               const std::vector<int>&, const CpOptions<float>&,
-                                               nlohmann::json&);
+                                               const std::vector<int>&, const CpOptions&,
+                                               CpStart<float>, nlohmann::json&);
 template CpResult<double> distributed_cp<double>(const std::string&, const io::NpyHeader&,
-                                                 const std::vector<int>&, const CpOptions<double>&,
-                                                 nlohmann::json&);
+                                                 const std::vector<int>&, const CpOptions&,
+                                                 CpStart<double>, nlohmann::json&);
 template TuckerResult<float> distributed_tucker<float>(const std::string&, const io::NpyHeader&,
                                                        const std::vector<int>&,
                                                        const TuckerOptions&, nlohmann::json&);

@@ -41,13 +41,13 @@ void add_grid_option(CLI::App& cmd, std::string& grid);
 std::vector<int> parse_grid(const std::string& text, const std::vector<index_t>& shape);
 
 /// cp_als of the .npy file `input` (header h), distributed over `grid` (per NumPy axis;
-/// empty: chosen by the library), with the result in the serial convention for that
-/// file (modes reversed for a C-order file, as load_npy gives them). `report` receives
-/// the processes, grid and communication per phase.
+/// empty: chosen by the library), with the start and the result in the serial convention
+/// for that file (modes reversed for a C-order file, as load_npy gives them). `report`
+/// receives the processes, grid and communication per phase.
 template <class T>
 CpResult<T> distributed_cp(const std::string& input, const io::NpyHeader& h,
-                           const std::vector<int>& grid, const CpOptions<T>& options,
-                           nlohmann::json& report);
+                           const std::vector<int>& grid, const CpOptions& options,
+                           CpStart<T> initial_factors, nlohmann::json& report);
 
 /// tucker of the .npy file `input`, distributed; as distributed_cp.
 template <class T>

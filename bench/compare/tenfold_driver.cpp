@@ -158,16 +158,16 @@ Json run_cp(const Args& a) {
   const Json gemm = warm_up<T>(a);
   // The tensor and factors are Fortran-order files: mode n is NumPy axis n.
   const tenfold::Tensor<T> x = tenfold::io::load_npy<T>(need(a, "tensor"));
-  tenfold::CpOptions<T> o;
-  for (const std::string& f : split(need(a, "init")))
-    o.initial_factors.push_back(load_matrix<T>(f));
+  std::vector<tenfold::Matrix<T>> start;
+  for (const std::string& f : split(need(a, "init"))) start.push_back(load_matrix<T>(f));
+  tenfold::CpOptions o;
   o.init = tenfold::CpInit::given;
-  o.rank = o.initial_factors.at(0).cols();
+  o.rank = start.at(0).cols();
   o.max_iters = std::stoi(need(a, "iters"));
   o.tol = 0.0;
   MemoryProbe memory;
 
-  const tenfold::CpResult<T> res = tenfold::cp_als(x, o);
+  const tenfold::CpResult<T> res = tenfold::cp_als(x, o, start);
   memory.stop();
   const tenfold::CpTimings& t = res.timings;
   Json out = tensor_case_result(

@@ -161,7 +161,7 @@ DenseCp dense_cp(index_t dim, index_t rank, int iterations) {
   tenfold::Tensor<T> x({dim, dim, dim});
   tenfold::detail::Rng rng(2);
   for (T& v : x.values()) v = static_cast<T>(rng.uniform());
-  tenfold::CpOptions<T> o;
+  tenfold::CpOptions o;
   o.rank = rank;
   o.tol = 0.0;
   o.seed = 3;

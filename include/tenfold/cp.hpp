@@ -5,6 +5,7 @@
 #include <functional>
 #include <span>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "tenfold/backend.hpp"
@@ -19,7 +20,7 @@ enum class CpInit {
   automatic,  ///< nvecs when every mode n >= 1 has I_n <= kCpNvecsMaxSize, random otherwise
   random,     ///< entries uniform in [0, 1), from `seed`
   nvecs,      ///< leading eigenvectors of each mode's Gram X_(n) X_(n)^T (random columns past I_n)
-  given,      ///< CpOptions::initial_factors
+  given,      ///< the initial factors passed to cp_als (see CpStart)
 };
 
 /// Largest mode size for which CpInit::automatic forms the I_n x I_n Gram of nvecs.
@@ -81,7 +82,7 @@ struct TENFOLD_API CpProgress {
 /// Options of cp_als. The Tensor Toolbox's cp_als stops after 50 iterations or when the
 /// fit changes by less than 1e-4; the defaults here run longer (100) and to a tighter
 /// tolerance (1e-6). Normalisation and the start follow the Tensor Toolbox and GenTen.
-template <class T>
+/// A start of one's own is not an option but cp_als's last argument (CpStart).
 struct TENFOLD_API CpOptions {
   index_t rank = 1;     ///< number of components R >= 1
   int max_iters = 100;  ///< outer iterations (sweeps over all modes), >= 1
@@ -111,8 +112,6 @@ struct TENFOLD_API CpOptions {
   /// in far fewer sweeps when much is missing but costs O(N R^2) per observed entry and
   /// sweep. Not with nonnegative. Ignored without a mask.
   CpMissingSolver missing_solver = CpMissingSolver::em;
-  /// Used when init == given: one I_n x R matrix per mode (weights are taken as one).
-  std::vector<Matrix<T>> initial_factors;
   double ridge = 0.0;       ///< l2 regulariser added to the diagonal of each normal matrix
   double time_limit = 0.0;  ///< seconds; 0 means none (checked after each iteration)
   /// The NumPy-order entry. row_major: the input is a C-order array seen as its
@@ -123,8 +122,8 @@ struct TENFOLD_API CpOptions {
   /// as row_major_input says: on its column-major copy in axis order (the result is
   /// bit-identical to that of the array's Fortran-order copy passed with col_major) or
   /// in place (no copy; equal to it up to rounding). Kruskal- and Tucker-form inputs
-  /// always give the Fortran-order bits. initial_factors and the result stay in the
-  /// input's mode order.
+  /// always give the Fortran-order bits. The initial factors and the result stay in
+  /// the input's mode order.
   Layout layout = Layout::col_major;
   /// Dense row_major input: copied up to kRowMajorCopyMaxBytes, read in place above
   /// (automatic), or as chosen.
@@ -133,6 +132,17 @@ struct TENFOLD_API CpOptions {
   /// Called after every iteration; return false to stop early.
   std::function<bool(const CpProgress&)> callback;
 };
+
+/// The start of cp_als, its last argument: one I_n x R factor matrix per mode of the
+/// tensor, in the tensor's mode order (the weights are taken as one), or none (empty,
+/// the default). Given factors are the start: init must then be `given` or `automatic`,
+/// and `given` needs them; any other init with factors throws InvalidArgument. A
+/// std::vector<Matrix<T>> converts to it. T follows the tensor's (std::type_identity_t
+/// keeps this argument out of template argument deduction), e.g.
+///   cp_als(x, options)               // start from options.init
+///   cp_als(x, options, factors)      // start from `factors`
+template <class T>
+using CpStart = std::type_identity_t<std::span<const Matrix<T>>>;
 
 /// Wall-clock seconds spent in each phase of the iteration.
 struct TENFOLD_API CpTimings {
@@ -181,11 +191,12 @@ TENFOLD_API index_t max_cp_rank(std::span<const index_t> dims);
 /// MTTKRP buffers) is estimated first; a request that cannot fit throws MemoryError
 /// with the estimate and the memory available, before anything large is allocated.
 template <class T>
-TENFOLD_API CpResult<T> cp_als(TensorView<const T> x, const CpOptions<T>& options);
+TENFOLD_API CpResult<T> cp_als(TensorView<const T> x, const CpOptions& options,
+                               CpStart<T> initial_factors = {});
 
 template <class T>
-CpResult<T> cp_als(const Tensor<T>& x, const CpOptions<T>& options) {
-  return cp_als(x.view(), options);
+CpResult<T> cp_als(const Tensor<T>& x, const CpOptions& options, CpStart<T> initial_factors = {}) {
+  return cp_als(x.view(), options, initial_factors);
 }
 
 /// CP-ALS of a dense tensor with missing entries: `observed` has x's shape, and an
@@ -195,12 +206,12 @@ CpResult<T> cp_als(const Tensor<T>& x, const CpOptions<T>& options) {
 /// parafac(mask=...); the fit is 1 - ||W (X - M)|| / ||W X|| over the observed entries.
 template <class T>
 TENFOLD_API CpResult<T> cp_als(TensorView<const T> x, TensorView<const std::uint8_t> observed,
-                               const CpOptions<T>& options);
+                               const CpOptions& options, CpStart<T> initial_factors = {});
 
 template <class T>
 CpResult<T> cp_als(const Tensor<T>& x, TensorView<const std::uint8_t> observed,
-                   const CpOptions<T>& options) {
-  return cp_als(x.view(), observed, options);
+                   const CpOptions& options, CpStart<T> initial_factors = {}) {
+  return cp_als(x.view(), observed, options, initial_factors);
 }
 
 /// CP-ALS of a tensor given in CP form (it is never formed): approximates a
@@ -208,6 +219,7 @@ CpResult<T> cp_als(const Tensor<T>& x, TensorView<const std::uint8_t> observed,
 /// and the memory estimate are those of the dense call (the tensor's own rank is at
 /// most S, but R > S is accepted: the extra components are redundant, not wrong).
 template <class T>
-TENFOLD_API CpResult<T> cp_als(const KTensor<T>& x, const CpOptions<T>& options);
+TENFOLD_API CpResult<T> cp_als(const KTensor<T>& x, const CpOptions& options,
+                               CpStart<T> initial_factors = {});
 
 }  // namespace tenfold

@@ -126,9 +126,11 @@ TENFOLD_API Tensor<T> gather(const DistTensor<T>& x);
 /// depend on the grid (random factors drawn for the global sizes; nvecs from the
 /// distributed mode Grams), so the result equals cp_als of the whole tensor (with
 /// layout col_major on its Fortran-order copy) up to rounding. options.layout and
-/// options.backend must keep their defaults (cpu); factors are per NumPy axis.
+/// options.backend must keep their defaults (cpu); the factors (the initial ones too) are
+/// per NumPy axis.
 template <class T>
-TENFOLD_API CpResult<T> cp_als(const DistTensor<T>& x, const CpOptions<T>& options);
+TENFOLD_API CpResult<T> cp_als(const DistTensor<T>& x, const CpOptions& options,
+                               CpStart<T> initial_factors = {});
 
 /// Tucker decomposition of the distributed tensor (all three methods, ranks or eps as in
 /// tucker()): mode Grams from a redistribution within the mode's fibre (each process then

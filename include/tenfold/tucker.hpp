@@ -137,6 +137,7 @@ TuckerResult<T> tucker(const Tensor<T>& x, const TuckerOptions& options) {
 /// model represents; when the model is a lossy compression of some X, the result is
 /// CP of the approximation (see docs/tucker.md).
 template <class T>
-TENFOLD_API CpResult<T> cp_als(const TTensor<T>& x, const CpOptions<T>& options);
+TENFOLD_API CpResult<T> cp_als(const TTensor<T>& x, const CpOptions& options,
+                               CpStart<T> initial_factors = {});
 
 }  // namespace tenfold

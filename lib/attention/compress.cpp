@@ -125,7 +125,7 @@ std::vector<Matrix<T>> structured_start(const Weights& w, index_t rank, std::uin
   // Heads with equal weights give equal triplets, which the ALS could never separate
   // (a start it refuses): such components get random columns too.
   std::vector<Matrix<T>> start{std::move(m0), std::move(a), std::move(b)};
-  for (index_t r : tenfold::detail::stuck_components(start, rank, {1, 2})) {
+  for (index_t r : tenfold::detail::stuck_components<T>(start, rank, {1, 2})) {
     for (index_t i = 0; i < rows; ++i) {
       start[1](i, r) = static_cast<T>(rng.uniform());
       start[2](i, r) = static_cast<T>(rng.uniform());
@@ -238,7 +238,7 @@ void fit_rank(const QueryKeyLayer<T>& layer, const CompressOptions& options,
               CompressResult<T>& res) {
   const index_t r = options.rank;
   const KTensor<T> x = qk_tensor(layer);
-  CpOptions<T> cp;
+  CpOptions cp;
   cp.rank = r;
   cp.tol = options.tol;
   cp.seed = options.seed;
@@ -247,11 +247,10 @@ void fit_rank(const QueryKeyLayer<T>& layer, const CompressOptions& options,
   const auto heads_start = [&] {
     return detail::structured_start<T>(detail::Weights(layer), r, options.seed);
   };
-  auto run = [&](CpInit init, std::vector<Matrix<T>> start, int iters) {
+  auto run = [&](CpInit init, const std::vector<Matrix<T>>& start, int iters) {
     cp.init = init;
-    cp.initial_factors = std::move(start);
     cp.max_iters = iters;
-    return cp_als(x, cp);
+    return cp_als(x, cp, start);
   };
   CpResult<T> fit;
   switch (options.init) {

@@ -1,5 +1,7 @@
 #include "core/format.hpp"
 
+#include "tenfold/error.hpp"
+
 namespace tenfold::detail {
 
 std::string shape_string(std::span<const index_t> dims) {
@@ -20,6 +22,20 @@ std::string index_string(std::span<const index_t> dims, index_t linear) {
     linear /= d;
   }
   return s + ")";
+}
+
+void validate_dense_shape(std::span<const index_t> dims, std::string_view method) {
+  const int order = static_cast<int>(dims.size());
+  if (order < 2) {
+    throw InvalidArgument(std::string(method) + " needs a tensor of order >= 2, got order " +
+                          std::to_string(order));
+  }
+  for (int n = 0; n < order; ++n) {
+    if (dims[static_cast<std::size_t>(n)] < 1) {
+      throw InvalidArgument("tensor of shape " + shape_string(dims) + " is empty (mode " +
+                            std::to_string(n) + " has size 0)");
+    }
+  }
 }
 
 }  // namespace tenfold::detail

@@ -3,6 +3,7 @@
 
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "tenfold/tensor.hpp"
 
@@ -13,5 +14,9 @@ std::string shape_string(std::span<const index_t> dims);
 
 /// Multi-index "(i0, i1, ...)" of a column-major linear offset into a tensor of shape dims.
 std::string index_string(std::span<const index_t> dims, index_t linear);
+
+/// Throws InvalidArgument unless a dense tensor of shape `dims` has order >= 2 and no
+/// empty mode; `method` names the decomposition in the message ("CP-ALS needs ...").
+void validate_dense_shape(std::span<const index_t> dims, std::string_view method);
 
 }  // namespace tenfold::detail

@@ -25,35 +25,35 @@ Matrix<T> times(Compute<T>& host, const Matrix<T>& u, const Matrix<T>& b, bool t
   return out;
 }
 
-// The start of the core phase. nvecs (and automatic) run on the core: the leading
-// eigenvectors of G_(n) G_(n)^T, lifted, are those of the compressed tensor's mode Gram.
-// A random or given start A_n enters as its projection B_n = U_n^T A_n, so that the
-// first core update equals the first update of plain ALS on the compressed tensor.
+// The start of the core phase (empty when the core phase resolves its own start).
+// nvecs (and automatic) run on the core: the leading eigenvectors of G_(n) G_(n)^T,
+// lifted, are those of the compressed tensor's mode Gram. A random or given start A_n
+// enters as its projection B_n = U_n^T A_n, so that the first core update equals the
+// first update of plain ALS on the compressed tensor.
 template <class T>
-void core_start(const CpOptions<T>& o, const TTensor<T>& tt, Compute<T>& host, CpOptions<T>& oc) {
-  if (o.init != CpInit::random && o.init != CpInit::given) return;
-  std::vector<Matrix<T>> start = o.initial_factors;
-  if (o.init == CpInit::random) {
+std::vector<Matrix<T>> core_start(const CpOptions& o, std::span<const Matrix<T>> initial_factors,
+                                  const TTensor<T>& tt, Compute<T>& host) {
+  if (o.init != CpInit::random && initial_factors.empty()) return {};
+  std::vector<Matrix<T>> start(initial_factors.begin(), initial_factors.end());
+  if (initial_factors.empty()) {
     // The draws of run_cp_als's random start: uniform in [0, 1), mode 0 first.
     Rng rng(o.seed);
-    start.clear();
     for (const Matrix<T>& u : tt.factors) {
       Matrix<T> a(u.rows(), o.rank);
       for (index_t i = 0; i < a.size(); ++i) a.data()[i] = static_cast<T>(rng.uniform());
       start.push_back(std::move(a));
     }
   }
-  oc.init = CpInit::given;
-  oc.initial_factors.clear();
+  std::vector<Matrix<T>> projected;
   for (std::size_t n = 0; n < start.size(); ++n) {
-    oc.initial_factors.push_back(times(host, tt.factors[n], start[n], true));
+    projected.push_back(times(host, tt.factors[n], start[n], true));
   }
+  return projected;
 }
 
 }  // namespace
 
-template <class T>
-std::vector<index_t> planned_compression(const CpOptions<T>& o, const std::vector<index_t>& dims) {
+std::vector<index_t> planned_compression(const CpOptions& o, const std::vector<index_t>& dims) {
   if (o.compress == CpCompress::off) return {};
   if (o.nonnegative) {
     if (o.compress == CpCompress::on) {
@@ -83,8 +83,8 @@ std::vector<index_t> planned_compression(const CpOptions<T>& o, const std::vecto
 
 template <class T>
 CpResult<T> run_compressed_cp(TensorView<const T> x, bool reversed, Compute<T>& c,
-                              const CpOptions<T>& o, const std::vector<index_t>& ranks,
-                              Clock::time_point start) {
+                              const CpOptions& o, std::span<const Matrix<T>> initial_factors,
+                              const std::vector<index_t>& ranks, Clock::time_point start) {
   auto host_compute = make_compute<T>(Backend::cpu);
   Compute<T>& host = *host_compute;
   // X ~ X^ = G x_0 U_0 ... x_{N-1} U_{N-1} with orthonormal U_n (ST-HOSVD), in axis order
@@ -117,9 +117,10 @@ CpResult<T> run_compressed_cp(TensorView<const T> x, bool reversed, Compute<T>& 
   };
 
   // Phase 1: CP-ALS of the core, every start there.
-  CpOptions<T> oc = o;
+  CpOptions oc = o;
   oc.compress = CpCompress::off;
-  core_start(o, tt, host, oc);
+  const std::vector<Matrix<T>> core_initial = core_start(o, initial_factors, tt, host);
+  if (!core_initial.empty()) oc.init = CpInit::given;
   double last_fit = 0.0;
   if (o.callback) {
     oc.callback = [&](const CpProgress& p) {
@@ -131,7 +132,7 @@ CpResult<T> run_compressed_cp(TensorView<const T> x, bool reversed, Compute<T>& 
     };
   }
   DenseOperand<T> core_operand(c, tt.core.view());
-  CpResult<T> core = run_cp_starts(core_operand, c, oc, start);
+  CpResult<T> core = run_cp_starts<T>(core_operand, c, oc, core_initial, start);
 
   // A_n = U_n B_n
   t0 = Clock::now();
@@ -154,10 +155,9 @@ CpResult<T> run_compressed_cp(TensorView<const T> x, bool reversed, Compute<T>& 
     res.relative_error = 1.0 - res.fit;
   } else {
     // Phase 2: ALS on the full tensor from the lifted factors, the usual stopping rule.
-    CpOptions<T> of = o;
+    CpOptions of = o;
     of.compress = CpCompress::off;
     of.init = CpInit::given;
-    of.initial_factors = std::move(lifted);
     of.n_starts = 1;
     of.max_iters = left;
     const double offset = seconds_since(start);
@@ -174,8 +174,9 @@ CpResult<T> run_compressed_cp(TensorView<const T> x, bool reversed, Compute<T>& 
       };
     }
     DenseOperand<T> full(c, x);
-    res = run_in_axis_numbering(
-        c, full, reversed, [&](CpOperand<T>& a) { return run_cp_als(a, c, of, Clock::now()); });
+    res = run_in_axis_numbering(c, full, reversed, [&](CpOperand<T>& a) {
+      return run_cp_als<T>(a, c, of, lifted, Clock::now());
+    });
   }
 
   res.compressed = true;
@@ -186,7 +187,8 @@ CpResult<T> run_compressed_cp(TensorView<const T> x, bool reversed, Compute<T>& 
   for (double f : core.fit_history) history.push_back(full_fit(f));
   history.insert(history.end(), res.fit_history.begin(), res.fit_history.end());
   res.fit_history = std::move(history);
-  res.init = o.init == CpInit::random || o.init == CpInit::given ? o.init : core.init;
+  const CpInit asked = initial_factors.empty() ? o.init : CpInit::given;
+  res.init = asked == CpInit::random || asked == CpInit::given ? asked : core.init;
   res.best_start = core.best_start;
   res.start_fits.clear();
   for (double f : core.start_fits) res.start_fits.push_back(full_fit(f));
@@ -203,15 +205,12 @@ CpResult<T> run_compressed_cp(TensorView<const T> x, bool reversed, Compute<T>& 
   return res;
 }
 
-template std::vector<index_t> planned_compression<float>(const CpOptions<float>&,
-                                                         const std::vector<index_t>&);
-template std::vector<index_t> planned_compression<double>(const CpOptions<double>&,
-                                                          const std::vector<index_t>&);
 template CpResult<float> run_compressed_cp<float>(TensorView<const float>, bool, Compute<float>&,
-                                                  const CpOptions<float>&,
+                                                  const CpOptions&, std::span<const Matrix<float>>,
                                                   const std::vector<index_t>&, Clock::time_point);
 template CpResult<double> run_compressed_cp<double>(TensorView<const double>, bool,
-                                                    Compute<double>&, const CpOptions<double>&,
+                                                    Compute<double>&, const CpOptions&,
+                                                    std::span<const Matrix<double>>,
                                                     const std::vector<index_t>&, Clock::time_point);
 
 }  // namespace detail

@@ -108,8 +108,8 @@ CpInit resolve_init(CpInit init, const std::vector<index_t>& dims) {
 }
 
 template <class T>
-void initialise(CpOperand<T>& x, Compute<T>& c, const CpOptions<T>& o, CpInit init,
-                AlsState<T>& s) {
+void initialise(CpOperand<T>& x, Compute<T>& c, const CpOptions& o,
+                std::span<const Matrix<T>> initial_factors, CpInit init, AlsState<T>& s) {
   const auto& dims = x.dims();
   const index_t r = s.r;
   Rng rng(o.seed);
@@ -118,7 +118,7 @@ void initialise(CpOperand<T>& x, Compute<T>& c, const CpOptions<T>& o, CpInit in
     const index_t in = dims[ni];
     const auto size = static_cast<std::size_t>(in * r);
     if (init == CpInit::given) {
-      c.upload(s.u[ni].get(), o.initial_factors[ni].data(), size);
+      c.upload(s.u[ni].get(), initial_factors[ni].data(), size);
       continue;
     }
     // Random entries in [0, 1); nvecs overwrites the leading min(R, I_n) columns.
@@ -161,11 +161,12 @@ std::vector<int> modes_read_first(int order, Layout layout) {
 // A given start must let the ALS move (see stuck_components): zero columns are named
 // by factor and column, dependent components by the first one.
 template <class T>
-void check_start_can_move(const CpOptions<T>& o, const std::vector<index_t>& dims) {
+void check_start_can_move(const CpOptions& o, std::span<const Matrix<T>> initial_factors,
+                          const std::vector<index_t>& dims) {
   const int order = static_cast<int>(dims.size());
   const std::vector<int> read = modes_read_first(order, o.layout);
   for (int n : read) {
-    const Matrix<T>& f = o.initial_factors[static_cast<std::size_t>(n)];
+    const Matrix<T>& f = initial_factors[static_cast<std::size_t>(n)];
     for (index_t j = 0; j < f.cols(); ++j) {
       if (std::all_of(f.col(j), f.col(j) + f.rows(), [](T v) { return v == T(0); })) {
         throw InvalidArgument(factor_name(n, order, o.layout) + ": column " + std::to_string(j) +
@@ -174,7 +175,7 @@ void check_start_can_move(const CpOptions<T>& o, const std::vector<index_t>& dim
       }
     }
   }
-  const std::vector<index_t> stuck = stuck_components(o.initial_factors, o.rank, read);
+  const std::vector<index_t> stuck = stuck_components(initial_factors, o.rank, read);
   if (stuck.empty()) return;
   std::string axes = "1";
   for (int axis = 2; axis < order; ++axis) axes += ", " + std::to_string(axis);
@@ -189,7 +190,7 @@ void check_start_can_move(const CpOptions<T>& o, const std::vector<index_t>& dim
 }  // namespace
 
 template <class T>
-std::vector<index_t> stuck_components(const std::vector<Matrix<T>>& factors, index_t rank,
+std::vector<index_t> stuck_components(std::span<const Matrix<T>> factors, index_t rank,
                                       const std::vector<int>& read) {
   const index_t r = rank;
   const auto rr = static_cast<std::size_t>(r * r);
@@ -259,7 +260,8 @@ std::vector<index_t> stuck_components(const std::vector<Matrix<T>>& factors, ind
 }
 
 template <class T>
-void validate_cp_options(const CpOptions<T>& o, const std::vector<index_t>& dims) {
+void validate_cp_options(const CpOptions& o, std::span<const Matrix<T>> initial_factors,
+                         const std::vector<index_t>& dims) {
   if (o.rank < 1) throw InvalidArgument("rank must be at least 1, got " + std::to_string(o.rank));
   if (o.max_iters < 1) {
     throw InvalidArgument("max_iters must be at least 1, got " + std::to_string(o.max_iters));
@@ -284,29 +286,41 @@ void validate_cp_options(const CpOptions<T>& o, const std::vector<index_t>& dims
                           ", the largest CP rank of any tensor of shape " + shape_string(dims) +
                           " (the smallest product of all sizes but one)");
   }
-  if (o.init == CpInit::given) {
-    if (o.initial_factors.size() != dims.size()) {
-      throw DimensionMismatch("init = given needs " + std::to_string(dims.size()) +
-                              " initial factors, got " + std::to_string(o.initial_factors.size()));
+  // A start of one's own: init given (or automatic, which then means given).
+  if (initial_factors.empty()) {
+    if (o.init == CpInit::given) {
+      throw InvalidArgument(
+          "init = given needs initial factors (one I_n x R matrix per mode), "
+          "and none were passed");
     }
-    for (std::size_t n = 0; n < dims.size(); ++n) {
-      const Matrix<T>& f = o.initial_factors[n];
-      if (f.rows() != dims[n] || f.cols() != o.rank) {
-        throw DimensionMismatch("initial factor " + std::to_string(n) + " is " +
-                                std::to_string(f.rows()) + "x" + std::to_string(f.cols()) +
-                                ", expected " + std::to_string(dims[n]) + "x" +
-                                std::to_string(o.rank));
-      }
-      check_finite(TensorView<const T>(f.data(), {f.rows(), f.cols()}),
-                   ("initial factor " + std::to_string(n)).c_str());
-    }
-    check_start_can_move(o, dims);
+    return;
   }
+  if (o.init != CpInit::given && o.init != CpInit::automatic) {
+    throw InvalidArgument("init = " + std::string(to_string(o.init)) +
+                          " cannot start from initial factors; pass init = given or auto with "
+                          "them, or no initial factors");
+  }
+  if (initial_factors.size() != dims.size()) {
+    throw DimensionMismatch("the start needs " + std::to_string(dims.size()) +
+                            " initial factors, got " + std::to_string(initial_factors.size()));
+  }
+  for (std::size_t n = 0; n < dims.size(); ++n) {
+    const Matrix<T>& f = initial_factors[n];
+    if (f.rows() != dims[n] || f.cols() != o.rank) {
+      throw DimensionMismatch("initial factor " + std::to_string(n) + " is " +
+                              std::to_string(f.rows()) + "x" + std::to_string(f.cols()) +
+                              ", expected " + std::to_string(dims[n]) + "x" +
+                              std::to_string(o.rank));
+    }
+    check_finite(TensorView<const T>(f.data(), {f.rows(), f.cols()}),
+                 ("initial factor " + std::to_string(n)).c_str());
+  }
+  check_start_can_move(o, initial_factors, dims);
 }
 
 template <class T>
-CpResult<T> run_cp_als(CpOperand<T>& x, Compute<T>& c, const CpOptions<T>& o,
-                       Clock::time_point start) {
+CpResult<T> run_cp_als(CpOperand<T>& x, Compute<T>& c, const CpOptions& o,
+                       std::span<const Matrix<T>> initial_factors, Clock::time_point start) {
   const auto& dims = x.dims();
   const int order = x.order();
   const index_t r = o.rank;
@@ -327,8 +341,8 @@ CpResult<T> run_cp_als(CpOperand<T>& x, Compute<T>& c, const CpOptions<T>& o,
   require_memory(c, elements, "CP-ALS at rank " + std::to_string(r));
 
   AlsState<T> s(c, dims, r);
-  res.init = resolve_init(o.init, dims);
-  initialise(x, c, o, res.init, s);
+  res.init = initial_factors.empty() ? resolve_init(o.init, dims) : CpInit::given;
+  initialise(x, c, o, initial_factors, res.init, s);
   std::vector<T> host;
   c.fill(s.lambda.get(), static_cast<std::size_t>(r), T(1));
   if (o.nonnegative) {
@@ -536,28 +550,15 @@ void arrange(KTensor<T>& model) {
   }
 }
 
-#define TENFOLD_INSTANTIATE_CP_ALS_STEPS(T)                                                 \
-  template std::vector<index_t> stuck_components<T>(const std::vector<Matrix<T>>&, index_t, \
-                                                    const std::vector<int>&);               \
-  template void validate_cp_options<T>(const CpOptions<T>&, const std::vector<index_t>&);   \
-  template CpResult<T> run_cp_als<T>(CpOperand<T>&, Compute<T>&, const CpOptions<T>&,       \
-                                     Clock::time_point);                                    \
+#define TENFOLD_INSTANTIATE_CP_ALS_STEPS(T)                                              \
+  template std::vector<index_t> stuck_components<T>(std::span<const Matrix<T>>, index_t, \
+                                                    const std::vector<int>&);            \
+  template void validate_cp_options<T>(const CpOptions&, std::span<const Matrix<T>>,     \
+                                       const std::vector<index_t>&);                     \
+  template CpResult<T> run_cp_als<T>(CpOperand<T>&, Compute<T>&, const CpOptions&,       \
+                                     std::span<const Matrix<T>>, Clock::time_point);     \
   template void arrange<T>(KTensor<T>&);
 TENFOLD_INSTANTIATE_FOR_EACH_VALUE_TYPE(TENFOLD_INSTANTIATE_CP_ALS_STEPS)
-
-void validate_dense_shape(const std::vector<index_t>& dims) {
-  const int order = static_cast<int>(dims.size());
-  if (order < 2) {
-    throw InvalidArgument("CP-ALS needs a tensor of order >= 2, got order " +
-                          std::to_string(order));
-  }
-  for (int n = 0; n < order; ++n) {
-    if (dims[static_cast<std::size_t>(n)] < 1) {
-      throw InvalidArgument("tensor of shape " + shape_string(dims) + " is empty (mode " +
-                            std::to_string(n) + " has size 0)");
-    }
-  }
-}
 
 }  // namespace detail
 
@@ -600,11 +601,11 @@ CpInit parse_cp_init(std::string_view name) {
 std::string_view to_string(CpStop stop) { return detail::name_of<CpStop>(cp_stops, stop); }
 
 template <class T>
-CpResult<T> cp_als(TensorView<const T> x, const CpOptions<T>& options) {
+CpResult<T> cp_als(TensorView<const T> x, const CpOptions& options, CpStart<T> initial_factors) {
   const auto start = detail::Clock::now();
-  detail::validate_dense_shape(x.dims());
+  detail::validate_dense_shape(x.dims(), "CP-ALS");
   check_finite(x, "tensor");
-  detail::validate_cp_options(options, x.dims());
+  detail::validate_cp_options(options, initial_factors, x.dims());
   auto c = detail::make_compute<T>(options.backend);
   // Row-major: the array's column-major copy in NumPy axis order (the arithmetic of its
   // Fortran-order copy), or the array itself with its modes numbered by axis.
@@ -615,17 +616,18 @@ CpResult<T> cp_als(TensorView<const T> x, const CpOptions<T>& options) {
   {
     const Tensor<T> axis_order = copy ? detail::reverse_modes(x) : Tensor<T>();
     const TensorView<const T> xs = copy ? axis_order.view() : x;
-    res = detail::run_in_axis_order(options, [&](const CpOptions<T>& o) {
-      // Compression first where it pays (cp/compressed.hpp).
-      const std::vector<index_t> axes = in_place ? detail::reversed(xs.dims()) : xs.dims();
-      if (const auto ranks = detail::planned_compression(o, axes); !ranks.empty()) {
-        return detail::run_compressed_cp(xs, in_place, *c, o, ranks, start);
-      }
-      detail::DenseOperand<T> op(*c, xs);
-      return detail::run_in_axis_numbering(*c, op, in_place, [&](detail::CpOperand<T>& a) {
-        return detail::run_cp_starts(a, *c, o, start);
-      });
-    });
+    res = detail::run_in_axis_order(
+        options, initial_factors, [&](const CpOptions& o, std::span<const Matrix<T>> initial) {
+          // Compression first where it pays (cp/compressed.hpp).
+          const std::vector<index_t> axes = in_place ? detail::reversed(xs.dims()) : xs.dims();
+          if (const auto ranks = detail::planned_compression(o, axes); !ranks.empty()) {
+            return detail::run_compressed_cp(xs, in_place, *c, o, initial, ranks, start);
+          }
+          detail::DenseOperand<T> op(*c, xs);
+          return detail::run_in_axis_numbering(*c, op, in_place, [&](detail::CpOperand<T>& a) {
+            return detail::run_cp_starts(a, *c, o, initial, start);
+          });
+        });
   }
   // The whole call: releasing the copy and the operand's buffers takes time too.
   res.timings.total = detail::seconds_since(start);
@@ -633,28 +635,16 @@ CpResult<T> cp_als(TensorView<const T> x, const CpOptions<T>& options) {
 }
 
 template <class T>
-CpResult<T> cp_als(const KTensor<T>& x, const CpOptions<T>& options) {
-  const auto start = detail::Clock::now();
-  x.validate();
-  if (x.order() < 2) {
-    throw InvalidArgument("CP-ALS needs a tensor of order >= 2, got order " +
-                          std::to_string(x.order()));
-  }
-  detail::validate_cp_options(options, x.dims());
-  auto c = detail::make_compute<T>(options.backend);
+CpResult<T> cp_als(const KTensor<T>& x, const CpOptions& options, CpStart<T> initial_factors) {
   // Row-major: the factors in NumPy axis order.
-  const bool reverse = options.layout == Layout::row_major;
-  const KTensor<T> axis_order =
-      reverse ? KTensor<T>(x.weights, detail::reversed(x.factors)) : KTensor<T>();
-  return detail::run_in_axis_order(options, [&](const CpOptions<T>& o) {
-    detail::KruskalOperand<T> op(*c, reverse ? axis_order : x);
-    return detail::run_cp_starts(op, *c, o, start);
-  });
+  return detail::cp_als_of_model<detail::KruskalOperand>(
+      x, options, initial_factors, "",
+      [](const KTensor<T>& k) { return KTensor<T>(k.weights, detail::reversed(k.factors)); });
 }
 
-#define TENFOLD_INSTANTIATE_CP_ALS(T)                                       \
-  template CpResult<T> cp_als<T>(TensorView<const T>, const CpOptions<T>&); \
-  template CpResult<T> cp_als<T>(const KTensor<T>&, const CpOptions<T>&);
+#define TENFOLD_INSTANTIATE_CP_ALS(T)                                                \
+  template CpResult<T> cp_als<T>(TensorView<const T>, const CpOptions&, CpStart<T>); \
+  template CpResult<T> cp_als<T>(const KTensor<T>&, const CpOptions&, CpStart<T>);
 TENFOLD_INSTANTIATE_FOR_EACH_VALUE_TYPE(TENFOLD_INSTANTIATE_CP_ALS)
 
 }  // namespace tenfold

@@ -2,10 +2,14 @@
 #pragma once
 
 #include <chrono>
+#include <span>
+#include <string>
+#include <vector>
 
 #include "core/layout.hpp"
 #include "cp/operand.hpp"
 #include "tenfold/cp.hpp"
+#include "tenfold/error.hpp"
 
 namespace tenfold::detail {
 
@@ -16,13 +20,11 @@ inline double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-/// Throws InvalidArgument unless a dense tensor of these sizes has order >= 2 and no
-/// empty mode.
-void validate_dense_shape(const std::vector<index_t>& dims);
-
-/// Throws InvalidArgument / DimensionMismatch for options that do not fit `dims`.
+/// Throws InvalidArgument / DimensionMismatch for options and a start that do not fit
+/// `dims` (see CpStart).
 template <class T>
-void validate_cp_options(const CpOptions<T>& options, const std::vector<index_t>& dims);
+void validate_cp_options(const CpOptions& options, std::span<const Matrix<T>> initial_factors,
+                         const std::vector<index_t>& dims);
 
 /// Components of a start that CP-ALS cannot move, ascending. The first update reads
 /// only the factors of the modes `read` (all but the first mode swept), through the
@@ -32,35 +34,66 @@ void validate_cp_options(const CpOptions<T>& options, const std::vector<index_t>
 /// combination of the earlier ones (V singular; the updates keep it dependent): pivot
 /// of the Cholesky factor of K^T K with unit-norm columns <= 64 R eps (double).
 template <class T>
-std::vector<index_t> stuck_components(const std::vector<Matrix<T>>& factors, index_t rank,
+std::vector<index_t> stuck_components(std::span<const Matrix<T>> factors, index_t rank,
                                       const std::vector<int>& read);
 
-/// Runs CP-ALS on an operand whose options were validated; `start` is when the
+/// Runs CP-ALS on an operand whose options and start were validated: from
+/// `initial_factors` when there are any, else from options.init; `start` is when the
 /// public call began (for the time limit and the init timing).
 template <class T>
-CpResult<T> run_cp_als(CpOperand<T>& x, Compute<T>& c, const CpOptions<T>& options,
+CpResult<T> run_cp_als(CpOperand<T>& x, Compute<T>& c, const CpOptions& options,
+                       std::span<const Matrix<T>> initial_factors,
                        std::chrono::steady_clock::time_point start);
 
-/// Runs options.n_starts starts of run_cp_als on x (reset between starts): start 0 with
-/// options.init and seed, start s > 0 random with seed + s. Returns the best final fit,
-/// with every start's fit in start_fits and the total time in timings.total.
+/// Runs options.n_starts starts of run_cp_als on x (reset between starts): start 0 from
+/// `initial_factors` or options.init and seed, start s > 0 random with seed + s. Returns
+/// the best final fit, with every start's fit in start_fits and the total time in
+/// timings.total.
 template <class T>
-CpResult<T> run_cp_starts(CpOperand<T>& x, Compute<T>& c, const CpOptions<T>& options,
+CpResult<T> run_cp_starts(CpOperand<T>& x, Compute<T>& c, const CpOptions& options,
+                          std::span<const Matrix<T>> initial_factors,
                           std::chrono::steady_clock::time_point start);
 /// CP-ALS in the array's axis order: for Layout::row_major, `run` receives the options
-/// with the initial factors in NumPy axis order (and layout col_major), must run on
-/// the operand in that order, and its model's factors are returned in the caller's
-/// mode order again.
+/// (layout col_major) and the initial factors in NumPy axis order, must run on the
+/// operand in that order, and its model's factors are returned in the caller's mode
+/// order again.
 template <class T, class Run>
-CpResult<T> run_in_axis_order(const CpOptions<T>& options, Run&& run) {
-  if (options.layout == Layout::col_major) return run(options);
-  CpOptions<T> axis_order = options;
+CpResult<T> run_in_axis_order(const CpOptions& options, std::span<const Matrix<T>> initial_factors,
+                              Run&& run) {
+  if (options.layout == Layout::col_major) return run(options, initial_factors);
+  CpOptions axis_order = options;
   axis_order.layout = Layout::col_major;
-  axis_order.initial_factors = reversed(std::move(axis_order.initial_factors));
-  CpResult<T> res = run(axis_order);
+  const std::vector<Matrix<T>> factors_in_axis_order =
+      reversed(std::vector<Matrix<T>>(initial_factors.begin(), initial_factors.end()));
+  CpResult<T> res = run(axis_order, std::span<const Matrix<T>>(factors_in_axis_order));
   res.model.factors = reversed(std::move(res.model.factors));
   res.compression_ranks = reversed(std::move(res.compression_ranks));
   return res;
+}
+
+/// CP-ALS of a tensor given as a model (KTensor or TTensor) through its operand type:
+/// the model and the options checked (below order 2 the message says "got <order_of>
+/// order N"), then every start run in the array's axis order, for Layout::row_major on
+/// reverse_modes(x), the model with its modes in NumPy axis order.
+template <template <class> class Operand, class T, class Model, class ReverseModes>
+CpResult<T> cp_als_of_model(const Model& x, const CpOptions& options,
+                            std::span<const Matrix<T>> initial_factors, const std::string& order_of,
+                            ReverseModes&& reverse_modes) {
+  const auto start = Clock::now();
+  x.validate();
+  if (x.order() < 2) {
+    throw InvalidArgument("CP-ALS needs a tensor of order >= 2, got " + order_of + "order " +
+                          std::to_string(x.order()));
+  }
+  validate_cp_options(options, initial_factors, x.dims());
+  auto c = make_compute<T>(options.backend);
+  const bool reverse = options.layout == Layout::row_major;
+  const Model axis_order = reverse ? reverse_modes(x) : Model();
+  return run_in_axis_order(options, initial_factors,
+                           [&](const CpOptions& o, std::span<const Matrix<T>> initial) {
+                             Operand<T> op(*c, reverse ? axis_order : x);
+                             return run_cp_starts(op, *c, o, initial, start);
+                           });
 }
 
 /// Normalises every column to unit 2-norm (into the weights), sorts components by

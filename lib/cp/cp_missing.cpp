@@ -13,9 +13,9 @@ namespace tenfold {
 
 template <class T>
 CpResult<T> cp_als(TensorView<const T> x, TensorView<const std::uint8_t> observed,
-                   const CpOptions<T>& options) {
+                   const CpOptions& options, CpStart<T> initial_factors) {
   const auto start = std::chrono::steady_clock::now();
-  detail::validate_dense_shape(x.dims());
+  detail::validate_dense_shape(x.dims(), "CP-ALS");
   if (observed.dims() != x.dims()) {
     throw DimensionMismatch("the mask of observed entries has shape " +
                             detail::shape_string(observed.dims()) + ", the tensor " +
@@ -47,7 +47,7 @@ CpResult<T> cp_als(TensorView<const T> x, TensorView<const std::uint8_t> observe
   if (options.compress == CpCompress::on) {
     throw InvalidArgument("compress = on cannot be combined with missing values");
   }
-  detail::validate_cp_options(options, x.dims());
+  detail::validate_cp_options(options, initial_factors, x.dims());
   auto c = detail::make_compute<T>(options.backend);
   // Row-major: the tensor and the mask as column-major copies in NumPy axis order, or
   // read in place with the modes numbered by axis (RowMajorInput).
@@ -57,13 +57,14 @@ CpResult<T> cp_als(TensorView<const T> x, TensorView<const std::uint8_t> observe
   const Tensor<T> x_axes = copy ? detail::reverse_modes(x) : Tensor<T>();
   const Tensor<std::uint8_t> observed_axes =
       copy ? detail::reverse_modes(observed) : Tensor<std::uint8_t>();
-  return detail::run_in_axis_order(options, [&](const CpOptions<T>& o) {
-    detail::MaskedOperand<T> op(*c, copy ? x_axes.view() : x,
-                                copy ? observed_axes.view() : observed, weighted);
-    return detail::run_in_axis_numbering(*c, op, in_place, [&](detail::CpOperand<T>& a) {
-      return detail::run_cp_starts(a, *c, o, start);
-    });
-  });
+  return detail::run_in_axis_order(
+      options, initial_factors, [&](const CpOptions& o, std::span<const Matrix<T>> initial) {
+        detail::MaskedOperand<T> op(*c, copy ? x_axes.view() : x,
+                                    copy ? observed_axes.view() : observed, weighted);
+        return detail::run_in_axis_numbering(*c, op, in_place, [&](detail::CpOperand<T>& a) {
+          return detail::run_cp_starts(a, *c, o, initial, start);
+        });
+      });
 }
 
 std::string_view to_string(CpMissingSolver solver) {
@@ -78,8 +79,8 @@ CpMissingSolver parse_cp_missing_solver(std::string_view name) {
 }
 
 template CpResult<float> cp_als<float>(TensorView<const float>, TensorView<const std::uint8_t>,
-                                       const CpOptions<float>&);
+                                       const CpOptions&, CpStart<float>);
 template CpResult<double> cp_als<double>(TensorView<const double>, TensorView<const std::uint8_t>,
-                                         const CpOptions<double>&);
+                                         const CpOptions&, CpStart<double>);
 
 }  // namespace tenfold

@@ -20,8 +20,7 @@ KruskalOperand<T>::KruskalOperand(Compute<T>& c, const KTensor<T>& x)
   }
   mu_ = Buffer<T>(c, static_cast<std::size_t>(s_));
   c.upload(mu_.get(), x.weights.data(), static_cast<std::size_t>(s_));
-  cross_.resize(dims_.size());
-  valid_.assign(dims_.size(), false);
+  cross_ = CrossProducts<T>(a_, dims_, std::vector<index_t>(dims_.size(), s_));
 }
 
 template <class T>
@@ -65,21 +64,8 @@ double KruskalOperand<T>::norm_squared() {
 template <class T>
 void KruskalOperand<T>::mttkrp(int n, std::span<const T* const> factors, index_t rank, T* out) {
   Compute<T>& c = this->c_;
-  if (rank != cached_rank_) valid_.assign(dims_.size(), false);
-  cached_rank_ = rank;
-  std::vector<const T*> blocks(dims_.size());
-  for (int m = 0; m < this->order(); ++m) {
-    if (m == n) continue;
-    const auto mi = static_cast<std::size_t>(m);
-    if (!valid_[mi]) {
-      // C_m = A_m^T U_m (S x R)
-      T* cm = ensure(c, cross_[mi], static_cast<std::size_t>(s_ * rank));
-      c.gemm(Op::trans, Op::none, s_, rank, dims_[mi], T(1), a_[mi], dims_[mi], factors[mi],
-             dims_[mi], T(0), cm, s_);
-      valid_[mi] = true;
-    }
-    blocks[mi] = cross_[mi].get();
-  }
+  // C_m = A_m^T U_m (S x R)
+  const std::vector<const T*> blocks = cross_.get(c, n, factors, rank);
   T* w = ensure(c, w_, static_cast<std::size_t>(s_ * rank));
   weighted_product(n, blocks, rank, w);
   // out = A_n W

@@ -5,6 +5,7 @@
 
 #include <vector>
 
+#include "cp/cross_products.hpp"
 #include "cp/operand.hpp"
 #include "tenfold/ktensor.hpp"
 
@@ -20,7 +21,7 @@ class KruskalOperand final : public CpOperand<T> {
   const std::vector<index_t>& dims() const override { return dims_; }
   double norm_squared() override;
   void mttkrp(int n, std::span<const T* const> factors, index_t rank, T* out) override;
-  void factor_changed(int m) override { valid_[static_cast<std::size_t>(m)] = false; }
+  void factor_changed(int m) override { cross_.changed(m); }
   void mode_gram(int n, T* out) override;
   double workspace_elements(index_t rank, bool mode_grams) const override;
 
@@ -33,9 +34,7 @@ class KruskalOperand final : public CpOperand<T> {
   std::vector<const T*> a_;        // A_m on the backend
   std::vector<Buffer<T>> a_copy_;  // device copies of the A_m (none on the cpu backend)
   Buffer<T> mu_;                   // S
-  std::vector<Buffer<T>> cross_;   // A_m^T U_m (S x R), valid_[m] says if current
-  std::vector<bool> valid_;
-  index_t cached_rank_ = 0;
+  CrossProducts<T> cross_;         // A_m^T U_m (S x R)
   Buffer<T> w_, mu_cols_;
   index_t mu_cols_width_ = 0;
 };

@@ -6,19 +6,20 @@
 namespace tenfold::detail {
 
 template <class T>
-CpResult<T> run_cp_starts(CpOperand<T>& x, Compute<T>& c, const CpOptions<T>& options,
+CpResult<T> run_cp_starts(CpOperand<T>& x, Compute<T>& c, const CpOptions& options,
+                          std::span<const Matrix<T>> initial_factors,
                           std::chrono::steady_clock::time_point start) {
-  CpResult<T> best = run_cp_als(x, c, options, start);
+  CpResult<T> best = run_cp_als(x, c, options, initial_factors, start);
   best.start_fits = {best.fit};
   if (options.n_starts == 1) return best;
-  CpOptions<T> o = options;
+  CpOptions o = options;
   o.init = CpInit::random;
   std::vector<double> fits = best.start_fits;
   for (int k = 1; k < options.n_starts; ++k) {
     o.seed = options.seed + static_cast<std::uint64_t>(k);
     x.reset();
     for (int m = 0; m < x.order(); ++m) x.factor_changed(m);
-    CpResult<T> res = run_cp_als(x, c, o, std::chrono::steady_clock::now());
+    CpResult<T> res = run_cp_als(x, c, o, {}, std::chrono::steady_clock::now());
     fits.push_back(res.fit);
     if (res.fit > best.fit) {
       best = std::move(res);
@@ -31,11 +32,11 @@ CpResult<T> run_cp_starts(CpOperand<T>& x, Compute<T>& c, const CpOptions<T>& op
   return best;
 }
 
-template CpResult<float> run_cp_starts<float>(CpOperand<float>&, Compute<float>&,
-                                              const CpOptions<float>&,
+template CpResult<float> run_cp_starts<float>(CpOperand<float>&, Compute<float>&, const CpOptions&,
+                                              std::span<const Matrix<float>>,
                                               std::chrono::steady_clock::time_point);
 template CpResult<double> run_cp_starts<double>(CpOperand<double>&, Compute<double>&,
-                                                const CpOptions<double>&,
+                                                const CpOptions&, std::span<const Matrix<double>>,
                                                 std::chrono::steady_clock::time_point);
 
 }  // namespace tenfold::detail

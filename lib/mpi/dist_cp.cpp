@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/compute.hpp"
+#include "core/format.hpp"
 #include "core/multilinear.hpp"
 #include "cp/cp_als.hpp"
 #include "cp/dense_operand.hpp"
@@ -167,11 +168,11 @@ template void distributed_mode_gram<double>(Compute<double>&, const DistTensor<d
 }  // namespace detail
 
 template <class T>
-CpResult<T> cp_als(const DistTensor<T>& x, const CpOptions<T>& options) {
+CpResult<T> cp_als(const DistTensor<T>& x, const CpOptions& options, CpStart<T> initial_factors) {
   const auto start = std::chrono::steady_clock::now();
   // Checks whose outcome is the same everywhere, then the entries of every block.
-  tenfold::detail::validate_dense_shape(x.dims);
-  tenfold::detail::validate_cp_options(options, x.dims);
+  tenfold::detail::validate_dense_shape(x.dims, "CP-ALS");
+  tenfold::detail::validate_cp_options(options, initial_factors, x.dims);
   if (options.layout != Layout::col_major) {
     throw InvalidArgument(
         "the distributed CP-ALS takes its tensor in NumPy axis order: layout must be col_major");
@@ -187,7 +188,7 @@ CpResult<T> cp_als(const DistTensor<T>& x, const CpOptions<T>& options) {
   detail::on_every_process(x.grid->comm(), [&] { check_finite(x.local.view(), "tensor"); });
   auto c = tenfold::detail::make_compute<T>(Backend::cpu);
   detail::DistDenseOperand<T> op(*c, x);
-  return tenfold::detail::run_cp_starts(op, *c, options, start);
+  return tenfold::detail::run_cp_starts(op, *c, options, initial_factors, start);
 }
 
 template <class T>
@@ -203,8 +204,9 @@ Matrix<T> mode_gram(const DistTensor<T>& x, int n) {
   return g;
 }
 
-template CpResult<float> cp_als<float>(const DistTensor<float>&, const CpOptions<float>&);
-template CpResult<double> cp_als<double>(const DistTensor<double>&, const CpOptions<double>&);
+template CpResult<float> cp_als<float>(const DistTensor<float>&, const CpOptions&, CpStart<float>);
+template CpResult<double> cp_als<double>(const DistTensor<double>&, const CpOptions&,
+                                         CpStart<double>);
 template Matrix<float> mode_gram<float>(const DistTensor<float>&, int);
 template Matrix<double> mode_gram<double>(const DistTensor<double>&, int);
 

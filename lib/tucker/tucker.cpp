@@ -27,16 +27,9 @@ namespace detail {
 
 void validate_tucker_options(const std::vector<index_t>& dims, const TuckerOptions& o) {
   const int order = static_cast<int>(dims.size());
-  if (order < 2) {
-    throw InvalidArgument("Tucker needs a tensor of order >= 2, got order " +
-                          std::to_string(order));
-  }
-  for (int n = 0; n < order; ++n) {
-    if (dims[static_cast<std::size_t>(n)] < 1) {
-      throw InvalidArgument("tensor of shape " + shape_string(dims) + " is empty (mode " +
-                            std::to_string(n) + " has size 0)");
-    }
-    const index_t gram[2] = {dims[static_cast<std::size_t>(n)], dims[static_cast<std::size_t>(n)]};
+  validate_dense_shape(dims, "Tucker");
+  for (const index_t d : dims) {
+    const index_t gram[2] = {d, d};
     checked_numel(gram);
   }
   if (o.eps.has_value() == !o.ranks.empty()) {

@@ -24,7 +24,9 @@ TuckerOperand<T>::TuckerOperand(Compute<T>& c, const TTensor<T>& x)
     c.syrk(Op::trans, ranks_[m], dims_[m], T(1), u_.back().get(), dims_[m], T(0),
            gamma_.back().get(), ranks_[m]);
   }
-  b_.resize(order);
+  std::vector<const T*> u;
+  for (const Buffer<T>& um : u_) u.push_back(um.get());
+  b_ = CrossProducts<T>(std::move(u), dims_, ranks_);
 }
 
 template <class T>
@@ -52,26 +54,15 @@ double TuckerOperand<T>::norm_squared() {
 
 template <class T>
 void TuckerOperand<T>::factor_changed(int m) {
-  cache_.factor_changed(m);
+  b_.changed(m);
   core_.factor_changed(m);
 }
 
 template <class T>
 void TuckerOperand<T>::mttkrp(int n, std::span<const T* const> factors, index_t rank, T* out) {
   Compute<T>& c = this->c_;
-  cache_.use_rank(rank);
-  std::vector<const T*> b(dims_.size());
-  for (int m = 0; m < this->order(); ++m) {
-    const auto mi = static_cast<std::size_t>(m);
-    T* bm = ensure(c, b_[mi], static_cast<std::size_t>(ranks_[mi] * rank));
-    if (m != n && !cache_.current(m)) {
-      // B_m = U_m^T A_m (r_m x R)
-      c.gemm(Op::trans, Op::none, ranks_[mi], rank, dims_[mi], T(1), u_[mi].get(), dims_[mi],
-             factors[mi], dims_[mi], T(0), bm, ranks_[mi]);
-      cache_.refreshed(m);
-    }
-    b[mi] = bm;
-  }
+  // B_m = U_m^T A_m (r_m x R)
+  const std::vector<const T*> b = b_.get(c, n, factors, rank);
   // M_n = U_n MTTKRP_G(n; {B_m})
   const auto ni = static_cast<std::size_t>(n);
   T* mg = ensure(c, m_, static_cast<std::size_t>(ranks_[ni] * rank));
@@ -117,27 +108,15 @@ template class TuckerOperand<double>;
 }  // namespace detail
 
 template <class T>
-CpResult<T> cp_als(const TTensor<T>& x, const CpOptions<T>& options) {
-  const auto start = std::chrono::steady_clock::now();
-  x.validate();
-  if (x.order() < 2) {
-    throw InvalidArgument("CP-ALS needs a tensor of order >= 2, got a Tucker model of order " +
-                          std::to_string(x.order()));
-  }
-  detail::validate_cp_options(options, x.dims());
-  auto c = detail::make_compute<T>(options.backend);
+CpResult<T> cp_als(const TTensor<T>& x, const CpOptions& options, CpStart<T> initial_factors) {
   // Row-major: the model in NumPy axis order (core reversed, factors reversed).
-  const bool reverse = options.layout == Layout::row_major;
-  const TTensor<T> axis_order =
-      reverse ? TTensor<T>(detail::reverse_modes(x.core.view()), detail::reversed(x.factors))
-              : TTensor<T>();
-  return detail::run_in_axis_order(options, [&](const CpOptions<T>& o) {
-    detail::TuckerOperand<T> op(*c, reverse ? axis_order : x);
-    return detail::run_cp_starts(op, *c, o, start);
-  });
+  return detail::cp_als_of_model<detail::TuckerOperand>(
+      x, options, initial_factors, "a Tucker model of ", [](const TTensor<T>& t) {
+        return TTensor<T>(detail::reverse_modes(t.core.view()), detail::reversed(t.factors));
+      });
 }
 
-template CpResult<float> cp_als<float>(const TTensor<float>&, const CpOptions<float>&);
-template CpResult<double> cp_als<double>(const TTensor<double>&, const CpOptions<double>&);
+template CpResult<float> cp_als<float>(const TTensor<float>&, const CpOptions&, CpStart<float>);
+template CpResult<double> cp_als<double>(const TTensor<double>&, const CpOptions&, CpStart<double>);
 
 }  // namespace tenfold

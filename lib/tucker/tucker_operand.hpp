@@ -8,6 +8,7 @@
 
 #include <vector>
 
+#include "cp/cross_products.hpp"
 #include "cp/dense_operand.hpp"
 #include "cp/factor_cache.hpp"
 #include "cp/operand.hpp"
@@ -35,8 +36,7 @@ class TuckerOperand final : public CpOperand<T> {
   std::vector<index_t> dims_, ranks_;
   DenseOperand<T> core_;
   std::vector<Buffer<T>> u_, gamma_;
-  std::vector<Buffer<T>> b_;  // U_m^T A_m (r_m x R), when cache_ says current
-  FactorCache cache_;
+  CrossProducts<T> b_;  // U_m^T A_m (r_m x R)
   double norm_squared_ = -1.0;
   Buffer<T> m_, w0_, w1_, h_, uh_;
 };

@@ -41,7 +41,7 @@ nb::dict cp_als_typed(const InArray& tensor, index_t rank, int n_iter_max, const
                       nb::object callback, const std::string& backend, bool line_search,
                       double ridge, const std::optional<InArray>& mask, bool nonnegative,
                       int n_starts, const std::string& compress) {
-  CpOptions<T> o;
+  CpOptions o;
   const TensorView<const T> x = tensor_view<T>(tensor, "tensor", o.layout);
   const bool reverse = o.layout == Layout::row_major;
   o.rank = rank;
@@ -63,10 +63,11 @@ nb::dict cp_als_typed(const InArray& tensor, index_t rank, int n_iter_max, const
     throw DimensionMismatch("mask must have the tensor's shape and memory order");
   }
   // Given factors come in NumPy axis order; the library takes them in the view's.
+  std::vector<Matrix<T>> start;
   for (std::size_t k = 0; k < initial_factors.size(); ++k) {
     const std::size_t axis = reverse ? initial_factors.size() - 1 - k : k;
     const std::string what = "init factor " + std::to_string(axis);
-    o.initial_factors.push_back(matrix_from<T>(initial_factors[axis], what.c_str()));
+    start.push_back(matrix_from<T>(initial_factors[axis], what.c_str()));
   }
   // After every iteration, with the GIL: pending signals (Ctrl-C raises
   // KeyboardInterrupt here) and the user's callback; either stops the run.
@@ -86,7 +87,7 @@ nb::dict cp_als_typed(const InArray& tensor, index_t rank, int n_iter_max, const
   {
     nb::gil_scoped_release nogil;
     try {
-      r = observed ? cp_als(x, *observed, o) : cp_als(x, o);
+      r = observed ? cp_als(x, *observed, o, start) : cp_als(x, o, start);
     } catch (const InvalidArgument&) {
       // The library names a NaN by its own mode order; say it in NumPy axes (with a
       // mask, NaN may stand in missing entries).

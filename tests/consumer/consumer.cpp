@@ -9,7 +9,7 @@ int main() {
   truth.weights = {3.0, 1.0};
   const double a[3][6] = {{1, 0, 1, 1, 2, 0}, {0, 1, 1, -1, 1, 2}, {1, 1, 0, 2, 0, 1}};
   for (const auto& f : a) truth.factors.emplace_back(3, 2, std::vector<double>(f, f + 6));
-  tenfold::CpOptions<double> options;
+  tenfold::CpOptions options;
   options.rank = 2;
   options.tol = 1e-12;
   options.max_iters = 1000;

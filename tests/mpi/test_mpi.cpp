@@ -197,8 +197,8 @@ void expect_same_model(const CpResult<double>& got, const CpResult<double>& want
 }
 
 // CP-ALS for exactly `iterations` sweeps (tol 0), so that both sides stop together.
-CpOptions<double> sweeps(index_t rank, int iterations, CpInit init = CpInit::random) {
-  CpOptions<double> o;
+CpOptions sweeps(index_t rank, int iterations, CpInit init = CpInit::random) {
+  CpOptions o;
   o.rank = rank;
   o.max_iters = iterations;
   o.tol = 0.0;
@@ -211,7 +211,7 @@ TEST(DistCp, EqualsTheSerialLibrary) {
     const Tensor<double> x = planted(dims, 5);
     const auto d = mpi::read_npy<double>(MPI_COMM_WORLD, save(x, "cp.npy", false));
     for (CpInit init : {CpInit::random, CpInit::nvecs}) {
-      CpOptions<double> o = sweeps(3, 30, init);
+      CpOptions o = sweeps(3, 30, init);
       o.seed = 11;
       const CpResult<double> want = cp_als(x, o);
       const CpResult<double> got = mpi::cp_als(d, o);
@@ -227,7 +227,7 @@ TEST(DistCp, RankAboveTheLocalBlockSizes) {
   const std::vector<index_t> dims{6, 5, 6};
   const Tensor<double> x = planted(dims, 6);
   const auto d = mpi::read_npy<double>(MPI_COMM_WORLD, save(x, "cp5.npy", true));
-  const CpOptions<double> o = sweeps(5, 10);
+  const CpOptions o = sweeps(5, 10);
   expect_same_model(mpi::cp_als(d, o), cp_als(x, o));
 }
 
@@ -236,7 +236,7 @@ TEST(DistCp, NonnegativeAndSeveralStarts) {
   Tensor<double> x = planted(dims, 8);
   for (double& v : x.values()) v = std::abs(v);
   const auto d = mpi::read_npy<double>(MPI_COMM_WORLD, save(x, "nn.npy", true));
-  CpOptions<double> o = sweeps(2, 15);
+  CpOptions o = sweeps(2, 15);
   o.nonnegative = true;
   o.n_starts = 2;
   const CpResult<double> got = mpi::cp_als(d, o), want = cp_als(x, o);
@@ -330,7 +330,7 @@ int process_threads() {
 TEST(Threads, SetNumThreadsReachesTheDistributedLibrary) {
   const std::vector<index_t> dims{120, 80, 60};
   const auto d = mpi::read_npy<double>(MPI_COMM_WORLD, save(planted(dims, 15), "thr.npy", true));
-  const CpOptions<double> o = sweeps(3, 2);
+  const CpOptions o = sweeps(3, 2);
   std::vector<int> threads;
   for (int k : {2, 5}) {
     set_num_threads(k);
@@ -379,7 +379,7 @@ TEST(Errors, GridsThatDoNotFit) {
 
 TEST(Errors, OptionsRefusedEverywhere) {
   const auto d = mpi::read_npy<double>(MPI_COMM_WORLD, save(planted({4, 3, 5}, 9), "e.npy", true));
-  CpOptions<double> o;
+  CpOptions o;
   o.rank = 13;  // above max_cp_rank = 12
   EXPECT_THROW((void)mpi::cp_als(d, o), InvalidArgument);
   o.rank = 2;
@@ -391,7 +391,7 @@ TEST(Errors, ANonFiniteEntryInOneBlock) {
   Tensor<double> x = planted({5, 4, 6}, 10);
   x[x.numel() - 1] = std::nan("");
   const auto d = mpi::read_npy<double>(MPI_COMM_WORLD, save(x, "nan.npy", true));
-  CpOptions<double> o;
+  CpOptions o;
   o.rank = 2;
   EXPECT_THROW((void)mpi::cp_als(d, o), InvalidArgument);
 }
@@ -421,7 +421,7 @@ TEST(Memory, DISABLED_NoProcessHoldsTheTensor) {
     io::save_npy<double>(path, x.view());
   }
   MPI_Barrier(MPI_COMM_WORLD);
-  const CpOptions<double> o = sweeps(2, 2);
+  const CpOptions o = sweeps(2, 2);
   // A first run without the limit brings the library's threads and MPI's buffers to
   // life (their stacks and arenas count as virtual memory); all it allocated for the
   // tensor is returned before the limit is set.
