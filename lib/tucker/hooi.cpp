@@ -3,6 +3,9 @@
 // Each sweep updates U_0, ..., U_{N-1} in turn: U_n = the leading r_n left singular
 // vectors of Y_(n), Y = X x_{m != n} U_m^T. ||G|| never decreases, so neither does
 // the fit. Modes 1..N-1 share Z = X x_0 U_0^T, so a sweep reads X twice, not N times.
+#include <cmath>
+#include <utility>
+
 #include "core/multilinear.hpp"
 #include "tucker/steps.hpp"
 
@@ -27,9 +30,29 @@ HooiOutcome hooi(TuckerState<T>& s, int max_iters, double tol, std::vector<doubl
   zdims[0] = s.ranks[0];
   Buffer<T> z(c, static_cast<std::size_t>(checked_numel(zdims)));
 
+  // The last complete model (factors and core), kept when a callback may stop a sweep
+  // half-way, and swapped back in then.
+  std::vector<Buffer<T>> kept_u(static_cast<std::size_t>(order));
+  Buffer<T> kept_core;
+  const auto swap_kept = [&] {
+    for (int n = 0; n < order; ++n)
+      std::swap(kept_u[static_cast<std::size_t>(n)], s.u[static_cast<std::size_t>(n)]);
+    std::swap(kept_core, s.core);
+  };
+  const auto keep = [&] {
+    for (int n = 0; n < order; ++n) {
+      const auto ni = static_cast<std::size_t>(n);
+      const auto size = static_cast<std::size_t>(s.dims[ni] * s.ranks[ni]);
+      c.copy(ensure(c, kept_u[ni], size), s.u[ni].get(), size);
+    }
+    const auto size = static_cast<std::size_t>(checked_numel(s.ranks));
+    c.copy(ensure(c, kept_core, size), s.core.get(), size);
+  };
+
   HooiOutcome out;
   error_history.push_back(s.relative_error());
   for (int iter = 1; iter <= max_iters; ++iter) {
+    if (s.callback) keep();
     const T* y = nullptr;
     std::vector<index_t> ydims;
     for (int n = 0; n < order; ++n) {
@@ -50,6 +73,11 @@ HooiOutcome hooi(TuckerState<T>& s, int max_iters, double tol, std::vector<doubl
       });
       // U_n = leading r_n eigenvectors of Y_(n) Y_(n)^T
       truncate_mode(s, y, ydims, n, fixed, false);
+      if (n + 1 < order && !s.report(TuckerMethod::hooi, iter, n, std::nan(""))) {
+        swap_kept();
+        out.stop = TuckerStop::callback;
+        return out;
+      }
     }
     // G = Y x_{N-1} U_{N-1}^T
     s.timed(s.timings.ttm, [&] {
@@ -61,8 +89,13 @@ HooiOutcome hooi(TuckerState<T>& s, int max_iters, double tol, std::vector<doubl
     const double decrease = error_history.back() - err;
     error_history.push_back(err);
     out.iterations = iter;
+    const bool go_on = s.report(TuckerMethod::hooi, iter, order - 1, err);
     if (tol > 0.0 && decrease < tol) {
-      out.converged = true;
+      out.stop = TuckerStop::converged;
+      break;
+    }
+    if (!go_on) {
+      out.stop = TuckerStop::callback;
       break;
     }
   }
