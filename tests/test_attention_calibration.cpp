@@ -470,6 +470,28 @@ TEST(AttentionCalibration, CheckpointCallbackSeesEveryLayerAndAStopWritesNothing
   }
 }
 
+TEST(AttentionCalibration, AnalyzeProgressSeesEveryLayerAndCanStop) {
+  Fixture f;
+  const fs::path in = f.dir / "model.safetensors";
+  const std::vector<LayerRedundancy> all = analyze_checkpoint(in, 2);
+  ASSERT_EQ(all.size(), 2u);
+  std::vector<int> seen;
+  const auto layers = analyze_checkpoint(in, 2, [&](const LayerRedundancy& l) {
+    seen.push_back(l.index);
+    return true;
+  });
+  EXPECT_EQ(seen, (std::vector<int>{all[0].index, all[1].index}));
+  EXPECT_EQ(layers[1].redundancy.products.energy, all[1].redundancy.products.energy);
+  seen.clear();
+  EXPECT_THROW(analyze_checkpoint(in, 2,
+                                  [&](const LayerRedundancy& l) {
+                                    seen.push_back(l.index);
+                                    return false;
+                                  }),
+               tenfold::Cancelled);
+  EXPECT_EQ(seen, std::vector<int>{all[0].index});
+}
+
 TEST(AttentionCalibration, FloatStoredRankDeficientMomentIsAccepted) {
   // A moment of rank 3 rounded to float has eigenvalues of order eps_float, of either
   // sign: positive semi-definite up to the stored precision.

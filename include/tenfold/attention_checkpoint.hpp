@@ -137,7 +137,10 @@ struct TENFOLD_API LayerRedundancy {
   std::string prefix;
   Redundancy redundancy;
 };
-TENFOLD_API std::vector<LayerRedundancy> analyze_checkpoint(const std::filesystem::path& input,
-                                                            index_t heads);
+/// `progress`, when given, is called after each layer's curves (each costs three
+/// D x D eigensolvers); a false throws Cancelled.
+TENFOLD_API std::vector<LayerRedundancy> analyze_checkpoint(
+    const std::filesystem::path& input, index_t heads,
+    const std::function<bool(const LayerRedundancy&)>& progress = {});
 
 }  // namespace tenfold::attention

@@ -599,13 +599,19 @@ CheckpointReport compress_checkpoint(const std::filesystem::path& input,
                          : compress_typed<float>(input, output, options);
 }
 
-std::vector<LayerRedundancy> analyze_checkpoint(const std::filesystem::path& input, index_t heads) {
+std::vector<LayerRedundancy> analyze_checkpoint(
+    const std::filesystem::path& input, index_t heads,
+    const std::function<bool(const LayerRedundancy&)>& progress) {
   const io::SafetensorsFile file(input);
   const std::vector<LayerNames> layers = find_layers(file);
   heads = resolve_heads(input, heads);
   std::vector<LayerRedundancy> out;
   for (const LayerNames& l : layers) {
     out.push_back({l.index, l.prefix, redundancy(load_layer<double>(file, l, heads))});
+    if (progress && !progress(out.back())) {
+      throw Cancelled("analysing the checkpoint stopped by its callback after layer " +
+                      std::to_string(l.index) + " (" + l.prefix + ")");
+    }
   }
   return out;
 }

@@ -1,6 +1,7 @@
 // tenfold._tenfold.compress, .compress_file and .analyze_file: the attention adapter
 // on NumPy weights in PyTorch's (out, in) layout and on safetensors checkpoints. Ctrl-C
-// stops compress and compress_file after the running ALS sweep.
+// stops compress and compress_file after the running ALS sweep, analyze_file after the
+// running layer.
 #include "tenfold/attention.hpp"
 
 #include <nanobind/stl/filesystem.h>
@@ -208,11 +209,12 @@ void register_attention(nb::module_& m) {
   m.def(
       "analyze_file",
       [](const std::filesystem::path& input, index_t heads) {
-        std::vector<LayerRedundancy> layers;
-        {
-          nb::gil_scoped_release nogil;
-          layers = analyze_checkpoint(input, heads);
-        }
+        // After every layer: pending signals stop the run.
+        Interruptible interrupt;
+        std::vector<LayerRedundancy> layers = interrupt.run([&] {
+          return analyze_checkpoint(input, heads,
+                                    [&](const LayerRedundancy&) { return interrupt.check(); });
+        });
         nb::list out;
         for (LayerRedundancy& l : layers) {
           nb::dict d;

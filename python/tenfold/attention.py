@@ -204,7 +204,8 @@ def compress_file(
 
 def analyze_file(input, *, heads=0):
     """Redundancy curves of every attention layer of a checkpoint (as ``tenfold
-    attention analyze``): a list of LayerRedundancy records."""
+    attention analyze``): a list of LayerRedundancy records. Ctrl-C is seen after the
+    current layer (KeyboardInterrupt)."""
     layers = _tenfold.analyze_file(str(input), int(heads))
     out = []
     for layer in layers:
