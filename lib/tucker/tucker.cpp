@@ -198,11 +198,13 @@ TuckerResult<T> run_tucker(detail::Compute<T>& c, TensorView<const T> x,
     res.mode_order = detail::choose_mode_order(s.dims, options);
     go_on = detail::sthosvd(s, truncation, res.mode_order);
   }
-  if (options.method == TuckerMethod::hooi) {
-    // Stopped at the start's last step: the start is the result.
-    const auto h = go_on ? detail::hooi(s, options.max_iters, options.tol, res.error_history)
-                         : detail::HooiOutcome{0, TuckerStop::callback};
-    if (!go_on) res.error_history.push_back(s.relative_error());
+  if (options.method == TuckerMethod::hooi && !go_on) {
+    // Stopped at the last step of the start: the start is the result.
+    res.error_history.push_back(s.relative_error());
+    res.stop = TuckerStop::callback;
+    res.relative_error = res.error_history.back();
+  } else if (options.method == TuckerMethod::hooi) {
+    const auto h = detail::hooi(s, options.max_iters, options.tol, res.error_history);
     res.iterations = h.iterations;
     res.stop = h.stop;
     res.relative_error = res.error_history.back();
