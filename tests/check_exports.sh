@@ -17,7 +17,7 @@ fi
 for api in 'tenfold::cp_als<double>(tenfold::TensorView<double const>' \
            'tenfold::tucker<float>(' 'tenfold::set_num_threads(int)' \
            'tenfold::transpose<double>(tenfold::TensorView<double const>)' \
-           'typeinfo for tenfold::InvalidArgument'; do
+           'typeinfo for tenfold::InvalidArgument' 'typeinfo for tenfold::Cancelled'; do
   if ! printf '%s\n' "$symbols" | grep -qF "$api"; then
     echo "public API missing: $api"; status=1
   fi

@@ -299,6 +299,71 @@ TEST_P(Attention, AllStartsRunAndRandomDependsOnSeed) {
   EXPECT_NE(a, compress(l, o).relative_error);
 }
 
+TEST_P(Attention, CallbackSeesEverySweepAndStops) {
+  const auto l = random_layer<double>(4, 4, 12, false, 75);
+  CompressOptions o;
+  o.backend = backend();
+  o.rank = 7;
+  o.tol = 0.0;
+  std::vector<CompressProgress> seen;
+  const auto recording = [&](const CompressProgress& p) {
+    seen.push_back(p);
+    return true;
+  };
+  // Init::structured: the heads trial (10 sweeps), the nvecs trial (10), then the
+  // better one goes on; sweeps numbered through, the result unchanged by the callback.
+  o.max_iters = 15;
+  const CompressResult<double> plain = compress(l, o);
+  o.callback = recording;
+  const CompressResult<double> r = compress(l, o);
+  EXPECT_EQ(r.layer.mixing.values(), plain.layer.mixing.values());
+  EXPECT_FALSE(r.stopped);
+  ASSERT_EQ(seen.size(), 25u);
+  double seconds = 0.0;
+  for (std::size_t k = 0; k < seen.size(); ++k) {
+    EXPECT_EQ(seen[k].iteration, static_cast<int>(k) + 1);
+    EXPECT_EQ(seen[k].layer, -1);
+    EXPECT_FALSE(seen[k].layer_done);
+    EXPECT_GE(seen[k].seconds, seconds);
+    seconds = seen[k].seconds;
+    EXPECT_GT(seen[k].relative_error, 0.0);
+    EXPECT_LT(seen[k].relative_error, 1.0);
+  }
+  const Init kept = seen[9].relative_error <= seen[19].relative_error ? Init::heads : Init::nvecs;
+  for (std::size_t k = 0; k < 10; ++k) EXPECT_EQ(seen[k].start, Init::heads);
+  for (std::size_t k = 10; k < 20; ++k) EXPECT_EQ(seen[k].start, Init::nvecs);
+  for (std::size_t k = 20; k < 25; ++k) EXPECT_EQ(seen[k].start, kept);
+  EXPECT_NEAR(seen.back().relative_error, r.relative_error, 1e-8);
+  EXPECT_LE(seen.back().seconds, r.seconds);
+
+  // A false stops the ALS: the model of that sweep, stopped, not converged.
+  o.init = Init::heads;
+  o.max_iters = 3;
+  o.callback = nullptr;
+  const CompressResult<double> three = compress(l, o);
+  o.max_iters = 10;
+  o.callback = [](const CompressProgress& p) { return p.iteration != 3; };
+  const CompressResult<double> stopped = compress(l, o);
+  EXPECT_TRUE(stopped.stopped);
+  EXPECT_FALSE(stopped.converged);
+  EXPECT_EQ(stopped.iterations, 3);
+  EXPECT_EQ(stopped.layer.mixing.values(), three.layer.mixing.values());
+  EXPECT_EQ(stopped.relative_error, three.relative_error);
+  // Init::structured stopped in its nvecs trial: no sweep after the stop.
+  o.init = Init::structured;
+  o.max_iters = 30;
+  seen.clear();
+  o.callback = [&](const CompressProgress& p) {
+    seen.push_back(p);
+    return p.iteration != 12;
+  };
+  const CompressResult<double> trial = compress(l, o);
+  EXPECT_TRUE(trial.stopped);
+  EXPECT_FALSE(trial.converged);
+  EXPECT_EQ(seen.size(), 12u);
+  EXPECT_EQ(seen.back().start, Init::nvecs);
+}
+
 TEST_P(Attention, ParameterCounts) {
   auto l = random_layer<double>(3, 4, 10, true, 90);
   CompressOptions o;

@@ -2,8 +2,10 @@
 // computations on the calibration tokens, on layers whose inputs live in a subspace.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -399,6 +401,80 @@ TEST(AttentionCalibration, CheckpointRecordsBothErrorsAndTheStatistics) {
   const tenfold::io::SafetensorsFile plain(f.dir / "out.safetensors");
   EXPECT_EQ(plain.metadata().at("tenfold.objective"), "weight");
   EXPECT_EQ(plain.metadata().count("tenfold.calibration.relative_errors"), 0u);
+}
+
+TEST(AttentionCalibration, CheckpointCallbackSeesEveryLayerAndAStopWritesNothing) {
+  Fixture f;
+  CheckpointOptions o;
+  o.compress.rank = 3;
+  o.compress.damping = 0.05;
+  o.heads = 2;
+  o.calibration = f.good_stats();
+  std::vector<CompressProgress> seen;
+  o.compress.callback = [&](const CompressProgress& p) {
+    seen.push_back(p);
+    return true;
+  };
+  const fs::path in = f.dir / "model.safetensors", out = f.dir / "out.safetensors";
+  const CheckpointReport rep = compress_checkpoint(in, out, o);
+  // Per layer: its sweeps in order (every trial), then the finished layer's figures.
+  std::size_t k = 0;
+  double seconds = 0.0;
+  for (const LayerReport& lr : rep.layers) {
+    int sweeps = 0;
+    for (; k < seen.size() && !seen[k].layer_done; ++k) {
+      EXPECT_EQ(seen[k].layer, lr.index);
+      EXPECT_EQ(seen[k].iteration, ++sweeps);
+      EXPECT_GE(seen[k].seconds, seconds);
+      seconds = seen[k].seconds;
+    }
+    ASSERT_LT(k, seen.size());
+    EXPECT_EQ(seen[k].layer, lr.index);
+    EXPECT_EQ(seen[k].iteration, lr.iterations);
+    EXPECT_EQ(seen[k].relative_error, lr.relative_error);
+    EXPECT_GE(sweeps, lr.iterations);
+    EXPECT_GT(lr.iterations, 0);
+    ++k;
+  }
+  EXPECT_EQ(k, seen.size());
+  EXPECT_LE(seconds, rep.seconds);
+
+  // A stop after the first layer or inside the second one's ALS: Cancelled, and no
+  // output (nor any temporary) is left.
+  fs::remove(out);
+  const int second = rep.layers[1].index;
+  for (const auto& stop : std::vector<std::function<bool(const CompressProgress&)>>{
+           [&](const CompressProgress& p) { return p.layer_done; },
+           [&](const CompressProgress& p) { return p.layer == second && p.iteration == 2; }}) {
+    o.compress.callback = [&](const CompressProgress& p) { return !stop(p); };
+    EXPECT_THROW(compress_checkpoint(in, out, o), tenfold::Cancelled);
+    std::vector<std::string> files;
+    for (const auto& e : fs::directory_iterator(f.dir.path())) files.push_back(e.path().filename());
+    std::sort(files.begin(), files.end());
+    EXPECT_EQ(files, (std::vector<std::string>{"model.safetensors", "stats.safetensors"}));
+  }
+}
+
+TEST(AttentionCalibration, AnalyzeProgressSeesEveryLayerAndCanStop) {
+  Fixture f;
+  const fs::path in = f.dir / "model.safetensors";
+  const std::vector<LayerRedundancy> all = analyze_checkpoint(in, 2);
+  ASSERT_EQ(all.size(), 2u);
+  std::vector<int> seen;
+  const auto layers = analyze_checkpoint(in, 2, [&](const LayerRedundancy& l) {
+    seen.push_back(l.index);
+    return true;
+  });
+  EXPECT_EQ(seen, (std::vector<int>{all[0].index, all[1].index}));
+  EXPECT_EQ(layers[1].redundancy.products.energy, all[1].redundancy.products.energy);
+  seen.clear();
+  EXPECT_THROW(analyze_checkpoint(in, 2,
+                                  [&](const LayerRedundancy& l) {
+                                    seen.push_back(l.index);
+                                    return false;
+                                  }),
+               tenfold::Cancelled);
+  EXPECT_EQ(seen, std::vector<int>{all[0].index});
 }
 
 TEST(AttentionCalibration, FloatStoredRankDeficientMomentIsAccepted) {

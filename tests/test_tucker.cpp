@@ -7,6 +7,9 @@
 #include <limits>
 #include <memory>
 #include <numeric>
+#include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "backend_test_util.hpp"
 #include "core/multilinear.hpp"
@@ -432,6 +435,166 @@ TEST_P(Tucker, MethodNames) {
     EXPECT_EQ(parse_tucker_method(to_string(m)), m);
   }
   expect_error<InvalidArgument>([] { parse_tucker_method("svd"); }, "'svd'");
+}
+
+// --- the progress callback -------------------------------------------------------
+
+// Every report of a run, and the run's result.
+struct Recorded {
+  std::vector<TuckerProgress> steps;
+  TuckerResult<double> result;
+};
+
+Recorded record(const Tensor<double>& x, TuckerOptions o) {
+  Recorded r;
+  o.callback = [&r](const TuckerProgress& p) {
+    r.steps.push_back(p);
+    return true;
+  };
+  r.result = tucker(x, o);
+  return r;
+}
+
+// Which step the callback answers false at.
+TuckerOptions stopping_at(TuckerOptions o, int step) {
+  o.callback = [step](const TuckerProgress& p) { return p.step != step; };
+  return o;
+}
+
+TEST_P(Tucker, CallbackSeesEveryStepInOrder) {
+  const Tensor<double> x = random_tensor<double>({10, 9, 8}, 850);
+  TuckerOptions o;
+  o.backend = backend();
+  o.ranks = {3, 4, 2};
+  for (Layout layout : {Layout::col_major, Layout::row_major}) {
+    o.layout = layout;
+    const std::string what = layout == Layout::col_major ? "col_major" : "row_major";
+    // ST-HOSVD: one step per mode, in the processing order, each with the error of the
+    // tensor truncated so far (growing), the last the result's; the result unchanged.
+    o.method = TuckerMethod::sthosvd;
+    const Recorded st = record(x, o);
+    ASSERT_EQ(st.steps.size(), 3u) << what;
+    double previous = 0.0, seconds = 0.0;
+    for (std::size_t k = 0; k < 3; ++k) {
+      const TuckerProgress& p = st.steps[k];
+      EXPECT_EQ(p.stage, TuckerMethod::sthosvd);
+      EXPECT_EQ(p.step, static_cast<int>(k) + 1);
+      EXPECT_EQ(p.sweep, 0);
+      EXPECT_EQ(p.mode, st.result.mode_order[k]) << what;
+      EXPECT_GE(p.relative_error, previous - 1e-15);
+      EXPECT_GE(p.seconds, seconds);
+      previous = p.relative_error;
+      seconds = p.seconds;
+    }
+    EXPECT_EQ(st.steps.back().relative_error, st.result.relative_error);
+    EXPECT_LE(st.steps.back().seconds, st.result.timings.total);
+    o.callback = nullptr;
+    EXPECT_EQ(tucker(x, o).model.core.values(), st.result.model.core.values()) << what;
+
+    // HOSVD: modes in order (of the NumPy axes for row_major); the error known at the
+    // last step, after the core.
+    const auto nth_mode = [layout](int k) { return layout == Layout::col_major ? k : 2 - k; };
+    o.method = TuckerMethod::hosvd;
+    const Recorded ho = record(x, o);
+    ASSERT_EQ(ho.steps.size(), 3u);
+    for (int k = 0; k < 3; ++k) {
+      const TuckerProgress& p = ho.steps[static_cast<std::size_t>(k)];
+      EXPECT_EQ(p.stage, TuckerMethod::hosvd);
+      EXPECT_EQ(p.step, k + 1);
+      EXPECT_EQ(p.mode, nth_mode(k)) << what;
+      EXPECT_EQ(std::isnan(p.relative_error), k < 2);
+    }
+    EXPECT_EQ(ho.steps.back().relative_error, ho.result.relative_error);
+
+    // HOOI: the start's steps, then each sweep's modes in order, the sweep's error at
+    // its last mode.
+    o.method = TuckerMethod::hooi;
+    o.max_iters = 4;
+    o.tol = 0.0;
+    const Recorded hooi = record(x, o);
+    ASSERT_EQ(hooi.steps.size(), 3u + 4u * 3u);
+    for (std::size_t k = 0; k < hooi.steps.size(); ++k) {
+      const TuckerProgress& p = hooi.steps[k];
+      EXPECT_EQ(p.step, static_cast<int>(k) + 1);
+      if (k < 3) {
+        EXPECT_EQ(p.stage, TuckerMethod::sthosvd);
+        EXPECT_EQ(p.mode, hooi.result.mode_order[k]);
+        continue;
+      }
+      const int sweep = static_cast<int>(k - 3) / 3 + 1, mode = static_cast<int>(k - 3) % 3;
+      EXPECT_EQ(p.stage, TuckerMethod::hooi);
+      EXPECT_EQ(p.sweep, sweep);
+      EXPECT_EQ(p.mode, nth_mode(mode)) << what;
+      if (mode < 2) {
+        EXPECT_TRUE(std::isnan(p.relative_error));
+      } else {
+        EXPECT_EQ(p.relative_error, hooi.result.error_history[static_cast<std::size_t>(sweep)]);
+      }
+    }
+    EXPECT_EQ(hooi.steps[2].relative_error, hooi.result.error_history[0]);
+    o.callback = nullptr;
+    EXPECT_EQ(tucker(x, o).model.core.values(), hooi.result.model.core.values()) << what;
+  }
+}
+
+TEST_P(Tucker, CallbackStopsAsDocumented) {
+  const Tensor<double> x = random_tensor<double>({10, 9, 8}, 860);
+  TuckerOptions o;
+  o.backend = backend();
+  o.ranks = {3, 4, 2};
+  // ST-HOSVD and HOSVD have no model before their last step: Cancelled.
+  for (TuckerMethod method : {TuckerMethod::sthosvd, TuckerMethod::hosvd}) {
+    o.method = method;
+    for (int step : {1, 2}) {
+      expect_error<Cancelled>([&] { tucker(x, stopping_at(o, step)); }, "no result");
+    }
+    // At the last step there is nothing left to stop.
+    const TuckerResult<double> last = tucker(x, stopping_at(o, 3));
+    EXPECT_EQ(last.model.core.values(), tucker(x, o).model.core.values());
+    EXPECT_EQ(last.stop, TuckerStop::converged);
+  }
+  o.method = TuckerMethod::sthosvd;
+  const TuckerResult<double> start = tucker(x, o);
+  o.method = TuckerMethod::hooi;
+  o.tol = 0.0;
+  // HOOI before its start is complete: Cancelled as well.
+  expect_error<Cancelled>([&] { tucker(x, stopping_at(o, 2)); }, "sthosvd step 2 of 3");
+  // At the start's last step: the start, no sweep.
+  const TuckerResult<double> at_start = tucker(x, stopping_at(o, 3));
+  EXPECT_EQ(at_start.stop, TuckerStop::callback);
+  EXPECT_FALSE(at_start.converged);
+  EXPECT_EQ(at_start.iterations, 0);
+  EXPECT_EQ(at_start.model.core.values(), start.model.core.values());
+  EXPECT_EQ(at_start.error_history, std::vector<double>{start.relative_error});
+  EXPECT_EQ(at_start.relative_error, start.relative_error);
+  // Half-way through sweep 3 (after its modes 0 and 1), or at the end of sweep 2: the
+  // model of sweep 2, as max_iters = 2 gives it.
+  o.max_iters = 2;
+  const TuckerResult<double> two = tucker(x, o);
+  o.max_iters = 10;
+  for (int step : {3 + 2 * 3 + 1, 3 + 2 * 3 + 2, 3 + 2 * 3}) {
+    const TuckerResult<double> r = tucker(x, stopping_at(o, step));
+    EXPECT_EQ(r.stop, TuckerStop::callback) << step;
+    EXPECT_FALSE(r.converged);
+    EXPECT_EQ(r.iterations, 2) << step;
+    EXPECT_EQ(r.error_history, two.error_history) << step;
+    EXPECT_EQ(r.relative_error, two.relative_error);
+    EXPECT_EQ(r.model.core.values(), two.model.core.values()) << step;
+    for (std::size_t n = 0; n < 3; ++n) {
+      EXPECT_EQ(r.model.factors[n].values(), two.model.factors[n].values()) << step;
+    }
+    EXPECT_NEAR(true_relative_error(x, r.model), r.relative_error, 1e-7);
+  }
+  EXPECT_EQ(two.stop, TuckerStop::max_iters);
+  EXPECT_EQ(to_string(TuckerStop::callback), "callback");
+  // A sweep that reaches tol counts as converged even when the callback says stop.
+  o.tol = 1e300;
+  const TuckerResult<double> converged = tucker(x, stopping_at(o, 6));
+  EXPECT_EQ(converged.stop, TuckerStop::converged);
+  EXPECT_TRUE(converged.converged);
+  // The callback's own exceptions come through.
+  o.callback = [](const TuckerProgress&) -> bool { throw std::runtime_error("from callback"); };
+  expect_error<std::runtime_error>([&] { tucker(x, o); }, "from callback");
 }
 
 // --- bad input ---------------------------------------------------------------------

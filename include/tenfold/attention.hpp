@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string_view>
 #include <vector>
@@ -99,6 +100,23 @@ TENFOLD_API std::string_view to_string(Init init);
 /// Parses the names above; throws InvalidArgument otherwise.
 TENFOLD_API Init parse_init(std::string_view name);
 
+/// What the progress callback of compress() and compress_checkpoint() sees.
+struct TENFOLD_API CompressProgress {
+  /// compress_checkpoint: the layer's index (LayerNames::index); compress: -1.
+  int layer = -1;
+  /// false: after an ALS sweep; true (compress_checkpoint only): after the layer is
+  /// done, with its sweeps and exact weight-space error.
+  bool layer_done = false;
+  /// The start the running ALS came from: heads, nvecs or random (Init::structured
+  /// runs heads, maybe nvecs, then goes on from the better one); layer_done: the
+  /// options' init.
+  Init start = Init::heads;
+  int iteration = 0;  ///< the layer's ALS sweeps so far, every start's trial included
+  /// ||T - T~|| / ||T|| (in the whitened space for data-aware compression) after the
+  /// sweep, from the ALS's running fit; layer_done: CompressResult::relative_error.
+  double relative_error = 0.0;
+  double seconds = 0.0;  ///< wall time since the start of the call
+};
 /// Options of compress().
 struct TENFOLD_API CompressOptions {
   index_t rank = 0;     ///< R, in [1, H d]
@@ -111,6 +129,12 @@ struct TENFOLD_API CompressOptions {
   /// S + damping tr(S) / D I before it is factored (>= 0; larger values move the
   /// objective towards the weight-space one).
   double damping = 0.3;
+  /// Called after every ALS sweep (and by compress_checkpoint after every layer);
+  /// return false to stop. compress() then returns the model of the last sweep (with
+  /// Init::structured the better trial so far) with stopped = true and converged =
+  /// false; compress_checkpoint() throws Cancelled and writes nothing. Exceptions from
+  /// the callback propagate.
+  std::function<bool(const CompressProgress&)> callback;
 };
 
 /// Second moments S = E[x x^T] (D x D, symmetric positive semi-definite) of a layer's
@@ -143,6 +167,7 @@ struct TENFOLD_API CompressResult {
   /// start that was kept plus the rest; the other trial shows only in `seconds`).
   int iterations = 0;
   bool converged = false;     ///< stopped on tol rather than max_iters
+  bool stopped = false;       ///< the callback returned false (converged is then false)
   double seconds = 0.0;       ///< wall time of the whole call
   index_t params_before = 0;  ///< query/key weights and biases: 2 D H d (+ H d per bias)
   index_t params_after = 0;   ///< H R + 2 D R (+ H D content vectors with a query bias)

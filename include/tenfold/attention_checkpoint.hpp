@@ -90,7 +90,10 @@ struct TENFOLD_API LayerReport {
 
 /// Options of compress_checkpoint.
 struct TENFOLD_API CheckpointOptions {
-  CompressOptions compress;  ///< rank = shared dimension R
+  /// rank = shared dimension R. Its callback sees every layer's ALS sweeps and each
+  /// finished layer (CompressProgress::layer, layer_done); a false throws Cancelled
+  /// and nothing is written.
+  CompressOptions compress;
   /// 0: from config.json beside the input; a head count that disagrees with that
   /// file is refused (InvalidArgument).
   index_t heads = 0;
@@ -134,7 +137,10 @@ struct TENFOLD_API LayerRedundancy {
   std::string prefix;
   Redundancy redundancy;
 };
-TENFOLD_API std::vector<LayerRedundancy> analyze_checkpoint(const std::filesystem::path& input,
-                                                            index_t heads);
+/// `progress`, when given, is called after each layer's curves (each costs three
+/// D x D eigensolvers); a false throws Cancelled.
+TENFOLD_API std::vector<LayerRedundancy> analyze_checkpoint(
+    const std::filesystem::path& input, index_t heads,
+    const std::function<bool(const LayerRedundancy&)>& progress = {});
 
 }  // namespace tenfold::attention

@@ -53,6 +53,14 @@ class TENFOLD_API MemoryError : public Error {
   using Error::Error;
 };
 
+/// A progress callback returned false at a point where the call had no complete result
+/// to return (ST-HOSVD or HOSVD before its last mode, a checkpoint before it was
+/// written): the call stopped, and nothing was returned or written.
+class TENFOLD_API Cancelled : public Error {
+ public:
+  using Error::Error;
+};
+
 /// Reading or writing a file failed, or a file is malformed.
 class TENFOLD_API IoError : public Error {
  public:

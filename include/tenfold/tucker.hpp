@@ -2,6 +2,7 @@
 // and CP-ALS of a tensor given in Tucker form. See docs/tucker.md.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string_view>
 #include <vector>
@@ -58,6 +59,33 @@ TENFOLD_API std::string_view to_string(TuckerMethod method);
 /// Parses the names above; throws InvalidArgument otherwise.
 TENFOLD_API TuckerMethod parse_tucker_method(std::string_view name);
 
+/// Why tucker() stopped.
+enum class TuckerStop {
+  converged,  ///< sthosvd and hosvd always; HOOI when a sweep lowered the error by less than tol
+  max_iters,  ///< HOOI ran max_iters sweeps
+  callback,   ///< HOOI: the progress callback returned false
+};
+/// "converged", "max_iters" or "callback".
+TENFOLD_API std::string_view to_string(TuckerStop stop);
+
+/// What the progress callback of tucker() sees after each step. A step computes one
+/// mode's factor: its Gram, the eigensolver and (ST-HOSVD) the shrinking TTM, or
+/// (HOOI) the contraction of the tensor with the other modes' factors, Gram and
+/// eigensolver. HOSVD's last step also forms the core, and so does HOOI's at the end of
+/// each sweep.
+struct TENFOLD_API TuckerProgress {
+  /// The algorithm that ran the step: sthosvd (HOOI's start included), hosvd or hooi.
+  TuckerMethod stage = TuckerMethod::sthosvd;
+  int step = 0;   ///< 1-based count of the call's steps
+  int sweep = 0;  ///< HOOI's 1-based sweep; 0 in the sthosvd or hosvd stage
+  int mode = 0;   ///< the mode whose factor the step computed (the input's mode order)
+  /// ||X - X^|| / ||X|| when the step completes a model, NaN otherwise. ST-HOSVD: after
+  /// every step, of the tensor truncated in the modes processed so far (the last one is
+  /// the result's); HOSVD: at its last step; HOOI: at the last step of a sweep.
+  double relative_error = 0.0;
+  double seconds = 0.0;  ///< wall time since the start of the call
+};
+
 /// Options of tucker(). Give exactly one of `ranks` and `eps`.
 struct TENFOLD_API TuckerOptions {
   TuckerMethod method = TuckerMethod::sthosvd;
@@ -87,6 +115,17 @@ struct TENFOLD_API TuckerOptions {
   /// (automatic), or as chosen.
   RowMajorInput row_major_input = RowMajorInput::automatic;
   Backend backend = Backend::cpu;
+  /// Called after every step (see TuckerProgress), which bounds the time between two
+  /// calls by one mode's Gram, eigensolver and TTM; return false to stop. HOOI then
+  /// returns the last complete model: the last full sweep, or its ST-HOSVD start
+  /// (iterations = 0) when stopped before the first sweep ended, with stop =
+  /// TuckerStop::callback and converged = false (a false at the sweep where tol was
+  /// reached still counts as converged). ST-HOSVD and HOSVD have no model before
+  /// their last step: a false at any earlier step throws Cancelled; a false at their
+  /// last step is too late to stop anything, and the result is returned. Exceptions
+  /// from the callback propagate out of tucker(). (The distributed tucker of
+  /// tenfold/mpi.hpp does not call it.)
+  std::function<bool(const TuckerProgress&)> callback;
 };
 
 /// Wall-clock seconds spent in each phase.
@@ -113,16 +152,18 @@ struct TENFOLD_API TuckerResult {
   double compression_ratio = 0.0;
   std::vector<int> mode_order;  ///< order in which ST-HOSVD processed the modes
   int iterations = 0;           ///< HOOI sweeps (0 for sthosvd and hosvd)
-  bool converged = false;       ///< HOOI stopped on tol (always true for the other methods)
+  bool converged = false;       ///< stop == TuckerStop::converged
+  TuckerStop stop = TuckerStop::converged;
   /// HOOI: relative error of the ST-HOSVD start, then after each sweep; empty otherwise.
   std::vector<double> error_history;
   TuckerTimings timings;
 };
 
 /// Tucker decomposition of a dense tensor (order >= 2, all sizes >= 1, finite
-/// entries). Throws InvalidArgument / DimensionMismatch on bad input or options, and
+/// entries). Throws InvalidArgument / DimensionMismatch on bad input or options,
 /// MemoryError, before allocating, when the estimated memory (Grams with the
-/// eigensolver's workspace, TTM intermediates, the device copy) cannot fit.
+/// eigensolver's workspace, TTM intermediates, the device copy) cannot fit, and
+/// Cancelled when the callback stops ST-HOSVD or HOSVD before their last step.
 template <class T>
 TENFOLD_API TuckerResult<T> tucker(TensorView<const T> x, const TuckerOptions& options);
 

@@ -210,22 +210,47 @@ CheckpointReport compress_typed(const std::filesystem::path& input,
   std::map<std::string, std::vector<std::vector<index_t>>> inserted_shapes;
   std::map<std::string, std::string> value_dtypes;  // fused layers' value slices keep their dtype
   const std::string out_dtype = o.float64 ? "F64" : "F32";
+  // The callback sees each layer's sweeps with the layer's index and the checkpoint's
+  // time, then the finished layer; a stop anywhere leaves no checkpoint to write.
+  const auto elapsed = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  int running = 0;
+  CompressOptions co = o.compress;
+  if (o.compress.callback) {
+    co.callback = [&](CompressProgress p) {
+      p.layer = running;
+      p.seconds = elapsed();
+      return o.compress.callback(p);
+    };
+  }
+  const auto cancelled = [&](const LayerNames& l) {
+    return Cancelled("compressing the checkpoint stopped by its callback at layer " +
+                     std::to_string(l.index) + " (" + l.prefix + "): nothing written");
+  };
   for (std::size_t i = 0; i < layers.size(); ++i) {
     const LayerNames& l = layers[i];
+    running = l.index;
     const QueryKeyLayer<T> layer = load_layer<T>(file, l, rep.heads);
     const CompressResult<T> res = [&] {
-      if (moments.empty()) return compress(layer, o.compress);
+      if (moments.empty()) return compress(layer, co);
       try {
-        return compress(layer, o.compress, moments[i]);
+        return compress(layer, co, moments[i]);
       } catch (const NumericalError& e) {
         throw NumericalError("layer " + std::to_string(l.index) + " (" + l.prefix +
                              "): " + e.what());
       }
     }();
+    if (res.stopped) throw cancelled(l);
     LayerReport lr{l.index,       l.prefix,    res.relative_error, res.data_error,  res.iterations,
                    res.converged, res.seconds, res.params_before,  res.params_after};
     rep.layers.push_back(lr);
     if (o.on_layer) o.on_layer(lr);
+    if (o.compress.callback &&
+        !o.compress.callback(CompressProgress{l.index, true, o.compress.init, res.iterations,
+                                              res.relative_error, elapsed()})) {
+      throw cancelled(l);
+    }
     for (const std::string& n : {l.query_weight, l.query_bias, l.key_weight, l.key_bias})
       if (!n.empty()) replaced.insert(n);
     const char* suffixes[4] = {"collab.mixing", "collab.query.weight", "collab.key.weight",
@@ -574,13 +599,19 @@ CheckpointReport compress_checkpoint(const std::filesystem::path& input,
                          : compress_typed<float>(input, output, options);
 }
 
-std::vector<LayerRedundancy> analyze_checkpoint(const std::filesystem::path& input, index_t heads) {
+std::vector<LayerRedundancy> analyze_checkpoint(
+    const std::filesystem::path& input, index_t heads,
+    const std::function<bool(const LayerRedundancy&)>& progress) {
   const io::SafetensorsFile file(input);
   const std::vector<LayerNames> layers = find_layers(file);
   heads = resolve_heads(input, heads);
   std::vector<LayerRedundancy> out;
   for (const LayerNames& l : layers) {
     out.push_back({l.index, l.prefix, redundancy(load_layer<double>(file, l, heads))});
+    if (progress && !progress(out.back())) {
+      throw Cancelled("analysing the checkpoint stopped by its callback after layer " +
+                      std::to_string(l.index) + " (" + l.prefix + ")");
+    }
   }
   return out;
 }

@@ -232,10 +232,16 @@ double qk_error(const QueryKeyLayer<T>& layer, const CollaborativeLayer<T>& coll
 
 namespace {
 
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
 // CP-ALS of rank R < H d on the layer's QK tensor from the chosen start.
 template <class T>
-void fit_rank(const QueryKeyLayer<T>& layer, const CompressOptions& options,
-              CompressResult<T>& res) {
+void fit_rank(const QueryKeyLayer<T>& layer, const CompressOptions& options, CompressResult<T>& res,
+              Clock::time_point call_start) {
   const index_t r = options.rank;
   const KTensor<T> x = qk_tensor(layer);
   CpOptions cp;
@@ -243,14 +249,29 @@ void fit_rank(const QueryKeyLayer<T>& layer, const CompressOptions& options,
   cp.tol = options.tol;
   cp.seed = options.seed;
   cp.backend = options.backend;
+  // Progress: the sweeps of earlier runs, the start of the running one, whether the
+  // callback stopped one.
+  int sweeps = 0;
+  Init running = Init::heads;
+  bool stopped = false;
+  if (options.callback) {
+    cp.callback = [&](const CpProgress& p) {
+      return options.callback(CompressProgress{-1, false, running, sweeps + p.iteration,
+                                               1.0 - p.fit, seconds_since(call_start)});
+    };
+  }
   // The start is made (and its double weights dropped) before the iteration runs.
   const auto heads_start = [&] {
     return detail::structured_start<T>(detail::Weights(layer), r, options.seed);
   };
-  auto run = [&](CpInit init, const std::vector<Matrix<T>>& start, int iters) {
+  auto run = [&](Init from, CpInit init, const std::vector<Matrix<T>>& start, int iters) {
+    running = from;
     cp.init = init;
     cp.max_iters = iters;
-    return cp_als(x, cp, start);
+    CpResult<T> out = cp_als(x, cp, start);
+    sweeps += out.iterations;
+    stopped = stopped || out.stop == CpStop::callback;
+    return out;
   };
   CpResult<T> fit;
   switch (options.init) {
@@ -258,26 +279,31 @@ void fit_rank(const QueryKeyLayer<T>& layer, const CompressOptions& options,
       // Both structured starts for a few sweeps (nvecs only when heads has not already
       // converged); the better one goes on from where it is.
       const int trial = std::min(options.max_iters, detail::kTrialIterations);
-      fit = run(CpInit::given, heads_start(), trial);
-      if (!fit.converged) {
-        CpResult<T> nvecs = run(CpInit::nvecs, {}, trial);
-        if (nvecs.fit > fit.fit) fit = std::move(nvecs);
+      Init kept = Init::heads;
+      fit = run(Init::heads, CpInit::given, heads_start(), trial);
+      if (!fit.converged && !stopped) {
+        CpResult<T> nvecs = run(Init::nvecs, CpInit::nvecs, {}, trial);
+        if (nvecs.fit > fit.fit) {
+          fit = std::move(nvecs);
+          kept = Init::nvecs;
+        }
       }
-      if (fit.stop == CpStop::max_iters && options.max_iters > trial) {
+      if (!stopped && fit.stop == CpStop::max_iters && options.max_iters > trial) {
         const int done = fit.iterations;
-        fit = run(CpInit::given, detail::folded(std::move(fit.model)), options.max_iters - trial);
+        fit = run(kept, CpInit::given, detail::folded(std::move(fit.model)),
+                  options.max_iters - trial);
         fit.iterations += done;
       }
       break;
     }
     case Init::heads:
-      fit = run(CpInit::given, heads_start(), options.max_iters);
+      fit = run(Init::heads, CpInit::given, heads_start(), options.max_iters);
       break;
     case Init::nvecs:
-      fit = run(CpInit::nvecs, {}, options.max_iters);
+      fit = run(Init::nvecs, CpInit::nvecs, {}, options.max_iters);
       break;
     case Init::random:
-      fit = run(CpInit::random, {}, options.max_iters);
+      fit = run(Init::random, CpInit::random, {}, options.max_iters);
       break;
   }
 
@@ -289,6 +315,7 @@ void fit_rank(const QueryKeyLayer<T>& layer, const CompressOptions& options,
   out.key = std::move(f[2]);
   res.iterations = fit.iterations;
   res.converged = fit.converged;
+  res.stopped = stopped;
 }
 
 // The lower Cholesky factors of both damped moments (the key side's is the query
@@ -300,7 +327,7 @@ struct Whitening {
 
 template <class T>
 CompressResult<T> compress_impl(const QueryKeyLayer<T>& layer, const CompressOptions& options,
-                                const Whitening* whitening) {
+                                const Whitening* whitening, Clock::time_point start) {
   layer.validate();
   const index_t s = layer.key_dim(), r = options.rank;
   if (r < 1 || r > s) {
@@ -345,11 +372,11 @@ CompressResult<T> compress_impl(const QueryKeyLayer<T>& layer, const CompressOpt
     res.converged = true;
   } else if (whitening) {
     // CP of the whitened operand (L_Q^T W_Q^h, L_K^T W_K^h), then W~ = L^{-T} A.
-    fit_rank(detail::whitened(layer, whitening->query, whitening->key_side()), options, res);
+    fit_rank(detail::whitened(layer, whitening->query, whitening->key_side()), options, res, start);
     detail::unwhiten(out, whitening->query, whitening->key_side());
     out.content = detail::content_vectors(layer);
   } else {
-    fit_rank(layer, options, res);
+    fit_rank(layer, options, res, start);
     out.content = detail::content_vectors(layer);
   }
   res.relative_error =
@@ -374,16 +401,16 @@ void validate_moments(const InputMoments& moments, index_t input_dim) {
 
 template <class T>
 CompressResult<T> compress(const QueryKeyLayer<T>& layer, const CompressOptions& options) {
-  const auto start = std::chrono::steady_clock::now();
-  CompressResult<T> res = compress_impl(layer, options, nullptr);
-  res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const auto start = Clock::now();
+  CompressResult<T> res = compress_impl(layer, options, nullptr, start);
+  res.seconds = seconds_since(start);
   return res;
 }
 
 template <class T>
 CompressResult<T> compress(const QueryKeyLayer<T>& layer, const CompressOptions& options,
                            const InputMoments& moments) {
-  const auto start = std::chrono::steady_clock::now();
+  const auto start = Clock::now();
   layer.validate();
   validate_moments(moments, layer.input_dim());
   if (!(options.damping >= 0.0 && std::isfinite(options.damping))) {
@@ -396,7 +423,7 @@ CompressResult<T> compress(const QueryKeyLayer<T>& layer, const CompressOptions&
       (self || detail::is_scaled_identity(moments.key))) {
     // sum_h ||c_Q^(1/2) (T_h - T~_h) c_K^(1/2)||^2 = c_Q c_K ||T - T~||^2: the weight-space
     // objective, so the weight-only computation runs as it stands.
-    res = compress_impl(layer, options, nullptr);
+    res = compress_impl(layer, options, nullptr, start);
   } else {
     Whitening w;
     w.query =
@@ -404,10 +431,10 @@ CompressResult<T> compress(const QueryKeyLayer<T>& layer, const CompressOptions&
     if (!self) {
       w.key = detail::damped_cholesky(moments.key, options.damping, "the key-side input moment");
     }
-    res = compress_impl(layer, options, &w);
+    res = compress_impl(layer, options, &w, start);
   }
   res.data_error = qk_data_error(layer, res.layer, moments);
-  res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  res.seconds = seconds_since(start);
   return res;
 }
 

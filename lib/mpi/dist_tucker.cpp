@@ -223,6 +223,7 @@ TuckerResult<T> tucker(const DistTensor<T>& x, const TuckerOptions& options) {
         break;
       }
     }
+    res.stop = res.converged ? TuckerStop::converged : TuckerStop::max_iters;
     res.relative_error = res.error_history.back();
   } else {
     res.relative_error = s.relative_error(core);

@@ -4,6 +4,9 @@
 // the leading r_n left singular vectors of Y_(n), Y = X x_{m != n} U_m^T. ||G|| never
 // decreases, so neither does the fit. The modes after s_0 share Z = X x_{s_0} U_{s_0}^T,
 // so a sweep reads X twice, not N times.
+#include <cmath>
+#include <utility>
+
 #include "core/multilinear.hpp"
 #include "tucker/steps.hpp"
 
@@ -33,9 +36,29 @@ HooiOutcome hooi(TuckerState<T>& s, const std::vector<int>& sweep, int max_iters
   zdims[fi] = s.ranks[fi];
   Buffer<T> z(c, static_cast<std::size_t>(checked_numel(zdims)));
 
+  // The last complete model (factors and core), kept when a callback may stop a sweep
+  // half-way, and swapped back in then.
+  std::vector<Buffer<T>> kept_u(static_cast<std::size_t>(order));
+  Buffer<T> kept_core;
+  const auto swap_kept = [&] {
+    for (int n = 0; n < order; ++n)
+      std::swap(kept_u[static_cast<std::size_t>(n)], s.u[static_cast<std::size_t>(n)]);
+    std::swap(kept_core, s.core);
+  };
+  const auto keep = [&] {
+    for (int n = 0; n < order; ++n) {
+      const auto ni = static_cast<std::size_t>(n);
+      const auto size = static_cast<std::size_t>(s.dims[ni] * s.ranks[ni]);
+      c.copy(ensure(c, kept_u[ni], size), s.u[ni].get(), size);
+    }
+    const auto size = static_cast<std::size_t>(checked_numel(s.ranks));
+    c.copy(ensure(c, kept_core, size), s.core.get(), size);
+  };
+
   HooiOutcome out;
   error_history.push_back(s.relative_error());
   for (int iter = 1; iter <= max_iters; ++iter) {
+    if (s.callback) keep();
     const T* y = nullptr;
     std::vector<index_t> ydims;
     for (std::size_t k = 0; k < sweep.size(); ++k) {
@@ -58,6 +81,11 @@ HooiOutcome hooi(TuckerState<T>& s, const std::vector<int>& sweep, int max_iters
       });
       // U_n = leading r_n eigenvectors of Y_(n) Y_(n)^T
       truncate_mode(s, y, ydims, n, fixed, false);
+      if (k + 1 < sweep.size() && !s.report(TuckerMethod::hooi, iter, n, std::nan(""))) {
+        swap_kept();
+        out.stop = TuckerStop::callback;
+        return out;
+      }
     }
     // G = Y x_{s_{N-1}} U_{s_{N-1}}^T
     s.timed(s.timings.ttm, [&] {
@@ -67,8 +95,13 @@ HooiOutcome hooi(TuckerState<T>& s, const std::vector<int>& sweep, int max_iters
     const double decrease = error_history.back() - err;
     error_history.push_back(err);
     out.iterations = iter;
+    const bool go_on = s.report(TuckerMethod::hooi, iter, last, err);
     if (tol > 0.0 && decrease < tol) {
-      out.converged = true;
+      out.stop = TuckerStop::converged;
+      break;
+    }
+    if (!go_on) {
+      out.stop = TuckerStop::callback;
       break;
     }
   }

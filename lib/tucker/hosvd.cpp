@@ -1,17 +1,21 @@
 // Truncated HOSVD and sequentially truncated HOSVD (Vannieuwenhoven, Vandebril and
 // Meerbergen, SIAM J. Sci. Comput. 34(2), 2012).
+#include <cmath>
+
 #include "core/multilinear.hpp"
 #include "tucker/steps.hpp"
 
 namespace tenfold::detail {
 
 template <class T>
-void sthosvd(TuckerState<T>& s, const Truncation& t, const std::vector<int>& order) {
+bool sthosvd(TuckerState<T>& s, const Truncation& t, const std::vector<int>& order) {
   Compute<T>& c = s.c;
   Buffer<T>* work[2] = {&s.work0, &s.work1};
   const T* y = s.x.data();
   std::vector<index_t> ydims = s.dims;
-  for (std::size_t k = 0; k < order.size(); ++k) {
+  const int steps = static_cast<int>(order.size());
+  bool go_on = true;
+  for (int k = 0; k < steps; ++k) {
     const int n = order[k];
     const auto ni = static_cast<std::size_t>(n);
     // U_n from the Gram of the partly shrunk tensor Y
@@ -25,17 +29,26 @@ void sthosvd(TuckerState<T>& s, const Truncation& t, const std::vector<int>& ord
       ydims = std::move(next);
       y = z;
     });
+    // The model so far: X^ = Y x_n U_n over the modes processed (the result at the last)
+    const double error = s.callback ? s.relative_error(y, checked_numel(ydims)) : 0.0;
+    go_on = s.report(TuckerMethod::sthosvd, 0, n, error);
+    if (!go_on && k + 1 < steps) s.cancelled(TuckerMethod::sthosvd, k + 1, steps);
   }
   // G = Y
   const auto size = static_cast<std::size_t>(checked_numel(ydims));
   c.copy(ensure(c, s.core, size), y, size);
+  return go_on;
 }
 
 template <class T>
 void hosvd(TuckerState<T>& s, const Truncation& t) {
   // U_n from the Gram of the full tensor, for every mode
-  for (int n = 0; n < static_cast<int>(s.dims.size()); ++n) {
+  const int order = static_cast<int>(s.dims.size());
+  for (int n = 0; n < order; ++n) {
     truncate_mode(s, s.x.data(), s.dims, n, t, true);
+    if (n + 1 < order && !s.report(TuckerMethod::hosvd, 0, n, std::nan(""))) {
+      s.cancelled(TuckerMethod::hosvd, n + 1, order);
+    }
   }
   s.timed(s.timings.ttm, [&] {
     std::vector<ModeProduct<T>> products;
@@ -49,10 +62,12 @@ void hosvd(TuckerState<T>& s, const Truncation& t) {
     const auto size = static_cast<std::size_t>(checked_numel(shape));
     s.c.copy(ensure(s.c, s.core, size), g, size);
   });
+  // The model is complete: the answer cannot stop anything any more.
+  s.report(TuckerMethod::hosvd, 0, order - 1, s.relative_error());
 }
 
-template void sthosvd<float>(TuckerState<float>&, const Truncation&, const std::vector<int>&);
-template void sthosvd<double>(TuckerState<double>&, const Truncation&, const std::vector<int>&);
+template bool sthosvd<float>(TuckerState<float>&, const Truncation&, const std::vector<int>&);
+template bool sthosvd<double>(TuckerState<double>&, const Truncation&, const std::vector<int>&);
 template void hosvd<float>(TuckerState<float>&, const Truncation&);
 template void hosvd<double>(TuckerState<double>&, const Truncation&);
 

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 
 #include "core/multilinear.hpp"
+#include "tenfold/error.hpp"
 
 namespace tenfold::detail {
 
@@ -17,10 +19,26 @@ TuckerState<T>::TuckerState(Compute<T>& compute, TensorView<const T> tensor)
 }
 
 template <class T>
-double TuckerState<T>::relative_error() {
+double TuckerState<T>::relative_error(const T* y, index_t numel) {
   if (norm_x2 <= 0.0) return 0.0;
-  const double g2 = c.sum_squares(static_cast<std::size_t>(checked_numel(ranks)), core.get());
-  return std::sqrt(std::max(0.0, norm_x2 - g2) / norm_x2);
+  const double y2 = c.sum_squares(static_cast<std::size_t>(numel), y);
+  return std::sqrt(std::max(0.0, norm_x2 - y2) / norm_x2);
+}
+
+template <class T>
+bool TuckerState<T>::report(TuckerMethod stage, int sweep, int n, double error) {
+  ++steps;
+  if (!callback) return true;
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return callback(TuckerProgress{stage, steps, sweep, n, error, seconds});
+}
+
+template <class T>
+void TuckerState<T>::cancelled(TuckerMethod stage, int k, int steps_of_stage) const {
+  throw Cancelled("Tucker stopped by its callback after " + std::string(to_string(stage)) +
+                  " step " + std::to_string(k) + " of " + std::to_string(steps_of_stage) +
+                  ", before any complete model: no result");
 }
 
 template <class T>

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <vector>
 
 #include "core/compute.hpp"
@@ -32,7 +33,17 @@ struct TuckerState {
   }
 
   /// ||X - X^|| / ||X|| from ||G||: sqrt(max(0, ||X||^2 - ||G||^2)) / ||X||.
-  double relative_error();
+  double relative_error() { return relative_error(core.get(), checked_numel(ranks)); }
+  /// The same for X^ = Y x_n U_n ... over some modes, with Y (numel entries, backend
+  /// memory) = X x_n U_n^T ... : X^ is X's orthogonal projection, so ||X - X^||^2 =
+  /// ||X||^2 - ||Y||^2.
+  double relative_error(const T* y, index_t numel);
+
+  /// After a step of `stage` that computed mode n's factor: the progress callback, if
+  /// any, with `error` (NaN when no model is complete); returns whether to go on.
+  bool report(TuckerMethod stage, int sweep, int n, double error);
+  /// Throws Cancelled for a callback that stopped `stage` at step k of its `steps`.
+  [[noreturn]] void cancelled(TuckerMethod stage, int k, int steps) const;
 
   Compute<T>& c;
   std::vector<index_t> dims;
@@ -44,6 +55,10 @@ struct TuckerState {
   std::vector<std::vector<double>> eigenvalues;
   TuckerTimings timings;
   Buffer<T> gram, work0, work1;
+  /// The options' progress callback (may be empty), the start of the call, steps so far.
+  std::function<bool(const TuckerProgress&)> callback;
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+  int steps = 0;
 };
 
 /// Throws InvalidArgument / DimensionMismatch for a shape or options tucker() refuses
@@ -67,21 +82,25 @@ void truncate_mode(TuckerState<T>& s, const T* y, const std::vector<index_t>& yd
                    const Truncation& t, bool record);
 
 /// ST-HOSVD: modes in `order`, each truncated on the tensor shrunk by the previous ones.
+/// Throws Cancelled when the callback stops a step before the last; returns its answer
+/// after the last.
 template <class T>
-void sthosvd(TuckerState<T>& s, const Truncation& t, const std::vector<int>& order);
+bool sthosvd(TuckerState<T>& s, const Truncation& t, const std::vector<int>& order);
 
-/// HOSVD: every mode truncated on the full tensor, then the core.
+/// HOSVD: every mode truncated on the full tensor, then the core. Throws Cancelled when
+/// the callback stops a step before the last.
 template <class T>
 void hosvd(TuckerState<T>& s, const Truncation& t);
 
 struct HooiOutcome {
   int iterations = 0;
-  bool converged = false;
+  TuckerStop stop = TuckerStop::max_iters;
 };
 
 /// HOOI sweeps from the model in `s` (ranks fixed), each updating the modes in the
 /// order `sweep` (a permutation); tol = 0 runs all max_iters. error_history receives
-/// the start's relative error, then one per sweep.
+/// the start's relative error, then one per sweep. When the callback stops a sweep
+/// half-way, `s` is set back to the last complete model.
 template <class T>
 HooiOutcome hooi(TuckerState<T>& s, const std::vector<int>& sweep, int max_iters, double tol,
                  std::vector<double>& error_history);

@@ -129,8 +129,10 @@ void require_tucker_memory(detail::Compute<T>& c, const std::vector<index_t>& di
     shrink = std::max(shrink, rn / in);
   }
   const double copy = c.host_memory() ? 0.0 : numel;
-  detail::require_memory(c, copy + gram + factors + core + intermediates * numel * shrink,
-                         "Tucker");
+  // HOOI with a callback keeps a copy of the last complete model.
+  const double models = o.method == TuckerMethod::hooi && o.callback ? 2.0 : 1.0;
+  detail::require_memory(
+      c, copy + gram + models * (factors + core) + intermediates * numel * shrink, "Tucker");
 }
 
 }  // namespace
@@ -140,8 +142,15 @@ namespace {
 constexpr detail::Named<TuckerMethod> tucker_methods[] = {{TuckerMethod::sthosvd, "sthosvd"},
                                                           {TuckerMethod::hosvd, "hosvd"},
                                                           {TuckerMethod::hooi, "hooi"}};
+constexpr detail::Named<TuckerStop> tucker_stops[] = {{TuckerStop::converged, "converged"},
+                                                      {TuckerStop::max_iters, "max_iters"},
+                                                      {TuckerStop::callback, "callback"}};
 
 }  // namespace
+
+std::string_view to_string(TuckerStop stop) {
+  return detail::name_of<TuckerStop>(tucker_stops, stop);
+}
 
 std::string_view to_string(TuckerMethod method) {
   return detail::name_of<TuckerMethod>(tucker_methods, method);
@@ -178,12 +187,15 @@ TuckerResult<T> run_tucker(detail::Compute<T>& c, TensorView<const T> x,
   using Clock = std::chrono::steady_clock;
   require_tucker_memory(c, x.dims(), options);
   detail::TuckerState<T> s(c, x);
+  s.callback = options.callback;
+  s.start = start;
   const int order = x.order();
   // With eps: the discarded eigenvalues of each mode sum to at most eps^2 ||X||^2 / N.
   const detail::Truncation truncation{
       options.ranks, options.eps ? *options.eps * *options.eps * s.norm_x2 / order : 0.0};
 
   TuckerResult<T> res;
+  bool go_on = true;
   if (options.method == TuckerMethod::hosvd) {
     detail::hosvd(s, truncation);
   } else {
@@ -192,17 +204,21 @@ TuckerResult<T> run_tucker(detail::Compute<T>& c, TensorView<const T> x,
                                                                   in_axis_order(options, order)),
                                         order)
                  : detail::choose_mode_order(s.dims, options);
-    detail::sthosvd(s, truncation, res.mode_order);
+    go_on = detail::sthosvd(s, truncation, res.mode_order);
   }
-  res.converged = true;
-  if (options.method == TuckerMethod::hooi) {
+  if (options.method == TuckerMethod::hooi && !go_on) {
+    // Stopped at the last step of the start: the start is the result.
+    res.error_history.push_back(s.relative_error());
+    res.stop = TuckerStop::callback;
+    res.relative_error = res.error_history.back();
+  } else if (options.method == TuckerMethod::hooi) {
     // Sweeps over the modes in axis order.
     std::vector<int> sweep(static_cast<std::size_t>(order));
     std::iota(sweep.begin(), sweep.end(), 0);
     if (reversed) sweep = detail::reversed(std::move(sweep));
     const auto h = detail::hooi(s, sweep, options.max_iters, options.tol, res.error_history);
     res.iterations = h.iterations;
-    res.converged = h.converged;
+    res.stop = h.stop;
     res.relative_error = res.error_history.back();
   } else {
     res.relative_error = s.relative_error();
@@ -220,6 +236,7 @@ TuckerResult<T> run_tucker(detail::Compute<T>& c, TensorView<const T> x,
     m.factors.push_back(std::move(f));
     stored += static_cast<double>(s.dims[ni] * s.ranks[ni]);
   }
+  res.converged = res.stop == TuckerStop::converged;
   res.eigenvalues = std::move(s.eigenvalues);
   res.compression_ratio = static_cast<double>(x.numel()) / stored;
   res.timings = s.timings;
@@ -243,11 +260,19 @@ TuckerResult<T> tucker(TensorView<const T> x, const TuckerOptions& options) {
   // more copy of the tensor in memory), the arithmetic of its Fortran-order copy, and
   // give the model back in the caller's mode order.
   const int order = x.order();
+  TuckerOptions o = in_axis_order(options, order);
+  if (options.callback) {
+    // Progress in the caller's mode order.
+    o.callback = [&options, order](TuckerProgress p) {
+      p.mode = order - 1 - p.mode;
+      return options.callback(p);
+    };
+  }
   TuckerResult<T> res;
   {
     // Released before the total is taken: freeing the copy is part of the call.
     const Tensor<T> axis_order = detail::reverse_modes(x);
-    res = run_tucker(*c, axis_order.view(), in_axis_order(options, order), false, start);
+    res = run_tucker(*c, axis_order.view(), o, false, start);
   }
   res.model.core = detail::reverse_modes<T>(std::as_const(res.model.core).view());
   res.model.factors = detail::reversed(std::move(res.model.factors));

@@ -1,5 +1,7 @@
 // tenfold._tenfold.compress, .compress_file and .analyze_file: the attention adapter
-// on NumPy weights in PyTorch's (out, in) layout and on safetensors checkpoints.
+// on NumPy weights in PyTorch's (out, in) layout and on safetensors checkpoints. Ctrl-C
+// stops compress and compress_file after the running ALS sweep, analyze_file after the
+// running layer.
 #include "tenfold/attention.hpp"
 
 #include <nanobind/stl/filesystem.h>
@@ -64,8 +66,8 @@ void put_fit(nb::dict& d, const Fit& r) {
 
 template <class T>
 nb::dict compress_typed(const InArray& query_weight, const InArray& key_weight,
-                        const std::optional<InArray>& query_bias, index_t heads,
-                        const CompressOptions& o, const std::optional<InArray>& input_moment,
+                        const std::optional<InArray>& query_bias, index_t heads, CompressOptions o,
+                        const std::optional<InArray>& input_moment,
                         const std::optional<InArray>& key_input_moment) {
   QueryKeyLayer<T> layer;
   layer.query_weight = weight_from<T>(query_weight, "query_weight");
@@ -86,17 +88,16 @@ nb::dict compress_typed(const InArray& query_weight, const InArray& key_weight,
   if (key_input_moment && !input_moment) {
     throw InvalidArgument("key_input_moment needs input_moment");
   }
-  CompressResult<T> r;
+  InputMoments moments;
   if (input_moment) {
-    InputMoments moments;
     moments.query = matrix_from<double>(*input_moment, "input_moment");
     if (key_input_moment) moments.key = matrix_from<double>(*key_input_moment, "key_input_moment");
-    nb::gil_scoped_release nogil;
-    r = compress(layer, o, moments);
-  } else {
-    nb::gil_scoped_release nogil;
-    r = compress(layer, o);
   }
+  // After every ALS sweep: pending signals stop the run.
+  Interruptible interrupt;
+  o.callback = [&](const CompressProgress&) { return interrupt.check(); };
+  CompressResult<T> r = interrupt.run(
+      [&] { return input_moment ? compress(layer, o, moments) : compress(layer, o); });
   // The arrays and layouts the checkpoint writer stores (without the layer prefix).
   CollaborativeLayer<T>& c = r.layer;
   const index_t h = c.heads(), rank = c.rank(), d = c.input_dim();
@@ -182,11 +183,11 @@ void register_attention(nb::module_& m) {
         o.heads = heads;
         o.float64 = float64;
         if (calibration) o.calibration = *calibration;
-        CheckpointReport r;
-        {
-          nb::gil_scoped_release nogil;
-          r = compress_checkpoint(input, output, o);
-        }
+        // After every ALS sweep and every layer: pending signals stop the run.
+        Interruptible interrupt;
+        o.compress.callback = [&](const CompressProgress&) { return interrupt.check(); };
+        const CheckpointReport r =
+            interrupt.run([&] { return compress_checkpoint(input, output, o); });
         nb::dict d;
         d["heads"] = r.heads;
         d["head_dim"] = r.head_dim;
@@ -208,11 +209,12 @@ void register_attention(nb::module_& m) {
   m.def(
       "analyze_file",
       [](const std::filesystem::path& input, index_t heads) {
-        std::vector<LayerRedundancy> layers;
-        {
-          nb::gil_scoped_release nogil;
-          layers = analyze_checkpoint(input, heads);
-        }
+        // After every layer: pending signals stop the run.
+        Interruptible interrupt;
+        std::vector<LayerRedundancy> layers = interrupt.run([&] {
+          return analyze_checkpoint(input, heads,
+                                    [&](const LayerRedundancy&) { return interrupt.check(); });
+        });
         nb::list out;
         for (LayerRedundancy& l : layers) {
           nb::dict d;

@@ -6,9 +6,12 @@
 #include <nanobind/ndarray.h>
 
 #include <cstddef>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "tenfold/error.hpp"
 #include "tenfold/tensor.hpp"
 
 namespace tenfold::python {
@@ -49,6 +52,48 @@ nb::object owned_array(std::vector<T>&& values, const std::vector<index_t>& dims
 /// A factor matrix as an (rows, cols) NumPy array owning its memory.
 template <class T>
 nb::object owned_matrix(Matrix<T>&& m);
+
+/// Ctrl-C for a library call that runs without the GIL. check() serves the library's
+/// progress callbacks: with the GIL for a moment, it runs pending signal handlers
+/// (Ctrl-C raises KeyboardInterrupt there) and then `more` (the user's callback); a
+/// raised Python error is kept and the answer is false, which stops the run. run(f)
+/// calls f without the GIL and then raises the kept error, also when the library
+/// stopped by throwing Cancelled.
+class Interruptible {
+ public:
+  template <class F>
+  bool check(F&& more) {
+    nb::gil_scoped_acquire gil;
+    try {
+      if (PyErr_CheckSignals() != 0) throw nb::python_error();
+      return more();
+    } catch (nb::python_error& e) {
+      raised_.emplace(std::move(e));
+      return false;
+    }
+  }
+  bool check() {
+    return check([] { return true; });
+  }
+
+  template <class F>
+  auto run(F&& f) {
+    std::optional<decltype(f())> out;
+    {
+      nb::gil_scoped_release nogil;
+      try {
+        out.emplace(f());
+      } catch (const Cancelled&) {
+        if (!raised_) throw;
+      }
+    }
+    if (raised_) throw std::move(*raised_);
+    return std::move(*out);
+  }
+
+ private:
+  std::optional<nb::python_error> raised_;
+};
 
 void register_decompositions(nb::module_& m);
 void register_attention(nb::module_& m);

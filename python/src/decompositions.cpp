@@ -1,5 +1,6 @@
 // tenfold._tenfold.cp_als and .tucker: the arrays go in as views, the GIL is released
-// while the library computes, and a per-iteration check lets Ctrl-C stop CP-ALS.
+// while the library computes, and a check after every CP-ALS iteration and every Tucker
+// mode step lets Ctrl-C stop the run.
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
@@ -69,33 +70,23 @@ nb::dict cp_als_typed(const InArray& tensor, index_t rank, int n_iter_max, const
     const std::string what = "init factor " + std::to_string(axis);
     start.push_back(matrix_from<T>(initial_factors[axis], what.c_str()));
   }
-  // After every iteration, with the GIL: pending signals (Ctrl-C raises
-  // KeyboardInterrupt here) and the user's callback; either stops the run.
-  std::optional<nb::python_error> raised;
+  // After every iteration: pending signals and the user's callback; either stops the run.
+  Interruptible interrupt;
   o.callback = [&](const CpProgress& p) {
-    nb::gil_scoped_acquire gil;
-    try {
-      if (PyErr_CheckSignals() != 0) throw nb::python_error();
-      if (callback.is_none()) return true;
-      return !nb::bool_(callback(p.iteration, p.fit, p.delta, p.seconds));
-    } catch (nb::python_error& e) {
-      raised.emplace(std::move(e));
-      return false;
-    }
+    return interrupt.check([&] {
+      return callback.is_none() || !nb::bool_(callback(p.iteration, p.fit, p.delta, p.seconds));
+    });
   };
-  CpResult<T> r;
-  {
-    nb::gil_scoped_release nogil;
+  CpResult<T> r = interrupt.run([&] {
     try {
-      r = observed ? cp_als(x, *observed, o, start) : cp_als(x, o, start);
+      return observed ? cp_als(x, *observed, o, start) : cp_als(x, o, start);
     } catch (const InvalidArgument&) {
       // The library names a NaN by its own mode order; say it in NumPy axes (with a
       // mask, NaN may stand in missing entries).
       if (!observed) check_finite_numpy(x, o.layout, "tensor");
       throw;
     }
-  }
-  if (raised) throw std::move(*raised);
+  });
   nb::dict d;
   std::vector<nb::object> factors;
   for (Matrix<T>& f : r.model.factors) factors.push_back(owned_matrix(std::move(f)));
@@ -148,17 +139,18 @@ nb::dict tucker_typed(const InArray& tensor, const std::vector<index_t>& ranks,
   if (reverse) std::reverse(o.ranks.begin(), o.ranks.end());
   for (auto it = mode_order.begin(); it != mode_order.end(); ++it)
     o.mode_order.push_back(reverse && *it >= 0 && *it < order ? order - 1 - *it : *it);
-  TuckerResult<T> r;
-  {
-    nb::gil_scoped_release nogil;
+  // After every mode step: pending signals stop the run.
+  Interruptible interrupt;
+  o.callback = [&](const TuckerProgress&) { return interrupt.check(); };
+  TuckerResult<T> r = interrupt.run([&] {
     try {
-      r = tucker(x, o);
+      return tucker(x, o);
     } catch (const InvalidArgument&) {
       // The library names a NaN by its own mode order; say it in NumPy axes.
       check_finite_numpy(x, o.layout, "tensor");
       throw;
     }
-  }
+  });
   nb::dict d;
   const std::vector<index_t> core_dims = r.model.core.dims();
   d["core"] = owned_array(std::move(r.model.core.values()), core_dims, reverse);

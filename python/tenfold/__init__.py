@@ -360,8 +360,10 @@ def tucker(
     Raises
     ------
     ValueError, TypeError, MemoryError, DeviceError
-        As for :func:`parafac`. Tucker runs are not interrupted by Ctrl-C (the
-        KeyboardInterrupt comes when the call returns).
+        As for :func:`parafac`.
+    KeyboardInterrupt
+        Ctrl-C, seen after the current mode step (one mode's Gram, eigensolver and
+        TTM, of ST-HOSVD, HOSVD or a HOOI sweep).
 
     Examples
     --------

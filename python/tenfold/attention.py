@@ -130,6 +130,11 @@ def compress(
     CompressResult
         A read-only Mapping of the checkpoint writer's tensor names to arrays.
 
+    Raises
+    ------
+    KeyboardInterrupt
+        Ctrl-C, seen after the current ALS sweep.
+
     Examples
     --------
     >>> import numpy as np
@@ -184,8 +189,9 @@ def compress_file(
     heads=0 reads the head count from the config.json beside `input`; `calibration`
     is a statistics file (input moments per layer) for the data-aware objective;
     float64 writes the new tensors in float64 (else float32). Returns a
-    CheckpointReport. Raises OSError for unreadable or malformed files and
-    ValueError for bad options.
+    CheckpointReport. Raises OSError for unreadable or malformed files,
+    ValueError for bad options, and KeyboardInterrupt for Ctrl-C, seen after the
+    current ALS sweep or layer (`output` is then not written).
     """
     r = _tenfold.compress_file(
         str(input), str(output), int(shared_dim), int(heads),
@@ -198,7 +204,8 @@ def compress_file(
 
 def analyze_file(input, *, heads=0):
     """Redundancy curves of every attention layer of a checkpoint (as ``tenfold
-    attention analyze``): a list of LayerRedundancy records."""
+    attention analyze``): a list of LayerRedundancy records. Ctrl-C is seen after the
+    current layer (KeyboardInterrupt)."""
     layers = _tenfold.analyze_file(str(input), int(heads))
     out = []
     for layer in layers:

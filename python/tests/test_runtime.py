@@ -9,10 +9,14 @@ import textwrap
 import threading
 import time
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 import tenfold
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_python(code, **kwargs):
@@ -20,31 +24,98 @@ def run_python(code, **kwargs):
                           text=True, timeout=300, **kwargs)
 
 
-def test_ctrl_c_stops_within_one_iteration():
-    child = subprocess.Popen(
-        [sys.executable, "-u", "-c", textwrap.dedent("""
-            import numpy as np, tenfold
-            x = np.random.default_rng(0).random((120, 120, 120))
-            def report(p):
-                print("iteration", p.iteration, flush=True)
-            try:
-                tenfold.parafac(x, 30, n_iter_max=100000, tol=0, callback=report)
-                print("finished", flush=True)
-            except KeyboardInterrupt:
-                print("KeyboardInterrupt", flush=True)
-        """)],
-        stdout=subprocess.PIPE, text=True)
+def interrupted(code, ready, wait=0.0, **kwargs):
+    """Runs `code` in a child interpreter, reads `ready` lines of its output, waits
+    `wait` seconds and sends SIGINT. Returns the lines read, the rest of the output
+    (lines) and the seconds from the signal to the child's exit."""
+    child = subprocess.Popen([sys.executable, "-u", "-c", textwrap.dedent(code)],
+                             stdout=subprocess.PIPE, text=True, **kwargs)
     try:
-        lines = [child.stdout.readline().strip() for _ in range(3)]
-        assert lines == ["iteration 1", "iteration 2", "iteration 3"]
+        lines = [child.stdout.readline().strip() for _ in range(ready)]
+        time.sleep(wait)
         child.send_signal(signal.SIGINT)
+        sent = time.perf_counter()
         rest = child.communicate(timeout=60)[0].split("\n")
+        return lines, rest, time.perf_counter() - sent
     finally:
         child.kill()
+
+
+# The call runs until interrupted; the child says what ended it.
+def until_interrupted(call):
+    return f"""
+        try:
+            {call}
+            print("finished", flush=True)
+        except KeyboardInterrupt:
+            print("KeyboardInterrupt", flush=True)
+    """
+
+
+def test_ctrl_c_stops_within_one_iteration():
+    lines, rest, _ = interrupted("""
+        import numpy as np, tenfold
+        x = np.random.default_rng(0).random((120, 120, 120))
+        def report(p):
+            print("iteration", p.iteration, flush=True)
+        """ + until_interrupted(
+        "tenfold.parafac(x, 30, n_iter_max=100000, tol=0, callback=report)"), ready=3)
+    assert lines == ["iteration 1", "iteration 2", "iteration 3"]
     # At most the iteration that was running when the signal came completes.
     after = [line for line in rest if line.startswith("iteration")]
     assert len(after) <= 1, rest
     assert "KeyboardInterrupt" in rest
+
+
+# Without a check inside the library these calls would run for hours; a mode step or
+# an ALS sweep of them takes well under a second. The signal comes a second after the
+# call began (the work before it takes milliseconds).
+INTERRUPT_BOUND = 10.0
+
+
+def test_ctrl_c_stops_tucker_within_one_step():
+    _, rest, seconds = interrupted("""
+        import numpy as np, tenfold
+        x = np.random.default_rng(0).random((150, 150, 150))
+        print("started", flush=True)
+        """ + until_interrupted(
+        "tenfold.tucker(x, rank=[10, 10, 10], method='hooi', n_iter_max=10**8, hooi_tol=0)"),
+        ready=1, wait=1.0)
+    assert "KeyboardInterrupt" in rest, rest
+    assert seconds < INTERRUPT_BOUND
+
+
+def test_ctrl_c_stops_attention_compress_within_one_sweep():
+    _, rest, seconds = interrupted("""
+        import numpy as np
+        from tenfold import attention
+        rng = np.random.default_rng(0)
+        wq, wk = rng.standard_normal((2, 256, 256)) / 16
+        print("started", flush=True)
+        """ + until_interrupted(
+        "attention.compress(wq, wk, heads=8, shared_dim=64, n_iter_max=10**8, tol=0)"),
+        ready=1, wait=1.0)
+    assert "KeyboardInterrupt" in rest, rest
+    assert seconds < INTERRUPT_BOUND
+
+
+def test_ctrl_c_stops_compress_file_and_writes_nothing(tmp_path):
+    sys.path.insert(0, str(ROOT / "bench" / "real_model"))
+    sys.path.insert(0, str(ROOT / "tests" / "python"))
+    import bertnp
+    from test_full_rank_forward import HEADS, tiny_bert
+
+    model, out = tmp_path / "tiny.safetensors", tmp_path / "collab.safetensors"
+    bertnp.write_safetensors(model, tiny_bert(np.random.default_rng(5)))
+    _, rest, seconds = interrupted(f"""
+        from tenfold import attention
+        print("started", flush=True)
+        """ + until_interrupted(
+        f"attention.compress_file({str(model)!r}, {str(out)!r}, shared_dim=5, "
+        f"heads={HEADS}, n_iter_max=10**8, tol=0)"), ready=1, wait=1.0)
+    assert "KeyboardInterrupt" in rest, rest
+    assert seconds < INTERRUPT_BOUND
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tiny.safetensors"]
 
 
 def test_gil_is_released_while_computing():
