@@ -25,6 +25,7 @@
 #include "tenfold/error.hpp"
 #include "tenfold/io.hpp"
 #include "tenfold/tucker.hpp"
+#include "tucker/steps.hpp"
 
 namespace fs = std::filesystem;
 using namespace tenfold;
@@ -350,25 +351,29 @@ TEST(Layout, TuckerInPlaceAgreesWithFortranOrder) {
   tucker_both_ways(RowMajorInput::in_place, [](const TuckerResult<double>& rf,
                                                const TuckerResult<double>& rc, int order,
                                                const std::string& what) {
-    // The model as a tensor (eigenvector signs may differ by rounding), the ranks and
-    // eigenvalues of every axis, and the error history.
+    // The ranks, eigenvalues and factors of every axis (signs fixed), the model as a
+    // tensor, and the error history.
+    EXPECT_EQ(rf.model.ranks(), detail::reversed(rc.model.ranks())) << what;
     EXPECT_LE(relative_gap(rf.model.full().values(), c_order(rc.model.full()).values()), kRounding)
         << what;
-    EXPECT_EQ(rf.model.ranks(), detail::reversed(rc.model.ranks())) << what;
-    for (int a = 0; a < order; ++a) {
-      EXPECT_LE(relative_gap(rf.eigenvalues[static_cast<std::size_t>(a)],
-                             rc.eigenvalues[static_cast<std::size_t>(order - 1 - a)]),
-                kRounding)
-          << what << ", axis " << a;
-    }
     // A rank above the product of the others (eps here truncates the 3-way array to
     // ranks (2, 1, 1)) leaves HOOI a column that is any unit vector orthogonal to the
-    // first, chosen by rounding: the first sweeps then differ by more, the end does not.
+    // first, chosen by rounding: the first sweeps and that column then differ by more,
+    // the model and the final error do not.
     const std::vector<index_t> ranks = rf.model.ranks();
     index_t all = 1;
     for (index_t r : ranks) all *= r;
     const bool free_column =
         std::any_of(ranks.begin(), ranks.end(), [&](index_t r) { return r * r > all; });
+    for (int a = 0; a < order; ++a) {
+      const auto fa = static_cast<std::size_t>(a), ca = static_cast<std::size_t>(order - 1 - a);
+      EXPECT_LE(relative_gap(rf.eigenvalues[fa], rc.eigenvalues[ca]), kRounding)
+          << what << ", axis " << a;
+      if (free_column) continue;
+      EXPECT_LE(relative_gap(rf.model.factors[fa].values(), rc.model.factors[ca].values()),
+                kRounding)
+          << what << ", axis " << a;
+    }
     if (free_column) {
       EXPECT_LE(std::abs(rf.relative_error - rc.relative_error), kRounding) << what;
     } else {
@@ -410,6 +415,39 @@ TEST(Layout, SignsOfTheResultDependOnTheModelOnly) {
               << order << "-way, flips " << mask << " of component " << j << ", mode " << n;
         }
       }
+    }
+  }
+}
+
+TEST(Layout, TuckerSignsDependOnTheModelOnly) {
+  // Negating a factor column with its core slice leaves the model as it is; the fixed
+  // signs are those of the unflipped model, bit for bit, and the tensor is unchanged.
+  std::mt19937_64 gen(22);
+  std::normal_distribution<double> g(0.0, 1.0);
+  TTensor<double> m(fortran_array<double>({3, 2, 4}, 9), {});
+  for (index_t d : {6, 5, 7}) {
+    m.factors.emplace_back(d, m.core.dim(static_cast<int>(m.factors.size())));
+    for (double& v : m.factors.back().values()) v = g(gen);
+  }
+  TTensor<double> expected = m;
+  detail::fix_signs(expected);
+  EXPECT_LE(relative_gap(expected.full().values(), m.full().values()), 1e-15);
+  for (int n = 0; n < 3; ++n) {
+    for (index_t j = 0; j < m.core.dim(n); ++j) {
+      TTensor<double> flipped = m;
+      Matrix<double>& u = flipped.factors[static_cast<std::size_t>(n)];
+      for (index_t i = 0; i < u.rows(); ++i) u(i, j) = -u(i, j);
+      std::vector<index_t> idx(3, 0);
+      for (index_t k = 0; k < flipped.core.numel(); ++k) {
+        if (idx[static_cast<std::size_t>(n)] == j) flipped.core[k] = -flipped.core[k];
+        for (int q = 0; q < 3 && ++idx[static_cast<std::size_t>(q)] == flipped.core.dim(q); ++q)
+          idx[static_cast<std::size_t>(q)] = 0;
+      }
+      detail::fix_signs(flipped);
+      EXPECT_TRUE(same_bits(flipped.core.values(), expected.core.values())) << n << ", " << j;
+      for (std::size_t q = 0; q < 3; ++q)
+        EXPECT_TRUE(same_bits(flipped.factors[q].values(), expected.factors[q].values()))
+            << n << ", " << j << ", factor " << q;
     }
   }
 }

@@ -139,7 +139,9 @@ struct TENFOLD_API TuckerTimings {
 /// Result of tucker().
 template <class T>
 struct TENFOLD_API TuckerResult {
-  TTensor<T> model;  ///< orthonormal factors, core G = X x_0 U_0^T ...
+  /// Orthonormal factors, core G = X x_0 U_0^T ...; signs fixed: the largest-magnitude
+  /// entry of every factor column is positive (the core's matching slice negated with it).
+  TTensor<T> model;
   /// Per mode, all I_n eigenvalues (squared singular values, descending, negatives
   /// from round-off clamped to 0) of the Gram that the truncation of that mode saw:
   /// the full tensor's for HOSVD, the partly shrunk tensor's for ST-HOSVD and for

@@ -240,6 +240,7 @@ TuckerResult<T> tucker(const DistTensor<T>& x, const TuckerOptions& options) {
     stored += static_cast<double>(x.dims[ni] * s.ranks[ni]);
     numel *= static_cast<double>(x.dims[ni]);
   }
+  tenfold::detail::fix_signs(m);
   res.eigenvalues = std::move(s.eigenvalues);
   res.compression_ratio = numel / stored;
   res.timings = s.timings;

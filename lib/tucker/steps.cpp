@@ -83,6 +83,32 @@ index_t truncate_gram(Compute<T>& c, T* g, index_t in, int n, const Truncation& 
   return r;
 }
 
+template <class T>
+void fix_signs(TTensor<T>& model) {
+  const std::vector<index_t> ranks = model.ranks();
+  const index_t numel = model.core.numel();
+  index_t inner = 1;  // prod_{m < n} r_m: the stride of mode n in the core
+  for (std::size_t n = 0; n < ranks.size(); ++n) {
+    Matrix<T>& u = model.factors[n];
+    const index_t outer = numel / (inner * ranks[n]);
+    for (index_t j = 0; j < ranks[n]; ++j) {
+      index_t imax = 0;
+      for (index_t i = 1; i < u.rows(); ++i)
+        if (std::abs(u(i, j)) > std::abs(u(imax, j))) imax = i;
+      if (!(u(imax, j) < T(0))) continue;
+      // U_n(:, j) -> -U_n(:, j), G(..., j, ...) -> -G(..., j, ...)
+      for (index_t i = 0; i < u.rows(); ++i) u(i, j) = -u(i, j);
+      for (index_t o = 0; o < outer; ++o) {
+        T* slice = model.core.data() + (o * ranks[n] + j) * inner;
+        for (index_t i = 0; i < inner; ++i) slice[i] = -slice[i];
+      }
+    }
+    inner *= ranks[n];
+  }
+}
+
+template void fix_signs<float>(TTensor<float>&);
+template void fix_signs<double>(TTensor<double>&);
 template index_t truncate_gram<float>(Compute<float>&, float*, index_t, int, const Truncation&,
                                       Buffer<float>&, std::vector<double>&);
 template index_t truncate_gram<double>(Compute<double>&, double*, index_t, int, const Truncation&,

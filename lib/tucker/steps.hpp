@@ -92,6 +92,13 @@ bool sthosvd(TuckerState<T>& s, const Truncation& t, const std::vector<int>& ord
 template <class T>
 void hosvd(TuckerState<T>& s, const Truncation& t);
 
+/// Fixes the signs of a Tucker model without changing it: the largest-magnitude entry of
+/// every factor column made positive (the first one on ties), by negating the column
+/// and the core's slice that multiplies it. The eigensolvers' signs are arbitrary, so
+/// this makes backends, memory orders and process counts agree on the factors.
+template <class T>
+void fix_signs(TTensor<T>& model);
+
 struct HooiOutcome {
   int iterations = 0;
   TuckerStop stop = TuckerStop::max_iters;

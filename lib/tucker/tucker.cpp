@@ -236,6 +236,7 @@ TuckerResult<T> run_tucker(detail::Compute<T>& c, TensorView<const T> x,
     m.factors.push_back(std::move(f));
     stored += static_cast<double>(s.dims[ni] * s.ranks[ni]);
   }
+  detail::fix_signs(m);
   res.converged = res.stop == TuckerStop::converged;
   res.eigenvalues = std::move(s.eigenvalues);
   res.compression_ratio = static_cast<double>(x.numel()) / stored;
