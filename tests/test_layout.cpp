@@ -326,6 +326,28 @@ TEST(Layout, CpInPlaceAgreesWithFortranOrder) {
   cp_both_ways(RowMajorInput::in_place, true, expect_close_cp);
 }
 
+TEST(Layout, CpFromAGivenStartInPlaceAgreesWithFortranOrder) {
+  std::mt19937_64 gen(8);
+  const Tensor<double> f = fortran_array<double>({12, 9, 7}, 8);
+  const Tensor<double> c = c_order(f);
+  std::vector<Matrix<double>> start;
+  for (index_t d : f.dims()) start.push_back(random_matrix<double>(d, 4, gen));
+  const std::vector<Matrix<double>> start_c = detail::reversed(start);
+  for (CpCompress compress : {CpCompress::off, CpCompress::on}) {
+    CpOptions o;
+    o.rank = 4;
+    o.init = CpInit::given;
+    o.max_iters = 30;
+    o.tol = 0.0;
+    o.compress = compress;
+    const CpResult<double> rf = cp_als(f, o, start);
+    o.layout = Layout::row_major;
+    o.row_major_input = RowMajorInput::in_place;
+    expect_close_cp(rf, cp_als(c, o, start_c),
+                    "given start, compress " + std::string(to_string(compress)));
+  }
+}
+
 TEST(Layout, CpWithMissingValuesInPlaceAgreesWithFortranOrder) {
   const Tensor<double> f = fortran_array<double>({9, 7, 5, 4}, 6);
   Tensor<std::uint8_t> observed(f.dims());
