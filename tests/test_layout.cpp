@@ -19,6 +19,7 @@
 #include "cli_run.hpp"
 #include "core/layout.hpp"
 #include "cp/cp_als.hpp"
+#include "relative_difference.hpp"
 #include "temp_dir.hpp"
 #include "tenfold/attention.hpp"
 #include "tenfold/cp.hpp"
@@ -29,6 +30,7 @@
 
 namespace fs = std::filesystem;
 using namespace tenfold;
+using tenfold::test::relative_difference;
 
 namespace {
 
@@ -272,18 +274,6 @@ TEST(Layout, TuckerIsBitIdenticalForCAndFortranOrder) {
 
 namespace {
 
-// max |a_i - b_i| / max |b_i| (0 when b is zero).
-template <class T>
-double relative_gap(const std::vector<T>& a, const std::vector<T>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double gap = 0.0, scale = 0.0;
-  for (std::size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
-    gap = std::max(gap, std::abs(static_cast<double>(a[i]) - static_cast<double>(b[i])));
-    scale = std::max(scale, std::abs(static_cast<double>(b[i])));
-  }
-  return scale > 0.0 ? gap / scale : gap;
-}
-
 // Read in place, a C-order array goes through the start and the sweeps of its
 // Fortran-order copy; only the sums over the tensor run in another (memory) order. On
 // these problems the results then agree to within 1e-12 (a few thousand units of
@@ -298,14 +288,15 @@ void expect_close_cp(const CpResult<double>& f, const CpResult<double>& c,
   EXPECT_EQ(f.stop, c.stop) << what;
   EXPECT_EQ(f.compressed, c.compressed) << what;
   EXPECT_EQ(f.compression_ranks, detail::reversed(c.compression_ranks)) << what;
-  EXPECT_LE(relative_gap(f.fit_history, c.fit_history), kRounding) << what;
-  EXPECT_LE(relative_gap(f.model.weights, c.model.weights), kRounding) << what;
+  EXPECT_LE(relative_difference(f.fit_history, c.fit_history), kRounding) << what;
+  EXPECT_LE(relative_difference(f.model.weights, c.model.weights), kRounding) << what;
   const int order = f.model.order();
   ASSERT_EQ(c.model.order(), order) << what;
   for (int a = 0; a < order; ++a) {
-    EXPECT_LE(relative_gap(f.model.factors[static_cast<std::size_t>(a)].values(),
-                           c.model.factors[static_cast<std::size_t>(order - 1 - a)].values()),
-              kRounding)
+    EXPECT_LE(
+        relative_difference(f.model.factors[static_cast<std::size_t>(a)].values(),
+                            c.model.factors[static_cast<std::size_t>(order - 1 - a)].values()),
+        kRounding)
         << what << ", axis " << a;
   }
 }
@@ -376,7 +367,8 @@ TEST(Layout, TuckerInPlaceAgreesWithFortranOrder) {
     // The ranks, eigenvalues and factors of every axis (signs fixed), the model as a
     // tensor, and the error history.
     EXPECT_EQ(rf.model.ranks(), detail::reversed(rc.model.ranks())) << what;
-    EXPECT_LE(relative_gap(rf.model.full().values(), c_order(rc.model.full()).values()), kRounding)
+    EXPECT_LE(relative_difference(rf.model.full().values(), c_order(rc.model.full()).values()),
+              kRounding)
         << what;
     // A rank above the product of the others (eps here truncates the 3-way array to
     // ranks (2, 1, 1)) leaves HOOI a column that is any unit vector orthogonal to the
@@ -389,17 +381,17 @@ TEST(Layout, TuckerInPlaceAgreesWithFortranOrder) {
         std::any_of(ranks.begin(), ranks.end(), [&](index_t r) { return r * r > all; });
     for (int a = 0; a < order; ++a) {
       const auto fa = static_cast<std::size_t>(a), ca = static_cast<std::size_t>(order - 1 - a);
-      EXPECT_LE(relative_gap(rf.eigenvalues[fa], rc.eigenvalues[ca]), kRounding)
+      EXPECT_LE(relative_difference(rf.eigenvalues[fa], rc.eigenvalues[ca]), kRounding)
           << what << ", axis " << a;
       if (free_column) continue;
-      EXPECT_LE(relative_gap(rf.model.factors[fa].values(), rc.model.factors[ca].values()),
+      EXPECT_LE(relative_difference(rf.model.factors[fa].values(), rc.model.factors[ca].values()),
                 kRounding)
           << what << ", axis " << a;
     }
     if (free_column) {
       EXPECT_LE(std::abs(rf.relative_error - rc.relative_error), kRounding) << what;
     } else {
-      EXPECT_LE(relative_gap(rf.error_history, rc.error_history), kRounding) << what;
+      EXPECT_LE(relative_difference(rf.error_history, rc.error_history), kRounding) << what;
     }
   });
 }
@@ -453,7 +445,7 @@ TEST(Layout, TuckerSignsDependOnTheModelOnly) {
   }
   TTensor<double> expected = m;
   detail::fix_signs(expected);
-  EXPECT_LE(relative_gap(expected.full().values(), m.full().values()), 1e-15);
+  EXPECT_LE(relative_difference(expected.full().values(), m.full().values()), 1e-15);
   for (int n = 0; n < 3; ++n) {
     for (index_t j = 0; j < m.core.dim(n); ++j) {
       TTensor<double> flipped = m;

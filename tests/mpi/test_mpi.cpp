@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "relative_difference.hpp"
 #include "tenfold/cp.hpp"
 #include "tenfold/error.hpp"
 #include "tenfold/io.hpp"
@@ -83,21 +84,6 @@ fs::path save(const Tensor<double>& x, const std::string& name, bool fortran) {
   }
   MPI_Barrier(MPI_COMM_WORLD);
   return path;
-}
-
-double max_abs(const std::vector<double>& v) {
-  double m = 0.0;
-  for (double x : v) m = std::max(m, std::abs(x));
-  return m;
-}
-
-// max |a - b| / max |b|
-double relative_difference(const std::vector<double>& a, const std::vector<double>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double d = 0.0;
-  for (std::size_t i = 0; i < std::min(a.size(), b.size()); ++i)
-    d = std::max(d, std::abs(a[i] - b[i]));
-  return d / max_abs(b);
 }
 
 const std::vector<std::vector<index_t>> kShapes = {
