@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backend_test_util.hpp"
+#include "cp/cp_als.hpp"
 #include "cp_test_util.hpp"
 #include "tenfold/cp.hpp"
 #include "tenfold/error.hpp"
@@ -656,4 +657,103 @@ TENFOLD_ON_EACH_BACKEND(CpAlsKnownAnswer);
 TENFOLD_ON_EACH_BACKEND(CpAls);
 
 }  // namespace
+// --- the closed-form fit's resolution ------------------------------------------------
+
+namespace {
+
+// |lambda|^T (*_n |F_n^T F_n|) |lambda|: the model's sum of absolute terms.
+template <class T>
+double absolute_model_norm2(const KTensor<T>& k) {
+  double sum = 0.0;
+  for (index_t i = 0; i < k.rank(); ++i) {
+    for (index_t j = 0; j < k.rank(); ++j) {
+      double v = std::abs(static_cast<double>(k.weights[static_cast<std::size_t>(i)]) *
+                          k.weights[static_cast<std::size_t>(j)]);
+      for (const Matrix<T>& f : k.factors) {
+        double g = 0.0;
+        for (index_t a = 0; a < f.rows(); ++a) g += static_cast<double>(f(a, i)) * f(a, j);
+        v *= std::abs(g);
+      }
+      sum += v;
+    }
+  }
+  return sum;
+}
+
+// The error of the reported ||X - model||^2 against the dense reconstruction's, in units
+// of eps(T) (||X||^2 + |lambda|^T (*_n |G_n|) |lambda|), stays within the bound that the
+// stopping rule assumes (fit_rounding_units), with and without compression first, after a
+// few and after many sweeps. CI runs this under every OpenBLAS kernel of its processor.
+template <class T>
+void expect_closed_form_within_bound() {
+  double worst = 0.0;
+  for (const std::vector<index_t>& dims :
+       std::vector<std::vector<index_t>>{{20, 12}, {12, 9, 7}, {5, 4, 3, 6}, {40, 30, 20}}) {
+    for (std::uint64_t seed : {0u, 7u}) {
+      const Tensor<T> x = random_tensor<T>(dims, seed);
+      double norm_x2 = 0.0;
+      for (T v : x.values()) norm_x2 += static_cast<double>(v) * v;
+      for (index_t rank : {2, 4, 8}) {
+        for (CpCompress compress : {CpCompress::off, CpCompress::on}) {
+          for (int sweeps : {3, 30}) {
+            CpOptions o;
+            o.rank = rank;
+            o.seed = seed;
+            o.init = CpInit::random;
+            o.max_iters = sweeps;
+            o.tol = 0.0;
+            o.compress = compress;
+            const CpResult<T> r = cp_als(x, o);
+            const double exact = exact_relative_error(x, r.model);
+            const double reported = 1.0 - r.fit;
+            const double units =
+                std::abs(reported * reported - exact * exact) * norm_x2 /
+                (std::numeric_limits<T>::epsilon() * (norm_x2 + absolute_model_norm2(r.model)));
+            worst = std::max(worst, units);
+          }
+        }
+      }
+    }
+  }
+  EXPECT_LE(worst, detail::fit_rounding_units<T>());
+  // The bound is not slack by orders of magnitude either (it decides when to stop).
+  EXPECT_GE(worst, detail::fit_rounding_units<T>() / 64.0);
+}
+
+}  // namespace
+
+TEST(CpFitResolution, ClosedFormErrorWithinTheBoundDouble) {
+  expect_closed_form_within_bound<double>();
+}
+
+TEST(CpFitResolution, ClosedFormErrorWithinTheBoundFloat) {
+  expect_closed_form_within_bound<float>();
+}
+
+TEST(CpFitResolution, IsTheChangeOfFitThatAnErrorOfTheBoundMakes) {
+  // resid2 = 0.01 ||X||^2 (fit 0.9): e / (2 ||X|| ||X - model||); exact model: sqrt(e) / ||X||.
+  const double e = detail::fit_rounding_units<double>() * std::numeric_limits<double>::epsilon();
+  EXPECT_NEAR(detail::fit_resolution<double>(0.01, 1.0, 1.0), e / 0.2, 1e-6 * e / 0.2);
+  EXPECT_NEAR(detail::fit_resolution<double>(0.0, 4.0, 4.0), std::sqrt(4.0 * e) / 2.0, 1e-12);
+}
+
+TEST(CpFitResolution, ChangesBelowTheResolutionStopTheRun) {
+  // A tol far below the closed form's resolution: the run stops as converged as soon as
+  // the fit stops moving by more than its rounding, well before max_iters, with the same
+  // fit as a run of all max_iters sweeps.
+  const auto p = planted({20, 12}, 4, 0.0, 0.0, 3);
+  const Tensor<double> x = p.truth.full();
+  CpOptions o;
+  o.rank = 4;
+  o.tol = 1e-300;
+  o.max_iters = 500;
+  const CpResult<double> r = cp_als(x, o);
+  EXPECT_EQ(r.stop, CpStop::converged);
+  EXPECT_LT(r.iterations, 500);
+  o.tol = 0.0;
+  const CpResult<double> all = cp_als(x, o);
+  EXPECT_EQ(all.stop, CpStop::max_iters);
+  EXPECT_NEAR(r.fit, all.fit, 1e-6);
+}
+
 }  // namespace tenfold::test

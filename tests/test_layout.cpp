@@ -284,14 +284,29 @@ constexpr double kRounding = 0x1p-30;
 
 void expect_close_cp(const CpResult<double>& f, const CpResult<double>& c,
                      const std::string& what) {
-  EXPECT_EQ(f.iterations, c.iterations) << what;
-  EXPECT_EQ(f.stop, c.stop) << what;
   EXPECT_EQ(f.compressed, c.compressed) << what;
   EXPECT_EQ(f.compression_ranks, detail::reversed(c.compression_ranks)) << what;
-  EXPECT_LE(relative_difference(f.fit_history, c.fit_history), kRounding) << what;
-  EXPECT_LE(relative_difference(f.model.weights, c.model.weights), kRounding) << what;
   const int order = f.model.order();
   ASSERT_EQ(c.model.order(), order) << what;
+  // The sweeps agree to rounding; where the stopping decision is taken on a change of fit
+  // at its threshold, rounding may decide it one way or the other: then both converged,
+  // the common sweeps agree and so do the final fits and models.
+  const std::size_t common = std::min(f.fit_history.size(), c.fit_history.size());
+  EXPECT_LE(relative_difference(
+                std::vector<double>(f.fit_history.begin(), f.fit_history.begin() + common),
+                std::vector<double>(c.fit_history.begin(), c.fit_history.begin() + common)),
+            kRounding)
+      << what;
+  if (f.iterations != c.iterations) {
+    EXPECT_EQ(f.stop, CpStop::converged) << what;
+    EXPECT_EQ(c.stop, CpStop::converged) << what;
+    EXPECT_NEAR(f.fit, c.fit, 1e-9) << what;
+    EXPECT_LE(relative_difference(f.model.full().values(), c_order(c.model.full()).values()), 1e-6)
+        << what;
+    return;
+  }
+  EXPECT_EQ(f.stop, c.stop) << what;
+  EXPECT_LE(relative_difference(f.model.weights, c.model.weights), kRounding) << what;
   for (int a = 0; a < order; ++a) {
     EXPECT_LE(
         relative_difference(f.model.factors[static_cast<std::size_t>(a)].values(),

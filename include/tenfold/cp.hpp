@@ -86,7 +86,9 @@ struct TENFOLD_API CpProgress {
 struct TENFOLD_API CpOptions {
   index_t rank = 1;     ///< number of components R >= 1
   int max_iters = 100;  ///< outer iterations (sweeps over all modes), >= 1
-  double tol = 1e-6;    ///< stop when |change of fit| < tol (>= 0)
+  /// Stop when |change of fit| < tol, or when the change is within the fit's own
+  /// rounding (docs/algorithms.md, "Limit of this formula"); tol = 0 runs max_iters sweeps.
+  double tol = 1e-6;
   /// The start. The default resolves to nvecs, which recovers planted low-rank
   /// problems far more often than one random start (docs/algorithms.md).
   CpInit init = CpInit::automatic;
