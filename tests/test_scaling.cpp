@@ -118,7 +118,10 @@ TYPED_TEST(Scaling, CpAtExtremeMagnitudesIsTheProblemAtOneScaled) {
       SCOPED_TRACE(name + " at " + std::to_string(scale));
       const CpResult<T> got = run(times<T>(rank_two(), scale));
       ASSERT_EQ(got.fit_history.size(), want.fit_history.size());
-      for (std::size_t i = 0; i < want.fit_history.size(); ++i)
+      // HALS's first sweep is one pass of coordinate descent from the start as given,
+      // whose magnitude is not that of the tensor: it depends on the tensor's scale (at
+      // 2^k too) by design, and the later sweeps no longer do.
+      for (std::size_t i = name == "nonnegative" ? 1 : 0; i < want.fit_history.size(); ++i)
         EXPECT_NEAR(got.fit_history[i], want.fit_history[i], fit_tol<T>()) << "iteration " << i;
       EXPECT_NEAR(got.relative_error, want.relative_error, fit_tol<T>());
       EXPECT_LT(rel_diff(scaled_values(got.model.weights, scale), widened(want.model.weights)),
@@ -147,7 +150,7 @@ TYPED_TEST(Scaling, TuckerAtExtremeMagnitudesIsTheProblemAtOneScaled) {
       } else {
         o.ranks = {2, 2, 2};
       }
-      const TuckerResult<T> want = tucker(x.view(), o);
+      const TuckerResult<T> want = tucker(x, o);
       ASSERT_GT(want.relative_error, 0.01);
       // In double, the eigenvalues (squares) need |x| within about 1e+-154.
       std::vector<double> scales = extreme_scales<T>();
@@ -155,7 +158,7 @@ TYPED_TEST(Scaling, TuckerAtExtremeMagnitudesIsTheProblemAtOneScaled) {
       for (double scale : scales) {
         SCOPED_TRACE(std::string(to_string(method)) + (by_eps ? " eps" : " ranks") + " at " +
                      std::to_string(scale));
-        const TuckerResult<T> got = tucker(times<T>(rank_two(), scale).view(), o);
+        const TuckerResult<T> got = tucker(times<T>(rank_two(), scale), o);
         ASSERT_EQ(got.model.ranks(), want.model.ranks());
         EXPECT_NEAR(got.relative_error, want.relative_error, fit_tol<T>());
         EXPECT_LT(rel_diff(scaled_values(got.model.core.values(), scale),
@@ -192,7 +195,7 @@ TEST(ScalingLimits, UnrepresentableResultsAreRefusedInOneLine) {
   expect_throw_with<NumericalError>([&] { cp_als(constant(big), cp); },
                                     "the CP weights of this tensor (largest |x| = 1.7e+38) "
                                     "exceed the range of float; decompose it in double");
-  expect_throw_with<NumericalError>([&] { tucker(constant(big).view(), tk); },
+  expect_throw_with<NumericalError>([&] { tucker(constant(big), tk); },
                                     "the entries of the Tucker core of this tensor");
   // Subnormal input: the weight sqrt(120) 1e-41 is subnormal too.
   expect_throw_with<NumericalError>([&] { cp_als(constant(1e-41f), cp); },
@@ -202,9 +205,9 @@ TEST(ScalingLimits, UnrepresentableResultsAreRefusedInOneLine) {
   // In double, Tucker's eigenvalues are squares: 1e+-200 is refused for them (not a
   // failing eigensolver), while CP-ALS is fine.
   expect_throw_with<NumericalError>(
-      [&] { tucker(times<double>(rank_two(), 1e200).view(), tk); },
+      [&] { tucker(times<double>(rank_two(), 1e200), tk); },
       "the Gram eigenvalues of this tensor (largest |x| = ");
-  expect_throw_with<NumericalError>([&] { tucker(times<double>(rank_two(), 1e-300).view(), tk); },
+  expect_throw_with<NumericalError>([&] { tucker(times<double>(rank_two(), 1e-300), tk); },
                                     "fall below the range of double; scale the tensor up");
   EXPECT_LT(cp_als(times<double>(rank_two(), 1e-300), cp).fit, 0.99);
 }
@@ -213,15 +216,15 @@ TEST(ScalingLimits, FloatNearTheLimitsNeedsNoEigensolverLuck) {
   // The Grams of a float tensor near 1e-38 underflowed and the eigensolver failed.
   TuckerOptions o;
   o.ranks = {2, 2, 2};
-  const TuckerResult<float> got = tucker(times<float>(rank_two(), 1e-37).view(), o);
-  const TuckerResult<float> want = tucker(times<float>(rank_two(), 1.0).view(), o);
+  const TuckerResult<float> got = tucker(times<float>(rank_two(), 1e-37), o);
+  const TuckerResult<float> want = tucker(times<float>(rank_two(), 1.0), o);
   EXPECT_NEAR(got.relative_error, want.relative_error, fit_tol<float>());
 }
 
 TEST(ScalingCli, CpOfATinyTensorReportsTheTrueFit) {
   TempDir dir;
-  io::save_npy(dir / "x.npy", rank_two().view());
-  io::save_npy(dir / "tiny.npy", times<double>(rank_two(), 1e-200).view());
+  io::save_npy<double>(dir / "x.npy", rank_two().view());
+  io::save_npy<double>(dir / "tiny.npy", times<double>(rank_two(), 1e-200).view());
   const std::string common = " --rank 2 --max-iters 30 --tol 0 -q --out ";
   ASSERT_EQ(tenfold_cli(dir, "cp " + (dir / "x.npy").string() + common + (dir / "a").string()).code,
             0);
