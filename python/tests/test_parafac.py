@@ -184,7 +184,7 @@ def test_cuda_backend_raises_device_error_without_a_device(covid):
 
 
 def test_overflow_raises_numerical_error():
-    # Entries near the top of float32's range: the start's Grams overflow.
-    with pytest.raises(tenfold.NumericalError, match="overflows"):
-        tenfold.parafac(np.full((4, 3, 3), 1e30, dtype=np.float32), 1)
+    # Entries near the top of float32's range: the weight 6 * 3e38 cannot be represented.
+    with pytest.raises(tenfold.NumericalError, match="exceed the range of float"):
+        tenfold.parafac(np.full((4, 3, 3), 3e38, dtype=np.float32), 1)
     assert issubclass(tenfold.NumericalError, ArithmeticError)
