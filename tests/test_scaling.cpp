@@ -204,9 +204,8 @@ TEST(ScalingLimits, UnrepresentableResultsAreRefusedInOneLine) {
                                     "fall below the range of double; scale the tensor up");
   // In double, Tucker's eigenvalues are squares: 1e+-200 is refused for them (not a
   // failing eigensolver), while CP-ALS is fine.
-  expect_throw_with<NumericalError>(
-      [&] { tucker(times<double>(rank_two(), 1e200), tk); },
-      "the Gram eigenvalues of this tensor (largest |x| = ");
+  expect_throw_with<NumericalError>([&] { tucker(times<double>(rank_two(), 1e200), tk); },
+                                    "the Gram eigenvalues of this tensor (largest |x| = ");
   expect_throw_with<NumericalError>([&] { tucker(times<double>(rank_two(), 1e-300), tk); },
                                     "fall below the range of double; scale the tensor up");
   EXPECT_LT(cp_als(times<double>(rank_two(), 1e-300), cp).fit, 0.99);

@@ -52,14 +52,14 @@ void scale_back(std::span<U> v, int e, const Balancing& b, const std::string& wh
   std::snprintf(magnitude, sizeof magnitude, "%.3g", b.max_abs);
   throw NumericalError(what + " of this tensor (largest |x| = " + magnitude + ") " +
                        (overflow ? "exceed" : "fall below") + " the range of " +
-                       (is_float ? "float; decompose it in double"
-                                 : overflow ? "double; scale the tensor down"
-                                            : "double; scale the tensor up"));
+                       (is_float   ? "float; decompose it in double"
+                        : overflow ? "double; scale the tensor down"
+                                   : "double; scale the tensor up"));
 }
 
-#define TENFOLD_INSTANTIATE_SCALING(T)                                              \
-  template Balancing balancing<T>(TensorView<const T>, const std::uint8_t*);        \
-  template Tensor<T> scaled<T>(TensorView<const T>, int);                           \
+#define TENFOLD_INSTANTIATE_SCALING(T)                                       \
+  template Balancing balancing<T>(TensorView<const T>, const std::uint8_t*); \
+  template Tensor<T> scaled<T>(TensorView<const T>, int);                    \
   template void scale_back<T>(std::span<T>, int, const Balancing&, const std::string&);
 TENFOLD_INSTANTIATE_FOR_EACH_VALUE_TYPE(TENFOLD_INSTANTIATE_SCALING)
 

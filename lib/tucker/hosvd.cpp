@@ -35,7 +35,7 @@ bool sthosvd(TuckerState<T>& s, const Truncation& t, const std::vector<int>& ord
       c.copy(ensure(c, s.core, size), y, size);
     }
     // The model so far: X^ = Y x_n U_n over the modes processed (the result at the last)
-    const double error = !s.callback    ? 0.0
+    const double error = !s.callback     ? 0.0
                          : k + 1 < steps ? s.relative_error(y, checked_numel(ydims))
                                          : s.relative_error();
     go_on = s.report(TuckerMethod::sthosvd, 0, n, error);

@@ -91,8 +91,8 @@ void truncate_mode(TuckerState<T>& s, const T* y, const std::vector<index_t>& yd
     c.download(host.data(), zz.get(), host.size());
     std::vector<double> e(static_cast<std::size_t>(in));
     for (index_t i = 0; i < in; ++i) {
-      e[static_cast<std::size_t>(i)] = static_cast<double>(host[static_cast<std::size_t>(
-          (in - 1 - i) * (in + 1))]);
+      e[static_cast<std::size_t>(i)] =
+          static_cast<double>(host[static_cast<std::size_t>((in - 1 - i) * (in + 1))]);
     }
     return e;
   };

@@ -296,9 +296,9 @@ TuckerResult<T> tucker(TensorView<const T> x, const TuckerOptions& options) {
     res = tucker_in_layout(x, options, start);
   } else {
     res = tucker_in_layout<T>(detail::scaled(x, b.exponent).view(), options, start);
-    detail::scale_back(std::span<T>(res.model.core.data(),
-                                    static_cast<std::size_t>(res.model.core.numel())),
-                       b.exponent, b, "the entries of the Tucker core");
+    detail::scale_back(
+        std::span<T>(res.model.core.data(), static_cast<std::size_t>(res.model.core.numel())),
+        b.exponent, b, "the entries of the Tucker core");
     for (std::vector<double>& e : res.eigenvalues) {
       detail::scale_back(std::span<double>(e), 2 * b.exponent, b, "the Gram eigenvalues");
     }
