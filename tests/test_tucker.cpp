@@ -214,8 +214,8 @@ TYPED_TEST(TuckerTyped, RecoversExactMultilinearRank) {
       EXPECT_EQ(r.model.ranks(), ranks) << what;
       EXPECT_LT(true_relative_error(x, r.model), tol<T>()) << what;
       EXPECT_LT(orthonormality_defect(r.model), tol<T>()) << what;
-      // Reported error: sqrt of a cancelling difference, good to about sqrt(epsilon).
-      EXPECT_LT(r.relative_error, 10 * std::sqrt(std::numeric_limits<T>::epsilon())) << what;
+      // Reported error: from the residual below sqrt(epsilon), as exact as the true one.
+      EXPECT_LT(r.relative_error, tol<T>()) << what;
       // The eigenvalues past the rank are round-off.
       for (std::size_t n = 0; n < dims.size(); ++n) {
         const auto& lam = r.eigenvalues[n];
@@ -230,6 +230,49 @@ TYPED_TEST(TuckerTyped, RecoversExactMultilinearRank) {
       o.eps = 1e-6;
       EXPECT_EQ(tucker(x, o).model.ranks(), ranks);
     }
+  }
+}
+
+// --- errors and ranks below sqrt(epsilon) ------------------------------------------
+
+TYPED_TEST(TuckerTyped, TinyEpsFindsTheSmallestRanksAndReportsTheTrueError) {
+  using T = TypeParam;
+  // x(i, j, k) = i + 3 j + 12 k (np.arange(60.).reshape(3, 4, 5) in Fortran order) has
+  // multilinear rank (2, 2, 2) exactly. The eps budget lies far below the accuracy of the
+  // Gram eigenvalues (about epsilon ||X||^2), which kept round-off as rank: (3, 3, 4).
+  Tensor<T> x({3, 4, 5});
+  for (index_t i = 0; i < x.numel(); ++i) x[i] = static_cast<T>(i);
+  const double eps = std::is_same_v<T, double> ? 1e-10 : 1e-5;
+  for (TuckerMethod method : {TuckerMethod::sthosvd, TuckerMethod::hosvd, TuckerMethod::hooi}) {
+    TuckerOptions o;
+    o.method = method;
+    o.eps = eps;
+    const TuckerResult<T> r = tucker(x, o);
+    const std::string what(to_string(method));
+    EXPECT_EQ(r.model.ranks(), (std::vector<index_t>{2, 2, 2})) << what;
+    EXPECT_LE(r.relative_error, eps) << what;
+    EXPECT_NEAR(r.relative_error, true_relative_error(x, r.model),
+                100 * std::numeric_limits<T>::epsilon())
+        << what;
+  }
+}
+
+TEST(TuckerErrors, ReportedErrorIsAccurateFarBelowSqrtEpsilon) {
+  // A multilinear rank (2, 2, 2) tensor plus noise of relative norm 1e-10: the error of
+  // the rank (2, 2, 2) model is about 1e-10, which sqrt(||X||^2 - ||G||^2) cannot resolve
+  // (its round-off is about 1e-8).
+  Tensor<double> x = random_ttensor<double>({8, 7, 6}, {2, 2, 2}, 40).full();
+  const Tensor<double> noise = random_tensor<double>({8, 7, 6}, 41);
+  const double scale = 1e-10 * norm<double>(x.view()) / norm<double>(noise.view());
+  for (index_t i = 0; i < x.numel(); ++i) x[i] += scale * noise[i];
+  for (TuckerMethod method : {TuckerMethod::sthosvd, TuckerMethod::hosvd, TuckerMethod::hooi}) {
+    TuckerOptions o;
+    o.method = method;
+    o.ranks = {2, 2, 2};
+    const TuckerResult<double> r = tucker(x, o);
+    const double truth = true_relative_error(x, r.model);
+    EXPECT_GT(truth, 1e-11) << to_string(method);
+    EXPECT_NEAR(r.relative_error, truth, 1e-13) << to_string(method);
   }
 }
 

@@ -94,7 +94,9 @@ struct TENFOLD_API TuckerOptions {
   std::vector<index_t> ranks;
   /// Relative error tolerance in (0, 1): each mode keeps the fewest leading
   /// eigenvectors whose discarded eigenvalues sum to at most eps^2 ||X||^2 / N,
-  /// which guarantees ||X - X^|| <= eps ||X|| (HOOI keeps the ranks so chosen).
+  /// which guarantees ||X - X^|| <= eps ||X|| (HOOI keeps the ranks so chosen). Budgets
+  /// below the eigenvalues' accuracy (sqrt(machine epsilon) of the Gram's trace) are
+  /// met with the projections' energies instead (docs/tucker.md).
   std::optional<double> eps;
   /// Order in which ST-HOSVD (and HOOI's start) processes the modes: a permutation
   /// of 0..N-1. Empty: automatic (with ranks, decreasing I_n / r_n; with eps,
@@ -147,8 +149,9 @@ struct TENFOLD_API TuckerResult {
   /// the full tensor's for HOSVD, the partly shrunk tensor's for ST-HOSVD and for
   /// HOOI's start.
   std::vector<std::vector<double>> eigenvalues;
-  /// ||X - X^|| / ||X|| = sqrt(||X||^2 - ||G||^2) / ||X|| (clamped at 0); unreliable
-  /// below about sqrt(machine epsilon) of T. 0 for a zero tensor.
+  /// ||X - X^|| / ||X|| = sqrt(||X||^2 - ||G||^2) / ||X|| (clamped at 0), or below
+  /// 16 sqrt(machine epsilon) of T, where that difference cancels, from the formed
+  /// residual X - X^ (docs/tucker.md, "The reported error"). 0 for a zero tensor.
   double relative_error = 0.0;
   /// numel(X) / (numel(G) + sum_n I_n r_n).
   double compression_ratio = 0.0;

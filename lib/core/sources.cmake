@@ -5,6 +5,7 @@ target_sources(tenfold_core PRIVATE
   core/memory.cpp
   core/layout.cpp
   core/multilinear.cpp
+  core/scaling.cpp
   core/tensor.cpp
   core/thread_pool.cpp
   core/threads.cpp)

@@ -13,6 +13,7 @@
 #include "core/memory.hpp"
 #include "core/names.hpp"
 #include "core/random.hpp"
+#include "core/scaling.hpp"
 #include "cp/compressed.hpp"
 #include "cp/dense_operand.hpp"
 #include "cp/hals.hpp"
@@ -632,6 +633,8 @@ CpResult<T> cp_als(TensorView<const T> x, const CpOptions& options, CpStart<T> i
   check_finite(x, "tensor");
   detail::validate_cp_options(options, initial_factors, x.dims());
   auto c = detail::make_compute<T>(options.backend);
+  // Magnitudes far from 1: the problem scaled by a power of two (core/scaling.hpp).
+  const detail::Balancing b = detail::balancing(x);
   // Row-major: the array's column-major copy in NumPy axis order (the arithmetic of its
   // Fortran-order copy), or the array itself with its modes numbered by axis.
   const bool copy =
@@ -639,8 +642,10 @@ CpResult<T> cp_als(TensorView<const T> x, const CpOptions& options, CpStart<T> i
   const bool in_place = options.layout == Layout::row_major && !copy;
   CpResult<T> res;
   {
-    const Tensor<T> axis_order = copy ? detail::reverse_modes(x) : Tensor<T>();
-    const TensorView<const T> xs = copy ? axis_order.view() : x;
+    const Tensor<T> balanced = b.exponent != 0 ? detail::scaled(x, b.exponent) : Tensor<T>();
+    const TensorView<const T> xb = b.exponent != 0 ? balanced.view() : x;
+    const Tensor<T> axis_order = copy ? detail::reverse_modes(xb) : Tensor<T>();
+    const TensorView<const T> xs = copy ? axis_order.view() : xb;
     res = detail::run_in_axis_order(
         options, initial_factors, [&](const CpOptions& o, std::span<const Matrix<T>> initial) {
           // Compression first where it pays (cp/compressed.hpp).
@@ -654,6 +659,7 @@ CpResult<T> cp_als(TensorView<const T> x, const CpOptions& options, CpStart<T> i
           });
         });
   }
+  detail::scale_back(std::span<T>(res.model.weights), b.exponent, b, "the CP weights");
   // The whole call: releasing the copy and the operand's buffers takes time too.
   res.timings.total = detail::seconds_since(start);
   return res;

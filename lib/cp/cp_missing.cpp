@@ -4,6 +4,7 @@
 
 #include "core/format.hpp"
 #include "core/layout.hpp"
+#include "core/scaling.hpp"
 #include "cp/cp_als.hpp"
 #include "cp/masked_operand.hpp"
 #include "cp/reversed_operand.hpp"
@@ -49,22 +50,28 @@ CpResult<T> cp_als(TensorView<const T> x, TensorView<const std::uint8_t> observe
   }
   detail::validate_cp_options(options, initial_factors, x.dims());
   auto c = detail::make_compute<T>(options.backend);
+  // Magnitudes far from 1: the problem scaled by a power of two (core/scaling.hpp).
+  const detail::Balancing b = detail::balancing(x, observed.data());
+  const Tensor<T> balanced = b.exponent != 0 ? detail::scaled(x, b.exponent) : Tensor<T>();
+  const TensorView<const T> xb = b.exponent != 0 ? balanced.view() : x;
   // Row-major: the tensor and the mask as column-major copies in NumPy axis order, or
   // read in place with the modes numbered by axis (RowMajorInput).
   const bool copy = detail::copies_to_axis_order(options.layout, options.row_major_input, x.numel(),
                                                  sizeof(T) + 1);
   const bool in_place = options.layout == Layout::row_major && !copy;
-  const Tensor<T> x_axes = copy ? detail::reverse_modes(x) : Tensor<T>();
+  const Tensor<T> x_axes = copy ? detail::reverse_modes(xb) : Tensor<T>();
   const Tensor<std::uint8_t> observed_axes =
       copy ? detail::reverse_modes(observed) : Tensor<std::uint8_t>();
-  return detail::run_in_axis_order(
+  CpResult<T> res = detail::run_in_axis_order(
       options, initial_factors, [&](const CpOptions& o, std::span<const Matrix<T>> initial) {
-        detail::MaskedOperand<T> op(*c, copy ? x_axes.view() : x,
+        detail::MaskedOperand<T> op(*c, copy ? x_axes.view() : xb,
                                     copy ? observed_axes.view() : observed, weighted);
         return detail::run_in_axis_numbering(*c, op, in_place, [&](detail::CpOperand<T>& a) {
           return detail::run_cp_starts(a, *c, o, initial, start);
         });
       });
+  detail::scale_back(std::span<T>(res.model.weights), b.exponent, b, "the CP weights");
+  return res;
 }
 
 std::string_view to_string(CpMissingSolver solver) {

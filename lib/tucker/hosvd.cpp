@@ -29,14 +29,18 @@ bool sthosvd(TuckerState<T>& s, const Truncation& t, const std::vector<int>& ord
       ydims = std::move(next);
       y = z;
     });
+    if (k + 1 == steps) {
+      // G = Y
+      const auto size = static_cast<std::size_t>(checked_numel(ydims));
+      c.copy(ensure(c, s.core, size), y, size);
+    }
     // The model so far: X^ = Y x_n U_n over the modes processed (the result at the last)
-    const double error = s.callback ? s.relative_error(y, checked_numel(ydims)) : 0.0;
+    const double error = !s.callback     ? 0.0
+                         : k + 1 < steps ? s.relative_error(y, checked_numel(ydims))
+                                         : s.relative_error();
     go_on = s.report(TuckerMethod::sthosvd, 0, n, error);
     if (!go_on && k + 1 < steps) s.cancelled(TuckerMethod::sthosvd, k + 1, steps);
   }
-  // G = Y
-  const auto size = static_cast<std::size_t>(checked_numel(ydims));
-  c.copy(ensure(c, s.core, size), y, size);
   return go_on;
 }
 

@@ -32,8 +32,12 @@ struct TuckerState {
     acc += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
 
-  /// ||X - X^|| / ||X|| from ||G||: sqrt(max(0, ||X||^2 - ||G||^2)) / ||X||.
-  double relative_error() { return relative_error(core.get(), checked_numel(ranks)); }
+  /// ||X - X^|| / ||X|| of the model (orthonormal factors, G = X x_0 U_0^T ...):
+  /// sqrt(max(0, ||X||^2 - ||G||^2)) / ||X||, which cancels (its absolute error is
+  /// about sqrt(eps) ||X||), so below kDirectErrorBelow sqrt(eps) it is recomputed from
+  /// the residual X - G x_0 U_0 ... itself (accurate to about eps ||X||; one tensor more
+  /// of memory, skipped when that is not available). Uses work0 and work1.
+  double relative_error();
   /// The same for X^ = Y x_n U_n ... over some modes, with Y (numel entries, backend
   /// memory) = X x_n U_n^T ... : X^ is X's orthogonal projection, so ||X - X^||^2 =
   /// ||X||^2 - ||Y||^2.
@@ -68,12 +72,23 @@ void validate_tucker_options(const std::vector<index_t>& dims, const TuckerOptio
 /// The order in which ST-HOSVD processes the modes (o.mode_order, or automatic).
 std::vector<int> choose_mode_order(const std::vector<index_t>& dims, const TuckerOptions& o);
 
+/// Relative errors below this multiple of sqrt(eps) are computed from the residual.
+inline constexpr double kDirectErrorBelow = 16.0;
+
+/// For the eigenvectors v_i of a mode's Gram (in x in, backend memory, ascending
+/// eigenvalues): ||v_i^T Y_(n)||^2 in descending order of the eigenvalues.
+template <class T>
+using ProjectedEnergies = std::function<std::vector<double>(const T* vectors)>;
+
 /// From the Gram g (in x in, backend memory, overwritten) of mode n: u (in x r) = its
 /// leading eigenvectors, largest first, r given by t; returns r, with all eigenvalues
-/// (descending, negatives clamped to 0) in lambda.
+/// (descending, negatives clamped to 0) in lambda. The eigenvalues of a computed Gram
+/// are accurate only to about eps trace(g) absolutely, so when t.max_discarded is below
+/// sqrt(eps) trace(g) the discarded sums come from `energies` (if given) instead: the
+/// energies of the projections, accurate to about eps^2 trace(g).
 template <class T>
 index_t truncate_gram(Compute<T>& c, T* g, index_t in, int n, const Truncation& t, Buffer<T>& u,
-                      std::vector<double>& lambda);
+                      std::vector<double>& lambda, const ProjectedEnergies<T>& energies = {});
 
 /// U_n = the leading eigenvectors of Y_(n) Y_(n)^T, with Y (shape ydims, ydims[n] =
 /// I_n) in backend memory; sets ranks[n] and, when `record`, eigenvalues[n].

@@ -10,6 +10,7 @@
 #include "core/layout.hpp"
 #include "core/memory.hpp"
 #include "core/names.hpp"
+#include "core/scaling.hpp"
 #include "tenfold/error.hpp"
 #include "tucker/steps.hpp"
 
@@ -245,13 +246,10 @@ TuckerResult<T> run_tucker(detail::Compute<T>& c, TensorView<const T> x,
   return res;
 }
 
-}  // namespace
-
+// tucker() of a validated tensor, as its layout says.
 template <class T>
-TuckerResult<T> tucker(TensorView<const T> x, const TuckerOptions& options) {
-  const auto start = std::chrono::steady_clock::now();
-  detail::validate_tucker_options(x.dims(), options);
-  check_finite(x, "Tucker input tensor");
+TuckerResult<T> tucker_in_layout(TensorView<const T> x, const TuckerOptions& options,
+                                 std::chrono::steady_clock::time_point start) {
   auto c = detail::make_compute<T>(options.backend);
   if (!detail::copies_to_axis_order(options.layout, options.row_major_input, x.numel(),
                                     sizeof(T))) {
@@ -279,6 +277,32 @@ TuckerResult<T> tucker(TensorView<const T> x, const TuckerOptions& options) {
   res.model.factors = detail::reversed(std::move(res.model.factors));
   res.eigenvalues = detail::reversed(std::move(res.eigenvalues));
   res.mode_order = reverse_mode_numbers(std::move(res.mode_order), order);
+  return res;
+}
+
+}  // namespace
+
+template <class T>
+TuckerResult<T> tucker(TensorView<const T> x, const TuckerOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  detail::validate_tucker_options(x.dims(), options);
+  check_finite(x, "Tucker input tensor");
+  // Magnitudes far from 1: the problem scaled by a power of two (core/scaling.hpp); the
+  // factors and the relative error do not change, the core scales back by 2^-e and the
+  // eigenvalues (squares) by 2^-2e.
+  const detail::Balancing b = detail::balancing(x);
+  TuckerResult<T> res;
+  if (b.exponent == 0) {
+    res = tucker_in_layout(x, options, start);
+  } else {
+    res = tucker_in_layout<T>(detail::scaled(x, b.exponent).view(), options, start);
+    detail::scale_back(
+        std::span<T>(res.model.core.data(), static_cast<std::size_t>(res.model.core.numel())),
+        b.exponent, b, "the entries of the Tucker core");
+    for (std::vector<double>& e : res.eigenvalues) {
+      detail::scale_back(std::span<double>(e), 2 * b.exponent, b, "the Gram eigenvalues");
+    }
+  }
   res.timings.total =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return res;

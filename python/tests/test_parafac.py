@@ -32,6 +32,20 @@ def test_planted_problem_is_recovered_in_both_precisions(dtype):
     assert r.init == "nvecs" and r.timings["total"] > 0
 
 
+@pytest.mark.parametrize("dtype, scales", [(np.float64, [1e-300, 1e-200, 1e-150, 1e150, 1e300]),
+                                           (np.float32, [1e-37, 1e-21, 1e30])])
+def test_extreme_magnitudes_give_the_fit_at_one(dtype, scales):
+    # A noisy rank-2 tensor at 1e-200 used to give an all-zero model with fit 1.0.
+    x, _ = planted((6, 5, 4), 2, seed=3, noise=0.2)
+    want = tenfold.parafac(x.astype(dtype), 2, n_iter_max=30, tol=0)
+    assert want.fit < 0.99
+    for s in scales:
+        got = tenfold.parafac((x * s).astype(dtype), 2, n_iter_max=30, tol=0)
+        assert got.fit == pytest.approx(want.fit, abs=1e-4 if dtype == np.float32 else 1e-10)
+        np.testing.assert_allclose(got.weights / s, want.weights,
+                                   rtol=1e-2 if dtype == np.float32 else 1e-7)
+
+
 def test_c_and_fortran_order_give_the_same_bits(covid):
     c = tenfold.parafac(covid, 4, n_iter_max=30, init="random", random_state=5)
     f = tenfold.parafac(np.asfortranarray(covid), 4, n_iter_max=30, init="random",
@@ -170,7 +184,7 @@ def test_cuda_backend_raises_device_error_without_a_device(covid):
 
 
 def test_overflow_raises_numerical_error():
-    # Entries near the top of float32's range: the start's Grams overflow.
-    with pytest.raises(tenfold.NumericalError, match="overflows"):
-        tenfold.parafac(np.full((4, 3, 3), 1e30, dtype=np.float32), 1)
+    # Entries near the top of float32's range: the weight 6 * 3e38 cannot be represented.
+    with pytest.raises(tenfold.NumericalError, match="exceed the range of float"):
+        tenfold.parafac(np.full((4, 3, 3), 3e38, dtype=np.float32), 1)
     assert issubclass(tenfold.NumericalError, ArithmeticError)

@@ -50,6 +50,35 @@ def test_error_bound_and_int_rank():
     assert tenfold.tucker(x, 4).core.shape == (4, 4, 4)
 
 
+def test_tiny_tol_picks_the_smallest_exact_ranks_and_reports_the_true_error():
+    # Rank (2, 2, 2) exactly; the Gram eigenvalues' round-off used to count as rank
+    # (3, 3, 4) and the reported error bottomed out near 1e-8.
+    x = np.arange(60.0).reshape(3, 4, 5)
+    r = tenfold.tucker(x, tol=1e-10)
+    assert r.rank == (2, 2, 2)
+    err = np.linalg.norm(full(*r) - x) / np.linalg.norm(x)
+    assert r.relative_error <= 1e-10
+    assert r.relative_error == pytest.approx(err, abs=1e-13)
+
+
+@pytest.mark.parametrize("dtype, scales", [(np.float64, [1e-150, 1e150]),
+                                           (np.float32, [1e-37, 1e-21, 1e30])])
+def test_extreme_magnitudes_give_the_result_at_one_scaled(dtype, scales):
+    # Used to give an all-zero core and relative_error 0 (the truth is about 0.4).
+    x = np.random.default_rng(5).standard_normal((6, 5, 4))
+    want = tenfold.tucker(x.astype(dtype), rank=[2, 2, 2])
+    for s in scales:
+        got = tenfold.tucker((x * s).astype(dtype), rank=[2, 2, 2])
+        assert got.relative_error == pytest.approx(want.relative_error, abs=1e-5)
+        np.testing.assert_allclose(got.core / s, want.core, rtol=1e-3, atol=1e-3)
+
+
+def test_unrepresentable_eigenvalues_are_refused():
+    x = np.random.default_rng(5).standard_normal((6, 5, 4)) * 1e-300
+    with pytest.raises(tenfold.NumericalError, match="Gram eigenvalues"):
+        tenfold.tucker(x, rank=[2, 2, 2])
+
+
 def test_c_and_fortran_order_give_the_same_bits():
     x = np.random.default_rng(1).random((12, 9, 7, 5))
     for method in ("sthosvd", "hooi"):
