@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/format.hpp"
 #include "core/layout.hpp"
 #include "io/npy.hpp"
 #include "mpi/comm.hpp"
@@ -17,7 +18,6 @@ namespace tenfold::mpi {
 namespace {
 
 using detail::checked_count;
-using detail::on_every_process;
 
 // A file view selecting one block of a global array (count elements of etype), or
 // nothing for an empty block.
@@ -84,11 +84,25 @@ DistTensor<T> DistTensor<T>::make(std::shared_ptr<const ProcessGrid> grid,
   return x;
 }
 
+io::NpyHeader read_npy_header(MPI_Comm comm, const std::filesystem::path& path) {
+  io::NpyHeader h;
+  on_every_process(comm, [&] { h = io::read_npy_header(path); });
+  // Everything the block reads depend on: a process with another file (a float32 copy,
+  // another shape or order) would read its block at the wrong place or size.
+  check_same(comm, "the headers of '" + path.string() + "'",
+             {{"dtype", h.dtype == io::DType::float32 ? "float32" : "float64"},
+              {"memory order", h.fortran_order ? "Fortran" : "C"},
+              {"shape", tenfold::detail::shape_string(h.shape)},
+              {"data offset", std::to_string(h.data_offset)}});
+  return h;
+}
+
 template <class T>
 DistTensor<T> read_npy(MPI_Comm comm, const std::filesystem::path& path,
                        std::vector<int> grid_shape) {
-  io::NpyHeader h;
-  on_every_process(comm, [&] { h = io::read_npy_header(path); });
+  check_same(comm, "the arguments of read_npy",
+             {{"element type", sizeof(T) == 4 ? "float32" : "float64"}});
+  const io::NpyHeader h = read_npy_header(comm, path);
   if (h.shape.empty())
     throw InvalidArgument("'" + path.string() + "' holds a scalar, not a tensor");
   auto grid = std::make_shared<const ProcessGrid>(comm, h.shape, std::move(grid_shape));
@@ -148,6 +162,10 @@ template <class T>
 void write_npy(const std::filesystem::path& path, const DistTensor<T>& x) {
   const ProcessGrid& grid = *x.grid;
   MPI_Comm comm = grid.comm();
+  check_same(comm, "the arguments of write_npy",
+             {{"path", path.string()},
+              {"element type", sizeof(T) == 4 ? "float32" : "float64"},
+              {"shape", tenfold::detail::shape_string(x.dims)}});
   const io::DType dtype = sizeof(T) == 4 ? io::DType::float32 : io::DType::float64;
   const std::string header = io::npy_header(dtype, true, x.dims);
   // A hidden temporary beside the target (named by rank 0's clock), renamed at the end.
