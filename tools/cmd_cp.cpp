@@ -103,24 +103,23 @@ std::vector<Matrix<T>> load_initial_factors(const CpArgs& a, const io::NpyHeader
 
 template <class T>
 int run_cp(const CpArgs& a, const io::NpyHeader& header) {
+  // Checked before any work, in the input's NumPy terms (alike on every process, which
+  // all have the same command line and input header): the rank, then the outputs (where
+  // they are written) and the start's files, an error on any process one on every process.
+  if (const index_t bound = max_cp_rank(header.shape); a.rank > bound) {
+    throw InvalidArgument("--rank " + std::to_string(a.rank) + " exceeds " + std::to_string(bound) +
+                          ", the largest CP rank of any tensor of shape " +
+                          shape_text(header.shape) +
+                          " (the smallest product of all sizes but one)");
+  }
+  const std::vector<int> grid = parse_grid(a.grid, header.shape);
   const bool missing = a.missing == "nan";
-  std::vector<int> grid;
+  if (missing && distributed()) {
+    throw InvalidArgument("--missing nan is not available under mpirun");
+  }
   std::vector<Matrix<T>> initial_factors;
-  // Checked before any work, in the input's NumPy terms (under mpirun an error on any
-  // process is one on every process): the rank, the outputs (where they are written),
-  // then the start's files.
   on_every_process([&] {
-    if (const index_t bound = max_cp_rank(header.shape); a.rank > bound) {
-      throw InvalidArgument(
-          "--rank " + std::to_string(a.rank) + " exceeds " + std::to_string(bound) +
-          ", the largest CP rank of any tensor of shape " + shape_text(header.shape) +
-          " (the smallest product of all sizes but one)");
-    }
-    grid = parse_grid(a.grid, header.shape);
     if (writes_outputs()) check_outputs({{"--out", a.out, true}}, {a.input});
-    if (missing && distributed()) {
-      throw InvalidArgument("--missing nan is not available under mpirun");
-    }
     if (!a.init_factors.empty()) initial_factors = load_initial_factors<T>(a, header);
   });
   // Under mpirun each process reads only its block (distributed_cp).

@@ -60,10 +60,9 @@ int run_tucker(const TuckerArgs& a, const io::NpyHeader& header) {
     }
     o.eps = a.eps;
   }
-  std::vector<int> grid;
-  // Under mpirun an error on any process is one on every process.
+  const std::vector<int> grid = parse_grid(a.grid, header.shape);
+  // Where the outputs are written; under mpirun an error there is one on every process.
   on_every_process([&] {
-    grid = parse_grid(a.grid, header.shape);
     if (writes_outputs()) check_outputs({{"--out", a.out, true}}, {a.input});
   });
   nlohmann::json mpi_report;
