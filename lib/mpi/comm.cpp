@@ -4,6 +4,7 @@
 #include <charconv>
 #include <climits>
 #include <cstdint>
+#include <new>
 #include <vector>
 
 #include "tenfold/error.hpp"
@@ -71,6 +72,9 @@ void on_every_process(MPI_Comm comm, const std::function<void()>& f) {
   std::string message;
   try {
     f();
+  } catch (const std::bad_alloc&) {
+    kind = detail::Kinds::of(MemoryError("out of memory"));
+    message = "out of memory";
   } catch (const std::exception& e) {
     kind = detail::Kinds::of(e);
     message = e.what();

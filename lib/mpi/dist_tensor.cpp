@@ -106,8 +106,16 @@ DistTensor<T> read_npy(MPI_Comm comm, const std::filesystem::path& path,
   if (h.shape.empty())
     throw InvalidArgument("'" + path.string() + "' holds a scalar, not a tensor");
   auto grid = std::make_shared<const ProcessGrid>(comm, h.shape, std::move(grid_shape));
-  DistTensor<T> x = DistTensor<T>::make(grid, h.shape);
   const bool f32 = h.dtype == io::DType::float32;
+  const bool same = (sizeof(T) == 4) == f32;
+  // The block, and a buffer of the file's type when that is not T (a process short of
+  // memory fails every process).
+  DistTensor<T> x;
+  std::vector<char> raw;
+  on_every_process(grid->comm(), [&] {
+    x = DistTensor<T>::make(grid, h.shape);
+    if (!same) raw.resize(static_cast<std::size_t>(x.local.numel()) * (f32 ? 4 : 8));
+  });
   const MPI_Datatype etype = f32 ? MPI_FLOAT : MPI_DOUBLE;
   // A C-order file is read as its reversed Fortran array: the block of the reversed
   // axes, then transposed in memory to axis 0 fastest.
@@ -121,8 +129,6 @@ DistTensor<T> read_npy(MPI_Comm comm, const std::filesystem::path& path,
   // Read straight into the block when the file holds T, else through a buffer of the
   // file's type.
   std::vector<T>& values = x.local.values();
-  const bool same = (sizeof(T) == 4) == f32;
-  std::vector<char> raw(same ? 0 : static_cast<std::size_t>(x.local.numel()) * (f32 ? 4 : 8));
   void* target = same ? static_cast<void*>(values.data()) : static_cast<void*>(raw.data());
   MPI_File file = MPI_FILE_NULL;
   const int opened =
@@ -220,6 +226,9 @@ void write_npy(const std::filesystem::path& path, const DistTensor<T>& x) {
 template <class T>
 Tensor<T> gather(const DistTensor<T>& x) {
   const ProcessGrid& grid = *x.grid;
+  check_same(grid.comm(), "the arguments of gather",
+             {{"element type", sizeof(T) == 4 ? "float32" : "float64"},
+              {"tensor shape", tenfold::detail::shape_string(x.dims)}});
   const int p = grid.size(), order = x.order();
   // Every process's block, in rank order, then placed by its offsets.
   std::vector<int> counts(static_cast<std::size_t>(p)), displs(static_cast<std::size_t>(p));

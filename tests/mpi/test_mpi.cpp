@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -483,8 +484,9 @@ TEST(Errors, OtherOptionsOnOneProcess) {
   // A tensor of other sizes on the same grid.
   const auto other = mpi::DistTensor<double>::make(
       d.grid, last ? std::vector<index_t>{5, 4, 7} : std::vector<index_t>{5, 4, 6});
-  expect_refused_everywhere([&] { (void)mpi::cp_als(other, o); },
-                            "tensor shape is (5, 4, 7) here, (5, 4, 6) on process 0");
+  for (const auto& call : std::vector<std::function<void()>>{[&] { (void)mpi::cp_als(other, o); },
+                                                             [&] { (void)mpi::gather(other); }})
+    expect_refused_everywhere(call, "tensor shape is (5, 4, 7) here, (5, 4, 6) on process 0");
 }
 
 // The CP callback where only some processes have one: a false, or an exception, on one
