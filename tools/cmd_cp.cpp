@@ -103,7 +103,9 @@ std::vector<Matrix<T>> load_initial_factors(const CpArgs& a, const io::NpyHeader
 
 template <class T>
 int run_cp(const CpArgs& a, const io::NpyHeader& header) {
-  // Checked before any work, in the input's NumPy terms: the rank, then the outputs.
+  // Checked before any work, in the input's NumPy terms (alike on every process, which
+  // all have the same command line and input header): the rank, then the outputs (where
+  // they are written) and the start's files, an error on any process one on every process.
   if (const index_t bound = max_cp_rank(header.shape); a.rank > bound) {
     throw InvalidArgument("--rank " + std::to_string(a.rank) + " exceeds " + std::to_string(bound) +
                           ", the largest CP rank of any tensor of shape " +
@@ -111,11 +113,15 @@ int run_cp(const CpArgs& a, const io::NpyHeader& header) {
                           " (the smallest product of all sizes but one)");
   }
   const std::vector<int> grid = parse_grid(a.grid, header.shape);
-  check_outputs({{"--out", a.out, true}}, {a.input});
   const bool missing = a.missing == "nan";
   if (missing && distributed()) {
     throw InvalidArgument("--missing nan is not available under mpirun");
   }
+  std::vector<Matrix<T>> initial_factors;
+  on_every_process([&] {
+    if (writes_outputs()) check_outputs({{"--out", a.out, true}}, {a.input});
+    if (!a.init_factors.empty()) initial_factors = load_initial_factors<T>(a, header);
+  });
   // Under mpirun each process reads only its block (distributed_cp).
   const Tensor<T> x =
       distributed()
@@ -138,12 +144,7 @@ int run_cp(const CpArgs& a, const io::NpyHeader& header) {
   o.rank = a.rank;
   o.max_iters = a.max_iters;
   o.tol = a.tol;
-  o.init = parse_cp_init(a.init);
-  std::vector<Matrix<T>> initial_factors;
-  if (!a.init_factors.empty()) {
-    o.init = CpInit::given;
-    initial_factors = load_initial_factors<T>(a, header);
-  }
+  o.init = a.init_factors.empty() ? parse_cp_init(a.init) : CpInit::given;
   o.seed = a.seed;
   o.n_starts = a.n_starts;
   o.nonnegative = a.nonnegative;
@@ -167,74 +168,76 @@ int run_cp(const CpArgs& a, const io::NpyHeader& header) {
       : missing
           ? cp_als(x, TensorView<const std::uint8_t>(observed.data(), x.dims()), o, initial_factors)
           : cp_als(x, o, initial_factors);
-  if (!writes_outputs()) return 0;
-
-  const KTensor<T>& m = res.model;
-  const ComponentPair degenerate = most_negative_congruence(m);
-  // The core's size along each NumPy axis (empty without compression).
-  std::vector<index_t> compression_ranks;
-  for (std::size_t ax = 0; ax < res.compression_ranks.size(); ++ax) {
-    compression_ranks.push_back(
-        res.compression_ranks[static_cast<std::size_t>(numpy_axis(header, static_cast<int>(ax)))]);
-  }
-  nlohmann::json j = {
-      {"command", "cp"},
-      {"input", a.input},
-      {"shape", header.shape},
-      {"dtype", dtype_name<T>()},
-      {"backend", a.common.backend},
-      {"rank", m.rank()},
-      {"init", std::string(to_string(res.init))},
-      {"n_starts", a.n_starts},
-      {"best_start", res.best_start},
-      {"start_fits", res.start_fits},
-      {"nonnegative", a.nonnegative},
-      {"line_search", a.line_search},
-      {"line_search_accepted", res.line_search_accepted},
-      {"compress", a.compress},
-      {"compressed", res.compressed},
-      {"compression_ranks", compression_ranks},
-      {"compressed_iterations", res.compressed_iterations},
-      {"missing", missing ? "nan" : "none"},
-      {"missing_solver", a.missing_solver},
-      {"observed_entries", n_observed},
-      {"seed", a.seed},
-      {"tol", a.tol},
-      {"max_iters", a.max_iters},
-      {"iterations", res.iterations},
-      {"converged", res.converged},
-      {"stop", std::string(to_string(res.stop))},
-      {"fit", res.fit},
-      {"relative_error", res.relative_error},
-      {"fit_history", res.fit_history},
-      {"eigen_fallbacks", res.eigen_fallbacks},
-      {"most_negative_congruence",
-       {{"components", {degenerate.first, degenerate.second}},
-        {"congruence", degenerate.congruence}}},
-      {"seconds", res.timings.total},
-      {"timings",
-       {{"init", res.timings.init},
-        {"compress", res.timings.compress},
-        {"mttkrp", res.timings.mttkrp},
-        {"gram", res.timings.gram},
-        {"solve", res.timings.solve},
-        {"other", res.timings.other}}},
-      {"factor_files", "factor_<a>.npy is the factor of NumPy axis a of the input (I_a x rank)"}};
-  if (distributed()) j["mpi"] = mpi_report;
-  io::write_folder_atomically(a.out, [&](const std::filesystem::path& dir) {
-    io::save_npy<T>(dir / "weights.npy", TensorView<const T>(m.weights.data(), {m.rank()}));
-    save_factors(dir, header, m.factors);
-    write_json(dir / "report.json", j);
+  // Rank 0 writes the result; an error there is an error on every process.
+  on_every_process([&] {
+    if (!writes_outputs()) return;
+    const KTensor<T>& m = res.model;
+    const ComponentPair degenerate = most_negative_congruence(m);
+    // The core's size along each NumPy axis (empty without compression).
+    std::vector<index_t> compression_ranks;
+    for (std::size_t ax = 0; ax < res.compression_ranks.size(); ++ax) {
+      compression_ranks.push_back(res.compression_ranks[static_cast<std::size_t>(
+          numpy_axis(header, static_cast<int>(ax)))]);
+    }
+    nlohmann::json j = {
+        {"command", "cp"},
+        {"input", a.input},
+        {"shape", header.shape},
+        {"dtype", dtype_name<T>()},
+        {"backend", a.common.backend},
+        {"rank", m.rank()},
+        {"init", std::string(to_string(res.init))},
+        {"n_starts", a.n_starts},
+        {"best_start", res.best_start},
+        {"start_fits", res.start_fits},
+        {"nonnegative", a.nonnegative},
+        {"line_search", a.line_search},
+        {"line_search_accepted", res.line_search_accepted},
+        {"compress", a.compress},
+        {"compressed", res.compressed},
+        {"compression_ranks", compression_ranks},
+        {"compressed_iterations", res.compressed_iterations},
+        {"missing", missing ? "nan" : "none"},
+        {"missing_solver", a.missing_solver},
+        {"observed_entries", n_observed},
+        {"seed", a.seed},
+        {"tol", a.tol},
+        {"max_iters", a.max_iters},
+        {"iterations", res.iterations},
+        {"converged", res.converged},
+        {"stop", std::string(to_string(res.stop))},
+        {"fit", res.fit},
+        {"relative_error", res.relative_error},
+        {"fit_history", res.fit_history},
+        {"eigen_fallbacks", res.eigen_fallbacks},
+        {"most_negative_congruence",
+         {{"components", {degenerate.first, degenerate.second}},
+          {"congruence", degenerate.congruence}}},
+        {"seconds", res.timings.total},
+        {"timings",
+         {{"init", res.timings.init},
+          {"compress", res.timings.compress},
+          {"mttkrp", res.timings.mttkrp},
+          {"gram", res.timings.gram},
+          {"solve", res.timings.solve},
+          {"other", res.timings.other}}},
+        {"factor_files", "factor_<a>.npy is the factor of NumPy axis a of the input (I_a x rank)"}};
+    if (distributed()) j["mpi"] = mpi_report;
+    io::write_folder_atomically(a.out, [&](const std::filesystem::path& dir) {
+      io::save_npy<T>(dir / "weights.npy", TensorView<const T>(m.weights.data(), {m.rank()}));
+      save_factors(dir, header, m.factors);
+      write_json(dir / "report.json", j);
+    });
+    print_summary(a, header, res);
+    if (degenerate.congruence < kDegenerateCongruence) {
+      std::fprintf(stderr,
+                   "warning: components %lld and %lld nearly cancel (congruence %.3f): a "
+                   "degenerate solution, whose weights grow without improving the fit; try a "
+                   "lower --rank, --ridge or --nonnegative\n",
+                   static_cast<long long>(degenerate.first),
+                   static_cast<long long>(degenerate.second), degenerate.congruence);
+    }
   });
-  print_summary(a, header, res);
-  if (degenerate.congruence < kDegenerateCongruence) {
-    std::fprintf(stderr,
-                 "warning: components %lld and %lld nearly cancel (congruence %.3f): a "
-                 "degenerate solution, whose weights grow without improving the fit; try a "
-                 "lower --rank, --ridge or --nonnegative\n",
-                 static_cast<long long>(degenerate.first),
-                 static_cast<long long>(degenerate.second), degenerate.congruence);
-  }
   return 0;
 }
 
@@ -297,7 +300,7 @@ Command add_cp_command(CLI::App& app) {
   add_grid_option(*cmd, a->grid);
   add_common_options(*cmd, a->common);
   return {cmd, [a] {
-            const io::NpyHeader header = read_input_header(a->input);
+            const io::NpyHeader header = read_input_header_everywhere(a->input);
             return choose_dtype(a->common.dtype, header.dtype) == io::DType::float32
                        ? run_cp<float>(*a, header)
                        : run_cp<double>(*a, header);

@@ -61,52 +61,58 @@ int run_tucker(const TuckerArgs& a, const io::NpyHeader& header) {
     o.eps = a.eps;
   }
   const std::vector<int> grid = parse_grid(a.grid, header.shape);
-  check_outputs({{"--out", a.out, true}}, {a.input});
+  // Where the outputs are written; under mpirun an error there is one on every process.
+  on_every_process([&] {
+    if (writes_outputs()) check_outputs({{"--out", a.out, true}}, {a.input});
+  });
   nlohmann::json mpi_report;
   // Under mpirun each process reads only its block (distributed_tucker).
   const TuckerResult<T> res = distributed()
                                   ? distributed_tucker<T>(a.input, header, grid, o, mpi_report)
                                   : tucker(load_input<T>(a.input, header), o);
-  if (!writes_outputs()) return 0;
-
-  const TTensor<T>& m = res.model;
-  std::vector<index_t> ranks(static_cast<std::size_t>(order));
-  std::vector<std::vector<double>> eigenvalues(static_cast<std::size_t>(order));
-  for (int ax = 0; ax < order; ++ax) {
-    const auto mode = static_cast<std::size_t>(numpy_axis(header, ax));
-    ranks[static_cast<std::size_t>(ax)] = m.core.dim(static_cast<int>(mode));
-    eigenvalues[static_cast<std::size_t>(ax)] = res.eigenvalues[mode];
-  }
-  nlohmann::json j = {
-      {"command", "tucker"},
-      {"input", a.input},
-      {"shape", header.shape},
-      {"dtype", dtype_name<T>()},
-      {"backend", a.common.backend},
-      {"method", a.method},
-      {"ranks", ranks},
-      {"relative_error", res.relative_error},
-      {"compression_ratio", res.compression_ratio},
-      {"iterations", res.iterations},
-      {"converged", res.converged},
-      {"error_history", res.error_history},
-      {"eigenvalues", eigenvalues},
-      {"seconds", res.timings.total},
-      {"timings", {{"gram", res.timings.gram}, {"eig", res.timings.eig}, {"ttm", res.timings.ttm}}},
-      {"files", "core.npy and factor_<a>.npy (I_a x r_a) follow the NumPy axes of the input"}};
-  if (o.eps) j["tol"] = *o.eps;
-  if (distributed()) j["mpi"] = mpi_report;
-  io::write_folder_atomically(a.out, [&](const std::filesystem::path& dir) {
-    // The core's axes follow the input's NumPy axes, like the factors.
-    io::save_npy<T>(dir / "core.npy", m.core.view(),
-                    header.fortran_order ? io::NpyOrder::fortran : io::NpyOrder::c_reversed);
-    save_factors(dir, header, m.factors);
-    write_json(dir / "report.json", j);
+  // Rank 0 writes the result; an error there is an error on every process.
+  on_every_process([&] {
+    if (!writes_outputs()) return;
+    const TTensor<T>& m = res.model;
+    std::vector<index_t> ranks(static_cast<std::size_t>(order));
+    std::vector<std::vector<double>> eigenvalues(static_cast<std::size_t>(order));
+    for (int ax = 0; ax < order; ++ax) {
+      const auto mode = static_cast<std::size_t>(numpy_axis(header, ax));
+      ranks[static_cast<std::size_t>(ax)] = m.core.dim(static_cast<int>(mode));
+      eigenvalues[static_cast<std::size_t>(ax)] = res.eigenvalues[mode];
+    }
+    nlohmann::json j = {
+        {"command", "tucker"},
+        {"input", a.input},
+        {"shape", header.shape},
+        {"dtype", dtype_name<T>()},
+        {"backend", a.common.backend},
+        {"method", a.method},
+        {"ranks", ranks},
+        {"relative_error", res.relative_error},
+        {"compression_ratio", res.compression_ratio},
+        {"iterations", res.iterations},
+        {"converged", res.converged},
+        {"error_history", res.error_history},
+        {"eigenvalues", eigenvalues},
+        {"seconds", res.timings.total},
+        {"timings",
+         {{"gram", res.timings.gram}, {"eig", res.timings.eig}, {"ttm", res.timings.ttm}}},
+        {"files", "core.npy and factor_<a>.npy (I_a x r_a) follow the NumPy axes of the input"}};
+    if (o.eps) j["tol"] = *o.eps;
+    if (distributed()) j["mpi"] = mpi_report;
+    io::write_folder_atomically(a.out, [&](const std::filesystem::path& dir) {
+      // The core's axes follow the input's NumPy axes, like the factors.
+      io::save_npy<T>(dir / "core.npy", m.core.view(),
+                      header.fortran_order ? io::NpyOrder::fortran : io::NpyOrder::c_reversed);
+      save_factors(dir, header, m.factors);
+      write_json(dir / "report.json", j);
+    });
+    std::printf("Tucker (%s) of %s: ranks", a.method.c_str(), a.input.c_str());
+    for (index_t r : ranks) std::printf(" %lld", static_cast<long long>(r));
+    std::printf(", relative error %.6g, compression %.1fx, %.3f s\n", res.relative_error,
+                res.compression_ratio, res.timings.total);
   });
-  std::printf("Tucker (%s) of %s: ranks", a.method.c_str(), a.input.c_str());
-  for (index_t r : ranks) std::printf(" %lld", static_cast<long long>(r));
-  std::printf(", relative error %.6g, compression %.1fx, %.3f s\n", res.relative_error,
-              res.compression_ratio, res.timings.total);
   return 0;
 }
 
@@ -142,7 +148,7 @@ Command add_tucker_command(CLI::App& app) {
     }
   });
   return {cmd, [a] {
-            const io::NpyHeader header = read_input_header(a->input);
+            const io::NpyHeader header = read_input_header_everywhere(a->input);
             return choose_dtype(a->common.dtype, header.dtype) == io::DType::float32
                        ? run_tucker<float>(*a, header)
                        : run_tucker<double>(*a, header);

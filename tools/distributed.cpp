@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "common.hpp"
 #include "tenfold/error.hpp"
 #ifdef TENFOLD_CLI_MPI
 #include "tenfold/mpi.hpp"
@@ -28,7 +29,16 @@ std::string grid_text(const std::vector<int>& grid) {
 void add_grid_option(CLI::App& cmd, std::string& grid) {
   cmd.add_option("--grid", grid,
                  "Under mpirun: the process grid P0xP1x..., one entry per NumPy axis, product "
-                 "the process count (default: chosen from the axis sizes)");
+                 "the process count (default: chosen from the axis sizes)")
+      ->check(CLI::Validator(
+          [](const std::string& text) {
+            return text.empty() ? std::string(
+                                      "empty value; give P0xP1x... (one process count per "
+                                      "NumPy axis, e.g. 2x1x2), or leave the option out "
+                                      "to have the grid chosen")
+                                : std::string();
+          },
+          ""));
 }
 
 std::vector<int> parse_grid(const std::string& text, const std::vector<index_t>& shape) {
@@ -122,13 +132,6 @@ MpiSession::~MpiSession() {
   if (g_distributed) MPI_Finalize();
 }
 
-bool writes_outputs() {
-  if (!g_distributed) return true;
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  return rank == 0;
-}
-
 template <class T>
 CpResult<T> distributed_cp(const std::string& input, const io::NpyHeader& h,
                            const std::vector<int>& grid, const CpOptions& options,
@@ -196,8 +199,6 @@ MpiSession::MpiSession(int& /*argc*/, char**& /*argv*/) {
 
 MpiSession::~MpiSession() = default;
 
-bool writes_outputs() { return true; }
-
 template <class T>
 CpResult<T> distributed_cp(const std::string&, const io::NpyHeader&, const std::vector<int>&,
                            const CpOptions&, CpStart<T>, nlohmann::json&) {
@@ -213,6 +214,46 @@ TuckerResult<T> distributed_tucker(const std::string&, const io::NpyHeader&,
 #endif
 
 bool distributed() { return g_distributed; }
+
+bool writes_outputs() {
+#ifdef TENFOLD_CLI_MPI
+  if (g_distributed) {
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    return rank == 0;
+  }
+#endif
+  return true;
+}
+
+void check_same_command_line(int argc, char** argv) {
+#ifdef TENFOLD_CLI_MPI
+  if (!g_distributed) return;
+  // argv[0] may name the program by another path on another node.
+  mpi::Fields args{{"argument count", std::to_string(argc - 1)}};
+  for (int i = 1; i < argc; ++i)
+    args.emplace_back("argument " + std::to_string(i), "'" + std::string(argv[i]) + "'");
+  mpi::check_same(MPI_COMM_WORLD, "the command lines", args);
+#else
+  (void)argc;
+  (void)argv;
+#endif
+}
+
+void on_every_process(const std::function<void()>& f) {
+#ifdef TENFOLD_CLI_MPI
+  if (g_distributed) return mpi::on_every_process(MPI_COMM_WORLD, f);
+#endif
+  f();
+}
+
+io::NpyHeader read_input_header_everywhere(const std::string& path) {
+#ifdef TENFOLD_CLI_MPI
+  // The same header on every process first, so that the checks below go alike everywhere.
+  if (g_distributed) (void)mpi::read_npy_header(MPI_COMM_WORLD, path);
+#endif
+  return read_input_header(path);
+}
 
 template CpResult<float> distributed_cp<float>(const std::string&, const io::NpyHeader&,
                                                const std::vector<int>&, const CpOptions&,

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -24,20 +25,35 @@ class MpiSession {
   MpiSession& operator=(const MpiSession&) = delete;
 };
 
+/// Under mpirun: throws InvalidArgument on every process unless every process was started
+/// with the same arguments (an MPMD command line `mpirun -np 1 tenfold ... : -np 1 tenfold
+/// ...` with different ones), naming the first that differs. Nothing without mpirun.
+void check_same_command_line(int argc, char** argv);
+
+/// Runs f; under mpirun on every process, and an error on any process is thrown on every
+/// process (tenfold::mpi::on_every_process), so that none waits in a collective call for
+/// one that gave up. For the steps of a command that read files or check them.
+void on_every_process(const std::function<void()>& f);
+
+/// read_input_header; under mpirun every process reads it, and an error on any, or a
+/// header that differs between processes (another file), is an error on every process.
+io::NpyHeader read_input_header_everywhere(const std::string& path);
+
 /// True when the commands run distributed (under mpirun, built with MPI).
 bool distributed();
 
 /// True on the process that writes the outputs and prints (rank 0, or any serial run).
 bool writes_outputs();
 
-/// Adds --grid P0xP1x... (the process grid under mpirun, per NumPy axis) to a subcommand.
+/// Adds --grid P0xP1x... (the process grid under mpirun, per NumPy axis) to a subcommand;
+/// an empty value is a usage error.
 void add_grid_option(CLI::App& cmd, std::string& grid);
 
 /// The process grid of --grid `text` for an input of NumPy shape `shape`, checked before
 /// any work and identically on every process (so that every process reports the same
 /// error and none waits in a collective call): one positive entry per NumPy axis, at most
-/// that axis' size, product the number of processes (1 without mpirun). Empty text:
-/// empty grid (the library chooses). Throws InvalidArgument naming --grid.
+/// that axis' size, product the number of processes (1 without mpirun). Empty text
+/// (no --grid): empty grid (the library chooses). Throws InvalidArgument naming --grid.
 std::vector<int> parse_grid(const std::string& text, const std::vector<index_t>& shape);
 
 /// cp_als of the .npy file `input` (header h), distributed over `grid` (per NumPy axis;

@@ -50,6 +50,8 @@ int main(int argc, char** argv) {
   std::optional<MpiSession> mpi;
   try {
     mpi.emplace(argc, argv);
+    // Under mpirun every process must run the same command.
+    check_same_command_line(argc, argv);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tenfold: error: %s\n", e.what());
     return 2;

@@ -7,16 +7,20 @@
 // block as a column-major (axis 0 fastest) tensor, and nothing else of the tensor.
 // Every function here is collective over the grid's communicator: all processes call
 // it with the same arguments; an error found on any process is thrown, with the same
-// message, on every process.
+// message, on every process, and so are arguments that differ between processes
+// (shapes, element type, grid, options, initial factors): an error, never a hang or a
+// silently mixed result.
 #pragma once
 
 #include <mpi.h>
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tenfold/cp.hpp"
@@ -36,6 +40,25 @@ struct TENFOLD_API CommCount {
 
 /// Per-phase communication of this process, e.g. {"read", ...}, {"mttkrp", ...}.
 using CommStats = std::map<std::string, CommCount>;
+
+/// Runs f on every process of comm; when it throws on any, every process throws the
+/// error of the lowest failing rank ("process 3: ..." with two or more processes; IoError,
+/// DimensionMismatch, InvalidArgument, NumericalError and MemoryError as themselves,
+/// anything else as Error), so that no process is left waiting in a later collective
+/// call for one that gave up. Collective: for a program's own checks (files, arguments)
+/// before it calls the functions below.
+TENFOLD_API void on_every_process(MPI_Comm comm, const std::function<void()>& f);
+
+/// Named values that every process of a communicator must hold alike, e.g.
+/// {{"shape", "(4, 5)"}, {"rank", "3"}}.
+using Fields = std::vector<std::pair<std::string, std::string>>;
+
+/// Throws InvalidArgument on every process unless `fields` are the same (names, values,
+/// count) on every process of comm, naming `what`, the first field that differs, its value
+/// on the lowest process that disagrees with process 0 and on process 0: "process 1: the
+/// arguments of cp_als differ between processes: rank is 3 here, 2 on process 0 (every
+/// process must be given the same)". Collective; never throws before its collective calls.
+TENFOLD_API void check_same(MPI_Comm comm, const std::string& what, const Fields& fields);
 
 /// The automatic grid for `processes` processes and a tensor of these sizes: the prime
 /// factors of `processes`, largest first, each given to the axis with the largest
@@ -57,8 +80,9 @@ TENFOLD_API Range block_range(index_t size, int parts, int p);
 class TENFOLD_API ProcessGrid {
  public:
   /// shape: P_0 x ... x P_{N-1} with product the size of `comm` (empty: choose_grid of
-  /// `dims`). Throws InvalidArgument when the shape does not fit the communicator or the
-  /// tensor (P_n > I_n would leave a process without a block).
+  /// `dims`). Collective. Throws InvalidArgument on every process when `dims` or `shape`
+  /// differ between processes (check_same), or when the shape does not fit the
+  /// communicator or the tensor (P_n > I_n would leave a process without a block).
   ProcessGrid(MPI_Comm comm, const std::vector<index_t>& dims, std::vector<int> shape = {});
   ~ProcessGrid();
   ProcessGrid(const ProcessGrid&) = delete;
@@ -100,10 +124,18 @@ struct TENFOLD_API DistTensor {
   static DistTensor make(std::shared_ptr<const ProcessGrid> grid, std::vector<index_t> global);
 };
 
+/// The header of a .npy file, parsed by every process of comm: an error on any process
+/// (it cannot open the file, a bad or truncated file) is thrown on every process, and so
+/// is a header that differs between processes (another file: dtype, memory order, shape
+/// or header length; check_same). Files that differ only in their values (node-local
+/// copies) are not told apart.
+TENFOLD_API io::NpyHeader read_npy_header(MPI_Comm comm, const std::filesystem::path& path);
+
 /// Reads a .npy file (float32 or float64, C or Fortran order, converted to T) with
 /// MPI-IO: each process reads only its own block. grid_shape empty: choose_grid.
 /// Throws (on every process) IoError when a process cannot open or read the file,
-/// InvalidArgument for a grid that does not fit.
+/// InvalidArgument for a grid that does not fit, or for a header, T or grid_shape that
+/// differs between processes (read_npy_header, check_same).
 template <class T>
 TENFOLD_API DistTensor<T> read_npy(MPI_Comm comm, const std::filesystem::path& path,
                                    std::vector<int> grid_shape = {});
@@ -127,7 +159,9 @@ TENFOLD_API Tensor<T> gather(const DistTensor<T>& x);
 /// distributed mode Grams), so the result equals cp_als of the whole tensor (with
 /// layout col_major on its Fortran-order copy) up to rounding. options.layout and
 /// options.backend must keep their defaults (cpu); the factors (the initial ones too) are
-/// per NumPy axis.
+/// per NumPy axis. options.callback is called on every process that has one; the run
+/// stops on every process when it returns false on any, and its exception is thrown on
+/// every process.
 template <class T>
 TENFOLD_API CpResult<T> cp_als(const DistTensor<T>& x, const CpOptions& options,
                                CpStart<T> initial_factors = {});

@@ -3,7 +3,6 @@
 
 #include <mpi.h>
 
-#include <functional>
 #include <string>
 
 #include "tenfold/mpi.hpp"
@@ -60,9 +59,12 @@ template <class T>
 void allgather_rows(CommStats& stats, const std::string& phase, MPI_Comm fibre, const T* rows,
                     index_t total, index_t cols, T* out);
 
-/// Runs f on every process; when it throws on any, every process throws the error of
-/// the lowest failing rank (same type family and message), so that no process is left
-/// waiting in a later collective call.
-void on_every_process(MPI_Comm comm, const std::function<void()>& f);
+/// A value as a field of check_same: shortest round-trip text, so that two doubles
+/// compare equal exactly when their texts do.
+std::string exact(double v);
+
+/// "IxJ, checksum <hex>" of a matrix's sizes and bytes (FNV-1a), for check_same.
+template <class T>
+std::string fingerprint(const Matrix<T>& m);
 
 }  // namespace tenfold::mpi::detail

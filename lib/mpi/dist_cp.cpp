@@ -170,7 +170,30 @@ template void distributed_mode_gram<double>(Compute<double>&, const DistTensor<d
 template <class T>
 CpResult<T> cp_als(const DistTensor<T>& x, const CpOptions& options, CpStart<T> initial_factors) {
   const auto start = std::chrono::steady_clock::now();
-  // Checks whose outcome is the same everywhere, then the entries of every block.
+  MPI_Comm comm = x.grid->comm();
+  // The same arguments everywhere (the replicated ALS must take the same decisions on
+  // every process), then checks whose outcome is the same everywhere, then the entries
+  // of every block.
+  Fields same = {{"element type", sizeof(T) == 4 ? "float32" : "float64"},
+                 {"tensor shape", tenfold::detail::shape_string(x.dims)},
+                 {"rank", std::to_string(options.rank)},
+                 {"max_iters", std::to_string(options.max_iters)},
+                 {"tol", detail::exact(options.tol)},
+                 {"init", std::string(to_string(options.init))},
+                 {"seed", std::to_string(options.seed)},
+                 {"n_starts", std::to_string(options.n_starts)},
+                 {"nonnegative", options.nonnegative ? "true" : "false"},
+                 {"line_search", options.line_search ? "true" : "false"},
+                 {"compress", std::string(to_string(options.compress))},
+                 {"ridge", detail::exact(options.ridge)},
+                 {"time_limit", detail::exact(options.time_limit)},
+                 {"layout", std::to_string(static_cast<int>(options.layout))},
+                 {"backend", std::string(to_string(options.backend))},
+                 {"initial factors", std::to_string(initial_factors.size())}};
+  for (std::size_t n = 0; n < initial_factors.size(); ++n)
+    same.emplace_back("initial factor " + std::to_string(n),
+                      detail::fingerprint(initial_factors[n]));
+  check_same(comm, "the arguments of cp_als", same);
   tenfold::detail::validate_dense_shape(x.dims, "CP-ALS");
   tenfold::detail::validate_cp_options(options, initial_factors, x.dims);
   if (options.layout != Layout::col_major) {
@@ -185,14 +208,27 @@ CpResult<T> cp_als(const DistTensor<T>& x, const CpOptions& options, CpStart<T> 
         "time_limit is not available in the distributed CP-ALS (every process must stop at "
         "the same iteration); use max_iters");
   }
-  detail::on_every_process(x.grid->comm(), [&] { check_finite(x.local.view(), "tensor"); });
+  on_every_process(comm, [&] { check_finite(x.local.view(), "tensor"); });
+  // The callback, where a process has one, on every process alike: an exception on any
+  // is thrown on all, and the run stops everywhere when any asks to.
+  CpOptions o = options;
+  o.callback = [comm, user = options.callback](const CpProgress& p) {
+    int go_on = 1;
+    on_every_process(comm, [&] { go_on = !user || user(p) ? 1 : 0; });
+    MPI_Allreduce(MPI_IN_PLACE, &go_on, 1, MPI_INT, MPI_MIN, comm);
+    return go_on == 1;
+  };
   auto c = tenfold::detail::make_compute<T>(Backend::cpu);
   detail::DistDenseOperand<T> op(*c, x);
-  return tenfold::detail::run_cp_starts(op, *c, options, initial_factors, start);
+  return tenfold::detail::run_cp_starts(op, *c, o, initial_factors, start);
 }
 
 template <class T>
 Matrix<T> mode_gram(const DistTensor<T>& x, int n) {
+  check_same(x.grid->comm(), "the arguments of mode_gram",
+             {{"element type", sizeof(T) == 4 ? "float32" : "float64"},
+              {"tensor shape", tenfold::detail::shape_string(x.dims)},
+              {"axis", std::to_string(n)}});
   if (n < 0 || n >= x.order()) {
     throw InvalidArgument("mode_gram: axis " + std::to_string(n) + " of a tensor of order " +
                           std::to_string(x.order()));

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/format.hpp"
 #include "core/layout.hpp"
 #include "io/npy.hpp"
 #include "mpi/comm.hpp"
@@ -17,7 +18,6 @@ namespace tenfold::mpi {
 namespace {
 
 using detail::checked_count;
-using detail::on_every_process;
 
 // A file view selecting one block of a global array (count elements of etype), or
 // nothing for an empty block.
@@ -84,16 +84,38 @@ DistTensor<T> DistTensor<T>::make(std::shared_ptr<const ProcessGrid> grid,
   return x;
 }
 
+io::NpyHeader read_npy_header(MPI_Comm comm, const std::filesystem::path& path) {
+  io::NpyHeader h;
+  on_every_process(comm, [&] { h = io::read_npy_header(path); });
+  // Everything the block reads depend on: a process with another file (a float32 copy,
+  // another shape or order) would read its block at the wrong place or size.
+  check_same(comm, "the headers of '" + path.string() + "'",
+             {{"dtype", h.dtype == io::DType::float32 ? "float32" : "float64"},
+              {"memory order", h.fortran_order ? "Fortran" : "C"},
+              {"shape", tenfold::detail::shape_string(h.shape)},
+              {"data offset", std::to_string(h.data_offset)}});
+  return h;
+}
+
 template <class T>
 DistTensor<T> read_npy(MPI_Comm comm, const std::filesystem::path& path,
                        std::vector<int> grid_shape) {
-  io::NpyHeader h;
-  on_every_process(comm, [&] { h = io::read_npy_header(path); });
+  check_same(comm, "the arguments of read_npy",
+             {{"element type", sizeof(T) == 4 ? "float32" : "float64"}});
+  const io::NpyHeader h = read_npy_header(comm, path);
   if (h.shape.empty())
     throw InvalidArgument("'" + path.string() + "' holds a scalar, not a tensor");
   auto grid = std::make_shared<const ProcessGrid>(comm, h.shape, std::move(grid_shape));
-  DistTensor<T> x = DistTensor<T>::make(grid, h.shape);
   const bool f32 = h.dtype == io::DType::float32;
+  const bool same = (sizeof(T) == 4) == f32;
+  // The block, and a buffer of the file's type when that is not T (a process short of
+  // memory fails every process).
+  DistTensor<T> x;
+  std::vector<char> raw;
+  on_every_process(grid->comm(), [&] {
+    x = DistTensor<T>::make(grid, h.shape);
+    if (!same) raw.resize(static_cast<std::size_t>(x.local.numel()) * (f32 ? 4 : 8));
+  });
   const MPI_Datatype etype = f32 ? MPI_FLOAT : MPI_DOUBLE;
   // A C-order file is read as its reversed Fortran array: the block of the reversed
   // axes, then transposed in memory to axis 0 fastest.
@@ -107,8 +129,6 @@ DistTensor<T> read_npy(MPI_Comm comm, const std::filesystem::path& path,
   // Read straight into the block when the file holds T, else through a buffer of the
   // file's type.
   std::vector<T>& values = x.local.values();
-  const bool same = (sizeof(T) == 4) == f32;
-  std::vector<char> raw(same ? 0 : static_cast<std::size_t>(x.local.numel()) * (f32 ? 4 : 8));
   void* target = same ? static_cast<void*>(values.data()) : static_cast<void*>(raw.data());
   MPI_File file = MPI_FILE_NULL;
   const int opened =
@@ -148,6 +168,10 @@ template <class T>
 void write_npy(const std::filesystem::path& path, const DistTensor<T>& x) {
   const ProcessGrid& grid = *x.grid;
   MPI_Comm comm = grid.comm();
+  check_same(comm, "the arguments of write_npy",
+             {{"path", path.string()},
+              {"element type", sizeof(T) == 4 ? "float32" : "float64"},
+              {"shape", tenfold::detail::shape_string(x.dims)}});
   const io::DType dtype = sizeof(T) == 4 ? io::DType::float32 : io::DType::float64;
   const std::string header = io::npy_header(dtype, true, x.dims);
   // A hidden temporary beside the target (named by rank 0's clock), renamed at the end.
@@ -202,6 +226,9 @@ void write_npy(const std::filesystem::path& path, const DistTensor<T>& x) {
 template <class T>
 Tensor<T> gather(const DistTensor<T>& x) {
   const ProcessGrid& grid = *x.grid;
+  check_same(grid.comm(), "the arguments of gather",
+             {{"element type", sizeof(T) == 4 ? "float32" : "float64"},
+              {"tensor shape", tenfold::detail::shape_string(x.dims)}});
   const int p = grid.size(), order = x.order();
   // Every process's block, in rank order, then placed by its offsets.
   std::vector<int> counts(static_cast<std::size_t>(p)), displs(static_cast<std::size_t>(p));

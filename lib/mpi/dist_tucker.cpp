@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/compute.hpp"
+#include "core/format.hpp"
 #include "core/multilinear.hpp"
 #include "mpi/comm.hpp"
 #include "mpi/dist_operand.hpp"
@@ -152,6 +153,24 @@ struct DistTuckerState {
 template <class T>
 TuckerResult<T> tucker(const DistTensor<T>& x, const TuckerOptions& options) {
   const auto start = Clock::now();
+  // The same arguments everywhere (the replicated truncation must choose the same ranks
+  // on every process), then checks whose outcome is the same everywhere.
+  const auto list = [](const auto& v) {
+    std::string s = "[";
+    for (std::size_t i = 0; i < v.size(); ++i) s += (i > 0 ? ", " : "") + std::to_string(v[i]);
+    return s + "]";
+  };
+  check_same(x.grid->comm(), "the arguments of tucker",
+             {{"element type", sizeof(T) == 4 ? "float32" : "float64"},
+              {"tensor shape", tenfold::detail::shape_string(x.dims)},
+              {"method", std::string(to_string(options.method))},
+              {"ranks", list(options.ranks)},
+              {"eps", options.eps ? detail::exact(*options.eps) : "none"},
+              {"mode_order", list(options.mode_order)},
+              {"max_iters", std::to_string(options.max_iters)},
+              {"tol", detail::exact(options.tol)},
+              {"layout", std::to_string(static_cast<int>(options.layout))},
+              {"backend", std::string(to_string(options.backend))}});
   tenfold::detail::validate_tucker_options(x.dims, options);
   if (options.layout != Layout::col_major) {
     throw InvalidArgument(
@@ -160,8 +179,7 @@ TuckerResult<T> tucker(const DistTensor<T>& x, const TuckerOptions& options) {
   if (options.backend != Backend::cpu) {
     throw InvalidArgument("the distributed Tucker runs on the cpu backend");
   }
-  detail::on_every_process(x.grid->comm(),
-                           [&] { check_finite(x.local.view(), "Tucker input tensor"); });
+  on_every_process(x.grid->comm(), [&] { check_finite(x.local.view(), "Tucker input tensor"); });
   auto compute = tenfold::detail::make_compute<T>(Backend::cpu);
   const int order = x.order();
   DistTuckerState<T> s{*compute, x, {}, 0.0, std::vector<index_t>(x.dims.size(), 0), {}, {}, {}};

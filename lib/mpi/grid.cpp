@@ -68,6 +68,11 @@ std::vector<int> choose_grid(int processes, const std::vector<index_t>& dims) {
 
 ProcessGrid::ProcessGrid(MPI_Comm comm, const std::vector<index_t>& dims, std::vector<int> shape) {
   MPI_Comm_size(comm, &size_);
+  // The same tensor and grid everywhere, so that the checks below (and MPI_Cart_create)
+  // go the same way on every process.
+  check_same(comm, "the arguments of ProcessGrid",
+             {{"tensor shape", shape_text(dims)},
+              {"grid", shape.empty() ? "automatic" : grid_text(shape)}});
   if (shape.empty()) shape = choose_grid(size_, dims);
   if (shape.size() != dims.size()) {
     throw InvalidArgument("grid " + grid_text(shape) + " has " + std::to_string(shape.size()) +

@@ -7,7 +7,10 @@ relative (float64), the reports must agree on everything but timings and the MPI
 section, and that section must name the processes. --grid sets the process grid per
 NumPy axis (C- and Fortran-order inputs alike); a grid that does not fit the process
 count or the input, and a missing input, give an error on every process, a non-zero
-exit and no output folder.
+exit and no output folder. So do processes that see different inputs or arguments: a
+process whose working folder holds no input, a truncated one or a float32 copy, and an
+MPMD command line whose programs differ in an argument (each must end, not hang: the
+runs have a time limit); `--grid ""` is refused with and without mpirun.
 """
 import json
 import os
@@ -64,6 +67,25 @@ def refused(args, processes, message):
     assert not os.path.exists(out), args
     lines = [line for line in p.stderr.splitlines() if message in line]
     assert len(lines) == (processes or 1), (message, p.stderr)
+
+
+def per_process(args, folders, tmp, message):
+    """`mpirun -np 1 -wdir F0 tenfold ARGS0 : -np 1 -wdir F1 tenfold ARGS1 ...` (args:
+    one list per process, or one for all): every process prints `message` on one line,
+    the exit is non-zero and no output folder appears."""
+    out = os.path.join(tmp, "per_process_out")
+    cmd = [MPIEXEC, "--oversubscribe"]
+    for i, folder in enumerate(folders):
+        own = args[i] if isinstance(args[0], list) else args
+        cmd += ([":"] if i else []) + ["-np", "1", "-wdir", folder, os.path.abspath(TENFOLD)]
+        cmd += own
+        cmd += ["--out", out, "-q"]
+    p = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=60)
+    assert p.returncode != 0, (cmd, p.stderr)
+    assert not os.path.exists(out), cmd
+    errors = [line for line in p.stderr.splitlines() if "error:" in line]
+    assert len(errors) == len(folders), (cmd, p.stderr)
+    assert all(message in line for line in errors), (message, p.stderr)
 
 
 def compare(serial, dist, processes):
@@ -137,6 +159,36 @@ def main():
         assert p.returncode != 0
         assert not os.path.exists(out)
         assert p.stderr.count("absent.npy") >= 3, p.stderr
+        refused(["cp", path, "--rank", "2", "--grid", ""], 2, "--grid: empty value")
+        refused(["tucker", path, "--tol", "0.1", "--grid", ""], None, "--grid: empty value")
+        # Inputs that differ between processes: the same relative name in each process's
+        # working folder (the last one's differs), the same command line.
+        good, bad = os.path.join(tmp, "good"), os.path.join(tmp, "bad")
+        os.makedirs(good)
+        os.makedirs(bad)
+        np.save(os.path.join(good, "x.npy"), x)
+        folders = [good, good, bad]
+        for job in ("cp", "sthosvd"):
+            args = jobs[job][:1] + ["x.npy"] + jobs[job][1:]
+            per_process(args, folders, tmp, "process 2: 'x.npy': cannot open")
+            with open(os.path.join(good, "x.npy"), "rb") as f:
+                head = f.read(1000)
+            with open(os.path.join(bad, "x.npy"), "wb") as f:
+                f.write(head)
+            per_process(args, folders, tmp, "process 2: 'x.npy': shape (12, 10, 9, 7) of dtype")
+            np.save(os.path.join(bad, "x.npy"), x.astype(np.float32))
+            per_process(args, folders, tmp,
+                        "process 2: the headers of 'x.npy' differ between processes: dtype is "
+                        "float32 here, float64 on process 0")
+            os.remove(os.path.join(bad, "x.npy"))
+        # MPMD: the programs differ in one argument.
+        path = os.path.join(good, "x.npy")
+        per_process([["cp", path, "--rank", "2"], ["cp", path, "--rank", "3"]], [tmp, tmp], tmp,
+                    "process 1: the command lines differ between processes: argument 4 is '3' "
+                    "here, '2' on process 0")
+        per_process([["cp", path, "--rank", "2"], ["tucker", path, "--tol", "0.1"]], [tmp, tmp],
+                    tmp, "process 1: the command lines differ between processes: argument 1 is "
+                    "'tucker' here, 'cp' on process 0")
     print("ok")
 
 

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -380,6 +381,133 @@ TEST(Errors, ANonFiniteEntryInOneBlock) {
   CpOptions o;
   o.rank = 2;
   EXPECT_THROW((void)mpi::cp_als(d, o), InvalidArgument);
+}
+
+// Calls f, which must throw InvalidArgument on every process, with `message` in it.
+template <class F>
+void expect_refused_everywhere(F f, const std::string& message) {
+  try {
+    f();
+    ADD_FAILURE() << "no error, expected " << message;
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+  }
+}
+
+// Arguments that differ on the last process are an error on every process (a hang, an
+// MPI abort or a mixed result before), at whichever call they reach the library.
+TEST(Errors, AnotherFileOnOneProcess) {
+  if (world_size() < 2) GTEST_SKIP() << "needs two processes";
+  const bool last = world_rank() == world_size() - 1;
+  const std::string who = "process " + std::to_string(world_size() - 1) + ": ";
+  const Tensor<double> x = planted({4, 3, 5}, 9);
+  const fs::path good = save(x, "same.npy", true);
+  // Another dtype (the float32 copy), another shape, another memory order.
+  Tensor<float> xf({4, 3, 5});
+  for (index_t i = 0; i < x.numel(); ++i) xf[i] = static_cast<float>(x[i]);
+  const fs::path f32 = shared_dir() / "same_f32.npy";
+  if (world_rank() == 0) io::save_npy<float>(f32, xf.view(), io::NpyOrder::fortran);
+  const fs::path other_shape = save(planted({4, 3, 6}, 9), "same_shape.npy", true);
+  const fs::path c_order = save(x, "same_c.npy", false);
+  MPI_Barrier(MPI_COMM_WORLD);
+  const std::vector<std::pair<fs::path, std::string>> cases = {
+      {f32, "dtype is float32 here, float64 on process 0"},
+      {other_shape, "shape is (4, 3, 6) here, (4, 3, 5) on process 0"},
+      {c_order, "memory order is C here, Fortran on process 0"}};
+  for (const auto& [path, difference] : cases) {
+    expect_refused_everywhere(
+        [&] { (void)mpi::read_npy<double>(MPI_COMM_WORLD, last ? path : good); },
+        who + "the headers of '");
+    expect_refused_everywhere(
+        [&] { (void)mpi::read_npy<double>(MPI_COMM_WORLD, last ? path : good); }, difference);
+  }
+  // The same file read as another element type, or on another grid.
+  expect_refused_everywhere(
+      [&] {
+        if (last) {
+          (void)mpi::read_npy<float>(MPI_COMM_WORLD, good);
+        } else {
+          (void)mpi::read_npy<double>(MPI_COMM_WORLD, good);
+        }
+      },
+      who +
+          "the arguments of read_npy differ between processes: element type is float32 "
+          "here, float64 on process 0");
+  std::vector<int> grid(3, 1);
+  grid[last ? 0 : 2] = world_size();
+  if (world_size() <= 4) {
+    expect_refused_everywhere(
+        [&] { (void)mpi::read_npy<double>(MPI_COMM_WORLD, good, grid); },
+        who + "the arguments of ProcessGrid differ between processes: grid is");
+  }
+}
+
+TEST(Errors, OtherOptionsOnOneProcess) {
+  if (world_size() < 2) GTEST_SKIP() << "needs two processes";
+  const bool last = world_rank() == world_size() - 1;
+  const std::string who = "process " + std::to_string(world_size() - 1) + ": ";
+  const Tensor<double> x = planted({5, 4, 6}, 12);
+  const auto d = mpi::read_npy<double>(MPI_COMM_WORLD, save(x, "opts.npy", true));
+  CpOptions o = sweeps(2, 5);
+  o.rank = last ? 3 : 2;
+  expect_refused_everywhere([&] { (void)mpi::cp_als(d, o); },
+                            who +
+                                "the arguments of cp_als differ between processes: rank is 3 "
+                                "here, 2 on process 0");
+  o.rank = 2;
+  o.tol = last ? 1e-7 : 1e-6;
+  expect_refused_everywhere([&] { (void)mpi::cp_als(d, o); }, "tol is 1e-07 here, 1e-06");
+  o.tol = 1e-6;
+  // Initial factors that differ in one entry, or that one process lacks.
+  std::vector<Matrix<double>> start;
+  for (index_t n : d.dims) {
+    Matrix<double> m(n, 2);
+    for (index_t i = 0; i < m.size(); ++i) m.data()[i] = noise(static_cast<std::uint64_t>(i), n);
+    start.push_back(std::move(m));
+  }
+  if (last) start[1](2, 1) += 1e-15;
+  expect_refused_everywhere([&] { (void)mpi::cp_als(d, o, start); }, "initial factor 1 is 4x2");
+  expect_refused_everywhere(
+      [&] { (void)mpi::cp_als(d, o, last ? CpStart<double>{} : CpStart<double>(start)); },
+      "initial factors is 0 here, 3 on process 0");
+  TuckerOptions t;
+  t.ranks = {2, 2, last ? 3 : 2};
+  expect_refused_everywhere([&] { (void)mpi::tucker(d, t); },
+                            who +
+                                "the arguments of tucker differ between processes: ranks is "
+                                "[2, 2, 3] here, [2, 2, 2] on process 0");
+  t.ranks.clear();
+  t.eps = last ? 0.2 : 0.1;
+  expect_refused_everywhere([&] { (void)mpi::tucker(d, t); }, "eps is 0.2 here, 0.1 on process 0");
+  expect_refused_everywhere([&] { (void)mpi::mode_gram(d, last ? 1 : 0); },
+                            "axis is 1 here, 0 on process 0");
+  // A tensor of other sizes on the same grid.
+  const auto other = mpi::DistTensor<double>::make(
+      d.grid, last ? std::vector<index_t>{5, 4, 7} : std::vector<index_t>{5, 4, 6});
+  for (const auto& call : std::vector<std::function<void()>>{[&] { (void)mpi::cp_als(other, o); },
+                                                             [&] { (void)mpi::gather(other); }})
+    expect_refused_everywhere(call, "tensor shape is (5, 4, 7) here, (5, 4, 6) on process 0");
+}
+
+// The CP callback where only some processes have one: a false, or an exception, on one
+// process stops (or fails) the run on every process at the same iteration.
+TEST(Errors, ACallbackOnOneProcess) {
+  const auto d =
+      mpi::read_npy<double>(MPI_COMM_WORLD, save(planted({5, 4, 6}, 13), "cb.npy", true));
+  CpOptions o = sweeps(2, 50);
+  o.tol = 0.0;
+  if (world_rank() == 0) o.callback = [](const CpProgress& p) { return p.iteration < 3; };
+  const CpResult<double> res = mpi::cp_als(d, o);
+  EXPECT_EQ(res.stop, CpStop::callback);
+  EXPECT_EQ(res.iterations, 3);
+  o.callback = nullptr;
+  if (world_rank() == world_size() - 1) {
+    o.callback = [](const CpProgress& p) -> bool {
+      if (p.iteration == 2) throw InvalidArgument("stop here");
+      return true;
+    };
+  }
+  expect_refused_everywhere([&] { (void)mpi::cp_als(d, o); }, "stop here");
 }
 
 // Virtual memory of this process now, in bytes (VmSize).
