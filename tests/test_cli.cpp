@@ -16,6 +16,7 @@
 #include "temp_dir.hpp"
 #include "tenfold/attention_checkpoint.hpp"
 #include "tenfold/cp.hpp"
+#include "tenfold/error.hpp"
 #include "tenfold/io.hpp"
 #include "tenfold/tucker.hpp"
 

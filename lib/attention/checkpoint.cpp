@@ -484,8 +484,8 @@ const std::vector<LayerPattern>& layer_patterns() {
   static const std::vector<LayerPattern> patterns = {
       {R"(^(.*)encoder\.layer\.(\d+)\.attention\.self\.)", "encoder.layer.#.attention.self.",
        "query.", "key."},
-      {R"(^(.*)transformer\.layer\.(\d+)\.attention\.)", "transformer.layer.#.attention.",
-       "q_lin.", "k_lin."},
+      {R"(^(.*)transformer\.layer\.(\d+)\.attention\.)", "transformer.layer.#.attention.", "q_lin.",
+       "k_lin."},
       {R"(^(.*)albert_layer_groups\.(\d+)\.albert_layers\.(\d+)\.attention\.)",
        "albert_layer_groups.#.albert_layers.#.attention.", "query.", "key."},
       {R"(^(.*)encoder\.layer\.(\d+)\.attention\.attention\.)",
@@ -562,8 +562,8 @@ std::vector<LayerNames> find_layers(const io::SafetensorsFile& file) {
       if (!std::regex_match(e.name, m, p.any)) continue;
       std::vector<int> numbers;
       const std::string prefix = layer_prefix(m, p, e.name, numbers);
-      throw IoError("layer " + std::to_string(numbers.front()) + " has '" + e.name +
-                    "' but no '" + prefix + p.q + "weight'");
+      throw IoError("layer " + std::to_string(numbers.front()) + " has '" + e.name + "' but no '" +
+                    prefix + p.q + "weight'");
     }
   }
   if (found.empty()) {

@@ -227,16 +227,22 @@ def _swap(model: nn.Module, old: Mapping, new: Mapping) -> None:
 
 
 def _capture_outputs(model: nn.Module, old: Mapping, new: Mapping) -> None:
-    """transformers (5.x) collects ``output_attentions`` with forward hooks that it
-    installs once, on the modules of the attention class the model names, and a module
-    of another class gets none: install them now and give each new module the ones of
-    the module it replaces (they record the probabilities, output 1 of forward)."""
+    """transformers (5.x) collects ``output_attentions`` with forward hooks that each
+    (sub)model installs once, on the modules of the attention class it names, and a
+    module of another class gets none: install them now, as the innermost pretrained
+    model holding each layer would, and give each new module the ones of the module
+    it replaces (they record the probabilities, output 1 of forward)."""
     try:
+        from transformers import PreTrainedModel
         from transformers.utils.output_capturing import maybe_install_capturing_hooks
     except ImportError:  # releases without it return the probabilities up the call stack
         return
-    maybe_install_capturing_hooks(model)
+    owners = [(n, m) for n, m in model.named_modules() if isinstance(m, PreTrainedModel)]
     for name, module in new.items():
+        holders = [(len(n), m) for n, m in owners if not n or name.startswith(n + ".")]
+        if not holders:
+            continue
+        maybe_install_capturing_hooks(max(holders, key=lambda h: h[0])[1])
         for hook in old[name]._forward_hooks.values():
             if getattr(hook, "__module__", None) == maybe_install_capturing_hooks.__module__:
                 module.register_forward_hook(hook)
