@@ -447,7 +447,8 @@ def load_compressed(model: nn.Module, path) -> nn.Module:
     written by save_pretrained of a converted model) into `model`, a model of the
     same config with the original attention: swaps in CollaborativeAttention modules
     and loads every tensor. Shapes and metadata are checked against the model's
-    config before anything changes; a disagreement is refused naming the tensor."""
+    attention modules, and the collaborative tensors for NaN and Inf, before anything
+    changes; a disagreement is refused naming the file and the key or tensor."""
     f = _family(model)
     tensors, meta = _read_checkpoint(path)
     where = os.fspath(path)
