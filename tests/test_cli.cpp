@@ -16,6 +16,7 @@
 #include "temp_dir.hpp"
 #include "tenfold/attention_checkpoint.hpp"
 #include "tenfold/cp.hpp"
+#include "tenfold/error.hpp"
 #include "tenfold/io.hpp"
 #include "tenfold/tucker.hpp"
 
@@ -406,43 +407,57 @@ TEST(Cli, AttentionReadsAlbertAndVitNames) {
   }
 }
 
-// GPT-2's fused Conv1D c_attn (in, 3 out) = [W_Q^T | W_K^T | W_V^T]: the layer read
-// from it is the one of the separate weights, the value third is written out as
-// value.{weight,bias} bit for bit, and the config's n_head gives the head count.
+namespace {
+
+// GPT-2 names for a TinyBert's layers: transformer.h.<n>.attn.c_attn, a fused Conv1D
+// (in, 3 out) = [W_Q^T | W_K^T | W_V^T] with its bias (the value third a constant).
+struct TinyGpt2 {
+  std::vector<std::vector<float>> data;  // per layer: the fused weight, then its bias
+  std::vector<tenfold::io::SafetensorsTensor> tensors;
+
+  explicit TinyGpt2(const tenfold::io::SafetensorsFile& sep) {
+    data.reserve(4);
+    for (int l = 0; l < 2; ++l) {
+      const std::string b = "encoder.layer." + std::to_string(l) + ".attention.self.";
+      std::vector<float> w(8 * 24), bias(24);
+      const char* parts[3] = {"query", "key", "value"};
+      for (int part = 0; part < 3; ++part) {
+        const std::vector<float> pw = floats(sep, b + parts[part] + ".weight");  // (out, in)
+        // TinyBert has no value bias: the value third gets a constant one.
+        const std::vector<float> pb =
+            part < 2 ? floats(sep, b + parts[part] + ".bias") : std::vector<float>(8, 0.25f);
+        for (int o = 0; o < 8; ++o) {
+          for (int i = 0; i < 8; ++i)
+            w[static_cast<std::size_t>(i * 24 + part * 8 + o)] = pw[o * 8 + i];
+          bias[static_cast<std::size_t>(part * 8 + o)] = pb[static_cast<std::size_t>(o)];
+        }
+      }
+      data.push_back(std::move(w));
+      data.push_back(std::move(bias));
+      const std::string p = "transformer.h." + std::to_string(l) + ".attn.";
+      tensors.push_back({p + "c_attn.weight",
+                         "F32",
+                         {8, 24},
+                         std::as_bytes(std::span<const float>(data[data.size() - 2]))});
+      tensors.push_back(
+          {p + "c_attn.bias", "F32", {24}, std::as_bytes(std::span<const float>(data.back()))});
+    }
+  }
+};
+
+}  // namespace
+
+// GPT-2's fused Conv1D c_attn: the layer read from it is the one of the separate
+// weights, the value third is written out as value.{weight,bias} bit for bit, and the
+// config's n_head gives the head count.
 TEST(Cli, AttentionReadsGpt2FusedConv1D) {
   TempDir dir;
   TinyBert bert(2, "");
   bert.save(dir / "bert.safetensors");
   const tenfold::io::SafetensorsFile sep(dir / "bert.safetensors");
-  std::vector<std::vector<float>> data;
-  data.reserve(8);
-  std::vector<tenfold::io::SafetensorsTensor> tensors;
-  for (int l = 0; l < 2; ++l) {
-    const std::string b = "encoder.layer." + std::to_string(l) + ".attention.self.";
-    std::vector<float> w(8 * 24), bias(24);
-    const char* parts[3] = {"query", "key", "value"};
-    for (int part = 0; part < 3; ++part) {
-      const std::vector<float> pw = floats(sep, b + parts[part] + ".weight");  // (out, in)
-      // TinyBert has no value bias: the value third gets a constant one.
-      const std::vector<float> pb =
-          part < 2 ? floats(sep, b + parts[part] + ".bias") : std::vector<float>(8, 0.25f);
-      for (int o = 0; o < 8; ++o) {
-        for (int i = 0; i < 8; ++i)
-          w[static_cast<std::size_t>(i * 24 + part * 8 + o)] = pw[o * 8 + i];
-        bias[static_cast<std::size_t>(part * 8 + o)] = pb[static_cast<std::size_t>(o)];
-      }
-    }
-    data.push_back(std::move(w));
-    data.push_back(std::move(bias));
-    const std::string p = "transformer.h." + std::to_string(l) + ".attn.";
-    tensors.push_back({p + "c_attn.weight",
-                       "F32",
-                       {8, 24},
-                       std::as_bytes(std::span<const float>(data[data.size() - 2]))});
-    tensors.push_back(
-        {p + "c_attn.bias", "F32", {24}, std::as_bytes(std::span<const float>(data.back()))});
-  }
-  tenfold::io::save_safetensors(dir / "model.safetensors", tensors, {{"format", "pt"}});
+  const TinyGpt2 gpt2(sep);
+  const auto& data = gpt2.data;
+  tenfold::io::save_safetensors(dir / "model.safetensors", gpt2.tensors, {{"format", "pt"}});
   std::ofstream(dir / "config.json") << R"({"model_type": "gpt2", "n_head": 2, "n_embd": 8})";
 
   const tenfold::io::SafetensorsFile fused(dir / "model.safetensors");
@@ -498,6 +513,10 @@ TEST(Cli, AttentionBadCheckpointsGiveOneLineAndWriteNothing) {
   TinyBert no_key(1);
   no_key.tensors.erase(no_key.tensors.begin() + 3);  // layer 0's key.weight
   no_key.save(dir / "nokey.safetensors");
+  TinyBert no_query(2);
+  // Layer 0's query weight and bias.
+  no_query.tensors.erase(no_query.tensors.begin() + 1, no_query.tensors.begin() + 3);
+  no_query.save(dir / "noquery.safetensors");
   TinyBert no_attention(0);
   no_attention.save(dir / "noattn.safetensors");
   TinyBert odd_dtype(1);
@@ -516,6 +535,10 @@ TEST(Cli, AttentionBadCheckpointsGiveOneLineAndWriteNothing) {
       {write("beyond.safetensors", beyond) + " --heads 2", "header"},
       {write("json.safetensors", bad_json) + " --heads 2", "JSON"},
       {(dir / "nokey.safetensors").string() + " --heads 2", "key.weight"},
+      // Layer 0 would be left as it was, layer 1 compressed: no usable checkpoint.
+      {(dir / "noquery.safetensors").string() + " --heads 2",
+       "layer 0 has 'bert.encoder.layer.0.attention.self.key.weight' but no "
+       "'bert.encoder.layer.0.attention.self.query.weight'"},
       {(dir / "noattn.safetensors").string() + " --heads 2", "no attention layers"},
       {(dir / "odd.safetensors").string() + " --heads 2", "query.weight"},
       {g + " --heads 3", "not divisible by 3 heads"},
@@ -672,4 +695,177 @@ TEST(Cli, AttentionCompressWithCalibration) {
   EXPECT_EQ(bad.err_lines(), 1) << bad.err;
   EXPECT_NE(bad.err.find("tenfold.calibration.tokens"), std::string::npos) << bad.err;
   EXPECT_FALSE(fs::exists(dir / "out.safetensors"));
+}
+
+// Every file the command reads is an input no output may be: the checkpoint, the
+// config.json beside it and the calibration statistics, by identity (a symlink, or a
+// path through a linked folder, to one of them is the same file).
+TEST(Cli, AttentionOutputsAreNoInput) {
+  TempDir dir;
+  fs::create_directories(dir / "m");
+  TinyBert(2).save(dir / "m/model.safetensors");
+  std::ofstream(dir / "m/config.json") << R"({"num_attention_heads": 2, "hidden_size": 8})";
+  std::vector<double> m(64, 0.0);
+  for (int i = 0; i < 8; ++i) m[static_cast<std::size_t>(9 * i)] = 1.0;
+  std::vector<tenfold::io::SafetensorsTensor> t;
+  for (int l = 0; l < 2; ++l) {
+    t.push_back({"bert.encoder.layer." + std::to_string(l) + ".attention.self.input_moment",
+                 "F64",
+                 {8, 8},
+                 std::as_bytes(std::span<const double>(m))});
+  }
+  tenfold::io::save_safetensors(dir / "stats.safetensors", t,
+                                {{"tenfold.calibration.tokens", "5"}});
+  fs::create_symlink(dir / "m/config.json", dir / "config_link.json");
+  fs::create_directory_symlink(dir / "m", dir / "m_link");
+  const std::string model = slurp(dir / "m/model.safetensors");
+  const std::string config = slurp(dir / "m/config.json");
+  const std::string stats = slurp(dir / "stats.safetensors");
+  const std::string base = "attention compress " + (dir / "m/model.safetensors").string() +
+                           " --shared-dim 3 -q --calibration " +
+                           (dir / "stats.safetensors").string();
+  const std::string ok = (dir / "out.safetensors").string();
+  const std::vector<std::string> cases = {
+      "--out " + (dir / "m/config.json").string(),
+      "--out " + (dir / "config_link.json").string(),
+      "--out " + (dir / "m_link/config.json").string(),
+      "--out " + (dir / "stats.safetensors").string(),
+      "--out " + ok + " --report " + (dir / "m/config.json").string(),
+      "--out " + ok + " --report " + (dir / "stats.safetensors").string(),
+      "--out " + ok + " --report " + (dir / "m_link/model.safetensors").string(),
+  };
+  for (const std::string& c : cases) {
+    const CliRun r = tenfold_cli(dir, base + " " + c);
+    EXPECT_EQ(r.code, 1) << c << "\n" << r.err;
+    EXPECT_EQ(r.err_lines(), 1) << c << "\n" << r.err;
+    EXPECT_NE(r.err.find("is the input file"), std::string::npos) << c << "\n" << r.err;
+    EXPECT_FALSE(fs::exists(ok)) << c;
+  }
+  EXPECT_EQ(slurp(dir / "m/model.safetensors"), model);
+  EXPECT_EQ(slurp(dir / "m/config.json"), config);
+  EXPECT_EQ(slurp(dir / "stats.safetensors"), stats);
+
+  // The library refuses the same for its callers (the Python package).
+  tenfold::attention::CheckpointOptions o;
+  o.compress.rank = 3;
+  o.calibration = dir / "stats.safetensors";
+  for (const fs::path& out : {dir / "config_link.json", dir / "stats.safetensors"}) {
+    EXPECT_THROW(tenfold::attention::compress_checkpoint(dir / "m/model.safetensors", out, o),
+                 tenfold::IoError)
+        << out;
+  }
+  EXPECT_EQ(slurp(dir / "m/config.json"), config);
+  EXPECT_EQ(slurp(dir / "stats.safetensors"), stats);
+}
+
+// A config.json that contradicts itself or the tensors is refused in one line naming
+// the keys and values, by compress and analyze alike.
+TEST(Cli, AttentionConfigMustAgreeWithItselfAndTheTensors) {
+  TempDir dir;
+  struct Case {
+    std::string config, message;
+  };
+  const std::vector<Case> cases = {
+      {R"({"num_attention_heads": 2, "n_head": 4})",
+       "num_attention_heads = 2 disagrees with n_head = 4"},
+      {R"({"num_attention_heads": 2, "hidden_size": 8, "n_embd": 16})",
+       "hidden_size = 8 disagrees with n_embd = 16"},
+      {R"({"num_attention_heads": 2, "hidden_size": 16})",
+       "hidden size 16 (hidden_size, n_embd or dim) disagrees with the checkpoint, whose "
+       "attention layers take inputs of width 8"},
+      {R"({"num_attention_heads": 2, "scale_attn_weights": 1})",
+       "scale_attn_weights is 1, not true or false"},
+  };
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const fs::path sub = dir / ("c" + std::to_string(i));
+    fs::create_directories(sub);
+    TinyBert(1).save(sub / "model.safetensors");
+    std::ofstream(sub / "config.json") << cases[i].config;
+    for (const std::string cmd : {"compress", "analyze"}) {
+      const std::string args =
+          "attention " + cmd + " " + (sub / "model.safetensors").string() +
+          (cmd == "compress" ? " --shared-dim 3 --out " + (sub / "out.safetensors").string() : "");
+      const CliRun r = tenfold_cli(dir, args);
+      EXPECT_EQ(r.code, 1) << args << "\n" << r.err;
+      EXPECT_EQ(r.err_lines(), 1) << args << "\n" << r.err;
+      EXPECT_NE(r.err.find(cases[i].message), std::string::npos) << args << "\n" << r.err;
+      EXPECT_NE(r.err.find("config.json"), std::string::npos) << args << "\n" << r.err;
+    }
+    EXPECT_FALSE(fs::exists(sub / "out.safetensors"));
+  }
+}
+
+// GPT-2's config may drop the 1/sqrt(d) (scale_attn_weights: false) or divide layer
+// l's scores by l + 1 (scale_attn_by_inverse_layer_idx): the full-rank collaborative
+// layer written must give the model's own scores, computed here from the weights.
+TEST(Cli, AttentionFoldsGpt2ConfigScaling) {
+  TempDir dir;
+  TinyBert(2, "").save(dir / "bert.safetensors");
+  const TinyGpt2 gpt2(tenfold::io::SafetensorsFile(dir / "bert.safetensors"));
+  const index_t heads = 2, d = 4, dim = 8;
+  std::vector<double> x(dim), y(dim);  // a query and a key token
+  for (index_t i = 0; i < dim; ++i) {
+    x[static_cast<std::size_t>(i)] = std::sin(i + 1.0);
+    y[static_cast<std::size_t>(i)] = std::cos(2.0 * i + 1.0);
+  }
+  struct Case {
+    std::string config;
+    bool by_sqrt_d, by_layer;
+  };
+  const std::vector<Case> cases = {
+      {R"("scale_attn_weights": false)", false, false},
+      {R"("scale_attn_by_inverse_layer_idx": true)", true, true},
+      {R"("scale_attn_weights": false, "scale_attn_by_inverse_layer_idx": true)", false, true},
+      {R"("scale_attn_weights": true)", true, false},
+  };
+  for (std::size_t c = 0; c < cases.size(); ++c) {
+    const fs::path sub = dir / ("c" + std::to_string(c));
+    fs::create_directories(sub);
+    tenfold::io::save_safetensors(sub / "model.safetensors", gpt2.tensors, {{"format", "pt"}});
+    std::ofstream(sub / "config.json")
+        << R"({"model_type": "gpt2", "n_head": 2, "n_embd": 8, )" << cases[c].config << "}";
+    const CliRun r = tenfold_cli(dir, "attention compress " + (sub / "model.safetensors").string() +
+                                          " --shared-dim 8 --dtype float64 -q --out " +
+                                          (sub / "o.safetensors").string());
+    ASSERT_EQ(r.code, 0) << cases[c].config << ": " << r.err;
+    const tenfold::io::SafetensorsFile res(sub / "o.safetensors");
+    for (int l = 0; l < 2; ++l) {
+      // The model's scores s_h = scale (W_Q^h^T x + b_Q^h) . (W_K^h^T y), up to the
+      // key bias's row constant, from the fused (in, 3 out) weight [W_Q | W_K | W_V].
+      const std::vector<float>& w = gpt2.data[static_cast<std::size_t>(2 * l)];
+      const std::vector<float>& b = gpt2.data[static_cast<std::size_t>(2 * l + 1)];
+      const double scale = (cases[c].by_sqrt_d ? 1.0 / std::sqrt(double(d)) : 1.0) /
+                           (cases[c].by_layer ? l + 1.0 : 1.0);
+      // The collaborative form: sum_r m[h, r] (Q_r . x)(K_r . y) + v_h . y.
+      const std::string p = "transformer.h." + std::to_string(l) + ".attn.collab.";
+      const auto m = res.read<double>(p + "mixing").values();               // (H, R) row-major
+      const auto q = res.read<double>(p + "query.weight").values();         // (R, D)
+      const auto k = res.read<double>(p + "key.weight").values();           // (R, D)
+      const auto v = res.read<double>(p + "content_bias.weight").values();  // (H, D)
+      for (index_t h = 0; h < heads; ++h) {
+        double want = 0.0, got = 0.0, size = 0.0;
+        for (index_t j = h * d; j < (h + 1) * d; ++j) {
+          double qj = b[static_cast<std::size_t>(j)], kj = 0.0;
+          for (index_t i = 0; i < dim; ++i) {
+            qj += w[static_cast<std::size_t>(i * 24 + j)] * x[static_cast<std::size_t>(i)];
+            kj += w[static_cast<std::size_t>(i * 24 + 8 + j)] * y[static_cast<std::size_t>(i)];
+          }
+          want += scale * qj * kj;
+          size += std::abs(scale * qj * kj);
+        }
+        for (index_t r2 = 0; r2 < 8; ++r2) {
+          double qx = 0.0, ky = 0.0;
+          for (index_t i = 0; i < dim; ++i) {
+            qx += q[static_cast<std::size_t>(r2 * dim + i)] * x[static_cast<std::size_t>(i)];
+            ky += k[static_cast<std::size_t>(r2 * dim + i)] * y[static_cast<std::size_t>(i)];
+          }
+          got += m[static_cast<std::size_t>(h * 8 + r2)] * qx * ky;
+        }
+        for (index_t i = 0; i < dim; ++i)
+          got += v[static_cast<std::size_t>(h * dim + i)] * y[static_cast<std::size_t>(i)];
+        // float32 weights, float64 arithmetic: the difference is float64 round-off.
+        EXPECT_NEAR(got, want, 1e-12 * (size + 1.0)) << cases[c].config << " layer " << l;
+      }
+    }
+  }
 }

@@ -1,5 +1,6 @@
 // tenfold attention compress|analyze: multi-head attention to collaborative form.
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 
 #include "commands.hpp"
@@ -48,7 +49,14 @@ nlohmann::json layer_json(const attention::LayerReport& l) {
 int run_compress(const CompressArgs& a) {
   std::vector<Output> outputs = {{"--out", a.out, false}};
   if (!a.report.empty()) outputs.push_back({"--report", a.report, false});
-  check_outputs(outputs, {a.input});
+  // Every file the command reads is an input: the checkpoint, the config.json beside
+  // it, the calibration statistics.
+  std::vector<std::filesystem::path> inputs = {a.input};
+  if (const auto config = attention::config_path(a.input); std::filesystem::exists(config)) {
+    inputs.push_back(config);
+  }
+  if (!a.calibration.empty()) inputs.push_back(a.calibration);
+  check_outputs(outputs, inputs);
   attention::CheckpointOptions o;
   o.compress.rank = a.shared_dim;
   o.compress.max_iters = a.max_iters;

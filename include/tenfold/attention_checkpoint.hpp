@@ -33,11 +33,30 @@ struct TENFOLD_API LayerNames {
 };
 
 /// The attention layers of a checkpoint, by layer index. Throws IoError when none
-/// is found or a layer misses its query or key weight.
+/// is found or a layer misses its query or key weight (also when a layer has a key
+/// weight or a query/key bias but no query weight).
 TENFOLD_API std::vector<LayerNames> find_layers(const io::SafetensorsFile& file);
 
-/// Head count from the config.json beside `checkpoint` (num_attention_heads, n_heads
-/// or n_head); 0 when there is no such file or key. Throws IoError on a malformed file.
+/// What the checkpoint functions take from the config.json beside a checkpoint.
+struct TENFOLD_API ModelConfig {
+  index_t heads = 0;        ///< num_attention_heads = n_heads = n_head (0: none given)
+  index_t hidden_size = 0;  ///< hidden_size = n_embd = dim (0: none given)
+  /// GPT-2 (fused c_attn layers only): scores divided by sqrt(d) (false: not scaled),
+  /// and also by layer index + 1.
+  bool scale_attn_weights = true;
+  bool scale_attn_by_inverse_layer_idx = false;
+};
+
+/// The config.json the checkpoint functions read: the one beside `checkpoint`.
+TENFOLD_API std::filesystem::path config_path(const std::filesystem::path& checkpoint);
+
+/// Reads config_path(checkpoint); the defaults when there is no such file. Throws
+/// IoError naming the file and the keys on malformed JSON, a value of the wrong type,
+/// or two spellings of the same setting that disagree (num_attention_heads 4, n_head 8).
+TENFOLD_API ModelConfig read_model_config(const std::filesystem::path& checkpoint);
+
+/// Head count from the config.json beside `checkpoint` (read_model_config); 0 when
+/// there is no such file or key.
 TENFOLD_API index_t heads_from_config(const std::filesystem::path& checkpoint);
 
 /// Loads one layer; throws IoError / DimensionMismatch when shapes disagree or
@@ -125,8 +144,13 @@ struct TENFOLD_API CheckpointReport {
 /// the header metadata records shared_dim, heads, head_dim, the scale convention, the
 /// objective and the per-layer errors (tenfold.relative_errors: weight space;
 /// data-aware, with tenfold.calibration.{file,tokens,source,damping}:
-/// tenfold.calibration.relative_errors, data space). Everything is validated before anything is
-/// written; the input is never modified. Throws IoError / InvalidArgument naming the problem.
+/// tenfold.calibration.relative_errors, data space). The layer's own score scale is
+/// what is folded: 1/sqrt(d), or for GPT-2 what its config.json says
+/// (ModelConfig::scale_attn_weights, scale_attn_by_inverse_layer_idx). config.json's
+/// hidden_size must be the layers' input width. Everything is validated before
+/// anything is written; the inputs (checkpoint, config.json, calibration file) are
+/// never modified, and `output` may be none of them. Throws IoError / InvalidArgument
+/// naming the problem.
 TENFOLD_API CheckpointReport compress_checkpoint(const std::filesystem::path& input,
                                                  const std::filesystem::path& output,
                                                  const CheckpointOptions& options);

@@ -99,16 +99,16 @@ void check_finite_tensor(const std::string& name, const std::vector<T>& values, 
   }
 }
 
-index_t resolve_heads(const std::filesystem::path& input, index_t heads) {
+index_t resolve_heads(const std::filesystem::path& input, const ModelConfig& config,
+                      index_t heads) {
   if (heads < 0) throw InvalidArgument("heads must be >= 1, got " + std::to_string(heads));
-  const index_t configured = heads_from_config(input);
-  if (heads > 0 && configured > 0 && heads != configured) {
+  if (heads > 0 && config.heads > 0 && heads != config.heads) {
     throw InvalidArgument("heads = " + std::to_string(heads) + " disagrees with the " +
-                          std::to_string(configured) + " attention heads of '" +
-                          (input.parent_path() / "config.json").string() +
+                          std::to_string(config.heads) + " attention heads of '" +
+                          config_path(input).string() +
                           "'; give the model's head count, or leave it out to use the config");
   }
-  if (heads == 0) heads = configured;
+  if (heads == 0) heads = config.heads;
   if (heads == 0) {
     throw InvalidArgument(
         "the head count is unknown: pass --heads, or put a config.json with "
@@ -116,6 +116,57 @@ index_t resolve_heads(const std::filesystem::path& input, index_t heads) {
         input.string() + "'");
   }
   return heads;
+}
+
+// A checkpoint's layers with its config, head count and widths, validated from the
+// header and config.json before any work.
+struct Plan {
+  std::vector<LayerNames> layers;
+  ModelConfig config;
+  index_t heads = 0, input_dim = 0, head_dim = 0;
+};
+
+Plan plan_checkpoint(const io::SafetensorsFile& file, const std::filesystem::path& input,
+                     index_t heads) {
+  Plan p;
+  p.layers = find_layers(file);
+  p.config = read_model_config(input);
+  p.heads = resolve_heads(input, p.config, heads);
+  for (const LayerNames& l : p.layers) {
+    const auto [d_in, dk] = check_layer_shapes(file, l, p.heads);
+    if (p.input_dim == 0) {
+      p.input_dim = d_in;
+      p.head_dim = dk / p.heads;
+    } else if (d_in != p.input_dim || dk != p.heads * p.head_dim) {
+      throw DimensionMismatch("layer " + std::to_string(l.index) +
+                              " has a different width than layer " +
+                              std::to_string(p.layers.front().index));
+    }
+  }
+  if (p.config.hidden_size > 0 && p.config.hidden_size != p.input_dim) {
+    throw IoError("'" + config_path(input).string() + "': hidden size " +
+                  std::to_string(p.config.hidden_size) +
+                  " (hidden_size, n_embd or dim) disagrees with the checkpoint, whose attention "
+                  "layers take inputs of width " +
+                  std::to_string(p.input_dim) + " ('" + p.layers.front().query_weight + "')");
+  }
+  return p;
+}
+
+// The layer as its model scores it: s_h = s (x^T W_Q^h + b_Q^h)(...) with s = 1/sqrt(d)
+// everywhere but in GPT-2, whose config may drop the 1/sqrt(d) or add 1/(layer + 1).
+// The collaborative form folds 1/sqrt(d), so the query side is scaled by s sqrt(d).
+template <class T>
+QueryKeyLayer<T> load_scored_layer(const io::SafetensorsFile& file, const Plan& p,
+                                   const LayerNames& l) {
+  QueryKeyLayer<T> layer = load_layer<T>(file, l, p.heads);
+  if (!l.fused_qkv) return layer;
+  double factor = p.config.scale_attn_weights ? 1.0 : std::sqrt(static_cast<double>(p.head_dim));
+  if (p.config.scale_attn_by_inverse_layer_idx) factor /= l.index + 1.0;
+  if (factor == 1.0) return layer;
+  for (T& w : layer.query_weight.values()) w = static_cast<T>(w * factor);
+  for (T& b : layer.query_bias) b = static_cast<T>(b * factor);
+  return layer;
 }
 
 template <class T>
@@ -168,22 +219,13 @@ CheckpointReport compress_typed(const std::filesystem::path& input,
                                 const std::filesystem::path& output, const CheckpointOptions& o) {
   const auto start = std::chrono::steady_clock::now();
   const io::SafetensorsFile file(input);
-  const std::vector<LayerNames> layers = find_layers(file);
+  const Plan plan = plan_checkpoint(file, input, o.heads);
+  const std::vector<LayerNames>& layers = plan.layers;
   CheckpointReport rep;
-  rep.heads = resolve_heads(input, o.heads);
+  rep.heads = plan.heads;
+  rep.input_dim = plan.input_dim;
+  rep.head_dim = plan.head_dim;
   rep.shared_dim = o.compress.rank;
-  // Validate every layer from the header before any work.
-  for (const LayerNames& l : layers) {
-    const auto [d_in, dk] = check_layer_shapes(file, l, rep.heads);
-    if (rep.input_dim == 0) {
-      rep.input_dim = d_in;
-      rep.head_dim = dk / rep.heads;
-    } else if (d_in != rep.input_dim || dk != rep.heads * rep.head_dim) {
-      throw DimensionMismatch("layer " + std::to_string(l.index) +
-                              " has a different width than layer " +
-                              std::to_string(layers.front().index));
-    }
-  }
   const index_t full = rep.heads * rep.head_dim;
   if (o.compress.rank < 1 || o.compress.rank > full) {
     throw InvalidArgument("shared dimension " + std::to_string(o.compress.rank) +
@@ -231,7 +273,7 @@ CheckpointReport compress_typed(const std::filesystem::path& input,
   for (std::size_t i = 0; i < layers.size(); ++i) {
     const LayerNames& l = layers[i];
     running = l.index;
-    const QueryKeyLayer<T> layer = load_layer<T>(file, l, rep.heads);
+    const QueryKeyLayer<T> layer = load_scored_layer<T>(file, plan, l);
     const CompressResult<T> res = [&] {
       if (moments.empty()) return compress(layer, co);
       try {
@@ -412,30 +454,45 @@ InputMoments CalibrationFile::moments(const std::string& prefix, int layer,
 
 namespace {
 
-// One spelling of an attention layer's query weight: the regex captures the model
-// prefix and the layer number(s); the layer prefix P is built from them.
+// One spelling of an attention layer: `layer` matches the layer prefix P, capturing
+// the model prefix and the layer number(s); P is built from them and `middle`.
 struct LayerPattern {
-  std::regex query;
+  std::string layer;   // regex of P
   std::string middle;  // P = capture 1 + middle with the numbers substituted
   std::string q, k;    // module names of the query and key projections after P
   bool fused = false;
+  std::regex query;  // P + q + "weight"
+  std::regex any;    // P + (q or k) + ("weight" or "bias")
+
+  static std::string escaped(const std::string& module) {
+    std::string out;
+    for (const char c : module) out += c == '.' ? std::string(R"(\.)") : std::string(1, c);
+    return out;
+  }
+  LayerPattern(std::string layer_re, std::string mid, std::string q_name, std::string k_name,
+               bool is_fused = false)
+      : layer(std::move(layer_re)),
+        middle(std::move(mid)),
+        q(std::move(q_name)),
+        k(std::move(k_name)),
+        fused(is_fused),
+        query(layer + escaped(q) + "weight$"),
+        any(layer + "(?:" + escaped(q) + "|" + escaped(k) + ")(?:weight|bias)$") {}
 };
 
 const std::vector<LayerPattern>& layer_patterns() {
   static const std::vector<LayerPattern> patterns = {
-      {std::regex(R"(^(.*)encoder\.layer\.(\d+)\.attention\.self\.query\.weight$)"),
-       "encoder.layer.#.attention.self.", "query.", "key."},
-      {std::regex(R"(^(.*)transformer\.layer\.(\d+)\.attention\.q_lin\.weight$)"),
-       "transformer.layer.#.attention.", "q_lin.", "k_lin."},
-      {std::regex(
-           R"(^(.*)albert_layer_groups\.(\d+)\.albert_layers\.(\d+)\.attention\.query\.weight$)"),
+      {R"(^(.*)encoder\.layer\.(\d+)\.attention\.self\.)", "encoder.layer.#.attention.self.",
+       "query.", "key."},
+      {R"(^(.*)transformer\.layer\.(\d+)\.attention\.)", "transformer.layer.#.attention.", "q_lin.",
+       "k_lin."},
+      {R"(^(.*)albert_layer_groups\.(\d+)\.albert_layers\.(\d+)\.attention\.)",
        "albert_layer_groups.#.albert_layers.#.attention.", "query.", "key."},
-      {std::regex(R"(^(.*)encoder\.layer\.(\d+)\.attention\.attention\.query\.weight$)"),
+      {R"(^(.*)encoder\.layer\.(\d+)\.attention\.attention\.)",
        "encoder.layer.#.attention.attention.", "query.", "key."},
-      {std::regex(R"(^(.*)encoder\.layer\.(\d+)\.attention\.q_proj\.weight$)"),
-       "encoder.layer.#.attention.", "q_proj.", "k_proj."},
-      {std::regex(R"(^(.*)h\.(\d+)\.attn\.c_attn\.weight$)"), "h.#.attn.", "c_attn.", "c_attn.",
-       true},
+      {R"(^(.*)encoder\.layer\.(\d+)\.attention\.)", "encoder.layer.#.attention.", "q_proj.",
+       "k_proj."},
+      {R"(^(.*)h\.(\d+)\.attn\.)", "h.#.attn.", "c_attn.", "c_attn.", true},
   };
   return patterns;
 }
@@ -450,10 +507,28 @@ int layer_number(const std::string& digits, const std::string& tensor) {
   return n;
 }
 
+// P of a tensor a pattern matched (m), and the layer number(s) it holds.
+std::string layer_prefix(const std::smatch& m, const LayerPattern& p, const std::string& tensor,
+                         std::vector<int>& numbers) {
+  // P = model prefix + middle with each '#' replaced by the next captured number.
+  std::string prefix = m[1].str();
+  std::size_t group = 2;
+  for (const char c : p.middle) {
+    if (c != '#') {
+      prefix += c;
+      continue;
+    }
+    prefix += m[group].str();
+    numbers.push_back(layer_number(m[group++].str(), tensor));
+  }
+  return prefix;
+}
+
 }  // namespace
 
 std::vector<LayerNames> find_layers(const io::SafetensorsFile& file) {
   std::vector<std::pair<std::vector<int>, LayerNames>> found;
+  std::set<std::string> claimed;  // the query/key tensors of the layers found
   const auto optional = [&](const std::string& name) {
     return file.find(name) ? name : std::string();
   };
@@ -461,19 +536,9 @@ std::vector<LayerNames> find_layers(const io::SafetensorsFile& file) {
     for (const LayerPattern& p : layer_patterns()) {
       std::smatch m;
       if (!std::regex_match(e.name, m, p.query)) continue;
-      // P = model prefix + middle with each '#' replaced by the next captured number.
       LayerNames l;
       std::vector<int> numbers;
-      l.prefix = m[1].str();
-      std::size_t group = 2;
-      for (const char c : p.middle) {
-        if (c != '#') {
-          l.prefix += c;
-          continue;
-        }
-        l.prefix += m[group].str();
-        numbers.push_back(layer_number(m[group++].str(), e.name));
-      }
+      l.prefix = layer_prefix(m, p, e.name, numbers);
       l.fused_qkv = p.fused;
       l.query_weight = e.name;
       l.key_weight = l.prefix + p.k + "weight";
@@ -483,8 +548,22 @@ std::vector<LayerNames> find_layers(const io::SafetensorsFile& file) {
       }
       l.query_bias = optional(l.prefix + p.q + "bias");
       l.key_bias = optional(l.prefix + p.k + "bias");
+      claimed.insert({l.query_weight, l.key_weight, l.query_bias, l.key_bias});
       found.emplace_back(numbers, std::move(l));
       break;
+    }
+  }
+  // A key weight or a query/key bias without its query weight: that layer would be
+  // left as it was, and the output be no collaborative checkpoint.
+  for (const io::SafetensorsEntry& e : file.tensors()) {
+    if (claimed.count(e.name)) continue;
+    for (const LayerPattern& p : layer_patterns()) {
+      std::smatch m;
+      if (!std::regex_match(e.name, m, p.any)) continue;
+      std::vector<int> numbers;
+      const std::string prefix = layer_prefix(m, p, e.name, numbers);
+      throw IoError("layer " + std::to_string(numbers.front()) + " has '" + e.name + "' but no '" +
+                    prefix + p.q + "weight'");
     }
   }
   if (found.empty()) {
@@ -508,25 +587,69 @@ std::vector<LayerNames> find_layers(const io::SafetensorsFile& file) {
   return layers;
 }
 
-index_t heads_from_config(const std::filesystem::path& checkpoint) {
-  const std::filesystem::path config = checkpoint.parent_path() / "config.json";
+std::filesystem::path config_path(const std::filesystem::path& checkpoint) {
+  return checkpoint.parent_path() / "config.json";
+}
+
+namespace {
+
+// The one value of a setting the config may spell several ways (num_attention_heads,
+// n_heads, n_head): a positive integer, the same under every spelling given; 0 if none.
+index_t config_integer(const nlohmann::json& j, const std::string& where,
+                       std::initializer_list<const char*> keys) {
+  index_t value = 0;
+  const char* first = nullptr;
+  for (const char* key : keys) {
+    if (!j.contains(key)) continue;
+    const auto& v = j[key];
+    if (!v.is_number_integer() || v.get<long long>() < 1) {
+      throw IoError(where + ": " + key + " is " + v.dump() + ", not a positive integer");
+    }
+    const auto n = static_cast<index_t>(v.get<long long>());
+    if (first && n != value) {
+      throw IoError(where + ": " + first + " = " + std::to_string(value) + " disagrees with " +
+                    key + " = " + std::to_string(n) + "; the model has one value");
+    }
+    value = n;
+    first = key;
+  }
+  return value;
+}
+
+bool config_flag(const nlohmann::json& j, const std::string& where, const char* key,
+                 bool fallback) {
+  if (!j.contains(key)) return fallback;
+  if (!j[key].is_boolean()) {
+    throw IoError(where + ": " + key + " is " + j[key].dump() + ", not true or false");
+  }
+  return j[key].get<bool>();
+}
+
+}  // namespace
+
+ModelConfig read_model_config(const std::filesystem::path& checkpoint) {
+  const std::filesystem::path config = config_path(checkpoint);
+  ModelConfig c;
   std::ifstream in(config);
-  if (!in) return 0;
+  if (!in) return c;
+  const std::string where = "'" + config.string() + "'";
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(in);
   } catch (const nlohmann::json::exception& e) {
-    throw IoError("'" + config.string() + "' is not valid JSON: " + e.what());
+    throw IoError(where + " is not valid JSON: " + e.what());
   }
-  for (const char* key : {"num_attention_heads", "n_heads", "n_head"}) {
-    if (!j.is_object() || !j.contains(key)) continue;
-    const auto& v = j[key];
-    if (!v.is_number_integer() || v.get<long long>() < 1) {
-      throw IoError("'" + config.string() + "': " + key + " is not a positive integer");
-    }
-    return static_cast<index_t>(v.get<long long>());
-  }
-  return 0;
+  if (!j.is_object()) return c;
+  c.heads = config_integer(j, where, {"num_attention_heads", "n_heads", "n_head"});
+  c.hidden_size = config_integer(j, where, {"hidden_size", "n_embd", "dim"});
+  c.scale_attn_weights = config_flag(j, where, "scale_attn_weights", true);
+  c.scale_attn_by_inverse_layer_idx =
+      config_flag(j, where, "scale_attn_by_inverse_layer_idx", false);
+  return c;
+}
+
+index_t heads_from_config(const std::filesystem::path& checkpoint) {
+  return read_model_config(checkpoint).heads;
 }
 
 namespace {
@@ -591,9 +714,17 @@ QueryKeyLayer<T> load_layer(const io::SafetensorsFile& file, const LayerNames& n
 CheckpointReport compress_checkpoint(const std::filesystem::path& input,
                                      const std::filesystem::path& output,
                                      const CheckpointOptions& options) {
+  // Every file read is an input, compared by identity (links included).
   std::error_code ec;
-  if (std::filesystem::exists(output, ec) && std::filesystem::equivalent(input, output, ec)) {
-    throw IoError("output '" + output.string() + "' is the input checkpoint");
+  const std::pair<std::filesystem::path, const char*> inputs[] = {
+      {input, "the input checkpoint"},
+      {config_path(input), "the config.json read beside the input"},
+      {options.calibration, "the calibration file"}};
+  for (const auto& [path, what] : inputs) {
+    if (!path.empty() && std::filesystem::exists(output, ec) &&
+        std::filesystem::equivalent(path, output, ec)) {
+      throw IoError("output '" + output.string() + "' is " + what + "; choose another output");
+    }
   }
   return options.float64 ? compress_typed<double>(input, output, options)
                          : compress_typed<float>(input, output, options);
@@ -603,11 +734,10 @@ std::vector<LayerRedundancy> analyze_checkpoint(
     const std::filesystem::path& input, index_t heads,
     const std::function<bool(const LayerRedundancy&)>& progress) {
   const io::SafetensorsFile file(input);
-  const std::vector<LayerNames> layers = find_layers(file);
-  heads = resolve_heads(input, heads);
+  const Plan plan = plan_checkpoint(file, input, heads);
   std::vector<LayerRedundancy> out;
-  for (const LayerNames& l : layers) {
-    out.push_back({l.index, l.prefix, redundancy(load_layer<double>(file, l, heads))});
+  for (const LayerNames& l : plan.layers) {
+    out.push_back({l.index, l.prefix, redundancy(load_scored_layer<double>(file, plan, l))});
     if (progress && !progress(out.back())) {
       throw Cancelled("analysing the checkpoint stopped by its callback after layer " +
                       std::to_string(l.index) + " (" + l.prefix + ")");

@@ -110,3 +110,58 @@ def test_load_compressed_refuses_mismatches_naming_the_tensor(cli, tmp_path):
     with pytest.raises(ValueError, match=r"'embeddings\.word_embeddings\.weight' has shape \(5, 32\)"):
         tt.load_compressed(other, tmp_path / "emb.safetensors")
     assert [type(m) for m in other.modules()] == kinds
+
+
+@pytest.mark.parametrize("scaling", [{"scale_attn_weights": False}, {"scale_attn_by_inverse_layer_idx": True}])
+def test_cli_folds_the_gpt2_config_scaling(cli, tmp_path, scaling):
+    # The program reads the scaling from config.json: exact at full rank.
+    model = make_model("gpt2", **scaling)
+    inputs = make_inputs("gpt2")
+    before = run(model, inputs)
+    path = _cli_checkpoint(cli, tmp_path, model, DIM)
+    loaded = make_model("gpt2", seed=7, **scaling)
+    tt.load_compressed(loaded, path)
+    np.testing.assert_allclose(run(loaded, inputs).numpy(), before.numpy(), rtol=0, atol=1e-5)
+
+
+def test_module_head_count_wins_over_the_config(cli, tmp_path):
+    # A config edited after the model was built: the modules split into 4 heads.
+    model = make_model("bert")
+    inputs = make_inputs("bert")
+    before = run(model, inputs)
+    path = _cli_checkpoint(cli, tmp_path, model, DIM)
+    model.config.num_attention_heads = 8
+    tt.compress_model(model, shared_dim=DIM)
+    np.testing.assert_allclose(run(model, inputs).numpy(), before.numpy(), rtol=0, atol=1e-5)
+    loaded = make_model("bert", seed=7)
+    loaded.config.num_attention_heads = 8
+    tt.load_compressed(loaded, path)
+    np.testing.assert_allclose(run(loaded, inputs).numpy(), before.numpy(), rtol=0, atol=1e-5)
+
+
+def test_load_compressed_refuses_non_finite_tensors_and_bad_metadata(cli, tmp_path):
+    model = make_model("bert")
+    path = _cli_checkpoint(cli, tmp_path, model, 12)
+    from safetensors import safe_open
+    from safetensors.torch import load_file, save_file
+
+    tensors = load_file(path)
+    with safe_open(path, "pt") as f:
+        meta = f.metadata()
+    other = make_model("bert", seed=3)
+    kinds = [type(m) for m in other.modules()]
+    key = "encoder.layer.1.attention.self.collab.key.weight"
+    mixing = "encoder.layer.0.attention.self.collab.mixing"
+    for name, index, value, kind in ((key, (1, 2), float("nan"), "NaN"), (mixing, (3, 0), float("-inf"), "Inf")):
+        bad = {k: v.clone() for k, v in tensors.items()}
+        bad[name][index] = value
+        save_file(bad, tmp_path / "bad.safetensors", metadata=meta)
+        with pytest.raises(ValueError, match=rf"bad\.safetensors': tensor '{name}' has a non-finite entry "
+                                             rf"\({kind}\) at index \[{index[0]}, {index[1]}\]"):
+            tt.load_compressed(other, tmp_path / "bad.safetensors")
+    for value in ("abc", "0", "-3", " 12"):
+        save_file(tensors, tmp_path / "meta.safetensors", metadata={**meta, "tenfold.shared_dim": value})
+        with pytest.raises(ValueError, match=rf"meta\.safetensors': metadata tenfold\.shared_dim = '{value}' "
+                                             "is not a positive integer"):
+            tt.load_compressed(other, tmp_path / "meta.safetensors")
+    assert [type(m) for m in other.modules()] == kinds

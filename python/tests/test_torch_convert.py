@@ -39,6 +39,25 @@ def test_full_rank_matches_original(family, impl):
     np.testing.assert_allclose(after.numpy(), before.numpy(), rtol=0, atol=1e-5)
 
 
+@pytest.mark.parametrize("asked_before", [False, True])
+@pytest.mark.parametrize("family", ["bert", "distilbert", "albert", "vit", "gpt2"])
+def test_output_attentions_are_the_probabilities(family, asked_before):
+    # transformers collects them with hooks it puts on the attention class: the
+    # converted modules need them too, whether or not the model has installed them.
+    model = make_model(family, "eager")
+    inputs = make_inputs(family)
+    with torch.no_grad():
+        want = make_model(family, "eager")(**inputs, output_attentions=True).attentions
+        if asked_before:
+            model(**inputs, output_attentions=True)
+        convert_exact(model, family)
+        got = model(**inputs, output_attentions=True).attentions
+    assert len(got) == len(want) == (3 if family == "albert" else 2)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape == (w.shape[0], HEADS, w.shape[2], w.shape[3])
+        np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=0, atol=1e-6)
+
+
 def test_gpt2_greedy_generation_with_cache_is_identical():
     model = make_model("gpt2")
     prompt = make_inputs("gpt2")["input_ids"][:1, :5]

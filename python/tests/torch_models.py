@@ -19,7 +19,8 @@ def _perturb(model, seed):
     return model.eval()
 
 
-def make_model(family, attn_implementation="sdpa", seed=0):
+def make_model(family, attn_implementation="sdpa", seed=0, **config):
+    """A small random model of the family; `config` sets further config attributes."""
     torch.manual_seed(seed)
     common = dict(num_hidden_layers=2, num_attention_heads=HEADS, hidden_size=DIM, intermediate_size=37,
                   hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
@@ -45,6 +46,8 @@ def make_model(family, attn_implementation="sdpa", seed=0):
     else:
         raise KeyError(family)
     cfg._attn_implementation = attn_implementation
+    for key, value in config.items():
+        setattr(cfg, key, value)
     return _perturb(cls(cfg), seed)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -106,7 +107,7 @@ def _layers(model: nn.Module, f: _Family) -> list:
             "this model's attention differs from the one the converter knows (another transformers version?)"
         )
     for name, module in found:
-        _weights(name, module, f, _heads(model))  # refuses a module of another shape
+        _weights(name, module, f, _heads(model, module))  # refuses a module of another shape
     return found
 
 
@@ -154,7 +155,14 @@ def _weights(name: str, module, f: _Family, heads: int) -> LayerWeights:
     return LayerWeights(name, heads, head_dim, wq, wk, bq)
 
 
-def _heads(model) -> int:
+def _heads(model: nn.Module, module) -> int:
+    """The head count the module's forward splits into (its own attribute, which a
+    config edited after the model was built no longer tells); the config's when the
+    module keeps none."""
+    for attr in ("num_attention_heads", "n_heads", "num_heads"):
+        heads = getattr(module, attr, None)
+        if isinstance(heads, int) and not isinstance(heads, bool):
+            return heads
     return int(model.config.num_attention_heads)
 
 
@@ -162,7 +170,7 @@ def attention_layers(model: nn.Module) -> list:
     """The query/key side of every attention layer the converter would replace, as a
     list of LayerWeights (shared modules, as ALBERT's, once)."""
     f = _family(model)
-    return [_weights(n, m, f, _heads(model)) for n, m in _layers(model, f)]
+    return [_weights(n, m, f, _heads(model, m)) for n, m in _layers(model, f)]
 
 
 def _build(name: str, module, f: _Family, heads: int, tensors: Mapping) -> CollaborativeAttention:
@@ -210,6 +218,7 @@ def _build(name: str, module, f: _Family, heads: int, tensors: Mapping) -> Colla
 def _swap(model: nn.Module, old: Mapping, new: Mapping) -> None:
     """Puts every new module where its old one was (shared modules, as ALBERT's, in
     every place); called only once all of them were built."""
+    _capture_outputs(model, old, new)
     by_id = {id(old[name]): module for name, module in new.items()}
     for parent in list(model.modules()):
         for child_name, child in list(parent.named_children()):
@@ -217,12 +226,33 @@ def _swap(model: nn.Module, old: Mapping, new: Mapping) -> None:
                 setattr(parent, child_name, by_id[id(child)])
 
 
+def _capture_outputs(model: nn.Module, old: Mapping, new: Mapping) -> None:
+    """transformers (5.x) collects ``output_attentions`` with forward hooks that each
+    (sub)model installs once, on the modules of the attention class it names, and a
+    module of another class gets none: install them now, as the innermost pretrained
+    model holding each layer would, and give each new module the ones of the module
+    it replaces (they record the probabilities, output 1 of forward)."""
+    try:
+        from transformers import PreTrainedModel
+        from transformers.utils.output_capturing import maybe_install_capturing_hooks
+    except ImportError:  # releases without it return the probabilities up the call stack
+        return
+    owners = [(n, m) for n, m in model.named_modules() if isinstance(m, PreTrainedModel)]
+    for name, module in new.items():
+        holders = [(len(n), m) for n, m in owners if not n or name.startswith(n + ".")]
+        if not holders:
+            continue
+        maybe_install_capturing_hooks(max(holders, key=lambda h: h[0])[1])
+        for hook in old[name]._forward_hooks.values():
+            if getattr(hook, "__module__", None) == maybe_install_capturing_hooks.__module__:
+                module.register_forward_hook(hook)
+
+
 def convert(model: nn.Module, tensors: Mapping) -> nn.Module:
     """Replaces the attention modules named in `tensors` (module name -> mapping of the
     four collab tensors) by CollaborativeAttention with those tensors. Every module
     is built before any is swapped: on an error the model is unchanged."""
     f = _family(model)
-    heads = _heads(model)
     layers = dict(_layers(model, f))
     unknown = sorted(set(tensors) - set(layers))
     if unknown:
@@ -233,7 +263,7 @@ def convert(model: nn.Module, tensors: Mapping) -> nn.Module:
     built = {}
     for name, module in layers.items():
         try:
-            built[name] = _build(name, module, f, heads, tensors[name])
+            built[name] = _build(name, module, f, _heads(model, module), tensors[name])
         except (KeyError, ValueError, RuntimeError) as e:
             raise ValueError(f"{name} ({f.name}): {e}") from None
     _swap(model, layers, built)
@@ -313,9 +343,8 @@ def compress_model(model: nn.Module, shared_dim: int, calibration: Iterable | No
     from tenfold import attention
 
     f = _family(model)
-    heads = _heads(model)
     layers = _layers(model, f)
-    weights = [_weights(n, m, f, heads) for n, m in layers]
+    weights = [_weights(n, m, f, _heads(model, m)) for n, m in layers]
     moments = _moments(model, layers, calibration) if calibration is not None else {}
     tensors, report = {}, []
     for lw in weights:
@@ -328,7 +357,7 @@ def compress_model(model: nn.Module, shared_dim: int, calibration: Iterable | No
 
         try:
             r = attention.compress(np32(lw.query_weight), np32(lw.key_weight), np32(lw.query_bias),
-                                   heads=heads, shared_dim=shared_dim, **extra, **options)
+                                   heads=lw.heads, shared_dim=shared_dim, **extra, **options)
         except Exception as e:  # the adapter's own message, with the layer named
             raise ValueError(f"{lw.name} ({f.name}): {e}") from None
         tensors[lw.name] = {k: r[k] for k in COLLAB_NAMES}
@@ -395,25 +424,47 @@ def _key_mapper(model: nn.Module, target: Mapping):
     return key
 
 
+def _meta_int(meta: Mapping, key: str, where: str) -> int:
+    """A positive integer of the checkpoint's metadata, refused naming file and key."""
+    value = meta[key]
+    if not re.fullmatch(r"[0-9]+", value) or int(value) < 1:
+        raise ValueError(f"'{where}': metadata {key} = {value!r} is not a positive integer")
+    return int(value)
+
+
+def _check_finite(key: str, t: torch.Tensor, where: str) -> None:
+    """Refuses a NaN or Inf entry, naming the tensor and the index of the first."""
+    bad = ~torch.isfinite(t)
+    if bad.any():
+        index = tuple(int(i) for i in bad.nonzero()[0])
+        kind = "NaN" if torch.isnan(t[index]) else "Inf"
+        raise ValueError(f"'{where}': tensor '{key}' has a non-finite entry ({kind}) at index "
+                         f"[{', '.join(map(str, index))}]")
+
+
 def load_compressed(model: nn.Module, path) -> nn.Module:
     """Loads a checkpoint written by ``tenfold attention compress`` (or a directory
     written by save_pretrained of a converted model) into `model`, a model of the
     same config with the original attention: swaps in CollaborativeAttention modules
     and loads every tensor. Shapes and metadata are checked against the model's
-    config before anything changes; a disagreement is refused naming the tensor."""
+    attention modules, and the collaborative tensors for NaN and Inf, before anything
+    changes; a disagreement is refused naming the file and the key or tensor."""
     f = _family(model)
-    heads = _heads(model)
     tensors, meta = _read_checkpoint(path)
     where = os.fspath(path)
     if meta.get("tenfold.scale_convention", _SCALE_CONVENTION) != _SCALE_CONVENTION:
         raise ValueError(f"'{where}': scale convention {meta['tenfold.scale_convention']!r} is not "
                          f"{_SCALE_CONVENTION!r}")
-    for key, want in (("tenfold.heads", heads), ("tenfold.head_dim", model.config.hidden_size // heads)):
-        if key in meta and int(meta[key]) != want:
-            raise ValueError(f"'{where}': metadata {key} = {meta[key]} disagrees with the model config ({want})")
-    config_info = getattr(model.config, CONFIG_KEY, None) or {}
-    shared = int(meta["tenfold.shared_dim"]) if "tenfold.shared_dim" in meta else config_info.get("shared_dim")
     layers = _layers(model, f)
+    for name, module in layers:
+        lw = _weights(name, module, f, _heads(model, module))
+        for key, want in (("tenfold.heads", lw.heads), ("tenfold.head_dim", lw.head_dim)):
+            if key in meta and _meta_int(meta, key, where) != want:
+                raise ValueError(f"'{where}': metadata {key} = {meta[key]} disagrees with the model ({want}, "
+                                 f"{name})")
+    config_info = getattr(model.config, CONFIG_KEY, None) or {}
+    shared = (_meta_int(meta, "tenfold.shared_dim", where) if "tenfold.shared_dim" in meta
+              else config_info.get("shared_dim"))
     inside = tuple(n + "." for n, _ in layers)
     original = {k: v for k, v in model.state_dict().items() if not k.startswith(inside)}
 
@@ -432,11 +483,14 @@ def load_compressed(model: nn.Module, path) -> nn.Module:
             raise ValueError(f"'{where}' has no tensor for '{name}.{missing[0]}': not a collaborative checkpoint of "
                              f"this {f.name} model")
         per_layer[name] = {c: mapped[f"{name}.{c}"][1] for c in COLLAB_NAMES}
+        for c in COLLAB_NAMES:
+            _check_finite(mapped[f"{name}.{c}"][0], per_layer[name][c], where)
+        heads = _heads(model, module)
         mixing = per_layer[name]["collab.mixing"]
         if shared is not None and tuple(mixing.shape) != (heads, shared):
             raise ValueError(f"'{where}': tensor '{mapped[name + '.collab.mixing'][0]}' has shape "
                              f"{tuple(mixing.shape)}, but the checkpoint's shared dimension is {shared} and the "
-                             f"model has {heads} heads")
+                             f"module has {heads} heads")
         try:
             built[name] = _build(name, module, f, heads, per_layer[name])
         except ValueError as e:
