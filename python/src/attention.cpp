@@ -101,8 +101,8 @@ nb::dict compress_typed(const InArray& query_weight, const InArray& key_weight,
       return input_moment ? compress(layer, o, moments) : compress(layer, o);
     } catch (const InvalidArgument&) {
       // The library names a NaN by its (in, out) copy of a weight; say it in NumPy indices.
-      for (const auto& [a, what] : {std::pair{&query_weight, "query_weight"},
-                                    std::pair{&key_weight, "key_weight"}}) {
+      for (const auto& [a, what] :
+           {std::pair{&query_weight, "query_weight"}, std::pair{&key_weight, "key_weight"}}) {
         Layout layout = Layout::col_major;
         const TensorView<const T> view = tensor_view<T>(*a, what, layout);
         check_finite_numpy(view, layout, what);

@@ -221,9 +221,11 @@ def parafac(
     Raises
     ------
     ValueError
-        Bad shape, rank or option, or a NaN/Inf entry (the message names it).
+        Bad shape, rank or option, or a NaN/Inf entry (the message names it by its
+        keyword, NumPy axis or NumPy index).
     TypeError
-        A complex, object or other non-real dtype.
+        A complex, object or other non-real dtype (also with `dtype`), a masked
+        array, or a non-integer rank or count (2.7, "2", True).
     MemoryError
         The run cannot fit in memory (checked before allocating).
     DeviceError

@@ -162,8 +162,8 @@ def compress(
     )
     _layer_shapes(qw, kw, qb, sq, sk)
     r = _tenfold.compress(
-        qw, kw, qb, _validate.integer(heads, "heads", 1), _validate.integer(shared_dim, "shared_dim", 1),
-        sq, sk, _validate.nonnegative(damping, "damping"), str(init),
+        qw, kw, qb, _validate.integer(heads, "heads", 1),
+        _validate.integer(shared_dim, "shared_dim", 1), sq, sk, _validate.nonnegative(damping, "damping"), str(init),
         _validate.integer(n_iter_max, "n_iter_max", 1, _validate.INT_MAX),
         _validate.nonnegative(tol, "tol"), _validate.seed(random_state), str(backend),
     )
