@@ -98,6 +98,8 @@ def test_big_endian_input_is_byte_swapped_without_touching_it(x, dtype):
     # The copy holds the same values in the same order: the same arithmetic, the same bits.
     assert np.array_equal(r.weights, ref.weights)
     assert all(np.array_equal(a, b) for a, b in zip(r.factors, ref.factors))
+    asked = tenfold.parafac(native, 2, dtype=big.dtype)  # dtype= in either byte order
+    assert asked.weights.dtype == dtype and np.array_equal(asked.weights, ref.weights)
     t, tref = tenfold.tucker(big, rank=2), tenfold.tucker(native, rank=2)
     assert np.array_equal(t.core, tref.core)
     assert big.dtype.byteorder == ">" and np.array_equal(big, before)
