@@ -63,9 +63,10 @@ TensorView<const T> tensor_view(const InArray& a, const char* what, Layout& layo
 }
 
 template <class T>
-void check_finite_numpy(TensorView<const T> x, Layout layout, const char* what) {
+void check_finite_numpy(TensorView<const T> x, Layout layout, const char* what,
+                        const std::uint8_t* observed) {
   for (index_t i = 0; i < x.numel(); ++i) {
-    if (std::isfinite(x[i])) continue;
+    if (std::isfinite(x[i]) || (observed != nullptr && observed[i] == 0)) continue;
     // Column-major multi-index of entry i; mode n is NumPy axis N-1-n in row_major.
     const int order = x.order();
     std::vector<index_t> idx(static_cast<std::size_t>(order));
@@ -77,8 +78,10 @@ void check_finite_numpy(TensorView<const T> x, Layout layout, const char* what) 
     if (layout == Layout::row_major) std::reverse(idx.begin(), idx.end());
     std::string where;
     for (std::size_t a = 0; a < idx.size(); ++a) where += (a ? ", " : "") + std::to_string(idx[a]);
-    throw InvalidArgument(std::string(what) + " has a non-finite entry (" +
-                          (std::isnan(x[i]) ? "NaN" : "Inf") + ") at NumPy index [" + where + "]");
+    throw InvalidArgument(std::string(what) + " has a non-finite " +
+                          (observed != nullptr ? "observed " : "") + "entry (" +
+                          (std::isnan(x[i]) ? "NaN" : "Inf") + ") at NumPy index [" + where + "]" +
+                          (observed != nullptr ? " (mark it missing in the mask)" : ""));
   }
 }
 
@@ -131,12 +134,14 @@ nb::object owned_matrix(Matrix<T>&& m) {
 template TensorView<const std::uint8_t> tensor_view<std::uint8_t>(const InArray&, const char*,
                                                                   Layout&);
 template TensorView<const float> tensor_view<float>(const InArray&, const char*, Layout&);
-template void check_finite_numpy<float>(TensorView<const float>, Layout, const char*);
+template void check_finite_numpy<float>(TensorView<const float>, Layout, const char*,
+                                        const std::uint8_t*);
 template Matrix<float> matrix_from<float>(const InArray&, const char*);
 template nb::object owned_array<float>(std::vector<float>&&, const std::vector<index_t>&, bool);
 template nb::object owned_matrix<float>(Matrix<float>&&);
 template TensorView<const double> tensor_view<double>(const InArray&, const char*, Layout&);
-template void check_finite_numpy<double>(TensorView<const double>, Layout, const char*);
+template void check_finite_numpy<double>(TensorView<const double>, Layout, const char*,
+                                         const std::uint8_t*);
 template Matrix<double> matrix_from<double>(const InArray&, const char*);
 template nb::object owned_array<double>(std::vector<double>&&, const std::vector<index_t>&, bool);
 template nb::object owned_matrix<double>(Matrix<double>&&);

@@ -96,8 +96,20 @@ nb::dict compress_typed(const InArray& query_weight, const InArray& key_weight,
   // After every ALS sweep: pending signals stop the run.
   Interruptible interrupt;
   o.callback = [&](const CompressProgress&) { return interrupt.check(); };
-  CompressResult<T> r = interrupt.run(
-      [&] { return input_moment ? compress(layer, o, moments) : compress(layer, o); });
+  CompressResult<T> r = interrupt.run([&] {
+    try {
+      return input_moment ? compress(layer, o, moments) : compress(layer, o);
+    } catch (const InvalidArgument&) {
+      // The library names a NaN by its (in, out) copy of a weight; say it in NumPy indices.
+      for (const auto& [a, what] :
+           {std::pair{&query_weight, "query_weight"}, std::pair{&key_weight, "key_weight"}}) {
+        Layout layout = Layout::col_major;
+        const TensorView<const T> view = tensor_view<T>(*a, what, layout);
+        check_finite_numpy(view, layout, what);
+      }
+      throw;
+    }
+  });
   // The arrays and layouts the checkpoint writer stores (without the layer prefix).
   CollaborativeLayer<T>& c = r.layer;
   const index_t h = c.heads(), rank = c.rank(), d = c.input_dim();

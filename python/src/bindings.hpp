@@ -6,6 +6,7 @@
 #include <nanobind/ndarray.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <utility>
@@ -33,9 +34,11 @@ template <class T>
 TensorView<const T> tensor_view(const InArray& a, const char* what, Layout& layout);
 
 /// Throws InvalidArgument naming `what` and the NumPy index of the first NaN or Inf
-/// entry of a view made by tensor_view with `layout`, if any.
+/// entry of a view made by tensor_view with `layout`, if any. With `observed` (a mask
+/// of x's dims and layout, nonzero where observed), only observed entries count.
 template <class T>
-void check_finite_numpy(TensorView<const T> x, Layout layout, const char* what);
+void check_finite_numpy(TensorView<const T> x, Layout layout, const char* what,
+                        const std::uint8_t* observed = nullptr);
 
 /// A column-major rows x cols matrix copied from a C- or F-order 2-D array whose
 /// NumPy shape is (rows, cols); throws InvalidArgument naming `what` otherwise.

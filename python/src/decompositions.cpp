@@ -83,7 +83,7 @@ nb::dict cp_als_typed(const InArray& tensor, index_t rank, int n_iter_max, const
     } catch (const InvalidArgument&) {
       // The library names a NaN by its own mode order; say it in NumPy axes (with a
       // mask, NaN may stand in missing entries).
-      if (!observed) check_finite_numpy(x, o.layout, "tensor");
+      check_finite_numpy(x, o.layout, "tensor", observed ? observed->data() : nullptr);
       throw;
     }
   });

@@ -9,6 +9,7 @@ from collections import namedtuple
 
 import numpy as np
 
+from . import _validate
 from ._arrays import as_float_array as _as_float_array
 from ._blas import avx2_kernels_if_missed as _avx2_kernels_if_missed
 
@@ -20,7 +21,6 @@ from ._tenfold import (
     cuda_available,
     cuda_compiled,
     num_threads,
-    set_num_threads,
 )
 
 __version__ = "0.1.0"
@@ -119,16 +119,18 @@ class TuckerResult(_Model):
         )
 
 
+def set_num_threads(threads):
+    """Sets the number of threads the library computes with, for the rest of the process.
+
+    0 restores the default (docs/api.md, "Threads"); a negative count is a ValueError. A
+    count above 4 per CPU this process may run on is reduced to that, with a
+    RuntimeWarning: more threads than that only add switching.
+    """
+    _tenfold.set_num_threads(_validate.thread_count(threads))
+
+
 def _seed(random_state):
-    if random_state is None:
-        return 0
-    if isinstance(random_state, (bool, np.bool_)) or not isinstance(
-        random_state, (int, np.integer)
-    ):
-        raise TypeError(f"random_state must be None or an int seed, got {random_state!r}")
-    if random_state < 0:
-        raise ValueError(f"random_state must be >= 0, got {random_state}")
-    return int(random_state)
+    return 0 if random_state is None else _validate.seed(random_state)
 
 
 def _given_start(init, tensor, rank):
@@ -138,13 +140,12 @@ def _given_start(init, tensor, rank):
     except (TypeError, ValueError):
         raise ValueError("init must be 'random', 'svd', 'nvecs', 'auto' or (weights, factors)")
     factors = [_as_float_array(f, f"init factor {n}", tensor.dtype) for n, f in enumerate(factors)]
-    if len(factors) != tensor.ndim:
-        raise ValueError(f"init has {len(factors)} factors for a tensor with {tensor.ndim} axes")
+    _validate.cp_factors(factors, tensor.shape, rank)
     if weights is not None:
-        w = np.asarray(weights, dtype=tensor.dtype)
+        w = _as_float_array(weights, "init weights", tensor.dtype)
         if w.shape != (rank,):
             raise ValueError(f"init weights have shape {w.shape}, expected ({rank},)")
-        if factors[0].ndim == 2 and factors[0].shape[1] == rank and not np.all(w == 1):
+        if not np.all(w == 1):
             factors[0] = np.asarray(factors[0] * w, dtype=tensor.dtype)
     return factors
 
@@ -220,9 +221,11 @@ def parafac(
     Raises
     ------
     ValueError
-        Bad shape, rank or option, or a NaN/Inf entry (the message names it).
+        Bad shape, rank or option, or a NaN/Inf entry (the message names it by its
+        keyword, NumPy axis or NumPy index).
     TypeError
-        A complex, object or other non-real dtype.
+        A complex, object or other non-real dtype (also with `dtype`), a masked
+        array, or a non-integer rank or count (2.7, "2", True).
     MemoryError
         The run cannot fit in memory (checked before allocating).
     DeviceError
@@ -292,6 +295,8 @@ def _mask_like(mask, x):
 def _cp(tensor, rank, n_iter_max, init, tol, random_state, normalize_factors, callback, backend,
         dtype, linesearch, l2_reg, mask, n_starts, compress, nonnegative):
     x = _as_float_array(tensor, "tensor", dtype)
+    _validate.tensor_axes(x)
+    rank = _validate.cp_rank(rank, x.shape)
     if isinstance(init, str):
         init_name = {"svd": "nvecs"}.get(init, init)
         if init_name not in ("nvecs", "random", "auto"):
@@ -304,10 +309,11 @@ def _cp(tensor, rank, n_iter_max, init, tol, random_state, normalize_factors, ca
         def progress(iteration, fit, delta, seconds):
             return bool(callback(CpProgress(iteration, fit, delta, seconds)))
     r = _tenfold.cp_als(
-        x, int(rank), int(n_iter_max), init_name, float(tol), _seed(random_state), given,
-        progress, str(backend), bool(linesearch), float(l2_reg),
-        None if mask is None else _mask_like(mask, x), bool(nonnegative), int(n_starts),
-        str(compress),
+        x, rank, _validate.integer(n_iter_max, "n_iter_max", 1, _validate.INT_MAX), init_name,
+        _validate.nonnegative(tol, "tol"), _seed(random_state), given, progress, str(backend),
+        bool(linesearch), _validate.nonnegative(l2_reg, "l2_reg"),
+        None if mask is None else _mask_like(mask, x), bool(nonnegative),
+        _validate.integer(n_starts, "n_starts", 1, _validate.INT_MAX), str(compress),
     )
     weights, factors = r.pop("weights"), r.pop("factors")
     if not normalize_factors:
@@ -374,16 +380,14 @@ def tucker(
     ((5, 4, 3), [(30, 5), (20, 4), (10, 3)])
     """
     x = _as_float_array(tensor, "tensor", dtype)
+    _validate.tensor_axes(x)
     if (rank is None) == (tol is None):
         raise ValueError("give exactly one of rank and tol (the relative error bound)")
-    if rank is None:
-        ranks = []
-    elif isinstance(rank, (int, np.integer)):
-        ranks = [int(rank)] * x.ndim
-    else:
-        ranks = [int(r) for r in rank]
     r = _tenfold.tucker(
-        x, ranks, None if tol is None else float(tol), str(method), int(n_iter_max), float(hooi_tol),
-        [] if mode_order is None else [int(n) for n in mode_order], str(backend),
+        x, [] if rank is None else _validate.tucker_ranks(rank, x.shape),
+        None if tol is None else _validate.fraction(tol, "tol"), str(method),
+        _validate.integer(n_iter_max, "n_iter_max", 1, _validate.INT_MAX),
+        _validate.nonnegative(hooi_tol, "hooi_tol"),
+        [] if mode_order is None else _validate.mode_order(mode_order, x.ndim), str(backend),
     )
     return TuckerResult(r.pop("core"), r.pop("factors"), **r)

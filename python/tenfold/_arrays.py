@@ -10,31 +10,47 @@ def float_dtype(dtype, what="dtype"):
     if dtype is None:
         return None
     dt = np.dtype(dtype)
+    if dt.kind == "f":
+        dt = dt.newbyteorder("=")
     if dt not in _FLOATS:
         raise ValueError(f"{what} must be float32 or float64, got {dt}")
     return dt
 
 
 def as_float_array(x, name, dtype=None):
-    """`x` as a float32 or float64 array that is C- or Fortran-contiguous.
+    """`x` as a float32 or float64 array in native byte order that is C- or Fortran-contiguous.
 
     The copy rule: a float32 or float64 ndarray that is C- or Fortran-contiguous is
     returned as it is (the library reads its memory in place) unless `dtype` asks for
     the other precision. Otherwise the array is copied once: to `dtype` if given, else
-    float32/float64 arrays keep theirs and bool, integer and float16 arrays become
-    float64; the copy keeps Fortran order when the input was Fortran-contiguous, else
-    it is C order. Complex, object, string and other dtypes are refused (TypeError).
+    float32/float64 arrays keep theirs (a big-endian one is byte-swapped in the copy)
+    and bool, integer and float16 arrays become float64; the copy keeps Fortran order
+    when the input was Fortran-contiguous, else it is C order. Complex, object, string,
+    datetime and other non-real dtypes are refused (TypeError), with or without
+    `dtype`, and so are masked arrays, whose mask the library would not see.
     """
+    if isinstance(x, np.ma.MaskedArray):
+        raise TypeError(
+            f"{name} is a numpy.ma masked array, whose mask tenfold does not read: pass "
+            f"numpy.ma.getdata({name}) with mask=~numpy.ma.getmaskarray({name}) to parafac, "
+            "or fill the masked entries first"
+        )
     a = x if isinstance(x, np.ndarray) else np.asarray(x)
+    if a.dtype.kind not in "biuf":
+        raise TypeError(
+            f"{name} has dtype {a.dtype}; tenfold computes on real float32 or float64 data"
+        )
     dt = float_dtype(dtype)
     if dt is None:
-        if a.dtype in _FLOATS:
-            dt = a.dtype
-        elif a.dtype.kind in "biu" or a.dtype == np.float16:
+        native = a.dtype.newbyteorder("=")
+        if native in _FLOATS:
+            dt = native
+        elif a.dtype.kind in "biu" or native == np.float16:
             dt = np.dtype(np.float64)
         else:
             raise TypeError(
-                f"{name} has dtype {a.dtype}; tenfold computes on real float32 or float64 data"
+                f"{name} has dtype {a.dtype}; tenfold computes on float32 or float64 data "
+                "(pass dtype= to round it to one of them)"
             )
     contiguous = a.flags.c_contiguous or a.flags.f_contiguous
     if a.dtype == dt and contiguous:

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from . import _tenfold
+from . import _tenfold, _validate
 from ._arrays import as_float_array, float_dtype
 
 __all__ = ["compress", "compress_file", "analyze_file", "CompressResult", "CheckpointReport"]
@@ -149,8 +149,7 @@ def compress(
     """
     dt = float_dtype(dtype)
     if dt is None:
-        wq, wk = np.asarray(query_weight), np.asarray(key_weight)
-        both32 = wq.dtype == np.float32 and wk.dtype == np.float32
+        both32 = all(_is_float32(w) for w in (query_weight, key_weight))
         dt = np.dtype(np.float32 if both32 else np.float64)
     qw = as_float_array(query_weight, "query_weight", dt)
     kw = as_float_array(key_weight, "key_weight", dt)
@@ -161,11 +160,34 @@ def compress(
         if key_input_moment is None
         else as_float_array(key_input_moment, "key_input_moment", np.float64)
     )
+    _layer_shapes(qw, kw, qb, sq, sk)
     r = _tenfold.compress(
-        qw, kw, qb, int(heads), int(shared_dim), sq, sk, float(damping), str(init),
-        int(n_iter_max), float(tol), int(random_state), str(backend),
+        qw, kw, qb, _validate.integer(heads, "heads", 1),
+        _validate.integer(shared_dim, "shared_dim", 1), sq, sk, _validate.nonnegative(damping, "damping"), str(init),
+        _validate.integer(n_iter_max, "n_iter_max", 1, _validate.INT_MAX),
+        _validate.nonnegative(tol, "tol"), _validate.seed(random_state), str(backend),
     )
     return CompressResult(r.pop("tensors"), **r)
+
+
+def _is_float32(w):
+    """Whether `w` holds float32 values (in either byte order)."""
+    return np.asarray(w).dtype.newbyteorder("=") == np.float32
+
+
+def _layer_shapes(qw, kw, qb, sq, sk):
+    """The NumPy shapes of compress's arrays: weights (H d, D), bias (H d,), moments (D, D)."""
+    if qw.ndim != 2 or 0 in qw.shape:
+        raise ValueError(f"query_weight must be a non-empty (H d, D) matrix, got shape {qw.shape}")
+    if kw.shape != qw.shape:
+        raise ValueError(f"key_weight has shape {kw.shape}, expected {qw.shape} (H d, D), the "
+                         "shape of query_weight")
+    if qb is not None and qb.shape != qw.shape[:1]:
+        raise ValueError(f"query_bias has shape {qb.shape}, expected ({qw.shape[0]},) (H d,)")
+    d = qw.shape[1]
+    for name, s in (("input_moment", sq), ("key_input_moment", sk)):
+        if s is not None and s.shape != (d, d):
+            raise ValueError(f"{name} has shape {s.shape}, expected ({d}, {d}) (D, D)")
 
 
 def compress_file(
@@ -194,9 +216,12 @@ def compress_file(
     current ALS sweep or layer (`output` is then not written).
     """
     r = _tenfold.compress_file(
-        str(input), str(output), int(shared_dim), int(heads),
-        None if calibration is None else str(calibration), float(damping), str(init),
-        int(n_iter_max), float(tol), int(random_state), str(backend), bool(float64),
+        str(input), str(output), _validate.integer(shared_dim, "shared_dim", 1),
+        _validate.integer(heads, "heads", 0), None if calibration is None else str(calibration),
+        _validate.nonnegative(damping, "damping"), str(init),
+        _validate.integer(n_iter_max, "n_iter_max", 1, _validate.INT_MAX),
+        _validate.nonnegative(tol, "tol"), _validate.seed(random_state), str(backend),
+        bool(float64),
     )
     r["layers"] = [LayerReport(layer) for layer in r["layers"]]
     return CheckpointReport(r)
@@ -206,7 +231,7 @@ def analyze_file(input, *, heads=0):
     """Redundancy curves of every attention layer of a checkpoint (as ``tenfold
     attention analyze``): a list of LayerRedundancy records. Ctrl-C is seen after the
     current layer (KeyboardInterrupt)."""
-    layers = _tenfold.analyze_file(str(input), int(heads))
+    layers = _tenfold.analyze_file(str(input), _validate.integer(heads, "heads", 0))
     out = []
     for layer in layers:
         for key in ("products", "queries", "keys"):
