@@ -284,11 +284,11 @@ def _start(tensor, rank, init, svd, random_state, normalize_factors, non_negativ
 
 
 def _fold_weights(weights, factors, fixed):
-    """(None, factors) with non-unit weights pulled into the last axis that is not fixed."""
+    """(None, factors) with non-unit weights pulled into the first axis that is not fixed."""
     if weights is None or np.all(weights == 1):
         return None, factors
     factors = list(factors)
-    axis = max(a for a in range(len(factors)) if a not in fixed)
+    axis = min(a for a in range(len(factors)) if a not in fixed)
     factors[axis] = factors[axis] * weights
     return None, factors
 
@@ -361,23 +361,17 @@ def _native_cp(a, nonnegative):
     fixed = fixed_axes(a["fixed_modes"], tensor.ndim)
     init = a["init"]
     callback = a.get("callback")
-    # Tenfold's nvecs start is TensorLy's SVD start in every factor a first sweep reads
-    # (mode 0 is solved first; columns scale freely), when no random columns are needed.
-    own_start = (isinstance(init, str) and init == "svd" and a["svd"] != "randomized_svd"
-                 and not fixed and callback is None and not nonnegative
-                 and rank <= min(tensor.shape))
-    if own_start:
-        start = "svd"
-    else:
-        weights, factors = _start(tensor, rank, init, a["svd"], a["random_state"],
-                                  a["normalize_factors"], non_negative=nonnegative)
-        if nonnegative and any(np.any(f < 0) for f in factors):
-            raise ValueError("a start with negative entries (TensorLy's HALS keeps them)")
-        if callback is not None:
-            callback(CPTensor((weights if weights is not None else
-                               tl.ones(rank, **tl.context(tensor)), factors)),
-                     _relative_error(tensor, weights, factors))
-        start = _fold_weights(weights, factors, fixed)
+    # TensorLy's own start (an nvecs start spans the same subspaces, but picks other
+    # vectors where singular values tie, e.g. rank above the tensor's).
+    weights, factors = _start(tensor, rank, init, a["svd"], a["random_state"],
+                              a["normalize_factors"], non_negative=nonnegative)
+    if nonnegative and any(np.any(f < 0) for f in factors):
+        raise ValueError("a start with negative entries (TensorLy's HALS keeps them)")
+    if callback is not None:
+        callback(CPTensor((weights if weights is not None else
+                           tl.ones(rank, **tl.context(tensor)), factors)),
+                 _relative_error(tensor, weights, factors))
+    start = _fold_weights(weights, factors, fixed)
     native = dict(linesearch=False, l2_reg=0.0, mask=None, n_starts=1, compress="off",
                   nonnegative=nonnegative)
     extra = dict(fixed_modes=fixed, return_errors=a["return_errors"],
@@ -410,6 +404,10 @@ def _tucker(tensor, rank, fixed_factors=None, n_iter_max=100, init="svd", return
         elif isinstance(n_iter_max, (bool, np.bool_)) or not isinstance(
                 n_iter_max, (int, np.integer)) or n_iter_max < 1:
             reason = "n_iter_max < 1"
+        elif tuple(tensor.shape) != tuple(rank if rank is not None else tensor.shape):
+            # Tenfold's HOOI starts from ST-HOSVD, TensorLy's from HOSVD: different local
+            # optima. Only the untruncated case (every start exact) is served.
+            reason = "HOOI start (Tenfold: ST-HOSVD, TensorLy: HOSVD)"
 
     def native():
         import tensorly as tl
