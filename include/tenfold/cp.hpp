@@ -77,6 +77,11 @@ struct TENFOLD_API CpProgress {
   double fit = 0.0;      ///< 1 - ||X - M|| / ||X||
   double delta = 0.0;    ///< |fit - previous fit| (the first iteration reports fit itself)
   double seconds = 0.0;  ///< wall time since the start of the call
+  /// The model after this iteration (the weights and factors as the iteration holds
+  /// them, converted to double; factors in sweep order: the tensor's modes, or for
+  /// Layout::row_major the NumPy axes). Forming it copies the factors (from the
+  /// device); empty while compression first iterates on the core.
+  std::function<KTensor<double>()> model;
 };
 
 /// Options of cp_als. The Tensor Toolbox's cp_als stops after 50 iterations or when the
@@ -114,6 +119,14 @@ struct TENFOLD_API CpOptions {
   /// in far fewer sweeps when much is missing but costs O(N R^2) per observed entry and
   /// sweep. Not with nonnegative. Ignored without a mask.
   CpMissingSolver missing_solver = CpMissingSolver::em;
+  /// Modes whose start factor is kept as given (TensorLy's fixed_modes), numbered as the
+  /// initial factors are: needs initial factors and at least one free mode; not with
+  /// n_starts > 1, compression (on is refused, automatic is off) or, with line_search,
+  /// the last mode of the sweep (mode N-1; for Layout::row_major NumPy axis N-1,
+  /// mode 0), whose factor carries the jump's weights. The result is then not arranged: fixed factors come back bit for bit,
+  /// the others with unit 2-norm columns (the scale in the weights), components in the
+  /// start's order and signs.
+  std::vector<int> fixed_modes;
   double ridge = 0.0;       ///< l2 regulariser added to the diagonal of each normal matrix
   double time_limit = 0.0;  ///< seconds; 0 means none (checked after each iteration)
   /// The NumPy-order entry. row_major: the input is a C-order array seen as its
@@ -160,7 +173,7 @@ struct TENFOLD_API CpTimings {
 /// Result of cp_als.
 template <class T>
 struct TENFOLD_API CpResult {
-  KTensor<T> model;  ///< normalised columns, weights sorted descending, sign-fixed
+  KTensor<T> model;  ///< normalised columns, weights sorted descending, sign-fixed (see fixed_modes)
   int iterations = 0;
   bool converged = false;  ///< stop == CpStop::converged
   CpStop stop = CpStop::max_iters;

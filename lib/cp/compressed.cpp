@@ -55,6 +55,13 @@ std::vector<Matrix<T>> core_start(const CpOptions& o, std::span<const Matrix<T>>
 
 std::vector<index_t> planned_compression(const CpOptions& o, const std::vector<index_t>& dims) {
   if (o.compress == CpCompress::off) return {};
+  if (!o.fixed_modes.empty()) {
+    if (o.compress == CpCompress::on) {
+      throw InvalidArgument("compress = on cannot be combined with fixed modes (the core's "
+                            "factors would replace them)");
+    }
+    return {};
+  }
   if (o.nonnegative) {
     if (o.compress == CpCompress::on) {
       throw InvalidArgument(
@@ -126,6 +133,7 @@ CpResult<T> run_compressed_cp(TensorView<const T> x, bool reversed, Compute<T>& 
     oc.callback = [&](const CpProgress& p) {
       CpProgress q = p;
       q.fit = full_fit(p.fit);
+      q.model = nullptr;  // the core's model, not the tensor's
       q.delta = p.iteration == 1 ? q.fit : std::abs(q.fit - last_fit);
       last_fit = q.fit;
       return o.callback(q);

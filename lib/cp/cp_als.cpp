@@ -305,6 +305,32 @@ void validate_cp_options(const CpOptions& o, std::span<const Matrix<T>> initial_
                           ", the largest CP rank of any tensor of shape " + shape_string(dims) +
                           " (the smallest product of all sizes but one)");
   }
+  // Fixed modes: distinct mode numbers, a free mode left, a start to keep.
+  std::vector<bool> fixed(dims.size(), false);
+  for (int n : o.fixed_modes) {
+    if (n < 0 || n >= static_cast<int>(dims.size())) {
+      throw InvalidArgument("fixed mode " + std::to_string(n) + " is not a mode of a tensor of order " +
+                            std::to_string(dims.size()));
+    }
+    if (fixed[static_cast<std::size_t>(n)]) {
+      throw InvalidArgument("fixed mode " + std::to_string(n) + " is given twice");
+    }
+    fixed[static_cast<std::size_t>(n)] = true;
+  }
+  if (!o.fixed_modes.empty()) {
+    if (o.fixed_modes.size() == dims.size()) {
+      throw InvalidArgument("every mode is fixed: there is nothing to fit");
+    }
+    if (initial_factors.empty()) {
+      throw InvalidArgument("fixed modes need initial factors (the factors to keep)");
+    }
+    if (o.n_starts > 1) throw InvalidArgument("fixed modes cannot be combined with n_starts > 1");
+    const int last = o.layout == Layout::row_major ? 0 : static_cast<int>(dims.size()) - 1;
+    if (o.line_search && fixed[static_cast<std::size_t>(last)]) {
+      throw InvalidArgument("line_search cannot keep the last mode of the sweep fixed (mode " +
+                            std::to_string(last) + "): its factor carries the jump's weights");
+    }
+  }
   // A start of one's own: init given (or automatic, which then means given).
   if (initial_factors.empty()) {
     if (o.init == CpInit::given) {
@@ -395,6 +421,28 @@ CpResult<T> run_cp_als(CpOperand<T>& x, Compute<T>& c, const CpOptions& o,
     acc += seconds_since(t0);
   };
 
+  // Fixed modes keep their start; <X, model> is taken at the last mode updated.
+  std::vector<bool> fixed(static_cast<std::size_t>(order), false);
+  for (int n : o.fixed_modes) fixed[static_cast<std::size_t>(n)] = true;
+  int last_free = order - 1;
+  while (fixed[static_cast<std::size_t>(last_free)]) --last_free;
+  // The current model for a callback that asks for it (CpProgress::model).
+  auto snapshot = [&] {
+    KTensor<double> m;
+    std::vector<T> h(static_cast<std::size_t>(r));
+    c.download(h.data(), s.lambda.get(), h.size());
+    m.weights.assign(h.begin(), h.end());
+    for (int n = 0; n < order; ++n) {
+      const index_t in = dims[static_cast<std::size_t>(n)];
+      h.resize(static_cast<std::size_t>(in * r));
+      c.download(h.data(), s.ptrs[static_cast<std::size_t>(n)], h.size());
+      Matrix<double> f(in, r);
+      std::copy(h.begin(), h.end(), f.data());
+      m.factors.push_back(std::move(f));
+    }
+    return m;
+  };
+
   double fit = 0.0;
   for (int iter = 1; iter <= o.max_iters; ++iter) {
     const bool jump = line_search && LineSearch<T>::tries(iter);
@@ -403,6 +451,7 @@ CpResult<T> run_cp_als(CpOperand<T>& x, Compute<T>& c, const CpOptions& o,
     for (int n = 0; n < order; ++n) {
       const auto ni = static_cast<std::size_t>(n);
       const index_t in = dims[ni];
+      if (fixed[ni]) continue;
       // M = X_(n) (U_{N-1} (.) ... (.) U_0 without U_n)
       // (an operand that updates factors itself needs neither M nor V)
       const bool own = x.updates_factors();
@@ -429,8 +478,9 @@ CpResult<T> run_cp_als(CpOperand<T>& x, Compute<T>& c, const CpOptions& o,
       });
       // lambda = column norms (2-norm first, then max(max|.|, 1)); G_n = U_n^T U_n
       timed(t.other, [&] {
-        if (n == order - 1 && !own) {
-          // <X, model> = <M, U_{N-1} diag(lambda)>: taken before normalising, so that
+        if (n == last_free && !own) {
+          // <X, model> = <M, U_n diag(lambda)> for the last mode updated (U_{N-1} unless
+          // fixed modes follow it): taken before normalising, so that
           // no product of two tensor-sized scales is ever formed in T.
           inner = c.dot(static_cast<std::size_t>(in * r), s.m.get(), s.ptrs[ni]);
         }
@@ -478,7 +528,7 @@ CpResult<T> run_cp_als(CpOperand<T>& x, Compute<T>& c, const CpOptions& o,
     res.fit_history.push_back(fit);
     res.iterations = iter;
     const double elapsed = seconds_since(start);
-    const bool go_on = !o.callback || o.callback(CpProgress{iter, fit, delta, elapsed});
+    const bool go_on = !o.callback || o.callback(CpProgress{iter, fit, delta, elapsed, snapshot});
     if (iter > 1 && o.tol > 0.0 && (delta < o.tol || delta <= resolution)) {
       res.stop = CpStop::converged;
       break;
@@ -503,7 +553,23 @@ CpResult<T> run_cp_als(CpOperand<T>& x, Compute<T>& c, const CpOptions& o,
     c.download(f.data(), s.ptrs[ni], static_cast<std::size_t>(f.size()));
     res.model.factors.push_back(std::move(f));
   }
-  arrange(res.model);
+  if (o.fixed_modes.empty()) {
+    arrange(res.model);
+  } else {
+    // Free factors to unit 2-norm columns (scale into the weights); fixed ones as given.
+    for (int n = 0; n < order; ++n) {
+      if (fixed[static_cast<std::size_t>(n)]) continue;
+      Matrix<T>& f = res.model.factors[static_cast<std::size_t>(n)];
+      for (index_t j = 0; j < r; ++j) {
+        double ss = 0.0;
+        for (index_t i = 0; i < f.rows(); ++i) ss += static_cast<double>(f(i, j)) * f(i, j);
+        const double norm = std::sqrt(ss);
+        if (norm == 0.0) continue;
+        for (index_t i = 0; i < f.rows(); ++i) f(i, j) = static_cast<T>(f(i, j) / norm);
+        res.model.weights[static_cast<std::size_t>(j)] *= static_cast<T>(norm);
+      }
+    }
+  }
   if (line_search) res.line_search_accepted = line_search->accepted();
   res.converged = res.stop == CpStop::converged;
   res.fit = fit;

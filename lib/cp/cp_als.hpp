@@ -92,6 +92,8 @@ CpResult<T> run_in_axis_order(const CpOptions& options, std::span<const Matrix<T
   if (options.layout == Layout::col_major) return run(options, initial_factors);
   CpOptions axis_order = options;
   axis_order.layout = Layout::col_major;
+  const auto order = static_cast<int>(initial_factors.size());
+  for (int& n : axis_order.fixed_modes) n = order - 1 - n;  // fixed modes need a start
   const std::vector<Matrix<T>> factors_in_axis_order =
       reversed(std::vector<Matrix<T>>(initial_factors.begin(), initial_factors.end()));
   CpResult<T> res = run(axis_order, std::span<const Matrix<T>>(factors_in_axis_order));

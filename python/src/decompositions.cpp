@@ -41,7 +41,8 @@ nb::dict cp_als_typed(const InArray& tensor, index_t rank, int n_iter_max, const
                       double tol, std::uint64_t seed, const std::vector<InArray>& initial_factors,
                       nb::object callback, const std::string& backend, bool line_search,
                       double ridge, const std::optional<InArray>& mask, bool nonnegative,
-                      int n_starts, const std::string& compress) {
+                      int n_starts, const std::string& compress, const std::vector<int>& fixed_axes,
+                      bool callback_model) {
   CpOptions o;
   const TensorView<const T> x = tensor_view<T>(tensor, "tensor", o.layout);
   const bool reverse = o.layout == Layout::row_major;
@@ -56,6 +57,10 @@ nb::dict cp_als_typed(const InArray& tensor, index_t rank, int n_iter_max, const
   o.nonnegative = nonnegative;
   o.n_starts = n_starts;
   o.compress = parse_cp_compress(compress);
+  // Fixed axes are NumPy axes; the view's mode n is axis N-1-n.
+  for (int axis : fixed_axes) {
+    o.fixed_modes.push_back(reverse && axis >= 0 && axis < x.order() ? x.order() - 1 - axis : axis);
+  }
   // The mask has the tensor's shape and memory order (the Python layer makes it so).
   Layout mask_layout = o.layout;
   const std::optional<TensorView<const std::uint8_t>> observed =
@@ -71,10 +76,22 @@ nb::dict cp_als_typed(const InArray& tensor, index_t rank, int n_iter_max, const
     start.push_back(matrix_from<T>(initial_factors[axis], what.c_str()));
   }
   // After every iteration: pending signals and the user's callback; either stops the run.
+  // With callback_model the callback also gets the model, (weights, factors) in NumPy
+  // axis order (the sweep's), as float64.
   Interruptible interrupt;
   o.callback = [&](const CpProgress& p) {
     return interrupt.check([&] {
-      return callback.is_none() || !nb::bool_(callback(p.iteration, p.fit, p.delta, p.seconds));
+      if (callback.is_none()) return true;
+      if (!callback_model || !p.model) {
+        return !nb::bool_(callback(p.iteration, p.fit, p.delta, p.seconds));
+      }
+      KTensor<double> m = p.model();
+      const index_t r = m.rank();
+      std::vector<nb::object> factors;
+      for (Matrix<double>& f : m.factors) factors.push_back(owned_matrix(std::move(f)));
+      nb::object weights = owned_array(std::move(m.weights), {r});
+      return !nb::bool_(callback(p.iteration, p.fit, p.delta, p.seconds,
+                                 nb::make_tuple(weights, factor_list(std::move(factors), false))));
     });
   };
   CpResult<T> r = interrupt.run([&] {
@@ -188,19 +205,21 @@ void register_decompositions(nb::module_& m) {
          std::uint64_t seed, const std::vector<InArray>& initial_factors, nb::object callback,
          const std::string& backend, bool line_search, double ridge,
          const std::optional<InArray>& mask, bool nonnegative, int n_starts,
-         const std::string& compress) {
+         const std::string& compress, const std::vector<int>& fixed_axes, bool callback_model) {
         return float_kind(tensor, "tensor") == 'f'
                    ? cp_als_typed<float>(tensor, rank, n_iter_max, init, tol, seed, initial_factors,
                                          callback, backend, line_search, ridge, mask, nonnegative,
-                                         n_starts, compress)
+                                         n_starts, compress, fixed_axes, callback_model)
                    : cp_als_typed<double>(tensor, rank, n_iter_max, init, tol, seed,
                                           initial_factors, callback, backend, line_search, ridge,
-                                          mask, nonnegative, n_starts, compress);
+                                          mask, nonnegative, n_starts, compress, fixed_axes,
+                                          callback_model);
       },
       nb::arg("tensor").noconvert(), nb::arg("rank"), nb::arg("n_iter_max"), nb::arg("init"),
       nb::arg("tol"), nb::arg("seed"), nb::arg("initial_factors"), nb::arg("callback").none(),
       nb::arg("backend"), nb::arg("line_search"), nb::arg("ridge"), nb::arg("mask").none(),
-      nb::arg("nonnegative"), nb::arg("n_starts"), nb::arg("compress"));
+      nb::arg("nonnegative"), nb::arg("n_starts"), nb::arg("compress"), nb::arg("fixed_axes"),
+      nb::arg("callback_model"));
   m.def(
       "tucker",
       [](const InArray& tensor, const std::vector<index_t>& ranks, std::optional<double> eps,

@@ -12,6 +12,7 @@ import numpy as np
 from . import _validate
 from ._arrays import as_float_array as _as_float_array
 from ._blas import avx2_kernels_if_missed as _avx2_kernels_if_missed
+from . import tensorly as _tensorly
 
 with _avx2_kernels_if_missed():
     from . import _tenfold
@@ -167,6 +168,14 @@ def parafac(
     mask=None,
     n_starts=1,
     compress="auto",
+    svd="truncated_svd",
+    orthogonalise=False,
+    verbose=0,
+    return_errors=False,
+    sparsity=None,
+    cvg_criterion="abs_rec_error",
+    fixed_modes=None,
+    svd_mask_repeats=5,
 ):
     """CP decomposition by alternating least squares (CP-ALS), like ``tensorly.decomposition.parafac``.
 
@@ -211,6 +220,17 @@ def parafac(
     compress : {'auto', 'on', 'off'}
         CP of the ST-HOSVD core first, then sweeps on the full tensor ('auto': where
         the core is at least 8x smaller and the tensor has at least 2^20 entries).
+    svd, orthogonalise, verbose, return_errors, sparsity, cvg_criterion, fixed_modes, svd_mask_repeats
+        TensorLy's arguments with TensorLy's meaning (docs/python.md, "TensorLy's
+        arguments"): ``return_errors=True`` returns ``(result, errors)``;
+        ``fixed_modes`` keeps those axes' start factors (the last axis cannot be fixed,
+        as in TensorLy); ``cvg_criterion='rec_error'`` stops when the error decreases
+        by less than `tol`; ``verbose`` prints the error per iteration. ``sparsity``
+        and ``orthogonalise`` need algorithms Tenfold does not have and raise
+        ValueError. A `callback` of two parameters is called TensorLy's way, as
+        ``callback((weights, factors), rec_error)`` after every iteration. A
+        ``numpy.random.RandomState`` or ``Generator`` as `random_state` draws the
+        random start from it as TensorLy does.
 
     Returns
     -------
@@ -245,8 +265,13 @@ def parafac(
     >>> bool(tenfold.parafac(x, 3, tol=1e-12, n_iter_max=500).fit > 0.9999)
     True
     """
-    return _cp(tensor, rank, n_iter_max, init, tol, random_state, normalize_factors, callback,
-               backend, dtype, linesearch, l2_reg, mask, n_starts, compress, nonnegative=False)
+    return _tensorly.run_cp(
+        _cp, tensor, rank, n_iter_max, init, tol, random_state, normalize_factors, callback,
+        backend, dtype, dict(linesearch=linesearch, l2_reg=l2_reg, mask=mask, n_starts=n_starts,
+                             compress=compress, nonnegative=False),
+        dict(svd=svd, orthogonalise=orthogonalise, verbose=verbose, return_errors=return_errors,
+             sparsity=sparsity, cvg_criterion=cvg_criterion, fixed_modes=fixed_modes,
+             svd_mask_repeats=svd_mask_repeats))
 
 
 def non_negative_parafac_hals(
@@ -262,12 +287,22 @@ def non_negative_parafac_hals(
     dtype=None,
     *,
     n_starts=1,
+    svd="truncated_svd",
+    sparsity_coefficients=None,
+    fixed_modes=None,
+    nn_modes="all",
+    exact=False,
+    verbose=False,
+    return_errors=False,
+    cvg_criterion="abs_rec_error",
 ):
     """Non-negative CP by HALS, like ``tensorly.decomposition.non_negative_parafac_hals``.
 
     The same arguments and result as :func:`parafac` (no line search, mask or
     compression); every factor entry is >= 0. The start is made non-negative
     (absolute values of the nvecs start; random starts are uniform in [0, 1)).
+    TensorLy's arguments as in :func:`parafac`; ``nn_modes`` must be 'all' (or
+    every axis), and ``sparsity_coefficients`` and ``exact=True`` raise ValueError.
 
     Examples
     --------
@@ -277,8 +312,13 @@ def non_negative_parafac_hals(
     >>> bool(min(f.min() for f in r.factors) >= 0)
     True
     """
-    return _cp(tensor, rank, n_iter_max, init, tol, random_state, normalize_factors, callback,
-               backend, dtype, False, 0.0, None, n_starts, "off", nonnegative=True)
+    return _tensorly.run_cp(
+        _cp, tensor, rank, n_iter_max, init, tol, random_state, normalize_factors, callback,
+        backend, dtype, dict(linesearch=False, l2_reg=0.0, mask=None, n_starts=n_starts,
+                             compress="off", nonnegative=True),
+        dict(svd=svd, sparsity_coefficients=sparsity_coefficients, fixed_modes=fixed_modes,
+             nn_modes=nn_modes, exact=exact, verbose=verbose, return_errors=return_errors,
+             cvg_criterion=cvg_criterion))
 
 
 def _mask_like(mask, x):
@@ -286,14 +326,18 @@ def _mask_like(mask, x):
     m = np.asarray(mask)
     if m.shape != x.shape:
         raise ValueError(f"mask has shape {m.shape}, but the tensor has shape {x.shape}")
-    if m.dtype != np.bool_ and m.dtype.kind not in "biu":
-        raise TypeError(f"mask must be boolean (or 0/1 integers), got dtype {m.dtype}")
+    if m.dtype != np.bool_ and m.dtype.kind not in "biuf":
+        raise TypeError(f"mask must be boolean (or 0/1 numbers), got dtype {m.dtype}")
+    if m.dtype.kind in "iuf" and not np.all((m == 0) | (m == 1)):
+        raise ValueError("mask entries must be 0 or 1 (or True/False)")
     order = "F" if x.flags.f_contiguous and not x.flags.c_contiguous else "C"
     return np.array(m != 0, dtype=np.uint8, order=order)
 
 
 def _cp(tensor, rank, n_iter_max, init, tol, random_state, normalize_factors, callback, backend,
-        dtype, linesearch, l2_reg, mask, n_starts, compress, nonnegative):
+        dtype, linesearch, l2_reg, mask, n_starts, compress, nonnegative, fixed_axes=(),
+        callback_model=False):
+    """CP-ALS in Tenfold's terms; `callback` sees (iteration, fit, delta, seconds[, model])."""
     x = _as_float_array(tensor, "tensor", dtype)
     _validate.tensor_axes(x)
     rank = _validate.cp_rank(rank, x.shape)
@@ -304,20 +348,20 @@ def _cp(tensor, rank, n_iter_max, init, tol, random_state, normalize_factors, ca
         given = []
     else:
         init_name, given = "given", _given_start(init, x, rank)
-    progress = None
-    if callback is not None:
-        def progress(iteration, fit, delta, seconds):
-            return bool(callback(CpProgress(iteration, fit, delta, seconds)))
     r = _tenfold.cp_als(
         x, rank, _validate.integer(n_iter_max, "n_iter_max", 1, _validate.INT_MAX), init_name,
-        _validate.nonnegative(tol, "tol"), _seed(random_state), given, progress, str(backend),
+        _validate.nonnegative(tol, "tol"), _seed(random_state), given, callback, str(backend),
         bool(linesearch), _validate.nonnegative(l2_reg, "l2_reg"),
         None if mask is None else _mask_like(mask, x), bool(nonnegative),
         _validate.integer(n_starts, "n_starts", 1, _validate.INT_MAX), str(compress),
+        [int(a) for a in fixed_axes], bool(callback_model),
     )
     weights, factors = r.pop("weights"), r.pop("factors")
     if not normalize_factors:
-        factors[0] = factors[0] * weights
+        # The scale into the last axis that is not fixed (the first one without fixed axes).
+        free = [a for a in range(x.ndim) if a not in fixed_axes]
+        axis = free[-1] if fixed_axes else 0
+        factors[axis] = factors[axis] * weights
         weights = np.ones_like(weights)
     return CPResult(weights, factors, **r)
 

@@ -52,8 +52,13 @@ def test_mask_errors():
     x = np.ones((4, 3, 2))
     with pytest.raises(ValueError, match=r"mask has shape \(4, 3\)"):
         tenfold.parafac(x, 1, mask=np.ones((4, 3), dtype=bool))
+    # 0/1 numbers are a mask, as TensorLy takes them; other values are not.
+    with pytest.raises(ValueError, match="0 or 1"):
+        tenfold.parafac(x, 1, mask=np.full(x.shape, 0.5))
     with pytest.raises(TypeError, match="boolean"):
-        tenfold.parafac(x, 1, mask=np.ones(x.shape, dtype=float))
+        tenfold.parafac(x, 1, mask=np.ones(x.shape, dtype=complex))
+    r = tenfold.parafac(x, 1, mask=np.ones(x.shape, dtype=float), n_iter_max=3)
+    assert r.fit > 0.999
     # Without a mask a NaN is still refused, named by its NumPy index.
     x[0, 1, 1] = np.nan
     with pytest.raises(ValueError, match=r"NumPy index \[0, 1, 1\]"):

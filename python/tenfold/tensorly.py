@@ -1,0 +1,475 @@
+"""TensorLy's semantics over Tenfold, and a one-line patch of ``tensorly.decomposition``.
+
+    import tenfold.tensorly
+    tenfold.tensorly.patch()      # tensorly.decomposition.parafac & co. now run Tenfold
+    tenfold.tensorly.calls()      # {'native': n, 'fallback': m, 'reasons': {...}}
+    tenfold.tensorly.unpatch()
+
+A patched call runs natively only when Tenfold computes what TensorLy would from the same
+start (TensorLy's own start, TensorLy's stopping rule and error history); any other call
+(an argument, backend or dtype Tenfold does not serve) runs TensorLy's original function,
+and `calls` says why. TensorLy is imported only by `patch`. The helpers before the patch
+give the direct API (``tenfold.parafac``...) TensorLy's arguments.
+"""
+
+import collections
+import inspect
+import sys
+import threading
+import warnings
+
+import numpy as np
+
+__all__ = ["patch", "unpatch", "patched", "calls", "reset_calls"]
+
+# ---------------------------------------------------------------------------------------
+# TensorLy's arguments in the direct API
+
+
+def _line_search_iteration(iteration, linesearch):
+    """Whether 1-based `iteration` tries Bro's jump (TensorLy records no error for it)."""
+    return bool(linesearch) and iteration > 6 and (iteration - 1) % 2 == 0
+
+
+def _is_generator(random_state):
+    return isinstance(random_state, (np.random.RandomState, np.random.Generator))
+
+
+def _random_start(rng, shape, rank, dtype):
+    """TensorLy's random start: uniform [0, 1) factors drawn axis by axis from `rng`."""
+    draw = rng.random_sample if isinstance(rng, np.random.RandomState) else rng.random
+    return None, [np.asarray(draw((s, rank)), dtype=dtype) for s in shape]
+
+
+def _takes_model(callback):
+    """Whether `callback` has TensorLy's signature (cp_tensor, rec_error)."""
+    try:
+        params = inspect.signature(callback).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(positional) >= 2 or any(p.kind == p.VAR_POSITIONAL for p in params)
+
+
+def fixed_axes(fixed_modes, ndim):
+    """TensorLy's fixed_modes as a sorted tuple of axes; the last axis is dropped with
+    TensorLy's warning (its factor carries the error computation there)."""
+    if fixed_modes is None:
+        return ()
+    axes = []
+    for m in fixed_modes:
+        if isinstance(m, (bool, np.bool_)) or not isinstance(m, (int, np.integer)):
+            raise TypeError(f"fixed_modes must hold axis numbers, got {m!r}")
+        if not -ndim <= m < ndim:
+            raise ValueError(f"fixed_modes: axis {m} is out of range for a tensor with {ndim} axes")
+        axes.append(int(m) % ndim)
+    if ndim - 1 in axes:
+        warnings.warn("You asked for fixing the last mode, which is not supported.\n The last "
+                      "mode will not be fixed. Consider using tl.moveaxis()")
+        axes = [a for a in axes if a != ndim - 1]
+    return tuple(sorted(set(axes)))
+
+
+_SVD_NAMES = ("truncated_svd", "symeig_svd", "randomized_svd")
+
+
+def _refuse(extra, nonnegative):
+    """ValueError for TensorLy arguments that need an algorithm Tenfold does not have."""
+    if extra.get("sparsity"):
+        raise ValueError("sparsity (a sparse component beside the CP model) is not supported "
+                         "by Tenfold; use tensorly.decomposition.parafac")
+    if extra.get("orthogonalise"):
+        raise ValueError("orthogonalise (QR of the factors between sweeps) is not supported by "
+                         "Tenfold; use tensorly.decomposition.parafac")
+    if extra.get("svd", "truncated_svd") not in _SVD_NAMES:
+        raise ValueError(f"svd must be one of {', '.join(_SVD_NAMES)}, got {extra['svd']!r}")
+    if extra.get("cvg_criterion", "abs_rec_error") not in ("abs_rec_error", "rec_error"):
+        raise ValueError("cvg_criterion must be 'abs_rec_error' or 'rec_error', got "
+                         f"{extra['cvg_criterion']!r}")
+    if nonnegative:
+        if extra.get("sparsity_coefficients") is not None:
+            raise ValueError("sparsity_coefficients are not supported by Tenfold's HALS")
+        if extra.get("exact"):
+            raise ValueError("exact=True (HALS inner iterations to 1e-16) is not supported by "
+                             "Tenfold's HALS")
+
+
+def _all_axes_nonnegative(nn_modes, ndim):
+    if isinstance(nn_modes, str):
+        return nn_modes == "all"
+    return nn_modes is not None and set(int(m) % ndim for m in nn_modes) == set(range(ndim))
+
+
+def run_cp(cp, tensor, rank, n_iter_max, init, tol, random_state, normalize_factors, callback,
+           backend, dtype, native, extra, start_callback=None, wrap=tuple):
+    """parafac / non_negative_parafac_hals with TensorLy's arguments `extra` over `cp`
+    (tenfold._cp). `start_callback` (the patch) has seen the start already; `wrap` makes the
+    model a TensorLy-style callback sees."""
+    nonnegative = native["nonnegative"]
+    _refuse(extra, nonnegative)
+    ndim = np.ndim(tensor)
+    if nonnegative and not _all_axes_nonnegative(extra.get("nn_modes", "all"), ndim):
+        raise ValueError("nn_modes must be 'all' (or every axis): Tenfold's HALS constrains every "
+                         "factor")
+    fixed = fixed_axes(extra.get("fixed_modes"), ndim)
+    if _is_generator(random_state):
+        if isinstance(init, str) and init == "random":
+            init = _random_start(random_state, np.shape(tensor), int(rank),
+                                 np.result_type(np.asarray(tensor).dtype, np.float32))
+        random_state = None
+    if fixed and isinstance(init, str):
+        raise ValueError("fixed_modes need a start to keep: pass init=(weights, factors)")
+    if fixed and init[0] is not None and not np.all(np.asarray(init[0]) == 1):
+        # TensorLy pulls non-unit weights into the last factor, never fixed.
+        weights, factors = init
+        factors = list(factors)
+        factors[-1] = np.asarray(factors[-1]) * np.asarray(weights)
+        init = (None, factors)
+
+    cvg = extra.get("cvg_criterion", "abs_rec_error")
+    verbose = extra.get("verbose", 0)
+    linesearch = native["linesearch"]
+    tensorly_callback = callback is not None and _takes_model(callback)
+    # TensorLy's stopping rule in Python where it differs from Tenfold's |change| < tol:
+    # the signed decrease, or a start_callback run (the patch) that records errors as TensorLy.
+    own_rule = cvg == "rec_error" or start_callback is not None
+    errors = []  # TensorLy's error history: none for line-search iterations
+    stopped = []
+
+    def hook(iteration, fit, delta, seconds, model=None):
+        if not _line_search_iteration(iteration, linesearch):
+            errors.append(np.float64(1.0 - fit))
+        if verbose:
+            print(f"iteration {iteration}, reconstruction error: {errors[-1]}")
+        if callback is not None:
+            if tensorly_callback:
+                weights, factors = model
+                x_dtype = np.result_type(np.asarray(tensor).dtype, np.float32)
+                cp_model = wrap((weights.astype(x_dtype), [f.astype(x_dtype) for f in factors]))
+                if callback(cp_model, errors[-1]) is True:
+                    return True
+            elif callback(_progress(iteration, fit, delta, seconds)):
+                return True
+        if own_rule and tol and len(errors) >= 2 and iteration >= 2:
+            decrease = errors[-2] - errors[-1]
+            if (abs(decrease) if cvg == "abs_rec_error" else decrease) < tol:
+                stopped.append(iteration)
+                return True
+        return False
+
+    use_hook = callback is not None or verbose or own_rule or extra.get("return_errors")
+    res = cp(tensor, rank, n_iter_max, init, 0.0 if own_rule else tol, random_state,
+             normalize_factors, hook if use_hook else None, backend, dtype,
+             native["linesearch"], native["l2_reg"], native["mask"], native["n_starts"],
+             native["compress"], nonnegative, fixed, tensorly_callback)
+    if stopped:
+        res.stop, res.converged = "converged", True
+    if extra.get("return_errors"):
+        if not use_hook:
+            errors = [np.float64(1.0 - f) for i, f in enumerate(res.fit_history, 1)
+                      if not _line_search_iteration(i, linesearch)]
+        return res, errors
+    return res
+
+
+def _progress(iteration, fit, delta, seconds):
+    from . import CpProgress
+
+    return CpProgress(iteration, fit, delta, seconds)
+
+
+# ---------------------------------------------------------------------------------------
+# The patch
+
+_lock = threading.Lock()
+_originals = {}  # name -> TensorLy's function
+_replaced = []  # (module, attribute, original) for unpatch
+_counts = {"native": collections.Counter(), "fallback": collections.Counter()}
+
+_HOMES = {
+    "parafac": "tensorly.decomposition._cp",
+    "non_negative_parafac_hals": "tensorly.decomposition._nn_cp",
+    "tucker": "tensorly.decomposition._tucker",
+}
+
+
+def calls():
+    """Calls that reached a patched function since the last reset: how many Tenfold served
+    natively, how many fell back to TensorLy, and why (reason -> count)."""
+    with _lock:
+        native = sum(_counts["native"].values())
+        fallback = sum(_counts["fallback"].values())
+        return {
+            "native": native,
+            "fallback": fallback,
+            "native_by_function": dict(_counts["native"]),
+            "reasons": dict(_counts["fallback"]),
+        }
+
+
+def reset_calls():
+    with _lock:
+        _counts["native"].clear()
+        _counts["fallback"].clear()
+
+
+def patched():
+    """Whether patch() is in effect."""
+    return bool(_originals)
+
+
+def _record(name, reason=None):
+    with _lock:
+        if reason is None:
+            _counts["native"][name] += 1
+        else:
+            _counts["fallback"][f"{name}: {reason}"] += 1
+
+
+def _tensor_reason(tensor):
+    """Why Tenfold cannot take this tensor as TensorLy holds it, or None."""
+    import tensorly as tl
+
+    if tl.get_backend() != "numpy":
+        return f"backend {tl.get_backend()}"
+    if not isinstance(tensor, np.ndarray):
+        return f"tensor type {type(tensor).__name__}"
+    if tensor.dtype not in (np.float32, np.float64):
+        return f"dtype {tensor.dtype}"
+    if tensor.ndim < 2:
+        return "tensor of order < 2"
+    if not np.all(np.isfinite(tensor)):
+        return "non-finite entries"
+    return None
+
+
+def _cp_reason(tensor, n_iter_max, init, orthogonalise, sparsity, l2_reg, mask, linesearch,
+               cvg_criterion, fixed_modes):
+    reason = _tensor_reason(tensor)
+    if reason:
+        return reason
+    if orthogonalise:
+        return "orthogonalise"
+    if sparsity:
+        return "sparsity"
+    if mask is not None:
+        return "mask (TensorLy imputes the missing entries only after the first sweep)"
+    if linesearch:
+        return "linesearch (TensorLy extrapolates the unnormalised factors)"
+    if l2_reg:
+        return "l2_reg (TensorLy regularises the unnormalised factors)"
+    if cvg_criterion not in ("abs_rec_error", "rec_error"):
+        return "cvg_criterion"
+    if isinstance(n_iter_max, (bool, np.bool_)) or not isinstance(n_iter_max, (int, np.integer)):
+        return "n_iter_max type"
+    if n_iter_max < 1:
+        return "n_iter_max < 1 (TensorLy returns its start)"
+    if fixed_modes is not None and len(set(fixed_modes)) >= tensor.ndim:
+        return "every mode fixed (TensorLy returns its start)"
+    if not (isinstance(init, str) or isinstance(init, (tuple, list))
+            or type(init).__name__ == "CPTensor"):
+        return "init type"
+    return None
+
+
+def _start(tensor, rank, init, svd, random_state, normalize_factors, non_negative=False):
+    """TensorLy's start (it draws from random_state exactly as TensorLy's parafac would)."""
+    from tensorly.decomposition._cp import initialize_cp
+
+    weights, factors = initialize_cp(tensor, rank, init=init, svd=svd, random_state=random_state,
+                                     normalize_factors=normalize_factors,
+                                     non_negative=non_negative)
+    factors = [np.asarray(f) for f in factors]
+    return (None if weights is None else np.asarray(weights)), factors
+
+
+def _fold_weights(weights, factors, fixed):
+    """(None, factors) with non-unit weights pulled into the first axis that is not fixed."""
+    if weights is None or np.all(weights == 1):
+        return None, factors
+    factors = list(factors)
+    axis = min(a for a in range(len(factors)) if a not in fixed)
+    factors[axis] = factors[axis] * weights
+    return None, factors
+
+
+def _relative_error(tensor, weights, factors):
+    import tensorly as tl
+
+    return tl.norm(tensor - tl.cp_to_tensor((weights, factors)), 2) / tl.norm(tensor, 2)
+
+
+def _serve(name, reason, original, args, native):
+    if reason is None:
+        try:
+            out = native()
+        except (ValueError, ArithmeticError) as e:
+            # Tenfold refused the call (e.g. a start it cannot move): TensorLy decides.
+            reason = f"tenfold refused: {str(e).splitlines()[0][:80]}"
+        else:
+            _record(name)
+            return out
+    _record(name, reason)
+    return original(**args)
+
+
+def _parafac(tensor, rank, n_iter_max=100, init="svd", svd="truncated_svd",
+             normalize_factors=False, orthogonalise=False, tol=1e-8, random_state=None,
+             verbose=0, return_errors=False, sparsity=None, l2_reg=0, mask=None,
+             cvg_criterion="abs_rec_error", fixed_modes=None, svd_mask_repeats=5,
+             linesearch=False, callback=None):
+    args = dict(locals())
+    reason = _cp_reason(tensor, n_iter_max, init, orthogonalise, sparsity, l2_reg, mask,
+                        linesearch, cvg_criterion, fixed_modes)
+
+    def native():
+        return _native_cp(args, nonnegative=False)
+
+    return _serve("parafac", reason, _originals["parafac"], args, native)
+
+
+def _non_negative_parafac_hals(tensor, rank, n_iter_max=100, init="svd", svd="truncated_svd",
+                               tol=10e-8, random_state=None, sparsity_coefficients=None,
+                               fixed_modes=None, nn_modes="all", exact=False,
+                               normalize_factors=False, verbose=False, return_errors=False,
+                               cvg_criterion="abs_rec_error"):
+    args = dict(locals())
+    reason = _cp_reason(tensor, n_iter_max, init, False, None, 0, None, False, cvg_criterion,
+                        fixed_modes)
+    if reason is None:
+        if sparsity_coefficients is not None:
+            reason = "sparsity_coefficients"
+        elif exact:
+            reason = "exact"
+        elif not _all_axes_nonnegative(nn_modes, tensor.ndim):
+            reason = "nn_modes other than all"
+
+    def native():
+        return _native_cp(args, nonnegative=True)
+
+    return _serve("non_negative_parafac_hals", reason, _originals["non_negative_parafac_hals"],
+                  args, native)
+
+
+def _native_cp(a, nonnegative):
+    import tensorly as tl
+    from tensorly.cp_tensor import CPTensor, validate_cp_rank
+    from . import _cp
+
+    tensor = a["tensor"]
+    rank = validate_cp_rank(tl.shape(tensor), rank=a["rank"])
+    fixed = fixed_axes(a["fixed_modes"], tensor.ndim)
+    init = a["init"]
+    callback = a.get("callback")
+    # TensorLy's own start (an nvecs start spans the same subspaces, but picks other
+    # vectors where singular values tie, e.g. rank above the tensor's).
+    weights, factors = _start(tensor, rank, init, a["svd"], a["random_state"],
+                              a["normalize_factors"], non_negative=nonnegative)
+    if nonnegative and any(np.any(f < 0) for f in factors):
+        raise ValueError("a start with negative entries (TensorLy's HALS keeps them)")
+    if callback is not None:
+        callback(CPTensor((weights if weights is not None else
+                           tl.ones(rank, **tl.context(tensor)), factors)),
+                 _relative_error(tensor, weights, factors))
+    start = _fold_weights(weights, factors, fixed)
+    native = dict(linesearch=False, l2_reg=0.0, mask=None, n_starts=1, compress="off",
+                  nonnegative=nonnegative)
+    extra = dict(fixed_modes=fixed, return_errors=a["return_errors"],
+                 cvg_criterion=a["cvg_criterion"], verbose=a["verbose"])
+    res = run_cp(_cp, tensor, rank, a["n_iter_max"], start, a["tol"] or 0.0, None,
+                 a["normalize_factors"], callback, "cpu", None, native, extra,
+                 start_callback=True, wrap=CPTensor)
+    if a["return_errors"]:
+        res, errors = res
+        if nonnegative and not a["tol"]:
+            errors = []  # TensorLy's HALS records errors only with a tolerance
+    weights, factors = res
+    out = CPTensor((weights, list(factors)))
+    return (out, errors) if a["return_errors"] else out
+
+
+def _tucker(tensor, rank, fixed_factors=None, n_iter_max=100, init="svd", return_errors=False,
+            svd="truncated_svd", tol=10e-5, random_state=None, mask=None, verbose=False):
+    args = dict(locals())
+    reason = _tensor_reason(tensor)
+    if reason is None:
+        if fixed_factors:
+            reason = "fixed_factors"
+        elif mask is not None:
+            reason = "mask"
+        elif not (isinstance(init, str) and init == "svd"):
+            reason = f"init {init if isinstance(init, str) else type(init).__name__}"
+        elif svd == "randomized_svd":
+            reason = "svd randomized_svd"
+        elif isinstance(n_iter_max, (bool, np.bool_)) or not isinstance(
+                n_iter_max, (int, np.integer)) or n_iter_max < 1:
+            reason = "n_iter_max < 1"
+        elif tuple(tensor.shape) != tuple(rank if rank is not None else tensor.shape):
+            # Tenfold's HOOI starts from ST-HOSVD, TensorLy's from HOSVD: different local
+            # optima. Only the untruncated case (every start exact) is served.
+            reason = "HOOI start (Tenfold: ST-HOSVD, TensorLy: HOSVD)"
+
+    def native():
+        import tensorly as tl
+        from tensorly.tucker_tensor import TuckerTensor, validate_tucker_rank
+        from . import tucker
+
+        r = rank
+        if r is None:
+            warnings.warn("No value given for 'rank'. The decomposition will preserve the "
+                          "original size.", Warning)
+            r = list(tensor.shape)
+        ranks = validate_tucker_rank(tl.shape(tensor), rank=r)
+        res = tucker(tensor, rank=list(ranks), method="hooi", n_iter_max=n_iter_max,
+                     hooi_tol=tol or 0.0)
+        errors = [np.float64(e) for e in res.error_history]
+        if verbose:
+            for prev, e in zip(errors[1:], errors[2:]):
+                print(f"reconstruction error={e}, variation={prev - e}.")
+        out = TuckerTensor((res.core, list(res.factors)))
+        return (out, errors) if return_errors else out
+
+    return _serve("tucker", reason, _originals["tucker"], args, native)
+
+
+_WRAPPERS = {
+    "parafac": _parafac,
+    "non_negative_parafac_hals": _non_negative_parafac_hals,
+    "tucker": _tucker,
+}
+
+
+def patch():
+    """Installs Tenfold behind tensorly.decomposition's parafac, non_negative_parafac_hals
+    and tucker, wherever TensorLy's modules hold them (the classes CP, CP_NN_HALS and Tucker
+    call them through their modules). Idempotent."""
+    import importlib
+
+    with _lock:
+        if _originals:
+            return
+        for name, home in _HOMES.items():
+            module = importlib.import_module(home)
+            original = getattr(module, name)
+            wrapper = _WRAPPERS[name]
+            # TensorLy's tests find a function's module by __module__ and monkeypatch it there.
+            wrapper.__module__, wrapper.__name__ = original.__module__, original.__name__
+            wrapper.__qualname__, wrapper.__doc__ = original.__qualname__, original.__doc__
+            wrapper.__wrapped__ = original
+            _originals[name] = original
+            for mod_name, mod in list(sys.modules.items()):
+                if not (mod_name == "tensorly" or mod_name.startswith("tensorly.")) or mod is None:
+                    continue
+                for attr, value in list(vars(mod).items()):
+                    if value is original:
+                        setattr(mod, attr, wrapper)
+                        _replaced.append((mod, attr, original))
+
+
+def unpatch():
+    """Restores TensorLy's functions everywhere patch() replaced them."""
+    with _lock:
+        while _replaced:
+            mod, attr, original = _replaced.pop()
+            setattr(mod, attr, original)
+        _originals.clear()

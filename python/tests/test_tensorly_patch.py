@@ -1,0 +1,164 @@
+"""tenfold.tensorly.patch(): TensorLy's own CP and Tucker tests with the patch applied, and
+the fallback rule (a call Tenfold cannot serve exactly runs TensorLy's original)."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+tl = pytest.importorskip("tensorly")
+import tenfold  # noqa: E402
+import tenfold.tensorly as tt  # noqa: E402
+
+SUITES = ("test_cp.py", "test_tucker.py")
+
+CONFTEST = '''
+import json, os
+import tenfold.tensorly
+tenfold.tensorly.patch()
+
+def pytest_sessionfinish(session):
+    with open(os.environ["TENFOLD_CALLS_JSON"], "w") as f:
+        json.dump(tenfold.tensorly.calls(), f)
+'''
+
+
+def absolute_imports(source):
+    """TensorLy's test module with its relative imports made absolute (nothing else changed)."""
+    source = re.sub(r"^from \.\.\. import ", "from tensorly import ", source, flags=re.M)
+    source = re.sub(r"^from \.\.\.(\w)", r"from tensorly.\1", source, flags=re.M)
+    return re.sub(r"^from \.\.(\w)", r"from tensorly.decomposition.\1", source, flags=re.M)
+
+
+def test_absolute_imports():
+    assert absolute_imports("from .._cp import (\nfrom ...random import x\nfrom ... import backend as T\n") == (
+        "from tensorly.decomposition._cp import (\nfrom tensorly.random import x\n"
+        "from tensorly import backend as T\n")
+
+
+@pytest.fixture
+def fresh_patch():
+    tt.unpatch()
+    tt.reset_calls()
+    tt.patch()
+    yield
+    tt.unpatch()
+
+
+def test_tensorly_suites_pass_with_the_patch(tmp_path):
+    """Every item of TensorLy's test_cp.py and test_tucker.py passes with the patch."""
+    tests = Path(tl.__file__).parent / "decomposition" / "tests"
+    for name in SUITES:
+        (tmp_path / name).write_text(absolute_imports((tests / name).read_text()))
+    (tmp_path / "conftest.py").write_text(CONFTEST)
+    calls = tmp_path / "calls.json"
+    env = dict(os.environ, TENFOLD_CALLS_JSON=str(calls),
+               PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                          "-W", "ignore", str(tmp_path)], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=1800)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    counts = json.loads(calls.read_text())
+    print(json.dumps(counts, indent=1))
+    assert counts["native"] > 0
+
+
+def test_patch_replaces_and_unpatch_restores(fresh_patch):
+    from tensorly.decomposition import _cp, _nn_cp, _tucker
+    import tensorly.decomposition as dec
+
+    assert dec.parafac is _cp.parafac and dec.parafac.__wrapped__ is not None
+    assert dec.tucker is _tucker.tucker and dec.non_negative_parafac_hals is _nn_cp.non_negative_parafac_hals
+    original = dec.parafac.__wrapped__
+    tt.unpatch()
+    assert dec.parafac is original and _cp.parafac is original and not tt.patched()
+
+
+def test_native_call_matches_tensorly_from_the_same_start(fresh_patch):
+    from tensorly.decomposition import parafac
+
+    rng = np.random.default_rng(3)
+    x = np.einsum("ir,jr,kr->ijk", *(rng.random((s, 3)) for s in (9, 8, 7)))
+    x = x + 0.01 * rng.standard_normal(x.shape)
+    cp, errors = parafac(x, 3, init="random", random_state=5, tol=1e-10, n_iter_max=40,
+                         return_errors=True)
+    assert tt.calls()["native"] == 1
+    ref, ref_errors = parafac.__wrapped__(x, 3, init="random", random_state=5, tol=1e-10,
+                                          n_iter_max=40, return_errors=True)
+    assert len(errors) == len(ref_errors)
+    np.testing.assert_allclose(errors, ref_errors, rtol=1e-6, atol=1e-10)
+    np.testing.assert_allclose(tl.cp_to_tensor(cp), tl.cp_to_tensor(ref), rtol=0, atol=1e-8 * np.abs(x).max())
+
+
+@pytest.mark.parametrize("kwargs,reason", [
+    (dict(orthogonalise=True), "orthogonalise"),
+    (dict(sparsity=0.9), "sparsity"),
+    (dict(linesearch=True), "linesearch"),
+    (dict(n_iter_max=0), "n_iter_max < 1"),
+    (dict(l2_reg=0.1), "l2_reg"),
+])
+def test_unserved_arguments_run_tensorly(fresh_patch, kwargs, reason):
+    from tensorly.decomposition import parafac
+
+    x = np.random.default_rng(0).random((5, 4, 3))
+    out = parafac(x, 2, random_state=0, **kwargs)
+    ref = parafac.__wrapped__(x, 2, random_state=0, **kwargs)
+    c = tt.calls()
+    assert c["native"] == 0 and c["fallback"] == 1
+    assert any(r.startswith("parafac: " + reason) for r in c["reasons"])
+    a = out[0] if kwargs.get("sparsity") else out
+    b = ref[0] if kwargs.get("sparsity") else ref
+    np.testing.assert_allclose(tl.cp_to_tensor(a), tl.cp_to_tensor(b), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("tensor,reason", [
+    (np.random.default_rng(0).random((4, 3, 2)) + 1j, "dtype complex128"),
+    (np.arange(24).reshape(4, 3, 2), "dtype int64"),
+])
+def test_unserved_tensors_run_tensorly(fresh_patch, tensor, reason):
+    from tensorly.decomposition import parafac, tucker
+
+    parafac(tensor, 2, n_iter_max=3)
+    tucker(tensor.astype(tensor.dtype), [2, 2, 2], n_iter_max=3)
+    c = tt.calls()
+    assert c["fallback"] == 2 and c["native"] == 0
+    assert f"parafac: {reason}" in c["reasons"] and f"tucker: {reason}" in c["reasons"]
+
+
+def test_fixed_modes_kept_bit_for_bit_direct_api():
+    rng = np.random.default_rng(1)
+    x = rng.random((6, 5, 4))
+    start = [rng.random((s, 2)) for s in x.shape]
+    for order in ("C", "F"):
+        r = tenfold.parafac(np.asarray(x, order=order), 2, init=(None, start), fixed_modes=[0, 1],
+                            n_iter_max=5, normalize_factors=False)
+        np.testing.assert_array_equal(r.factors[0], start[0])
+        np.testing.assert_array_equal(r.factors[1], start[1])
+        assert not np.array_equal(r.factors[2], start[2])
+
+
+def test_refused_arguments_direct_api():
+    x = np.random.default_rng(1).random((6, 5, 4))
+    with pytest.raises(ValueError, match="sparsity"):
+        tenfold.parafac(x, 2, sparsity=0.5)
+    with pytest.raises(ValueError, match="orthogonalise"):
+        tenfold.parafac(x, 2, orthogonalise=True)
+    with pytest.raises(ValueError, match="nn_modes"):
+        tenfold.non_negative_parafac_hals(x, 2, nn_modes={0})
+
+
+def test_tensorly_callback_and_errors_direct_api():
+    x = np.random.default_rng(2).random((6, 5, 4))
+    seen = []
+    r, errors = tenfold.parafac(x, 2, callback=lambda cp, e: seen.append((cp, e)),
+                                return_errors=True, random_state=np.random.RandomState(0),
+                                init="random", n_iter_max=10, tol=0)
+    assert len(seen) == len(errors) == 10
+    cp, e = seen[-1]
+    assert abs(np.linalg.norm(tl.cp_to_tensor(cp) - x) / np.linalg.norm(x) - e) < 1e-10
+    assert abs(errors[-1] - r.relative_error) < 1e-12
