@@ -9,8 +9,9 @@
 # openblas        Debian's OpenBLAS, OpenMP build (libopenblas-openmp-dev, liblapacke-dev).
 # scipy-openblas  The OpenBLAS that NumPy and SciPy ship (pip package scipy-openblas32,
 #                 DYNAMIC_ARCH, pthreads, LAPACKE included, symbols prefixed scipy_): the
-#                 wheel's BLAS. Found through SCIPY_OPENBLAS_DIR (the package folder) or
-#                 by importing scipy_openblas32 with Python_EXECUTABLE / python3.
+#                 wheel's BLAS (scripts/build_wheel.sh). Found through SCIPY_OPENBLAS_DIR
+#                 (the package folder) or by importing scipy_openblas32 with
+#                 Python_EXECUTABLE (else python3).
 # blis            Debian's BLIS, OpenMP build (libblis-openmp-dev) for BLAS and CBLAS; LAPACK
 #                 and LAPACKE are the system's (liblapack.so.3, whichever the Debian
 #                 alternatives select).
@@ -34,11 +35,13 @@ if(TENFOLD_BLAS STREQUAL "openblas")
   target_link_libraries(tenfold_blas INTERFACE ${TENFOLD_LAPACKE_LIBRARY} LAPACK::LAPACK BLAS::BLAS)
   target_compile_definitions(tenfold_blas INTERFACE TENFOLD_BLAS_OPENBLAS)
 elseif(TENFOLD_BLAS STREQUAL "scipy-openblas")
-  if(NOT SCIPY_OPENBLAS_DIR)
+  # Looked up at every configure, not cached: pip builds in a new environment each time.
+  set(_tenfold_scipy_openblas_dir ${SCIPY_OPENBLAS_DIR})
+  if(NOT _tenfold_scipy_openblas_dir)
     if(Python_EXECUTABLE)
       set(_tenfold_python ${Python_EXECUTABLE})
     else()
-      find_program(_tenfold_python NAMES python3 python REQUIRED)
+      find_program(_tenfold_python NAMES python3 python NO_CACHE REQUIRED)
     endif()
     execute_process(
       COMMAND "${_tenfold_python}" -c
@@ -49,13 +52,11 @@ elseif(TENFOLD_BLAS STREQUAL "scipy-openblas")
       message(FATAL_ERROR "TENFOLD_BLAS=scipy-openblas: ${_tenfold_python} cannot import "
         "scipy_openblas32 (pip install scipy-openblas32, or set SCIPY_OPENBLAS_DIR)")
     endif()
-    set(SCIPY_OPENBLAS_DIR ${_tenfold_scipy_openblas_dir} CACHE PATH
-      "Folder of the scipy_openblas32 package (include/, lib/)")
   endif()
-  find_library(TENFOLD_SCIPY_OPENBLAS_LIBRARY scipy_openblas
-    PATHS ${SCIPY_OPENBLAS_DIR}/lib NO_DEFAULT_PATH REQUIRED)
-  target_include_directories(tenfold_blas INTERFACE ${SCIPY_OPENBLAS_DIR}/include)
-  target_link_libraries(tenfold_blas INTERFACE ${TENFOLD_SCIPY_OPENBLAS_LIBRARY})
+  find_library(TENFOLD_SCIPY_OPENBLAS_LIB scipy_openblas
+    PATHS ${_tenfold_scipy_openblas_dir}/lib NO_DEFAULT_PATH NO_CACHE REQUIRED)
+  target_include_directories(tenfold_blas INTERFACE ${_tenfold_scipy_openblas_dir}/include)
+  target_link_libraries(tenfold_blas INTERFACE ${TENFOLD_SCIPY_OPENBLAS_LIB})
   target_compile_definitions(tenfold_blas INTERFACE TENFOLD_BLAS_OPENBLAS)
   # Every function the project calls, under the library's prefixed name.
   foreach(name IN ITEMS
