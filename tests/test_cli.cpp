@@ -23,8 +23,10 @@
 namespace fs = std::filesystem;
 using tenfold::index_t;
 
-// OpenBLAS's name for the kernels this process runs (cblas.h of the OpenMP build).
+#if defined(TENFOLD_BLAS_OPENBLAS)
+// OpenBLAS's name for the kernels this process runs (cblas.h of every OpenBLAS build).
 extern "C" char* openblas_get_corename(void);
+#endif
 
 namespace {
 
@@ -58,7 +60,9 @@ TEST(Cli, CpOnRealDataWritesFactorsInNumPyAxisOrder) {
   const std::string before = slurp(kCovid);
   // Bit-for-bit agreement needs the same BLAS kernels: the program would otherwise switch
   // to AVX2 kernels where OpenBLAS falls back to generic ones (tools/main.cpp).
+#if defined(TENFOLD_BLAS_OPENBLAS)
   const ScopedEnv same_kernels("OPENBLAS_CORETYPE", openblas_get_corename());
+#endif
   const CliRun r = tenfold_cli(dir, "cp " + kCovid.string() + " --rank 3 --init nvecs --tol 1e-8 " +
                                         "--max-iters 1000 --out " + (dir / "out").string());
   ASSERT_EQ(r.code, 0) << r.err;

@@ -25,8 +25,10 @@ namespace {
 // its Haswell (AVX2) kernels reach there. When the user has not chosen a kernel
 // (OPENBLAS_CORETYPE), OpenBLAS reports such a pre-AVX2 kernel and the processor has
 // AVX2 and FMA, the program runs itself again with OPENBLAS_CORETYPE=Haswell. If that
-// cannot be done, it carries on with the kernel OpenBLAS chose.
-void run_again_with_avx2_blas_kernel(char** argv) {
+// cannot be done, it carries on with the kernel OpenBLAS chose. (BLIS picks its kernels
+// from the processor's features: nothing to do there.)
+void run_again_with_avx2_blas_kernel([[maybe_unused]] char** argv) {
+#if defined(TENFOLD_BLAS_OPENBLAS)
   if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return;
   if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return;
   std::string core = openblas_get_corename();
@@ -39,6 +41,7 @@ void run_again_with_avx2_blas_kernel(char** argv) {
   if (setenv("OPENBLAS_CORETYPE", "Haswell", 1) != 0) return;
   execv("/proc/self/exe", argv);
   unsetenv("OPENBLAS_CORETYPE");
+#endif
 }
 
 }  // namespace

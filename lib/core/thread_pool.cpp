@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <exception>
 #include <mutex>
@@ -166,21 +167,32 @@ void parallel_for(index_t count, TaskRef task) {
   pool->run(count, task);
 }
 
+#if defined(TENFOLD_BLAS_OPENBLAS)
 // OpenBLAS's own entry points (cblas.h of every OpenBLAS build): its threading model
 // (0 sequential, 1 its own pthreads, 2 OpenMP) and its process-wide thread count.
 extern "C" int openblas_get_parallel(void);
 extern "C" void openblas_set_num_threads(int num_threads);
+#elif defined(TENFOLD_BLAS_BLIS)
+// BLIS's process-wide thread count (blis.h; dim_t is a 64-bit integer).
+extern "C" void bli_thread_set_num_threads(std::int64_t num_threads);
+#endif
 
 SerialBlas::SerialBlas() : saved_(omp_get_max_threads()) {
-  // The OpenMP build follows the calling thread's OpenMP thread count, set here for the
-  // guard's lifetime. The pthreads build (another distribution's default, chosen by the
-  // system's alternatives) ignores it and would start its own spinning threads inside
-  // the pool's tasks: it is made single-threaded for the process, once, since the
-  // library does its own threading.
+  // OpenBLAS's OpenMP build follows the calling thread's OpenMP thread count, set here
+  // for the guard's lifetime. OpenBLAS's pthreads build (another distribution's default,
+  // and scipy-openblas, the wheel's) ignores it and would start its own spinning threads
+  // inside the pool's tasks; BLIS reads its count from the environment (OMP_NUM_THREADS,
+  // which also sets the library's). Those are made single-threaded for the process,
+  // once, since the library does its own threading.
   static const bool own_threads = [] {
+#if defined(TENFOLD_BLAS_OPENBLAS)
     if (openblas_get_parallel() != 1) return false;
     openblas_set_num_threads(1);
     return true;
+#elif defined(TENFOLD_BLAS_BLIS)
+    bli_thread_set_num_threads(1);
+    return true;
+#endif
   }();
   (void)own_threads;
   omp_set_num_threads(1);

@@ -11,10 +11,10 @@ import numpy as np
 
 from . import _validate
 from ._arrays import as_float_array as _as_float_array
-from ._blas import avx2_kernels_if_missed as _avx2_kernels_if_missed
+from ._blas import extension_blas_environment as _extension_blas_environment
 from . import tensorly as _tensorly
 
-with _avx2_kernels_if_missed():
+with _extension_blas_environment():
     from . import _tenfold
 from ._tenfold import (
     DeviceError,

@@ -1,6 +1,14 @@
-"""OpenBLAS's kernels for the extension, chosen as the tenfold program chooses them.
+"""The environment in which the extension loads its OpenBLAS.
 
-OpenBLAS picks its kernels when it loads, from the processor model; a processor newer
+The wheel (and ``pip install`` from source) carries its own OpenBLAS, scipy-openblas
+(``libscipy_openblas.so`` beside the extension): a pthreads build that starts one thread
+per processor as it loads, although the library runs every BLAS call on its own threads,
+one at a time. It is loaded with OPENBLAS_NUM_THREADS=1, so that it starts none; the
+variable is set back right after (the library's own thread count reads it later). Its
+kernels know current processors (DYNAMIC_ARCH), so nothing else is done.
+
+A build linked to the system's OpenBLAS (a CMake build of the extension) gets its
+kernels chosen as the tenfold program chooses them. OpenBLAS picks its kernels when it loads, from the processor model; a processor newer
 than the OpenBLAS build (Debian 12's 0.3.21 on recent Intel models) gets the generic
 kernels of an old one, at a quarter to a half of the speed its Haswell (AVX2) kernels
 reach there. The program (tools/main.cpp) then runs itself again with
@@ -17,6 +25,8 @@ import ctypes
 import os
 
 OPENBLAS = "libopenblas.so.0"
+# The package's own OpenBLAS, where it carries one.
+PACKAGE_OPENBLAS = os.path.join(os.path.dirname(__file__), "libscipy_openblas.so")
 # The kernels tools/main.cpp treats as pre-AVX2 (the same list).
 PRE_AVX2 = {
     "katmai", "coppermine", "northwood", "prescott", "banias", "atom", "core2", "penryn",
@@ -59,17 +69,28 @@ def _openblas_picks_pre_avx2_kernels():
 
 
 @contextlib.contextmanager
-def avx2_kernels_if_missed():
-    """Around the extension's import: OPENBLAS_CORETYPE=Haswell where the program would
-    set it."""
-    if "OPENBLAS_CORETYPE" in os.environ or not _has_avx2_and_fma():
-        yield
-        return
-    if not _openblas_picks_pre_avx2_kernels():
-        yield
-        return
-    os.environ["OPENBLAS_CORETYPE"] = "Haswell"
+def _environment(name, value):
+    """name=value in the environment for the block, then as it was."""
+    saved = os.environ.get(name)
+    os.environ[name] = value
     try:
         yield
     finally:
-        del os.environ["OPENBLAS_CORETYPE"]
+        if saved is None:
+            del os.environ[name]
+        else:
+            os.environ[name] = saved
+
+
+def extension_blas_environment():
+    """Around the extension's import: no threads of the package's own OpenBLAS, or for the
+    system's OpenBLAS, OPENBLAS_CORETYPE=Haswell where the program would set it."""
+    if os.path.exists(PACKAGE_OPENBLAS):
+        return _environment("OPENBLAS_NUM_THREADS", "1")
+    if (
+        "OPENBLAS_CORETYPE" not in os.environ
+        and _has_avx2_and_fma()
+        and _openblas_picks_pre_avx2_kernels()
+    ):
+        return _environment("OPENBLAS_CORETYPE", "Haswell")
+    return contextlib.nullcontext()
