@@ -258,18 +258,21 @@ Command add_cp_command(CLI::App& app) {
   add_integer_option(*cmd, "--max-iters", a->max_iters, "Maximum number of ALS iterations");
   cmd->add_option("--tol", a->tol, "Stop when the fit changes by less than this")
       ->capture_default_str();
-  cmd->add_option("--init", a->init,
-                  "Initialisation: auto (nvecs unless a mode past the first exceeds 4096), "
-                  "random or nvecs")
-      ->check(CLI::IsMember({"auto", "random", "nvecs"}))
-      ->capture_default_str();
+  CLI::Option* init =
+      cmd->add_option("--init", a->init,
+                      "Initialisation: auto (nvecs unless a mode past the first exceeds 4096), "
+                      "random or nvecs")
+          ->check(CLI::IsMember({"auto", "random", "nvecs"}))
+          ->capture_default_str();
   add_integer_option(*cmd, "--n-starts", a->n_starts,
                      "Run this many starts (the first from --init, the others random with "
                      "seeds seed+1, ...) and keep the best fit")
       ->check(CLI::Range(1, 1000000));
-  cmd->add_flag("--nonnegative", a->nonnegative, "Non-negative factors (HALS updates)");
+  CLI::Option* nonnegative =
+      cmd->add_flag("--nonnegative", a->nonnegative, "Non-negative factors (HALS updates)");
   cmd->add_flag("--line-search", a->line_search,
-                "Bro's extrapolation every second iteration (as TensorLy's linesearch=True)");
+                "Bro's extrapolation every second iteration (as TensorLy's linesearch=True)")
+      ->excludes(nonnegative);
   cmd->add_option("--compress", a->compress,
                   "Compress first: CP of the ST-HOSVD core, then sweeps on the full tensor. "
                   "auto: when the core is 8x smaller, the tensor has 2^20 entries and no axis "
@@ -285,10 +288,12 @@ Command add_cp_command(CLI::App& app) {
                   "entries only, fewer sweeps when much is missing)")
       ->check(CLI::IsMember({"em", "weighted"}))
       ->capture_default_str();
-  cmd->add_option("--init-factors", a->init_factors,
-                  "Start from DIR/factor_<a>.npy (I_a x rank per NumPy axis a), e.g. an earlier "
-                  "--out folder; overrides --init")
-      ->check(CLI::ExistingDirectory);
+  CLI::Option* init_factors =
+      cmd->add_option(
+             "--init-factors", a->init_factors,
+             "Start from DIR/factor_<a>.npy (I_a x rank per NumPy axis a), e.g. an earlier "
+             "--out folder (--init, if given, must be auto)")
+          ->check(CLI::ExistingDirectory);
   add_integer_option(*cmd, "--seed", a->seed, "Seed of the random initialisation");
   cmd->add_option("--ridge", a->ridge, "l2 regularisation of the normal equations")
       ->capture_default_str();
@@ -296,12 +301,27 @@ Command add_cp_command(CLI::App& app) {
       ->capture_default_str();
   add_grid_option(*cmd, a->grid);
   add_common_options(*cmd, a->common);
-  return {cmd, [a] {
+  // A usage error (exit 2), raised while parsing: a start of both kinds.
+  cmd->callback([a, init, init_factors] {
+    if (init_factors->count() > 0 && init->count() > 0 && a->init != "auto") {
+      throw CLI::ValidationError("--init " + a->init +
+                                 " contradicts --init-factors, which gives the start; leave "
+                                 "out one of them");
+    }
+  });
+  return {cmd,
+          [a] {
             const io::NpyHeader header = read_input_header(a->input);
             return choose_dtype(a->common.dtype, header.dtype) == io::DType::float32
                        ? run_cp<float>(*a, header)
                        : run_cp<double>(*a, header);
-          }};
+          },
+          {{"rank", "--rank"},
+           {"max_iters", "--max-iters"},
+           {"tol", "--tol"},
+           {"n_starts", "--n-starts"},
+           {"ridge", "--ridge"},
+           {"time_limit", "--time-limit"}}};
 }
 
 }  // namespace tenfold::cli
