@@ -268,11 +268,9 @@ Command add_cp_command(CLI::App& app) {
                      "Run this many starts (the first from --init, the others random with "
                      "seeds seed+1, ...) and keep the best fit")
       ->check(CLI::Range(1, 1000000));
-  CLI::Option* nonnegative =
-      cmd->add_flag("--nonnegative", a->nonnegative, "Non-negative factors (HALS updates)");
+  cmd->add_flag("--nonnegative", a->nonnegative, "Non-negative factors (HALS updates)");
   cmd->add_flag("--line-search", a->line_search,
-                "Bro's extrapolation every second iteration (as TensorLy's linesearch=True)")
-      ->excludes(nonnegative);
+                "Bro's extrapolation every second iteration (as TensorLy's linesearch=True)");
   cmd->add_option("--compress", a->compress,
                   "Compress first: CP of the ST-HOSVD core, then sweeps on the full tensor. "
                   "auto: when the core is 8x smaller, the tensor has 2^20 entries and no axis "
@@ -301,13 +299,24 @@ Command add_cp_command(CLI::App& app) {
       ->capture_default_str();
   add_grid_option(*cmd, a->grid);
   add_common_options(*cmd, a->common);
-  // A usage error (exit 2), raised while parsing: a start of both kinds.
+  // Requests that contradict each other or that the library cannot combine, named by
+  // their flags: usage errors (exit 2), raised while parsing.
   cmd->callback([a, init, init_factors] {
     if (init_factors->count() > 0 && init->count() > 0 && a->init != "auto") {
       throw CLI::ValidationError("--init " + a->init +
                                  " contradicts --init-factors, which gives the start; leave "
                                  "out one of them");
     }
+    const bool missing = !a->missing.empty();
+    const auto refuse = [](bool both, const std::string& first, const std::string& second) {
+      if (both) throw CLI::ValidationError(first + " cannot be combined with " + second);
+    };
+    refuse(a->line_search && a->nonnegative, "--line-search", "--nonnegative");
+    refuse(a->line_search && missing, "--line-search", "--missing nan");
+    refuse(a->compress == "on" && a->nonnegative, "--compress on", "--nonnegative");
+    refuse(a->compress == "on" && missing, "--compress on", "--missing nan");
+    refuse(missing && a->missing_solver == "weighted" && a->nonnegative,
+           "--missing-solver weighted", "--nonnegative");
   });
   return {cmd,
           [a] {
