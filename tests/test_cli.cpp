@@ -290,9 +290,9 @@ TEST(Cli, OptionErrorsNameTheFlag) {
        "--heads: must be at least 1, got 0"},
       {"attention analyze " + model + " --heads 0", 2, "--heads: must be at least 1, got 0"},
       {"attention compress " + model + " -q --heads 2 --shared-dim 0", 1,
-       "--shared-dim 0 is outside [1, 8]"},
+       "shared dimension 0 is outside [1, 8]"},
       {"attention compress " + model + " -q --heads 2 --shared-dim 9", 1,
-       "--shared-dim 9 is outside [1, 8]"},
+       "shared dimension 9 is outside [1, 8]"},
       {compress + "--max-iters 0", 1, "--max-iters must be at least 1, got 0"},
       {compress + "--tol -0.5", 1, "--tol must be finite and >= 0, got -0.5"},
   };

@@ -186,9 +186,9 @@ CheckpointReport compress_typed(const std::filesystem::path& input,
   }
   const index_t full = rep.heads * rep.head_dim;
   if (o.compress.rank < 1 || o.compress.rank > full) {
-    throw InvalidOption("rank", std::to_string(o.compress.rank) + " is outside [1, " +
-                                    std::to_string(full) + "] (H d = " + std::to_string(rep.heads) +
-                                    " x " + std::to_string(rep.head_dim) + ")");
+    throw InvalidArgument("shared dimension " + std::to_string(o.compress.rank) +
+                          " is outside [1, " + std::to_string(full) + "] (H d = " +
+                          std::to_string(rep.heads) + " x " + std::to_string(rep.head_dim) + ")");
   }
 
   // Calibration moments of every layer, validated before any work.
