@@ -247,6 +247,76 @@ struct TinyBert {
 
 }  // namespace
 
+// Every bad option is named by the flag the user typed (the library names its option
+// fields, which the program maps), with its numbers as typed.
+TEST(Cli, OptionErrorsNameTheFlag) {
+  TempDir dir;
+  fs::copy_file(kCovid, dir / "in.npy");
+  TinyBert(1).save(dir / "model.safetensors");
+  const std::string cp = "cp " + (dir / "in.npy").string() + " -q --rank 2 ";
+  const std::string tucker = "tucker " + (dir / "in.npy").string() + " -q ";
+  const std::string model = (dir / "model.safetensors").string();
+  const std::string compress = "attention compress " + model + " -q --heads 2 --shared-dim 3 ";
+  const std::string out = " --out " + (dir / "o").string();
+  struct Case {
+    std::string args;
+    int code;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {cp + "--max-iters 0", 1, "tenfold cp: error: --max-iters must be at least 1, got 0"},
+      {cp + "--tol -1", 1, "tenfold cp: error: --tol must be finite and >= 0, got -1"},
+      {cp + "--tol nan", 1, "--tol must be finite and >= 0, got nan"},
+      {cp + "--ridge -1", 1, "tenfold cp: error: --ridge must be finite and >= 0, got -1"},
+      {cp + "--ridge -1e-300", 1, "--ridge must be finite and >= 0, got -1e-300"},
+      {cp + "--time-limit -1", 1, "tenfold cp: error: --time-limit must be >= 0, got -1"},
+      {"cp " + (dir / "in.npy").string() + " --rank 0", 1, "--rank must be at least 1, got 0"},
+      {cp + "--init random --init-factors " + dir.path().string(), 2,
+       "--init random contradicts --init-factors"},
+      {cp + "--init nvecs --init-factors " + dir.path().string(), 2,
+       "--init nvecs contradicts --init-factors"},
+      {cp + "--line-search --nonnegative", 2,
+       "--line-search cannot be combined with --nonnegative"},
+      {cp + "--line-search --missing nan", 2,
+       "--line-search cannot be combined with --missing nan"},
+      {cp + "--compress on --nonnegative", 2,
+       "--compress on cannot be combined with --nonnegative"},
+      {cp + "--compress on --missing nan", 2,
+       "--compress on cannot be combined with --missing nan"},
+      {cp + "--missing nan --missing-solver weighted --nonnegative", 2,
+       "--missing-solver weighted cannot be combined with --nonnegative"},
+      {tucker + "--tol 1.5", 1, "tenfold tucker: error: --tol must be in (0, 1), got 1.5"},
+      {tucker + "--ranks 2,2,2 --method hooi --max-iters 0", 1,
+       "--max-iters must be at least 1, got 0"},
+      {tucker + "--ranks 2,,2", 2, "--ranks: item 2 of '2,,2' is empty"},
+      {tucker + "--ranks 2,2,", 2, "--ranks: item 3 of '2,2,' is empty"},
+      {tucker + "--ranks ,2,2", 2, "--ranks: item 1 of ',2,2' is empty"},
+      {"attention compress " + model + " -q --heads 0 --shared-dim 3", 2,
+       "--heads: must be at least 1, got 0"},
+      {"attention analyze " + model + " --heads 0", 2, "--heads: must be at least 1, got 0"},
+      {"attention compress " + model + " -q --heads 2 --shared-dim 0", 1,
+       "shared dimension 0 is outside [1, 8]"},
+      {"attention compress " + model + " -q --heads 2 --shared-dim 9", 1,
+       "shared dimension 9 is outside [1, 8]"},
+      {compress + "--max-iters 0", 1, "--max-iters must be at least 1, got 0"},
+      {compress + "--tol -0.5", 1, "--tol must be finite and >= 0, got -0.5"},
+  };
+  for (const Case& c : cases) {
+    const CliRun r = tenfold_cli(dir, c.args + out);
+    EXPECT_EQ(r.code, c.code) << c.args << "\n" << r.err;
+    EXPECT_EQ(r.err_lines(), 1) << c.args << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << c.args << "\n" << r.err;
+    EXPECT_FALSE(fs::exists(dir / "o")) << c.args;
+  }
+  // A list split by commas or spaces, and --init auto with a start, still run.
+  ASSERT_EQ(tenfold_cli(dir, tucker + "--ranks 2 2 2" + out).code, 0);
+  EXPECT_EQ(tenfold_cli(dir, cp + "--max-iters 2 --out " + (dir / "a").string()).code, 0);
+  EXPECT_EQ(tenfold_cli(dir, cp + "--max-iters 2 --init auto --init-factors " +
+                                 (dir / "a").string() + " --out " + (dir / "b").string())
+                .code,
+            0);
+}
+
 TEST(Cli, AttentionCompressRewritesQueryKeyAndCopiesTheRest) {
   TempDir dir;
   const TinyBert model(2);
@@ -699,6 +769,20 @@ TEST(Cli, AttentionCompressWithCalibration) {
   EXPECT_EQ(bad.err_lines(), 1) << bad.err;
   EXPECT_NE(bad.err.find("tenfold.calibration.tokens"), std::string::npos) << bad.err;
   EXPECT_FALSE(fs::exists(dir / "out.safetensors"));
+  // A negative --damping is named by its flag, the number as typed.
+  for (const std::string damping : {"-1", "-0.25"}) {
+    const CliRun negative =
+        tenfold_cli(dir, base + " --calibration " + (dir / "stats.safetensors").string() +
+                             " --damping " + damping);
+    EXPECT_EQ(negative.code, 1) << negative.err;
+    EXPECT_EQ(negative.err_lines(), 1) << negative.err;
+    EXPECT_NE(
+        negative.err.find("tenfold attention: error: --damping must be finite and >= 0, got " +
+                          damping + "\n"),
+        std::string::npos)
+        << negative.err;
+    EXPECT_FALSE(fs::exists(dir / "out.safetensors"));
+  }
 }
 
 // Every file the command reads is an input no output may be: the checkpoint, the

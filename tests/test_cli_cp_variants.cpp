@@ -32,11 +32,12 @@ nlohmann::json covid_cp(const TempDir& dir, const std::string& flags) {
 }
 
 // `tenfold cp` of the COVID-19 tensor with `flags` is refused with one line saying `says`.
+// Flags that cannot be combined: a usage error naming both.
 void expect_covid_cp_refused(const TempDir& dir, const std::string& flags,
                              const std::string& says) {
   const CliRun bad =
       tenfold_cli(dir, "cp " + kCovid.string() + " " + flags + " -q --out " + (dir / "p").string());
-  EXPECT_EQ(bad.code, 1) << flags;
+  EXPECT_EQ(bad.code, 2) << flags;
   EXPECT_EQ(bad.err_lines(), 1) << bad.err;
   EXPECT_NE(bad.err.find(says), std::string::npos) << bad.err;
 }
@@ -101,7 +102,7 @@ TEST(CliCpVariants, NonnegativeStartsAndLineSearch) {
   EXPECT_GE(j["line_search_accepted"].get<int>(), 0);
 
   expect_covid_cp_refused(dir, "--rank 3 --line-search --nonnegative",
-                          "line_search cannot be combined with nonnegative");
+                          "--line-search cannot be combined with --nonnegative");
 }
 
 TEST(CliCpVariants, CompressionReportsItsPhases) {
@@ -121,7 +122,7 @@ TEST(CliCpVariants, CompressionReportsItsPhases) {
   EXPECT_EQ(j["fit_history"].size(), j["iterations"].get<std::size_t>());
 
   expect_covid_cp_refused(dir, "--rank 3 --compress on --nonnegative",
-                          "compress = on cannot be combined with nonnegative");
+                          "--compress on cannot be combined with --nonnegative");
 }
 
 }  // namespace

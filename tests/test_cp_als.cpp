@@ -514,24 +514,36 @@ TEST_P(CpAls, OrderTwoAndSizeOneModes) {
 // --- bad input ------------------------------------------------------------------------------
 
 TEST(CpAlsErrors, Options) {
+  // Each bad option is an InvalidOption naming its field, which front ends map to their
+  // own spelling (--max-iters, n_iter_max); numbers are printed as typed.
   const Tensor<double> x = random_tensor<double>({3, 4, 2}, 1);
-  const auto rejects = [&](auto change, const std::string& needle) {
+  const auto rejects = [&](auto change, const std::string& option, const std::string& problem) {
     CpOptions o;
     o.rank = 2;
     change(o);
-    expect_throw_with<InvalidArgument>([&] { cp_als(x, o); }, needle);
+    try {
+      cp_als(x, o);
+      ADD_FAILURE() << "expected " << option << " to be refused";
+    } catch (const InvalidOption& e) {
+      EXPECT_EQ(e.option(), option) << e.what();
+      EXPECT_NE(e.problem().find(problem), std::string::npos) << e.what();
+      EXPECT_EQ(std::string(e.what()), option + " " + e.problem());
+    }
   };
-  rejects([](auto& o) { o.rank = 0; }, "rank must be at least 1, got 0");
-  rejects([](auto& o) { o.rank = -3; }, "rank must be at least 1, got -3");
-  rejects([](auto& o) { o.max_iters = 0; }, "max_iters must be at least 1, got 0");
-  rejects([](auto& o) { o.tol = -1e-3; }, "tol must be finite and >= 0");
-  rejects([](auto& o) { o.tol = kNaN; }, "tol must be finite and >= 0, got nan");
-  rejects([](auto& o) { o.tol = HUGE_VAL; }, "tol");
-  rejects([](auto& o) { o.ridge = -1.0; }, "ridge must be finite and >= 0");
-  rejects([](auto& o) { o.ridge = kNaN; }, "ridge");
-  rejects([](auto& o) { o.time_limit = -1.0; }, "time_limit must be >= 0");
-  rejects([](auto& o) { o.time_limit = kNaN; }, "time_limit");
-  rejects([](auto& o) { o.rank = index_t{1} << 40; }, "exceeds 6");  // no 3 x 4 x 2 tensor has it
+  rejects([](auto& o) { o.rank = 0; }, "rank", "must be at least 1, got 0");
+  rejects([](auto& o) { o.rank = -3; }, "rank", "must be at least 1, got -3");
+  rejects([](auto& o) { o.max_iters = 0; }, "max_iters", "must be at least 1, got 0");
+  rejects([](auto& o) { o.tol = -1e-3; }, "tol", "must be finite and >= 0, got -0.001");
+  rejects([](auto& o) { o.tol = kNaN; }, "tol", "must be finite and >= 0, got nan");
+  rejects([](auto& o) { o.tol = HUGE_VAL; }, "tol", "got inf");
+  rejects([](auto& o) { o.ridge = -1.0; }, "ridge", "must be finite and >= 0, got -1");
+  rejects([](auto& o) { o.ridge = -1e-300; }, "ridge", "got -1e-300");
+  rejects([](auto& o) { o.ridge = kNaN; }, "ridge", "got nan");
+  rejects([](auto& o) { o.time_limit = -1.0; }, "time_limit", "must be >= 0, got -1");
+  rejects([](auto& o) { o.time_limit = kNaN; }, "time_limit", "got nan");
+  rejects([](auto& o) { o.n_starts = 0; }, "n_starts", "must be at least 1, got 0");
+  // no 3 x 4 x 2 tensor has it
+  rejects([](auto& o) { o.rank = index_t{1} << 40; }, "rank", "1099511627776 exceeds 6");
   if (!cuda_compiled()) {
     CpOptions o;
     o.backend = Backend::cuda;

@@ -206,7 +206,8 @@ Command add_attention_command(CLI::App& app) {
       ->required();
   add_integer_option(*compress, "--heads", c->heads,
                      "Attention heads (default: num_attention_heads or n_heads from the "
-                     "config.json beside the checkpoint, which must agree when both are given)");
+                     "config.json beside the checkpoint, which must agree when both are given)",
+                     index_t{1});
   add_integer_option(*compress, "--max-iters", c->max_iters, "ALS iterations per layer");
   compress->add_option("--tol", c->tol, "Stop when the error changes by less than this")
       ->capture_default_str();
@@ -233,7 +234,6 @@ Command add_attention_command(CLI::App& app) {
       ->add_option("--damping", c->damping,
                    "With --calibration: each moment S becomes S + damping tr(S)/D I")
       ->needs(calibration)
-      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
 
   auto an = std::make_shared<AnalyzeArgs>();
@@ -243,11 +243,15 @@ Command add_attention_command(CLI::App& app) {
                           "P = [P_1 | ... | P_H] (P_h = W_Q^h W_K^h^T), of W_Q and of W_K");
   analyze->add_option("input", an->input, "Checkpoint (.safetensors)")->required();
   add_integer_option(*analyze, "--heads", an->heads,
-                     "Attention heads (default: from config.json, which must agree)");
+                     "Attention heads (default: from config.json, which must agree)", index_t{1});
   analyze->add_flag("--json", an->json, "Print JSON with the full curves");
 
   return {cmd,
-          [c, an, compress] { return compress->parsed() ? run_compress(*c) : run_analyze(*an); }};
+          [c, an, compress] { return compress->parsed() ? run_compress(*c) : run_analyze(*an); },
+          {{"rank", "--shared-dim"},
+           {"max_iters", "--max-iters"},
+           {"tol", "--tol"},
+           {"damping", "--damping"}}};
 }
 
 }  // namespace tenfold::cli

@@ -261,11 +261,12 @@ Command add_cp_command(CLI::App& app) {
   add_integer_option(*cmd, "--max-iters", a->max_iters, "Maximum number of ALS iterations");
   cmd->add_option("--tol", a->tol, "Stop when the fit changes by less than this")
       ->capture_default_str();
-  cmd->add_option("--init", a->init,
-                  "Initialisation: auto (nvecs unless a mode past the first exceeds 4096), "
-                  "random or nvecs")
-      ->check(CLI::IsMember({"auto", "random", "nvecs"}))
-      ->capture_default_str();
+  CLI::Option* init =
+      cmd->add_option("--init", a->init,
+                      "Initialisation: auto (nvecs unless a mode past the first exceeds 4096), "
+                      "random or nvecs")
+          ->check(CLI::IsMember({"auto", "random", "nvecs"}))
+          ->capture_default_str();
   add_integer_option(*cmd, "--n-starts", a->n_starts,
                      "Run this many starts (the first from --init, the others random with "
                      "seeds seed+1, ...) and keep the best fit")
@@ -288,10 +289,12 @@ Command add_cp_command(CLI::App& app) {
                   "entries only, fewer sweeps when much is missing)")
       ->check(CLI::IsMember({"em", "weighted"}))
       ->capture_default_str();
-  cmd->add_option("--init-factors", a->init_factors,
-                  "Start from DIR/factor_<a>.npy (I_a x rank per NumPy axis a), e.g. an earlier "
-                  "--out folder; overrides --init")
-      ->check(CLI::ExistingDirectory);
+  CLI::Option* init_factors =
+      cmd->add_option(
+             "--init-factors", a->init_factors,
+             "Start from DIR/factor_<a>.npy (I_a x rank per NumPy axis a), e.g. an earlier "
+             "--out folder (--init, if given, must be auto)")
+          ->check(CLI::ExistingDirectory);
   add_integer_option(*cmd, "--seed", a->seed, "Seed of the random initialisation");
   cmd->add_option("--ridge", a->ridge, "l2 regularisation of the normal equations")
       ->capture_default_str();
@@ -299,12 +302,38 @@ Command add_cp_command(CLI::App& app) {
       ->capture_default_str();
   add_grid_option(*cmd, a->grid);
   add_common_options(*cmd, a->common);
-  return {cmd, [a] {
+  // Requests that contradict each other or that the library cannot combine, named by
+  // their flags: usage errors (exit 2), raised while parsing.
+  cmd->callback([a, init, init_factors] {
+    if (init_factors->count() > 0 && init->count() > 0 && a->init != "auto") {
+      throw CLI::ValidationError("--init " + a->init +
+                                 " contradicts --init-factors, which gives the start; leave "
+                                 "out one of them");
+    }
+    const bool missing = !a->missing.empty();
+    const auto refuse = [](bool both, const std::string& first, const std::string& second) {
+      if (both) throw CLI::ValidationError(first + " cannot be combined with " + second);
+    };
+    refuse(a->line_search && a->nonnegative, "--line-search", "--nonnegative");
+    refuse(a->line_search && missing, "--line-search", "--missing nan");
+    refuse(a->compress == "on" && a->nonnegative, "--compress on", "--nonnegative");
+    refuse(a->compress == "on" && missing, "--compress on", "--missing nan");
+    refuse(missing && a->missing_solver == "weighted" && a->nonnegative,
+           "--missing-solver weighted", "--nonnegative");
+  });
+  return {cmd,
+          [a] {
             const io::NpyHeader header = read_input_header_everywhere(a->input);
             return choose_dtype(a->common.dtype, header.dtype) == io::DType::float32
                        ? run_cp<float>(*a, header)
                        : run_cp<double>(*a, header);
-          }};
+          },
+          {{"rank", "--rank"},
+           {"max_iters", "--max-iters"},
+           {"tol", "--tol"},
+           {"n_starts", "--n-starts"},
+           {"ridge", "--ridge"},
+           {"time_limit", "--time-limit"}}};
 }
 
 }  // namespace tenfold::cli

@@ -2,7 +2,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <memory>
-#include <sstream>
 
 #include "commands.hpp"
 #include "common.hpp"
@@ -53,11 +52,6 @@ int run_tucker(const TuckerArgs& a, const io::NpyHeader& header) {
       o.ranks[static_cast<std::size_t>(numpy_axis(header, ax))] = r;
     }
   } else {
-    if (!(a.eps > 0.0 && a.eps < 1.0)) {
-      std::ostringstream text;
-      text << "--tol must be in (0, 1), got " << a.eps;
-      throw InvalidArgument(text.str());
-    }
     o.eps = a.eps;
   }
   const std::vector<int> grid = parse_grid(a.grid, header.shape);
@@ -147,12 +141,14 @@ Command add_tucker_command(CLI::App& app) {
       throw CLI::ValidationError("give either --ranks or --tol");
     }
   });
-  return {cmd, [a] {
+  return {cmd,
+          [a] {
             const io::NpyHeader header = read_input_header_everywhere(a->input);
             return choose_dtype(a->common.dtype, header.dtype) == io::DType::float32
                        ? run_tucker<float>(*a, header)
                        : run_tucker<double>(*a, header);
-          }};
+          },
+          {{"eps", "--tol"}, {"max_iters", "--max-iters"}}};
 }
 
 }  // namespace tenfold::cli

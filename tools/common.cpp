@@ -70,11 +70,18 @@ I parse_integer(const std::string& flag, const std::string& text) {
 
 template <class I>
 CLI::Option* add_integer_option(CLI::App& cmd, const std::string& name, I& target,
-                                const std::string& description) {
+                                const std::string& description, I least) {
   const std::string flag = long_name(name);
   return cmd
       .add_option_function<std::string>(
-          name, [&target, flag](const std::string& s) { target = parse_integer<I>(flag, s); },
+          name,
+          [&target, flag, least](const std::string& s) {
+            target = parse_integer<I>(flag, s);
+            if (target < least) {
+              throw CLI::ValidationError(
+                  flag, "must be at least " + std::to_string(least) + ", got " + s);
+            }
+          },
           description)
       ->default_str(std::to_string(target));
 }
@@ -83,26 +90,38 @@ template <class I>
 CLI::Option* add_integer_option(CLI::App& cmd, const std::string& name, std::vector<I>& target,
                                 const std::string& description) {
   const std::string flag = long_name(name);
-  return cmd
-      .add_option_function<std::vector<std::string>>(
-          name,
-          [&target, flag](const std::vector<std::string>& v) {
-            target.clear();
-            for (const std::string& s : v) target.push_back(parse_integer<I>(flag, s));
-          },
-          description)
-      ->delimiter(',');
+  return cmd.add_option_function<std::vector<std::string>>(
+      name,
+      [&target, flag](const std::vector<std::string>& lists) {
+        // Split here, not by CLI11's delimiter, which drops empty items ("2,,2").
+        target.clear();
+        for (const std::string& list : lists) {
+          for (std::size_t begin = 0;;) {
+            const std::size_t end = list.find(',', begin);
+            const std::string item = list.substr(begin, end - begin);
+            if (item.empty()) {
+              throw CLI::ValidationError(flag, "item " + std::to_string(target.size() + 1) +
+                                                   " of '" + list + "' is empty");
+            }
+            target.push_back(parse_integer<I>(flag, item));
+            if (end == std::string::npos) break;
+            begin = end + 1;
+          }
+        }
+      },
+      description);
 }
 
 template int parse_integer<int>(const std::string&, const std::string&);
 template index_t parse_integer<index_t>(const std::string&, const std::string&);
 template std::uint64_t parse_integer<std::uint64_t>(const std::string&, const std::string&);
 template CLI::Option* add_integer_option<int>(CLI::App&, const std::string&, int&,
-                                              const std::string&);
+                                              const std::string&, int);
 template CLI::Option* add_integer_option<index_t>(CLI::App&, const std::string&, index_t&,
-                                                  const std::string&);
+                                                  const std::string&, index_t);
 template CLI::Option* add_integer_option<std::uint64_t>(CLI::App&, const std::string&,
-                                                        std::uint64_t&, const std::string&);
+                                                        std::uint64_t&, const std::string&,
+                                                        std::uint64_t);
 template CLI::Option* add_integer_option<index_t>(CLI::App&, const std::string&,
                                                   std::vector<index_t>&, const std::string&);
 

@@ -4,6 +4,8 @@
 #include <CLI/CLI.hpp>
 #include <filesystem>
 #include <functional>
+#include <limits>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -13,11 +15,13 @@
 
 namespace tenfold::cli {
 
-/// A subcommand: its parser node, and its work, run after a successful parse
-/// (returns the exit status).
+/// A subcommand: its parser node, its work, run after a successful parse (returns the
+/// exit status), and the flag of each library option it sets (the library's field
+/// name -> the flag), by which an InvalidOption from the library is reported.
 struct Command {
   CLI::App* app = nullptr;
   std::function<int()> run;
+  std::map<std::string, std::string> flags;
 };
 
 /// Options every subcommand has.
@@ -40,10 +44,12 @@ template <class I>
 I parse_integer(const std::string& flag, const std::string& text);
 
 /// An integer option (one value, or a comma-separated list for std::vector<I>)
-/// parsed by parse_integer.
+/// parsed by parse_integer. `least` is for options whose library field reads 0 as
+/// "not given" (--heads), so that the library cannot tell a typed 0 from none.
 template <class I>
 CLI::Option* add_integer_option(CLI::App& cmd, const std::string& name, I& target,
-                                const std::string& description);
+                                const std::string& description,
+                                I least = std::numeric_limits<I>::min());
 template <class I>
 CLI::Option* add_integer_option(CLI::App& cmd, const std::string& name, std::vector<I>& target,
                                 const std::string& description);

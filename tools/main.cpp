@@ -94,6 +94,11 @@ int main(int argc, char** argv) {
     const std::string name = cmd.app->get_name();
     try {
       return cmd.run();
+    } catch (const tenfold::InvalidOption& e) {
+      // The library names its option field; the user typed the flag.
+      const auto flag = cmd.flags.find(e.option());
+      std::fprintf(stderr, "tenfold %s: error: %s\n", name.c_str(),
+                   flag == cmd.flags.end() ? e.what() : (flag->second + " " + e.problem()).c_str());
     } catch (const std::bad_alloc&) {
       std::fprintf(stderr, "tenfold %s: error: out of memory\n", name.c_str());
     } catch (const std::exception& e) {

@@ -2,6 +2,7 @@
 // tenfold::Error (itself a std::runtime_error); messages name the offending value.
 #pragma once
 
+#include <cstddef>
 #include <stdexcept>
 #include <string>
 
@@ -19,6 +20,22 @@ class TENFOLD_API Error : public std::runtime_error {
 class TENFOLD_API InvalidArgument : public Error {
  public:
   using Error::Error;
+};
+
+/// A field of an options struct (CpOptions, TuckerOptions, attention::CompressOptions)
+/// is out of its range. option() is the field's C++ name ("max_iters"), problem() the
+/// rest of the message ("must be at least 1, got 0"); what() joins them with a space.
+/// A front end names the option as its user spelt it (the program: "--max-iters must
+/// be at least 1, got 0").
+class TENFOLD_API InvalidOption : public InvalidArgument {
+ public:
+  InvalidOption(const std::string& option, const std::string& problem)
+      : InvalidArgument(option + " " + problem), option_size_(option.size()) {}
+  std::string option() const { return std::string(what(), option_size_); }
+  std::string problem() const { return std::string(what() + option_size_ + 1); }
+
+ private:
+  std::size_t option_size_;  // what() is option, a space, problem
 };
 
 /// Shapes of two arguments do not agree (factor rows vs. tensor mode size...).

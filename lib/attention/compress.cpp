@@ -7,6 +7,7 @@
 
 #include "attention/heads.hpp"
 #include "attention/moments.hpp"
+#include "core/format.hpp"
 #include "core/memory.hpp"
 #include "core/random.hpp"
 #include "cp/cp_als.hpp"
@@ -331,18 +332,19 @@ CompressResult<T> compress_impl(const QueryKeyLayer<T>& layer, const CompressOpt
   layer.validate();
   const index_t s = layer.key_dim(), r = options.rank;
   if (r < 1 || r > s) {
-    throw InvalidArgument("rank must be in [1, H d] = [1, " + std::to_string(s) + "], got " +
-                          std::to_string(r));
+    throw InvalidOption(
+        "rank", "must be in [1, H d] = [1, " + std::to_string(s) + "], got " + std::to_string(r));
   }
   // Below H d the ALS runs on the H x D x D tensor, whose rank is at most
   // min(H D, D^2) (max_cp_rank); only the exact form may have more components.
   const index_t rows = layer.input_dim(), dims[3] = {layer.heads, rows, rows};
   if (const index_t bound = max_cp_rank(dims); r < s && r > bound) {
-    throw InvalidArgument(
-        "rank " + std::to_string(r) + " exceeds " + std::to_string(bound) +
-        ", the largest CP rank of the H x D x D = " + std::to_string(layer.heads) + " x " +
-        std::to_string(rows) + " x " + std::to_string(rows) + " QK tensor; use at most " +
-        std::to_string(bound) + ", or H d = " + std::to_string(s) + " for the exact form");
+    throw InvalidOption(
+        "rank", std::to_string(r) + " exceeds " + std::to_string(bound) +
+                    ", the largest CP rank of the H x D x D = " + std::to_string(layer.heads) +
+                    " x " + std::to_string(rows) + " x " + std::to_string(rows) +
+                    " QK tensor; use at most " + std::to_string(bound) +
+                    ", or H d = " + std::to_string(s) + " for the exact form");
   }
   {
     const auto host = detail::host_compute();
@@ -414,8 +416,8 @@ CompressResult<T> compress(const QueryKeyLayer<T>& layer, const CompressOptions&
   layer.validate();
   validate_moments(moments, layer.input_dim());
   if (!(options.damping >= 0.0 && std::isfinite(options.damping))) {
-    throw InvalidArgument("damping must be finite and >= 0, got " +
-                          std::to_string(options.damping));
+    throw InvalidOption("damping", "must be finite and >= 0, got " +
+                                       tenfold::detail::number_string(options.damping));
   }
   const bool self = moments.key.size() == 0;
   CompressResult<T> res;

@@ -1,5 +1,7 @@
 #include "core/format.hpp"
 
+#include <charconv>
+
 #include "tenfold/error.hpp"
 
 namespace tenfold::detail {
@@ -11,6 +13,12 @@ std::string shape_string(std::span<const index_t> dims) {
     s += std::to_string(dims[i]);
   }
   return s + ")";
+}
+
+std::string number_string(double value) {
+  char text[32];  // the longest shortest form of a double is 24 characters
+  const auto [end, err] = std::to_chars(text, text + sizeof text, value);
+  return std::string(text, err == std::errc() ? end : text);
 }
 
 std::string index_string(std::span<const index_t> dims, index_t linear) {

@@ -12,6 +12,10 @@ namespace tenfold::detail {
 /// "(2, 3, 4)"
 std::string shape_string(std::span<const index_t> dims);
 
+/// A number as it would be typed: the shortest text that reads back as `value`
+/// ("-1", "1e-20", "0.1", "inf", "nan"), not std::to_string's fixed six decimals.
+std::string number_string(double value);
+
 /// Multi-index "(i0, i1, ...)" of a column-major linear offset into a tensor of shape dims.
 std::string index_string(std::span<const index_t> dims, index_t linear);
 

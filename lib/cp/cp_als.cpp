@@ -281,29 +281,30 @@ std::vector<index_t> stuck_components(std::span<const Matrix<T>> factors, index_
 template <class T>
 void validate_cp_options(const CpOptions& o, std::span<const Matrix<T>> initial_factors,
                          const std::vector<index_t>& dims) {
-  if (o.rank < 1) throw InvalidArgument("rank must be at least 1, got " + std::to_string(o.rank));
+  if (o.rank < 1) throw InvalidOption("rank", "must be at least 1, got " + std::to_string(o.rank));
   if (o.max_iters < 1) {
-    throw InvalidArgument("max_iters must be at least 1, got " + std::to_string(o.max_iters));
+    throw InvalidOption("max_iters", "must be at least 1, got " + std::to_string(o.max_iters));
   }
   if (!(o.tol >= 0.0) || !std::isfinite(o.tol)) {
-    throw InvalidArgument("tol must be finite and >= 0, got " + std::to_string(o.tol));
+    throw InvalidOption("tol", "must be finite and >= 0, got " + number_string(o.tol));
   }
   if (!(o.ridge >= 0.0) || !std::isfinite(o.ridge)) {
-    throw InvalidArgument("ridge must be finite and >= 0, got " + std::to_string(o.ridge));
+    throw InvalidOption("ridge", "must be finite and >= 0, got " + number_string(o.ridge));
   }
   if (o.n_starts < 1) {
-    throw InvalidArgument("n_starts must be at least 1, got " + std::to_string(o.n_starts));
+    throw InvalidOption("n_starts", "must be at least 1, got " + std::to_string(o.n_starts));
   }
   if (o.line_search && o.nonnegative) {
     throw InvalidArgument("line_search cannot be combined with nonnegative");
   }
   if (!(o.time_limit >= 0.0)) {
-    throw InvalidArgument("time_limit must be >= 0, got " + std::to_string(o.time_limit));
+    throw InvalidOption("time_limit", "must be >= 0, got " + number_string(o.time_limit));
   }
   if (const index_t bound = max_cp_rank(dims); o.rank > bound) {
-    throw InvalidArgument("rank " + std::to_string(o.rank) + " exceeds " + std::to_string(bound) +
-                          ", the largest CP rank of any tensor of shape " + shape_string(dims) +
-                          " (the smallest product of all sizes but one)");
+    throw InvalidOption("rank", std::to_string(o.rank) + " exceeds " + std::to_string(bound) +
+                                    ", the largest CP rank of any tensor of shape " +
+                                    shape_string(dims) +
+                                    " (the smallest product of all sizes but one)");
   }
   // Fixed modes: distinct mode numbers, a free mode left, a start to keep.
   std::vector<bool> fixed(dims.size(), false);

@@ -39,7 +39,7 @@ void validate_tucker_options(const std::vector<index_t>& dims, const TuckerOptio
                               : "Tucker needs either ranks (one per mode) or a tolerance eps");
   }
   if (o.eps.has_value() && !(*o.eps > 0.0 && *o.eps < 1.0)) {
-    throw InvalidArgument("eps must be in (0, 1), got " + std::to_string(*o.eps));
+    throw InvalidOption("eps", "must be in (0, 1), got " + number_string(*o.eps));
   }
   const index_t numel = checked_numel(dims);
   if (!o.ranks.empty()) {
@@ -79,10 +79,10 @@ void validate_tucker_options(const std::vector<index_t>& dims, const TuckerOptio
     }
   }
   if (o.max_iters < 1) {
-    throw InvalidArgument("max_iters must be at least 1, got " + std::to_string(o.max_iters));
+    throw InvalidOption("max_iters", "must be at least 1, got " + std::to_string(o.max_iters));
   }
   if (!(o.tol >= 0.0) || !std::isfinite(o.tol)) {
-    throw InvalidArgument("tol must be finite and >= 0, got " + std::to_string(o.tol));
+    throw InvalidOption("tol", "must be finite and >= 0, got " + number_string(o.tol));
   }
 }
 

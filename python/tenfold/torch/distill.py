@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 import torch
 from torch import nn
@@ -34,9 +34,37 @@ def collaborative_parameters(model: nn.Module) -> list:
     return out
 
 
+def _call(model, batch):
+    """The model on one batch, as compress_model's calibration runs it: a dict is
+    keyword inputs, a tuple or list positional ones, anything else the one input."""
+    if isinstance(batch, Mapping):
+        return model(**batch)
+    if isinstance(batch, (tuple, list)):
+        return model(*batch)
+    return model(batch)
+
+
 def _hidden(model, batch):
-    out = model(**batch)
-    return out.last_hidden_state
+    return _call(model, batch).last_hidden_state
+
+
+def _batches(batches: Iterable):
+    """(batch, attention mask or None) of every batch, cycling; each batch is checked
+    when first drawn, and an empty `batches` is refused before any step."""
+    seen = []
+    for k, batch in enumerate(batches):
+        mask = batch.get("attention_mask") if isinstance(batch, Mapping) else None
+        if mask is not None:
+            # A sequence without a real token has no states to match (0/0 in the loss).
+            empty = ~torch.atleast_2d(torch.as_tensor(mask)).to(torch.bool).flatten(0, -2).any(dim=-1)
+            if empty.any():
+                raise ValueError(f"batch {k}: sequence {int(empty.nonzero()[0])} has no real token "
+                                 "(its attention_mask is all 0); leave it out")
+        seen.append((batch, mask))
+        yield seen[-1]
+    if not seen:
+        raise ValueError("batches is empty: distill needs at least one batch of inputs")
+    yield from itertools.cycle(seen)
 
 
 def distill(
@@ -51,12 +79,15 @@ def distill(
     on_step: Callable | None = None,
 ) -> list:
     """Trains `student` (a converted model) to reproduce `teacher` (the original) on
-    unlabeled batches (dicts of model inputs with an ``attention_mask``), cycling
-    through them for `steps` Adam steps. The loss per batch is the mean over real
-    tokens of 1 - cos(student state, teacher state) plus the mean over sequences of
-    1 - cos of the mean-pooled states. `parameters` defaults to the collaborative
-    ones (collaborative_parameters); everything else stays frozen. Returns the losses.
-    `hidden(model, batch)` gives the (B, n, D) states to match."""
+    unlabeled batches (as compress_model's calibration: dicts of model inputs, whose
+    ``attention_mask`` marks the real tokens, tuples, or tensors), cycling through them
+    for `steps` Adam steps. The loss per batch is the mean over real tokens of
+    1 - cos(student state, teacher state) plus the mean over sequences of 1 - cos of
+    the mean-pooled states. `parameters` defaults to the collaborative ones
+    (collaborative_parameters); everything else stays frozen. Returns the losses.
+    `hidden(model, batch)` gives the (B, n, D) states to match. An empty `batches`, or
+    a sequence whose mask has no real token, is a ValueError; on any error the trained
+    parameters are restored to their values before the call."""
     params = list(parameters) if parameters is not None else collaborative_parameters(student)
     if not params:
         raise ValueError("no parameters to train: is the student converted (tenfold.torch.compress_model)?")
@@ -64,6 +95,7 @@ def distill(
         raise ValueError(f"steps must be >= 1, got {steps}")
     trainable = {id(p) for p in params}
     frozen = [p for p in student.parameters() if id(p) not in trainable and p.requires_grad]
+    before = [p.detach().clone() for p in params]
     for p in frozen:
         p.requires_grad_(False)
     for p in params:
@@ -75,8 +107,7 @@ def distill(
     losses = []
     start = time.perf_counter()
     try:
-        for step, batch in zip(range(steps), itertools.cycle(batches)):
-            mask = batch.get("attention_mask")
+        for step, (batch, mask) in zip(range(steps), _batches(batches)):
             with torch.no_grad():
                 target = hidden(teacher, batch)
             out = hidden(student, batch)
@@ -91,6 +122,11 @@ def distill(
             losses.append(loss.item())
             if on_step is not None:
                 on_step(step, losses[-1], time.perf_counter() - start)
+    except Exception:
+        with torch.no_grad():
+            for p, b in zip(params, before):
+                p.copy_(b)
+        raise
     finally:
         for p in frozen:
             p.requires_grad_(True)
