@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -152,9 +153,16 @@ double true_relative_error(const Tensor<T>& x, const TTensor<T>& model) {
 /// reported error, and the true error of its model. The error is stationary in the
 /// subspaces, so it agrees even where the subspaces themselves are sensitive (small
 /// eigenvalue gaps).
+/// The float run reports sqrt(1 - ||G||^2 / ||X||^2) from a core G rounded in float
+/// through the TTMs: an error of u eps(float) in ||G||^2 / ||X||^2 moves an error e by
+/// u eps / (sqrt(e^2 + u eps) + e) (about u eps / (2 e)). u = 64, the closed-form bound of
+/// CP (fit_rounding_units<double>); measured on COVID-19 (sums of up to 438 terms) under
+/// the Prescott, Haswell, SkylakeX and Cooperlake kernels: up to 23 units.
 inline void expect_float_agrees(const Tensor<double>& x, const TuckerResult<double>& d,
                                 const TuckerResult<float>& f, TuckerMethod method) {
-  EXPECT_NEAR(f.relative_error, d.relative_error, 1e-5) << to_string(method);
+  const double u = 64.0 * std::numeric_limits<float>::epsilon();
+  const double e = d.relative_error;
+  EXPECT_NEAR(f.relative_error, e, u / (std::sqrt(e * e + u) + e)) << to_string(method);
   const Tensor<float> ff = f.model.full();
   EXPECT_NEAR(rel_diff(convert<double, float>(ff.view()).values(), x.values()),
               true_relative_error(x, d.model), 1e-5)
