@@ -243,32 +243,47 @@ def _tensor_reason(tensor):
     return None
 
 
+# TensorLy's first line-search jump comes after its 7th sweep (0-based iteration 6).
+_FIRST_JUMP_SWEEP = 7
+
+
+def _start_only(tensor, n_iter_max, fixed_modes):
+    """Whether TensorLy's parafac returns its start (no sweep, or every mode fixed)."""
+    return n_iter_max == 0 or _every_mode_fixed(tensor, fixed_modes)
+
+
+def _every_mode_fixed(tensor, fixed_modes):
+    """TensorLy's test for returning its start unchanged: fixed_modes == [0, ..., N-1]."""
+    return fixed_modes is not None and list(fixed_modes) == list(range(np.ndim(tensor)))
+
+
 def _cp_reason(tensor, n_iter_max, init, orthogonalise, sparsity, l2_reg, mask, linesearch,
                cvg_criterion, fixed_modes):
     reason = _tensor_reason(tensor)
     if reason:
         return reason
-    if orthogonalise:
-        return "orthogonalise"
+    if isinstance(n_iter_max, (bool, np.bool_)) or not isinstance(n_iter_max, (int, np.integer)):
+        return "n_iter_max type"
+    if n_iter_max < 0:
+        return "n_iter_max < 0"
+    if not (isinstance(init, str) or isinstance(init, (tuple, list))
+            or type(init).__name__ == "CPTensor"):
+        return "init type"
     if sparsity:
         return "sparsity"
+    if _start_only(tensor, n_iter_max, fixed_modes):
+        return None  # TensorLy's start is the answer, mask or not
+    if orthogonalise:
+        return "orthogonalise (QR of the factors before the first sweeps)"
     if mask is not None:
         return "mask (TensorLy imputes the missing entries only after the first sweep)"
-    if linesearch:
-        return "linesearch (TensorLy extrapolates the unnormalised factors)"
+    if linesearch and n_iter_max >= _FIRST_JUMP_SWEEP:
+        return ("linesearch (TensorLy keeps a jump that beats the previous sweep's error and "
+                "extrapolates its unnormalised factors)")
     if l2_reg:
         return "l2_reg (TensorLy regularises the unnormalised factors)"
     if cvg_criterion not in ("abs_rec_error", "rec_error"):
         return "cvg_criterion"
-    if isinstance(n_iter_max, (bool, np.bool_)) or not isinstance(n_iter_max, (int, np.integer)):
-        return "n_iter_max type"
-    if n_iter_max < 1:
-        return "n_iter_max < 1 (TensorLy returns its start)"
-    if fixed_modes is not None and len(set(fixed_modes)) >= tensor.ndim:
-        return "every mode fixed (TensorLy returns its start)"
-    if not (isinstance(init, str) or isinstance(init, (tuple, list))
-            or type(init).__name__ == "CPTensor"):
-        return "init type"
     return None
 
 
@@ -293,10 +308,14 @@ def _fold_weights(weights, factors, fixed):
     return None, factors
 
 
-def _relative_error(tensor, weights, factors):
+def _relative_error(tensor, weights, factors, mask=None):
+    """TensorLy's error of a model; with a mask, over the tensor imputed from the model."""
     import tensorly as tl
 
-    return tl.norm(tensor - tl.cp_to_tensor((weights, factors)), 2) / tl.norm(tensor, 2)
+    model = tl.cp_to_tensor((weights, factors))
+    if mask is not None:
+        tensor = tensor * mask + model * (1 - mask)
+    return tl.norm(tensor - model, 2) / tl.norm(tensor, 2)
 
 
 def _serve(name, reason, original, args, native):
@@ -323,9 +342,37 @@ def _parafac(tensor, rank, n_iter_max=100, init="svd", svd="truncated_svd",
                         linesearch, cvg_criterion, fixed_modes)
 
     def native():
+        if _start_only(tensor, n_iter_max, fixed_modes):
+            return _native_start(args)
         return _native_cp(args, nonnegative=False)
 
     return _serve("parafac", reason, _originals["parafac"], args, native)
+
+
+def _native_start(a):
+    """parafac with n_iter_max=0 or every mode fixed: TensorLy's start (its initialize_cp,
+    with the mask's imputation) as TensorLy returns it, callback and error list included."""
+    import tensorly as tl
+    from tensorly.cp_tensor import CPTensor, validate_cp_rank
+    from tensorly.decomposition._cp import initialize_cp
+
+    tensor = a["tensor"]
+    rank = validate_cp_rank(tl.shape(tensor), rank=a["rank"])
+    weights, factors = initialize_cp(tensor, rank, init=a["init"], svd=a["svd"],
+                                     random_state=a["random_state"],
+                                     normalize_factors=a["normalize_factors"], mask=a["mask"],
+                                     svd_mask_repeats=a["svd_mask_repeats"])
+    fixed = a["fixed_modes"]
+    for mode in fixed or ():
+        if mode != tensor.ndim - 1 and factors[mode].shape[0] != tensor.shape[mode]:
+            raise ValueError(f"fixed mode {mode}: the start factor has {factors[mode].shape[0]} "
+                             f"rows, the tensor {tensor.shape[mode]}")
+    out = CPTensor((weights, factors))
+    if _every_mode_fixed(tensor, fixed):
+        return out  # TensorLy returns here, before its callback and without errors
+    if a["callback"] is not None:
+        a["callback"](out, _relative_error(tensor, weights, factors, a["mask"]))
+    return (out, []) if a["return_errors"] else out
 
 
 def _non_negative_parafac_hals(tensor, rank, n_iter_max=100, init="svd", svd="truncated_svd",
