@@ -119,12 +119,8 @@ def run_cp(cp, tensor, rank, n_iter_max, init, tol, random_state, normalize_fact
         random_state = None
     if fixed and isinstance(init, str):
         raise ValueError("fixed_modes need a start to keep: pass init=(weights, factors)")
-    if fixed and init[0] is not None and not np.all(np.asarray(init[0]) == 1):
-        # TensorLy pulls non-unit weights into the last factor, never fixed.
-        weights, factors = init
-        factors = list(factors)
-        factors[-1] = np.asarray(factors[-1]) * np.asarray(weights)
-        init = (None, factors)
+    if fixed and init[0] is not None:
+        init = _fold_weights(np.asarray(init[0]), [np.asarray(f) for f in init[1]], fixed)
 
     cvg = extra.get("cvg_criterion", "abs_rec_error")
     verbose = extra.get("verbose", 0)
@@ -299,7 +295,14 @@ def _start(tensor, rank, init, svd, random_state, normalize_factors, non_negativ
 
 
 def _fold_weights(weights, factors, fixed):
-    """(None, factors) with non-unit weights pulled into the first axis that is not fixed."""
+    """(None, factors) with non-unit weights pulled into the first axis that is not fixed.
+
+    ALS never reads the start of the first factor it updates, so the weights reach no
+    normal matrix there: a start whose weights span many orders of magnitude (TensorLy's
+    SVD start at a rank above the tensor's has weights near 1e-16) would otherwise make
+    the first normal matrices singular to working precision (condition ~ (max/min)^2),
+    and the run would follow their rounding (a Cholesky failure, a truncated
+    pseudo-inverse) instead of the start."""
     if weights is None or np.all(weights == 1):
         return None, factors
     factors = list(factors)

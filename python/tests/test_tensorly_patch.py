@@ -213,3 +213,20 @@ def test_tensorly_callback_and_errors_direct_api():
     cp, e = seen[-1]
     assert abs(np.linalg.norm(tl.cp_to_tensor(cp) - x) / np.linalg.norm(x) - e) < 1e-10
     assert abs(errors[-1] - r.relative_error) < 1e-12
+
+
+@pytest.mark.parametrize("fixed_modes", [None, [0]])
+def test_start_weights_reach_no_normal_matrix(fixed_modes):
+    """A start whose weights span 1e-17..1 (TensorLy's SVD start above the tensor's rank)
+    gives the run of unit weights: ALS never reads the first factor it updates, where the
+    weights are folded (folded elsewhere, the first normal matrix has condition ~1e34)."""
+    rng = np.random.default_rng(4)
+    x = rng.random((6, 5, 4))
+    start = [rng.random((s, 3)) for s in x.shape]
+    runs = [tenfold.parafac(x, 3, init=(np.array(w), start), fixed_modes=fixed_modes,
+                            n_iter_max=8, tol=0, normalize_factors=False)
+            for w in ([1.0, 1.0, 1e-17], [1.0, 1.0, 1.0])]
+    assert runs[0].eigen_fallbacks == 0
+    np.testing.assert_allclose(runs[0].fit_history, runs[1].fit_history, rtol=1e-10)
+    np.testing.assert_allclose(tl.cp_to_tensor(runs[0]), tl.cp_to_tensor(runs[1]), rtol=0,
+                               atol=1e-10 * np.abs(x).max())
