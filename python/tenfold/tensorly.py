@@ -283,10 +283,57 @@ def _cp_reason(tensor, n_iter_max, init, orthogonalise, sparsity, l2_reg, mask, 
     return None
 
 
+def _gram_svd_factors(tensor, rank, rng):
+    """TensorLy's truncated-SVD start (left singular vectors of each unfolding, signs by
+    svd_flip, the first scaled by the singular values, random columns past I_n drawn from
+    `rng` as TensorLy draws them) from the eigenvectors of each unfolding's Gram X_(n) X_(n)^T,
+    at a fraction of the SVD's cost; None where a kept singular value is within sqrt(eps)
+    of its neighbours or of zero in relative terms, where the vectors are not determined to
+    TensorLy's tolerances (TensorLy's own SVD then runs)."""
+    import tensorly as tl
+
+    if tensor.dtype != np.float64:
+        return None
+    gap = np.sqrt(np.finfo(np.float64).eps)
+    factors = []
+    for mode in range(tensor.ndim):
+        m = tl.unfold(tensor, mode)
+        if m.shape[0] > m.shape[1]:
+            return None
+        k = min(rank, m.shape[0])
+        # X_(n) = U S V^T  =>  X_(n) X_(n)^T = U S^2 U^T (eigenvalues ascending from eigh)
+        lam, vec = np.linalg.eigh(m @ m.T)
+        lam, vec = lam[::-1], vec[:, ::-1]
+        kept = np.append(lam[:k], lam[k] if k < len(lam) else 0.0)
+        if not np.all(-np.diff(kept) > gap * lam[0]):
+            return None
+        u = vec[:, :k]
+        # svd_flip: the largest |entry| of each column positive
+        u = u * np.sign(u[np.argmax(np.abs(u), axis=0), np.arange(k)])
+        if mode == 0:
+            u = u * np.sqrt(lam[:k])
+        if m.shape[0] < rank:
+            u = np.concatenate([u, rng.random_sample((m.shape[0], rank - m.shape[0]))], axis=1)
+        factors.append(u)
+    return factors
+
+
 def _start(tensor, rank, init, svd, random_state, normalize_factors, non_negative=False):
     """TensorLy's start (it draws from random_state exactly as TensorLy's parafac would)."""
+    import tensorly as tl
+    from tensorly.cp_tensor import CPTensor, cp_normalize
     from tensorly.decomposition._cp import initialize_cp
 
+    if isinstance(init, str) and init == "svd" and svd == "truncated_svd":
+        rng = tl.check_random_state(random_state)
+        state = rng.get_state()
+        factors = _gram_svd_factors(tensor, rank, rng)
+        if factors is not None:
+            kt = CPTensor((None, [np.abs(f) for f in factors] if non_negative else factors))
+            weights, factors = cp_normalize(kt) if normalize_factors else kt
+            return (None if weights is None else np.asarray(weights)), list(factors)
+        rng.set_state(state)
+        random_state = rng
     weights, factors = initialize_cp(tensor, rank, init=init, svd=svd, random_state=random_state,
                                      normalize_factors=normalize_factors,
                                      non_negative=non_negative)

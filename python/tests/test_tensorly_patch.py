@@ -230,3 +230,25 @@ def test_start_weights_reach_no_normal_matrix(fixed_modes):
     np.testing.assert_allclose(runs[0].fit_history, runs[1].fit_history, rtol=1e-10)
     np.testing.assert_allclose(tl.cp_to_tensor(runs[0]), tl.cp_to_tensor(runs[1]), rtol=0,
                                atol=1e-10 * np.abs(x).max())
+
+
+@pytest.mark.parametrize("shape,rank,true_rank", [((30, 20, 10), 4, 6), ((6, 8, 7), 9, 3),
+                                                  ((6, 8, 7), 4, 3)])
+@pytest.mark.parametrize("normalize_factors", [False, True])
+def test_svd_start_from_grams(shape, rank, true_rank, normalize_factors):
+    """The patch's SVD start (Gram eigenvectors) is TensorLy's initialize_cp to 1e-7, random
+    columns past I_n drawn alike; TensorLy's own SVD runs where a kept singular value is
+    not separated (rank above the tensor's: 9 > 3 and 4 > 3)."""
+    from tensorly.decomposition._cp import initialize_cp
+
+    rng = np.random.default_rng(5)
+    x = tl.cp_to_tensor((None, [rng.standard_normal((s, true_rank)) for s in shape]))
+    if rank < true_rank:
+        assert tt._gram_svd_factors(x, rank, np.random.RandomState(0)) is not None
+    else:
+        assert tt._gram_svd_factors(x, rank, np.random.RandomState(0)) is None
+    w, f = tt._start(x, rank, "svd", "truncated_svd", 7, normalize_factors)
+    rw, rf = initialize_cp(x, rank, init="svd", random_state=7, normalize_factors=normalize_factors)
+    np.testing.assert_allclose(w if w is not None else np.ones(rank), rw, rtol=1e-7)
+    for a, b in zip(f, rf):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-7 * np.abs(b).max())
