@@ -193,7 +193,7 @@ def parafac(
         Gram (random columns past I_n); 'random': uniform [0, 1) from `random_state`;
         'auto': nvecs when every axis but the first has at most 4096 entries.
         (weights, factors): factors in NumPy axis order, weights (or None) folded
-        into the first factor.
+        into the first factor the sweep updates (the first axis not fixed).
     tol : float
         Stop when the fit changes by less than `tol` (TensorLy: the relative error).
     random_state : int or None

@@ -119,12 +119,8 @@ def run_cp(cp, tensor, rank, n_iter_max, init, tol, random_state, normalize_fact
         random_state = None
     if fixed and isinstance(init, str):
         raise ValueError("fixed_modes need a start to keep: pass init=(weights, factors)")
-    if fixed and init[0] is not None and not np.all(np.asarray(init[0]) == 1):
-        # TensorLy pulls non-unit weights into the last factor, never fixed.
-        weights, factors = init
-        factors = list(factors)
-        factors[-1] = np.asarray(factors[-1]) * np.asarray(weights)
-        init = (None, factors)
+    if fixed and init[0] is not None:
+        init = _fold_weights(np.asarray(init[0]), [np.asarray(f) for f in init[1]], fixed)
 
     cvg = extra.get("cvg_criterion", "abs_rec_error")
     verbose = extra.get("verbose", 0)
@@ -243,39 +239,101 @@ def _tensor_reason(tensor):
     return None
 
 
+# TensorLy's first line-search jump comes after its 7th sweep (0-based iteration 6).
+_FIRST_JUMP_SWEEP = 7
+
+
+def _start_only(tensor, n_iter_max, fixed_modes):
+    """Whether TensorLy's parafac returns its start (no sweep, or every mode fixed)."""
+    return n_iter_max == 0 or _every_mode_fixed(tensor, fixed_modes)
+
+
+def _every_mode_fixed(tensor, fixed_modes):
+    """TensorLy's test for returning its start unchanged: fixed_modes == [0, ..., N-1]."""
+    return fixed_modes is not None and list(fixed_modes) == list(range(np.ndim(tensor)))
+
+
 def _cp_reason(tensor, n_iter_max, init, orthogonalise, sparsity, l2_reg, mask, linesearch,
                cvg_criterion, fixed_modes):
     reason = _tensor_reason(tensor)
     if reason:
         return reason
-    if orthogonalise:
-        return "orthogonalise"
+    if isinstance(n_iter_max, (bool, np.bool_)) or not isinstance(n_iter_max, (int, np.integer)):
+        return "n_iter_max type"
+    if n_iter_max < 0:
+        return "n_iter_max < 0"
+    if not (isinstance(init, str) or isinstance(init, (tuple, list))
+            or type(init).__name__ == "CPTensor"):
+        return "init type"
     if sparsity:
         return "sparsity"
+    if _start_only(tensor, n_iter_max, fixed_modes):
+        return None  # TensorLy's start is the answer, mask or not
+    if orthogonalise:
+        return "orthogonalise (QR of the factors before the first sweeps)"
     if mask is not None:
         return "mask (TensorLy imputes the missing entries only after the first sweep)"
-    if linesearch:
-        return "linesearch (TensorLy extrapolates the unnormalised factors)"
+    if linesearch and n_iter_max >= _FIRST_JUMP_SWEEP:
+        return ("linesearch (TensorLy keeps a jump that beats the previous sweep's error and "
+                "extrapolates its unnormalised factors)")
     if l2_reg:
         return "l2_reg (TensorLy regularises the unnormalised factors)"
     if cvg_criterion not in ("abs_rec_error", "rec_error"):
         return "cvg_criterion"
-    if isinstance(n_iter_max, (bool, np.bool_)) or not isinstance(n_iter_max, (int, np.integer)):
-        return "n_iter_max type"
-    if n_iter_max < 1:
-        return "n_iter_max < 1 (TensorLy returns its start)"
-    if fixed_modes is not None and len(set(fixed_modes)) >= tensor.ndim:
-        return "every mode fixed (TensorLy returns its start)"
-    if not (isinstance(init, str) or isinstance(init, (tuple, list))
-            or type(init).__name__ == "CPTensor"):
-        return "init type"
     return None
+
+
+def _gram_svd_factors(tensor, rank, rng):
+    """TensorLy's truncated-SVD start (left singular vectors of each unfolding, signs by
+    svd_flip, the first scaled by the singular values, random columns past I_n drawn from
+    `rng` as TensorLy draws them) from the eigenvectors of each unfolding's Gram X_(n) X_(n)^T,
+    at a fraction of the SVD's cost; None where a kept singular value is within sqrt(eps)
+    of its neighbours or of zero in relative terms, where the vectors are not determined to
+    TensorLy's tolerances (TensorLy's own SVD then runs)."""
+    import tensorly as tl
+
+    if tensor.dtype != np.float64:
+        return None
+    gap = np.sqrt(np.finfo(np.float64).eps)
+    factors = []
+    for mode in range(tensor.ndim):
+        m = tl.unfold(tensor, mode)
+        if m.shape[0] > m.shape[1]:
+            return None
+        k = min(rank, m.shape[0])
+        # X_(n) = U S V^T  =>  X_(n) X_(n)^T = U S^2 U^T (eigenvalues ascending from eigh)
+        lam, vec = np.linalg.eigh(m @ m.T)
+        lam, vec = lam[::-1], vec[:, ::-1]
+        kept = np.append(lam[:k], lam[k] if k < len(lam) else 0.0)
+        if not np.all(-np.diff(kept) > gap * lam[0]):
+            return None
+        u = vec[:, :k]
+        # svd_flip: the largest |entry| of each column positive
+        u = u * np.sign(u[np.argmax(np.abs(u), axis=0), np.arange(k)])
+        if mode == 0:
+            u = u * np.sqrt(lam[:k])
+        if m.shape[0] < rank:
+            u = np.concatenate([u, rng.random_sample((m.shape[0], rank - m.shape[0]))], axis=1)
+        factors.append(u)
+    return factors
 
 
 def _start(tensor, rank, init, svd, random_state, normalize_factors, non_negative=False):
     """TensorLy's start (it draws from random_state exactly as TensorLy's parafac would)."""
+    import tensorly as tl
+    from tensorly.cp_tensor import CPTensor, cp_normalize
     from tensorly.decomposition._cp import initialize_cp
 
+    if isinstance(init, str) and init == "svd" and svd == "truncated_svd":
+        rng = tl.check_random_state(random_state)
+        state = rng.get_state()
+        factors = _gram_svd_factors(tensor, rank, rng)
+        if factors is not None:
+            kt = CPTensor((None, [np.abs(f) for f in factors] if non_negative else factors))
+            weights, factors = cp_normalize(kt) if normalize_factors else kt
+            return (None if weights is None else np.asarray(weights)), list(factors)
+        rng.set_state(state)
+        random_state = rng
     weights, factors = initialize_cp(tensor, rank, init=init, svd=svd, random_state=random_state,
                                      normalize_factors=normalize_factors,
                                      non_negative=non_negative)
@@ -284,7 +342,14 @@ def _start(tensor, rank, init, svd, random_state, normalize_factors, non_negativ
 
 
 def _fold_weights(weights, factors, fixed):
-    """(None, factors) with non-unit weights pulled into the first axis that is not fixed."""
+    """(None, factors) with non-unit weights pulled into the first axis that is not fixed.
+
+    ALS never reads the start of the first factor it updates, so the weights reach no
+    normal matrix there: a start whose weights span many orders of magnitude (TensorLy's
+    SVD start at a rank above the tensor's has weights near 1e-16) would otherwise make
+    the first normal matrices singular to working precision (condition ~ (max/min)^2),
+    and the run would follow their rounding (a Cholesky failure, a truncated
+    pseudo-inverse) instead of the start."""
     if weights is None or np.all(weights == 1):
         return None, factors
     factors = list(factors)
@@ -293,10 +358,14 @@ def _fold_weights(weights, factors, fixed):
     return None, factors
 
 
-def _relative_error(tensor, weights, factors):
+def _relative_error(tensor, weights, factors, mask=None):
+    """TensorLy's error of a model; with a mask, over the tensor imputed from the model."""
     import tensorly as tl
 
-    return tl.norm(tensor - tl.cp_to_tensor((weights, factors)), 2) / tl.norm(tensor, 2)
+    model = tl.cp_to_tensor((weights, factors))
+    if mask is not None:
+        tensor = tensor * mask + model * (1 - mask)
+    return tl.norm(tensor - model, 2) / tl.norm(tensor, 2)
 
 
 def _serve(name, reason, original, args, native):
@@ -323,9 +392,37 @@ def _parafac(tensor, rank, n_iter_max=100, init="svd", svd="truncated_svd",
                         linesearch, cvg_criterion, fixed_modes)
 
     def native():
+        if _start_only(tensor, n_iter_max, fixed_modes):
+            return _native_start(args)
         return _native_cp(args, nonnegative=False)
 
     return _serve("parafac", reason, _originals["parafac"], args, native)
+
+
+def _native_start(a):
+    """parafac with n_iter_max=0 or every mode fixed: TensorLy's start (its initialize_cp,
+    with the mask's imputation) as TensorLy returns it, callback and error list included."""
+    import tensorly as tl
+    from tensorly.cp_tensor import CPTensor, validate_cp_rank
+    from tensorly.decomposition._cp import initialize_cp
+
+    tensor = a["tensor"]
+    rank = validate_cp_rank(tl.shape(tensor), rank=a["rank"])
+    weights, factors = initialize_cp(tensor, rank, init=a["init"], svd=a["svd"],
+                                     random_state=a["random_state"],
+                                     normalize_factors=a["normalize_factors"], mask=a["mask"],
+                                     svd_mask_repeats=a["svd_mask_repeats"])
+    fixed = a["fixed_modes"]
+    for mode in fixed or ():
+        if mode != tensor.ndim - 1 and factors[mode].shape[0] != tensor.shape[mode]:
+            raise ValueError(f"fixed mode {mode}: the start factor has {factors[mode].shape[0]} "
+                             f"rows, the tensor {tensor.shape[mode]}")
+    out = CPTensor((weights, factors))
+    if _every_mode_fixed(tensor, fixed):
+        return out  # TensorLy returns here, before its callback and without errors
+    if a["callback"] is not None:
+        a["callback"](out, _relative_error(tensor, weights, factors, a["mask"]))
+    return (out, []) if a["return_errors"] else out
 
 
 def _non_negative_parafac_hals(tensor, rank, n_iter_max=100, init="svd", svd="truncated_svd",

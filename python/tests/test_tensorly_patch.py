@@ -99,7 +99,6 @@ def test_native_call_matches_tensorly_from_the_same_start(fresh_patch):
     (dict(orthogonalise=True), "orthogonalise"),
     (dict(sparsity=0.9), "sparsity"),
     (dict(linesearch=True), "linesearch"),
-    (dict(n_iter_max=0), "n_iter_max < 1"),
     (dict(l2_reg=0.1), "l2_reg"),
 ])
 def test_unserved_arguments_run_tensorly(fresh_patch, kwargs, reason):
@@ -114,6 +113,58 @@ def test_unserved_arguments_run_tensorly(fresh_patch, kwargs, reason):
     a = out[0] if kwargs.get("sparsity") else out
     b = ref[0] if kwargs.get("sparsity") else ref
     np.testing.assert_allclose(tl.cp_to_tensor(a), tl.cp_to_tensor(b), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("kwargs", [
+    dict(n_iter_max=0),
+    dict(n_iter_max=0, init="random", return_errors=True),
+    dict(n_iter_max=0, mask=(np.arange(60).reshape(5, 4, 3) % 7 != 0).astype(float),
+         svd_mask_repeats=3),
+    dict(n_iter_max=0, init="random", callback=True),
+    dict(fixed_modes=[0, 1, 2], init="random", return_errors=True, callback=True),
+])
+def test_start_returned_natively(fresh_patch, kwargs):
+    """n_iter_max=0 and every mode fixed: TensorLy's start, its callback and error list."""
+    from tensorly.decomposition import parafac
+
+    x = np.random.default_rng(0).random((5, 4, 3))
+    seen = {"out": [], "ref": []}
+    runs = {}
+    for key, fn in (("out", parafac), ("ref", parafac.__wrapped__)):
+        kw = dict(kwargs)
+        if kw.get("callback"):
+            kw["callback"] = lambda cp, e, key=key: seen[key].append((cp, e))
+        runs[key] = fn(x, 2, random_state=0, **kw)
+    c = tt.calls()
+    assert c["native"] == 1 and c["fallback"] == 0
+    out, ref = runs["out"], runs["ref"]
+    assert type(out) is type(ref)
+    if isinstance(ref, tuple) and not hasattr(ref, "factors"):
+        assert out[1] == ref[1] == []
+        out, ref = out[0], ref[0]
+    np.testing.assert_array_equal(out.weights, ref.weights)
+    for a, b in zip(out.factors, ref.factors):
+        np.testing.assert_array_equal(a, b)
+    assert len(seen["out"]) == len(seen["ref"])
+    for (_, e), (_, f) in zip(seen["out"], seen["ref"]):
+        assert abs(e - f) <= 1e-14
+
+
+def test_linesearch_before_its_first_jump_runs_natively(fresh_patch):
+    """TensorLy's line search tries its first jump after the 7th sweep: with fewer sweeps
+    the call is plain ALS and runs natively; with more it falls back."""
+    from tensorly.decomposition import parafac
+
+    x = np.random.default_rng(3).random((6, 5, 4))
+    out, errors = parafac(x, 2, n_iter_max=6, tol=0, linesearch=True, return_errors=True)
+    ref, ref_errors = parafac.__wrapped__(x, 2, n_iter_max=6, tol=0, linesearch=True,
+                                          return_errors=True)
+    assert tt.calls()["native"] == 1
+    np.testing.assert_allclose(errors, ref_errors, rtol=1e-9)
+    np.testing.assert_allclose(tl.cp_to_tensor(out), tl.cp_to_tensor(ref), rtol=0,
+                               atol=1e-9 * np.abs(x).max())
+    parafac(x, 2, n_iter_max=7, tol=0, linesearch=True, return_errors=True)
+    assert tt.calls()["fallback"] == 1
 
 
 @pytest.mark.parametrize("tensor,reason", [
@@ -162,3 +213,42 @@ def test_tensorly_callback_and_errors_direct_api():
     cp, e = seen[-1]
     assert abs(np.linalg.norm(tl.cp_to_tensor(cp) - x) / np.linalg.norm(x) - e) < 1e-10
     assert abs(errors[-1] - r.relative_error) < 1e-12
+
+
+@pytest.mark.parametrize("fixed_modes", [None, [0]])
+def test_start_weights_reach_no_normal_matrix(fixed_modes):
+    """A start whose weights span 1e-17..1 (TensorLy's SVD start above the tensor's rank)
+    gives the run of unit weights: ALS never reads the first factor it updates, where the
+    weights are folded (folded elsewhere, the first normal matrix has condition ~1e34)."""
+    rng = np.random.default_rng(4)
+    x = rng.random((6, 5, 4))
+    start = [rng.random((s, 3)) for s in x.shape]
+    runs = [tenfold.parafac(x, 3, init=(np.array(w), start), fixed_modes=fixed_modes,
+                            n_iter_max=8, tol=0, normalize_factors=False)
+            for w in ([1.0, 1.0, 1e-17], [1.0, 1.0, 1.0])]
+    assert runs[0].eigen_fallbacks == 0
+    np.testing.assert_allclose(runs[0].fit_history, runs[1].fit_history, rtol=1e-10)
+    np.testing.assert_allclose(tl.cp_to_tensor(runs[0]), tl.cp_to_tensor(runs[1]), rtol=0,
+                               atol=1e-10 * np.abs(x).max())
+
+
+@pytest.mark.parametrize("shape,rank,true_rank", [((30, 20, 10), 4, 6), ((6, 8, 7), 9, 3),
+                                                  ((6, 8, 7), 4, 3)])
+@pytest.mark.parametrize("normalize_factors", [False, True])
+def test_svd_start_from_grams(shape, rank, true_rank, normalize_factors):
+    """The patch's SVD start (Gram eigenvectors) is TensorLy's initialize_cp to 1e-7, random
+    columns past I_n drawn alike; TensorLy's own SVD runs where a kept singular value is
+    not separated (rank above the tensor's: 9 > 3 and 4 > 3)."""
+    from tensorly.decomposition._cp import initialize_cp
+
+    rng = np.random.default_rng(5)
+    x = tl.cp_to_tensor((None, [rng.standard_normal((s, true_rank)) for s in shape]))
+    if rank < true_rank:
+        assert tt._gram_svd_factors(x, rank, np.random.RandomState(0)) is not None
+    else:
+        assert tt._gram_svd_factors(x, rank, np.random.RandomState(0)) is None
+    w, f = tt._start(x, rank, "svd", "truncated_svd", 7, normalize_factors)
+    rw, rf = initialize_cp(x, rank, init="svd", random_state=7, normalize_factors=normalize_factors)
+    np.testing.assert_allclose(w if w is not None else np.ones(rank), rw, rtol=1e-7)
+    for a, b in zip(f, rf):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-7 * np.abs(b).max())
