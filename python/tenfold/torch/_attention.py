@@ -188,16 +188,17 @@ class CollaborativeAttention(nn.Module):
         b = None if mha.in_proj_bias is None else mha.in_proj_bias.detach()
         bias = b is not None
         # MultiheadAttention scales scores by 1/sqrt(d), the scale the adapter assumes.
-        as_np = lambda t: t.to(device="cpu", dtype=torch.float64).numpy()
+        as_np = lambda t: t.to(device="cpu", dtype=torch.float64).numpy()  # noqa: E731
         res = attention.compress(as_np(w[:e]), as_np(w[e : 2 * e]), as_np(b[:e]) if bias else None,
                                  heads=h, shared_dim=shared_dim, **options)
         layer = cls(e, h, shared_dim, bias=bias, dropout=mha.dropout, batch_first=mha.batch_first,
                     dtype=w.dtype, device=w.device)
         with torch.no_grad():
             for name, value in res.items():
-                target = layer.get_parameter(name) if name != "collab.content_bias.weight" or bias else None
-                if target is not None:
-                    target.copy_(torch.tensor(np.asarray(value)).to(target))
+                if name == "collab.content_bias.weight" and not bias:
+                    continue  # zero without a query bias; the layer has no such parameter
+                target = layer.get_parameter(name)
+                target.copy_(torch.tensor(np.asarray(value)).to(target))
             layer.value.weight.copy_(w[2 * e :])
             layer.out_proj.weight.copy_(mha.out_proj.weight)
             if bias:
@@ -292,7 +293,7 @@ class CollaborativeAttention(nn.Module):
         mask = None
         if attn_mask is not None:
             m = additive(attn_mask, "attn_mask", [(n_q, n_k), (b * h, n_q, n_k)])
-            mask = m.view(-1 if m.dim() == 3 else 1, h if m.dim() == 3 else 1, n_q, n_k)
+            mask = m.view(b, h, n_q, n_k) if m.dim() == 3 else m.view(1, 1, n_q, n_k)
         if key_padding_mask is not None:
             m = additive(key_padding_mask, "key_padding_mask", [(b, n_k)]).view(b, 1, 1, n_k)
             mask = m if mask is None else mask + m
