@@ -51,11 +51,13 @@ def masks():
     }
 
 
+@pytest.mark.parametrize("fused", [False, True])
 @pytest.mark.parametrize("mask", sorted(masks()))
 @pytest.mark.parametrize("bias", [True, False])
-def test_full_rank_matches_multihead_attention(mask, bias):
+def test_full_rank_matches_multihead_attention(mask, bias, fused):
     mha = make_mha(bias=bias)
     layer = tt.CollaborativeAttention.from_multihead_attention(mha, E)
+    layer.use_sdpa = fused
     assert (layer.collab.content_bias is not None) == bias
     q, kv = inputs()
     kw = masks()[mask]
@@ -69,9 +71,11 @@ def test_full_rank_matches_multihead_attention(mask, bias):
     np.testing.assert_allclose(got_w.detach(), want_w.detach(), rtol=0, atol=1e-12)
 
 
-def test_full_rank_self_attention_causal_and_sequence_first():
+@pytest.mark.parametrize("fused", [False, True])
+def test_full_rank_self_attention_causal_and_sequence_first(fused):
     mha = make_mha(batch_first=False)
     layer = tt.CollaborativeAttention.from_multihead_attention(mha, E)
+    layer.use_sdpa = fused
     assert layer.batch_first is False
     q, _ = inputs(batch_first=False)
     causal = torch.ones(L, L, dtype=torch.bool).triu(1)
@@ -115,10 +119,12 @@ def test_below_full_rank_uses_the_adapter_and_copies_value_output():
     assert 0 < rel < 1  # an approximation, not the exact layer and not unrelated to it
 
 
-@pytest.mark.parametrize("need_weights", [False, True])
-def test_gradients_match_finite_differences(need_weights):
+@pytest.mark.parametrize("path", ["sdpa", "explicit", "weights"])
+def test_gradients_match_finite_differences(path):
     torch.manual_seed(3)
     layer = tt.CollaborativeAttention(8, 2, 6, head_dim=3, dtype=torch.float64)
+    layer.use_sdpa = path == "sdpa"
+    need_weights = path == "weights"
     x = torch.randn(2, 4, 8, dtype=torch.float64, requires_grad=True)
     y = torch.randn(2, 5, 8, dtype=torch.float64, requires_grad=True)
     padding = torch.tensor([[False] * 5, [False, False, False, True, True]])
@@ -144,8 +150,10 @@ def test_sdpa_and_explicit_paths_agree_in_float32():
     padding = torch.zeros(2, 9, dtype=torch.bool)
     padding[1, 5:] = True
     for kw in ({}, {"is_causal": True}, {"key_padding_mask": padding, "is_causal": True}):
+        layer.use_sdpa = True
         fast = layer(x, **kw)[0]
-        slow = layer(x, need_weights=True, **kw)[0]
+        layer.use_sdpa = False
+        slow = layer(x, **kw)[0]
         # float32 sums of ~20 terms in two orders: a few units of 1e-7 relative.
         np.testing.assert_allclose(fast.detach(), slow.detach(), rtol=1e-5, atol=1e-5)
 
@@ -161,9 +169,11 @@ def test_initialisation_follows_the_reference_scale():
     assert float(layer.collab.query.weight.detach().abs().max()) <= bound
 
 
-def test_dropout_only_in_training():
+@pytest.mark.parametrize("fused", [False, True])
+def test_dropout_only_in_training(fused):
     torch.manual_seed(6)
     layer = tt.CollaborativeAttention(16, 4, 8, dropout=0.5)
+    layer.use_sdpa = fused
     x = torch.randn(2, 6, 16)
     layer.eval()
     assert torch.equal(layer(x)[0], layer(x)[0])

@@ -104,7 +104,7 @@ class CollaborativeAttention(nn.Module):
     (R, D), content_bias (H, D) when ``bias``), ``value`` (H d, D) and ``out_proj``
     (D, H d), with biases when ``bias``. The score scale is folded into ``mixing`` and
     ``content_bias``. ``forward`` returns ``(output, weights)``, weights None unless
-    ``need_weights``. The layers that ``compress_model`` builds are of subclasses
+    ``need_weights``; it calls scaled_dot_product_attention off the CPU (``use_sdpa``). The layers that ``compress_model`` builds are of subclasses
     that keep the replaced module's interface.
     """
 
@@ -139,6 +139,10 @@ class CollaborativeAttention(nn.Module):
         self.embed_dim, self.num_heads, self.shared_dim, self.head_dim = embed_dim, num_heads, shared_dim, head_dim
         self.dropout = dropout
         self.batch_first = batch_first
+        #: Whether the forward calls scaled_dot_product_attention (None: off the CPU
+        #: only; on the CPU sdpa runs its unfused fallback for these shapes, slower
+        #: than the explicit products: docs/performance.md).
+        self.use_sdpa: bool | None = None
         self.collab = CollaborativeScores(embed_dim, num_heads, shared_dim, content_bias=bias, **f)
         self.value = nn.Linear(embed_dim, num_heads * head_dim, bias=bias, **f)
         self.out_proj = nn.Linear(num_heads * head_dim, embed_dim, bias=bias, **f)
@@ -247,30 +251,30 @@ class CollaborativeAttention(nn.Module):
         b, n_q, _ = query.shape
         n_k = key.shape[1]
         h = self.num_heads
-        # Per-head queries (B, H, L, R + H) against the key states (B, 1, S, R + H),
-        # broadcast over heads without a copy: q . k = s_h(x, y), the scale folded in.
-        q = self.collab.head_queries(query)
-        k = self.collab.key_states(key).expand(b, h, n_k, -1)
+        keys = self.collab.key_states(key)  # (B, 1, S, R + H), one for all heads
         v = self.value(value).view(b, n_k, h, self.head_dim).transpose(1, 2)
-        mask = self._mask(attn_mask, key_padding_mask, is_causal, need_weights, b, n_q, n_k, q.dtype, q.device)
+        fused = not need_weights and (self.use_sdpa if self.use_sdpa is not None else query.device.type != "cpu")
+        mask = self._mask(attn_mask, key_padding_mask, is_causal, not fused, b, n_q, n_k, keys.dtype, keys.device)
         p = self.dropout if self.training else 0.0
         weights = None
-        if need_weights:
-            # sdpa does not return the probabilities: explicit products.
-            scores = q @ k.transpose(-1, -2)
-            if mask is not None:
-                scores = scores + mask
-            weights = nn.functional.dropout(torch.softmax(scores, dim=-1), p=p, training=self.training)
-            context = weights @ v
-            if average_attn_weights:
-                weights = weights.mean(dim=1)
-            if unbatched:
-                weights = weights.squeeze(0)
-        else:
+        if fused:
+            # Per-head queries (B, H, L, R + H) against the key states broadcast over
+            # heads without a copy: q . k = s_h(x, y), the scale folded in.
             causal_only = is_causal and mask is None
             context = nn.functional.scaled_dot_product_attention(
-                q, k, v, attn_mask=None if causal_only else mask, dropout_p=p, is_causal=causal_only, scale=1.0
-            )
+                self.collab.head_queries(query), keys.expand(b, h, n_k, -1), v,
+                attn_mask=None if causal_only else mask, dropout_p=p, is_causal=causal_only, scale=1.0)
+        else:
+            # Scores of all heads in one product against the shared keys, then
+            # softmax(scores + mask) v.
+            scores = self.collab(query, keys)
+            if mask is not None:
+                scores = scores + mask
+            probs = nn.functional.dropout(torch.softmax(scores, dim=-1), p=p, training=self.training)
+            context = probs @ v
+            if need_weights:
+                weights = probs.mean(dim=1) if average_attn_weights else probs
+                weights = weights.squeeze(0) if unbatched else weights
         out = self.out_proj(context.transpose(1, 2).reshape(b, n_q, h * self.head_dim))
         out = out.squeeze(0) if unbatched else out if self.batch_first else out.transpose(0, 1)
         return out, weights
