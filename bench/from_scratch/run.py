@@ -13,7 +13,8 @@ its `bible` program, or any plain text file given as --corpus), held-out perplex
 per character. Every row (attention kind, D_k, seed) has the same budget: steps,
 batch, AdamW, warm-up and cosine schedule. A finished row is cached in DIR/rows/ and
 not run again with the same settings; DIR/results.json is rewritten after every row.
---quick: seed 0 at D_k = H d and H d / 4.
+--quick: seed 0 at D_k = H d and H d / 4. Rows run in that order: H d and H d / 4 for
+every seed, then the other widths.
 """
 
 from __future__ import annotations
@@ -260,8 +261,11 @@ def main(argv=None) -> dict:
         ap.error(f"--dks: {bad[0]} is outside [1, {full}]")
     if args.task == "lm" and args.corpus is not None and not args.corpus.is_file():
         ap.error(f"--corpus: {args.corpus} is not a file")
-    # Seed by seed, so that a sweep stopped early has every D_k of its first seeds.
-    plan = [(kind, dk, seed) for seed in seeds for dk in dks for kind in ("concat", "collab")]
+    # The paper's comparison (H d against H d / 4) for every seed first, then the other
+    # widths seed by seed: a sweep stopped early has the comparison.
+    first = [dk for dk in dks if dk in (full, full // 4)]
+    plan = [(kind, dk, seed) for group in (first, [dk for dk in dks if dk not in first])
+            for seed in seeds for dk in group for kind in ("concat", "collab")]
     rows_dir = args.out / "rows"
     rows_dir.mkdir(parents=True, exist_ok=True)
     setting = {"task": args.task, "config": cfg, "corpus": str(args.corpus or "kjv"),

@@ -45,15 +45,17 @@ def test_idx_reader_round_trips(run, tmp_path):
     np.testing.assert_array_equal(run.read_idx(tmp_path / "a-idx3-ubyte.gz"), a)
 
 
-def check_rows(result, metric, dks):
+def check_rows(result, metric, order):
+    """`order`: the (D_k, seed) pairs in the order the rows ran, concat before collab."""
     rows = result["rows"]
     assert [(r["attention"], r["dk"], r["seed"]) for r in rows] == [
-        (kind, dk, 0) for dk in dks for kind in ("concat", "collab")]
+        (kind, dk, seed) for dk, seed in order for kind in ("concat", "collab")]
     for r in rows:
         assert r["metric"] == metric and r["params"] > 0 and r["seconds"] > 0
     by = {(r["attention"], r["dk"]): r["params"] for r in rows}
     # Narrower queries and keys, fewer parameters, for both kinds.
-    assert by["concat", dks[1]] < by["concat", dks[0]] and by["collab", dks[1]] < by["collab", dks[0]]
+    wide, narrow = max(dk for dk, _ in order), min(dk for dk, _ in order)
+    assert by["concat", narrow] < by["concat", wide] and by["collab", narrow] < by["collab", wide]
 
 
 def test_vit_pipeline_and_resume(run, fashion, tmp_path):
@@ -61,7 +63,7 @@ def test_vit_pipeline_and_resume(run, fashion, tmp_path):
     args = ["--task", "vit", "--out", str(out), "--data", str(fashion), "--steps", "2", "--seeds", "0",
             "--dks", "16,4"]
     result = run.main(args)
-    check_rows(result, "accuracy", [16, 4])
+    check_rows(result, "accuracy", [(16, 0), (4, 0)])
     assert all(0 <= r["value"] <= 1 for r in result["rows"])
     assert json.loads((out / "results.json").read_text())["rows"] == result["rows"]
     # Same settings: every row comes from the cache (same recorded seconds).
@@ -77,8 +79,9 @@ def test_lm_pipeline(run, tmp_path):
     words = ["and", "the", "light", "was", "good", "in", "beginning", "earth"]
     corpus.write_text("\n".join(" ".join(rng.choice(words, 12)) for _ in range(300)))
     result = run.main(["--task", "lm", "--out", str(tmp_path / "lm"), "--corpus", str(corpus), "--steps", "2",
-                       "--seeds", "0", "--dks", "8,4"])
-    check_rows(result, "perplexity", [8, 4])
+                       "--seeds", "0,1", "--dks", "64,8,16"])
+    # H d and H d / 4 for every seed first, then the other widths.
+    check_rows(result, "perplexity", [(64, 0), (16, 0), (64, 1), (16, 1), (8, 0), (8, 1)])
     vocab = len(set(corpus.read_text()))
     # Two steps from a random start: near the uniform guess over the vocabulary.
     assert all(1 < r["value"] < 3 * vocab for r in result["rows"])
