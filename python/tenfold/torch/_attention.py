@@ -96,7 +96,7 @@ def _apply_mask(scores: torch.Tensor, mask, causal: bool, where: str) -> torch.T
 class CollaborativeAttention(nn.Module):
     """Multi-head attention with collaborative queries and keys, trainable from
     scratch, following ``torch.nn.MultiheadAttention``'s conventions (docs/torch.md,
-    "Training from scratch").
+    "A layer of its own: training from scratch").
 
     ``embed_dim`` D, ``num_heads`` H, ``shared_dim`` R (the query/key width shared by
     all heads, D_k in the paper), ``head_dim`` d (each head's value width, default
@@ -104,8 +104,9 @@ class CollaborativeAttention(nn.Module):
     (R, D), content_bias (H, D) when ``bias``), ``value`` (H d, D) and ``out_proj``
     (D, H d), with biases when ``bias``. The score scale is folded into ``mixing`` and
     ``content_bias``. ``forward`` returns ``(output, weights)``, weights None unless
-    ``need_weights``; it calls scaled_dot_product_attention off the CPU (``use_sdpa``). The layers that ``compress_model`` builds are of subclasses
-    that keep the replaced module's interface.
+    ``need_weights``; it calls scaled_dot_product_attention off the CPU
+    (``use_sdpa``). The layers that ``compress_model`` builds are of subclasses that
+    keep the replaced module's interface.
     """
 
     def __init__(
