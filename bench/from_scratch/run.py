@@ -49,7 +49,8 @@ CONFIGS = {
 class ConcatAttention(nn.Module):
     """Standard multi-head attention whose queries and keys are `qk_dim` wide in all
     (qk_dim / H a head), values H d = dim: the paper's concatenated baseline at
-    D_k = qk_dim. Same initialisation and sdpa path as CollaborativeAttention."""
+    D_k = qk_dim. Projections initialised as nn.Linear does, as in
+    CollaborativeAttention; scaled_dot_product_attention, scale 1 / sqrt(qk_dim / H)."""
 
     def __init__(self, dim: int, heads: int, qk_dim: int):
         super().__init__()
