@@ -2,6 +2,9 @@
 
     python bench/from_scratch/report.py DIR [DIR ...] [--svg-dir docs/images]
 
+(docs/from-scratch.md's tables and plots: DIR = bench/from_scratch/results/vit and
+bench/from_scratch/results/lm, the rows of the sweep that ran.)
+
 Prints, per results.json, a Markdown table (mean and sample standard deviation over
 seeds of the metric, parameters, mean training seconds a row) and writes
 from-scratch-TASK.svg: the metric against D_k for both kinds of attention, the mean
