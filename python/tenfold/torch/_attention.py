@@ -12,6 +12,7 @@ key/value cache stores on the key side, instead of the H d original keys.
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -21,7 +22,9 @@ class CollaborativeScores(nn.Module):
     under ``collab.``: ``mixing`` (H, R), ``query.weight`` (R, D), ``key.weight``
     (R, D), ``content_bias.weight`` (H, D)."""
 
-    def __init__(self, input_dim: int, heads: int, shared_dim: int, *, dtype=None, device=None):
+    def __init__(
+        self, input_dim: int, heads: int, shared_dim: int, *, content_bias: bool = True, dtype=None, device=None
+    ):
         super().__init__()
         f = {"dtype": dtype, "device": device}
         self.heads = heads
@@ -29,11 +32,27 @@ class CollaborativeScores(nn.Module):
         self.mixing = nn.Parameter(torch.zeros(heads, shared_dim, **f))
         self.query = nn.Linear(input_dim, shared_dim, bias=False, **f)
         self.key = nn.Linear(input_dim, shared_dim, bias=False, **f)
-        self.content_bias = nn.Linear(input_dim, heads, bias=False, **f)
+        # Without a query bias the content vectors are zero: no parameter, no term.
+        self.content_bias = nn.Linear(input_dim, heads, bias=False, **f) if content_bias else None
 
     def key_states(self, keys_in: torch.Tensor) -> torch.Tensor:
-        """(B, n_k, D) -> (B, 1, n_k, R + H): shared keys W~_K^T y, then v_h^T y."""
+        """(B, n_k, D) -> (B, 1, n_k, R + H): shared keys W~_K^T y, then v_h^T y
+        (width R alone without content vectors)."""
+        if self.content_bias is None:
+            return self.key(keys_in).unsqueeze(1)
         return torch.cat([self.key(keys_in), self.content_bias(keys_in)], dim=-1).unsqueeze(1)
+
+    def head_queries(self, queries_in: torch.Tensor) -> torch.Tensor:
+        """(B, n_q, D) -> (B, H, n_q, R + H): per-head queries W~_Q^T x * m_h, then the
+        one-hot e_h that picks head h's content logit from the key state, so that one
+        dot product with key_states gives s_h(x, y) (width R alone without content
+        vectors)."""
+        q = self.query(queries_in).unsqueeze(1) * self.mixing.unsqueeze(1)
+        if self.content_bias is None:
+            return q
+        b, _, n_q, _ = q.shape
+        pick = torch.eye(self.heads, dtype=q.dtype, device=q.device).view(1, self.heads, 1, self.heads)
+        return torch.cat([q, pick.expand(b, -1, n_q, -1)], dim=-1)
 
     def forward(self, queries_in: torch.Tensor, key_states: torch.Tensor) -> torch.Tensor:
         """Scores (B, H, n_q, n_k) of the queries (B, n_q, D) against cached or fresh
@@ -47,6 +66,8 @@ class CollaborativeScores(nn.Module):
         # One batched product over all heads: (B, H n_q, R) x (B, R, n_k).
         context = torch.bmm(q.reshape(b, self.heads * n_q, r), shared.transpose(1, 2))
         context = context.view(b, self.heads, n_q, -1)
+        if content.shape[-1] == 0:
+            return context
         return context + content.transpose(1, 2).unsqueeze(2)
 
 
@@ -73,7 +94,223 @@ def _apply_mask(scores: torch.Tensor, mask, causal: bool, where: str) -> torch.T
 
 
 class CollaborativeAttention(nn.Module):
-    """Multi-head attention whose query/key side is collaborative.
+    """Multi-head attention with collaborative queries and keys, trainable from
+    scratch, following ``torch.nn.MultiheadAttention``'s conventions (docs/torch.md,
+    "A layer of its own: training from scratch").
+
+    ``embed_dim`` D, ``num_heads`` H, ``shared_dim`` R (the query/key width shared by
+    all heads, D_k in the paper), ``head_dim`` d (each head's value width, default
+    D / H). Parameters: ``collab`` (CollaborativeScores: mixing (H, R), query and key
+    (R, D), content_bias (H, D) when ``bias``), ``value`` (H d, D) and ``out_proj``
+    (D, H d), with biases when ``bias``. The score scale is folded into ``mixing`` and
+    ``content_bias``. ``forward`` returns ``(output, weights)``, weights None unless
+    ``need_weights``; it calls scaled_dot_product_attention off the CPU
+    (``use_sdpa``). The layers that ``compress_model`` builds are of subclasses that
+    keep the replaced module's interface.
+    """
+
+    def __init__(
+        self,
+        embed_dim: int,
+        num_heads: int,
+        shared_dim: int,
+        *,
+        head_dim: int | None = None,
+        bias: bool = True,
+        dropout: float = 0.0,
+        batch_first: bool = True,
+        dtype=None,
+        device=None,
+    ):
+        super().__init__()
+        for name, v in (("embed_dim", embed_dim), ("num_heads", num_heads), ("shared_dim", shared_dim)):
+            if not isinstance(v, int) or v < 1:
+                raise ValueError(f"{name} must be a positive integer, got {v!r}")
+        if head_dim is None:
+            if embed_dim % num_heads:
+                raise ValueError(
+                    f"embed_dim ({embed_dim}) is not divisible by num_heads ({num_heads}); pass head_dim"
+                )
+            head_dim = embed_dim // num_heads
+        elif not isinstance(head_dim, int) or head_dim < 1:
+            raise ValueError(f"head_dim must be a positive integer, got {head_dim!r}")
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        f = {"dtype": dtype, "device": device}
+        self.embed_dim, self.num_heads, self.shared_dim, self.head_dim = embed_dim, num_heads, shared_dim, head_dim
+        self.dropout = dropout
+        self.batch_first = batch_first
+        #: Whether the forward calls scaled_dot_product_attention (None: off the CPU
+        #: only; on the CPU sdpa runs its unfused fallback for these shapes, slower
+        #: than the explicit products: docs/performance.md).
+        self.use_sdpa: bool | None = None
+        self.collab = CollaborativeScores(embed_dim, num_heads, shared_dim, content_bias=bias, **f)
+        self.value = nn.Linear(embed_dim, num_heads * head_dim, bias=bias, **f)
+        self.out_proj = nn.Linear(num_heads * head_dim, embed_dim, bias=bias, **f)
+        self.reset_parameters()
+
+    def reset_parameters(self, mixing_std: float = 0.2) -> None:
+        """The initialisation of the paper's reference code: every projection as
+        nn.Linear initialises it, mixing entries N(0, mixing_std^2), and the score
+        scale 1 / sqrt(R / H) folded into mixing and content_bias. Random mixing
+        makes each head a different weighting of all R shared dimensions from the
+        first step (block ones would start as concatenated attention with R / H
+        dimensions a head)."""
+        c = self.collab
+        for m in (c.query, c.key, c.content_bias, self.value, self.out_proj):
+            if m is not None:
+                m.reset_parameters()
+        scale = (self.shared_dim / self.num_heads) ** -0.5
+        with torch.no_grad():
+            c.mixing.normal_(0.0, mixing_std * scale)
+            if c.content_bias is not None:
+                c.content_bias.weight.mul_(scale)
+
+    def extra_repr(self) -> str:
+        return (
+            f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, shared_dim={self.shared_dim}, "
+            f"head_dim={self.head_dim}, dropout={self.dropout}, batch_first={self.batch_first}"
+        )
+
+    @classmethod
+    def from_multihead_attention(cls, mha: nn.MultiheadAttention, shared_dim: int, **options):
+        """A collaborative layer computing what ``mha`` computes, exactly at
+        shared_dim = embed_dim, otherwise its query/key side compressed to R shared
+        dimensions by ``tenfold.attention.compress`` (``options`` go to it: damping,
+        init, n_iter_max, tol, random_state, backend, input_moment). Value and output
+        projections, dropout and batch_first are copied; ``mha`` is not modified."""
+        from .. import attention
+
+        if not isinstance(mha, nn.MultiheadAttention):
+            raise TypeError(f"from_multihead_attention: mha must be a torch.nn.MultiheadAttention, "
+                            f"got {type(mha).__name__}")
+        if not mha._qkv_same_embed_dim:
+            raise ValueError("from_multihead_attention: kdim/vdim different from embed_dim are not supported")
+        if mha.bias_k is not None or mha.add_zero_attn:
+            raise ValueError("from_multihead_attention: add_bias_kv and add_zero_attn are not supported")
+        e, h = mha.embed_dim, mha.num_heads
+        w = mha.in_proj_weight.detach()
+        b = None if mha.in_proj_bias is None else mha.in_proj_bias.detach()
+        bias = b is not None
+        # MultiheadAttention scales scores by 1/sqrt(d), the scale the adapter assumes.
+        as_np = lambda t: t.to(device="cpu", dtype=torch.float64).numpy()  # noqa: E731
+        res = attention.compress(as_np(w[:e]), as_np(w[e : 2 * e]), as_np(b[:e]) if bias else None,
+                                 heads=h, shared_dim=shared_dim, **options)
+        layer = cls(e, h, shared_dim, bias=bias, dropout=mha.dropout, batch_first=mha.batch_first,
+                    dtype=w.dtype, device=w.device)
+        with torch.no_grad():
+            for name, value in res.items():
+                if name == "collab.content_bias.weight" and not bias:
+                    continue  # zero without a query bias; the layer has no such parameter
+                target = layer.get_parameter(name)
+                target.copy_(torch.tensor(np.asarray(value)).to(target))
+            layer.value.weight.copy_(w[2 * e :])
+            layer.out_proj.weight.copy_(mha.out_proj.weight)
+            if bias:
+                layer.value.bias.copy_(b[2 * e :])
+                layer.out_proj.bias.copy_(mha.out_proj.bias)
+        layer.train(mha.training)
+        return layer
+
+    def forward(
+        self,
+        query: torch.Tensor,
+        key: torch.Tensor | None = None,
+        value: torch.Tensor | None = None,
+        attn_mask: torch.Tensor | None = None,
+        key_padding_mask: torch.Tensor | None = None,
+        need_weights: bool = False,
+        is_causal: bool = False,
+        average_attn_weights: bool = True,
+    ):
+        """``query`` (B, L, D) (``batch_first``; (L, B, D) otherwise; (L, D) unbatched),
+        ``key`` and ``value`` (B, S, D), default the query (self-attention). Masks as
+        MultiheadAttention takes them: ``attn_mask`` (L, S) or (B H, L, S), boolean
+        (True: may not attend) or additive float; ``key_padding_mask`` (B, S), boolean
+        (True: padding) or additive float. ``is_causal``: query i sees keys j <= i.
+        Returns ``(output, weights)``; weights (B, L, S) averaged over heads, (B, H, L,
+        S) with ``average_attn_weights=False``, or None unless ``need_weights``."""
+        key = query if key is None else key
+        value = key if value is None else value
+        unbatched = query.dim() == 2
+        tensors = []
+        for name, t in (("query", query), ("key", key), ("value", value)):
+            if t.dim() != query.dim() or t.dim() not in (2, 3) or t.shape[-1] != self.embed_dim:
+                raise ValueError(
+                    f"CollaborativeAttention: {name} has shape {tuple(t.shape)}, expected "
+                    f"({'L, ' if unbatched else 'B, L, ' if self.batch_first else 'L, B, '}{self.embed_dim})"
+                )
+            tensors.append(t.unsqueeze(0) if unbatched else t if self.batch_first else t.transpose(0, 1))
+        query, key, value = tensors
+        if key.shape[:2] != value.shape[:2] or key.shape[0] != query.shape[0]:
+            raise ValueError(
+                f"CollaborativeAttention: query, key and value have batch/length "
+                f"{tuple(query.shape[:2])}, {tuple(key.shape[:2])}, {tuple(value.shape[:2])}"
+            )
+        if unbatched and key_padding_mask is not None:
+            key_padding_mask = key_padding_mask.unsqueeze(0)
+        b, n_q, _ = query.shape
+        n_k = key.shape[1]
+        h = self.num_heads
+        keys = self.collab.key_states(key)  # (B, 1, S, R + H), one for all heads
+        v = self.value(value).view(b, n_k, h, self.head_dim).transpose(1, 2)
+        fused = not need_weights and (self.use_sdpa if self.use_sdpa is not None else query.device.type != "cpu")
+        mask = self._mask(attn_mask, key_padding_mask, is_causal, not fused, b, n_q, n_k, keys.dtype, keys.device)
+        p = self.dropout if self.training else 0.0
+        weights = None
+        if fused:
+            # Per-head queries (B, H, L, R + H) against the key states broadcast over
+            # heads without a copy: q . k = s_h(x, y), the scale folded in.
+            causal_only = is_causal and mask is None
+            context = nn.functional.scaled_dot_product_attention(
+                self.collab.head_queries(query), keys.expand(b, h, n_k, -1), v,
+                attn_mask=None if causal_only else mask, dropout_p=p, is_causal=causal_only, scale=1.0)
+        else:
+            # Scores of all heads in one product against the shared keys, then
+            # softmax(scores + mask) v.
+            scores = self.collab(query, keys)
+            if mask is not None:
+                scores = scores + mask
+            probs = nn.functional.dropout(torch.softmax(scores, dim=-1), p=p, training=self.training)
+            context = probs @ v
+            if need_weights:
+                weights = probs.mean(dim=1) if average_attn_weights else probs
+                weights = weights.squeeze(0) if unbatched else weights
+        out = self.out_proj(context.transpose(1, 2).reshape(b, n_q, h * self.head_dim))
+        out = out.squeeze(0) if unbatched else out if self.batch_first else out.transpose(0, 1)
+        return out, weights
+
+    def _mask(self, attn_mask, key_padding_mask, is_causal, explicit, b, n_q, n_k, dtype, device):
+        """The masks as one additive float mask broadcastable to (B, H, L, S), or None
+        when there is none, or only causality and sdpa applies it (not `explicit`)."""
+
+        def additive(m, name, shapes):
+            if tuple(m.shape) not in shapes:
+                want = " or ".join(str(s) for s in shapes)
+                raise ValueError(f"CollaborativeAttention: {name} has shape {tuple(m.shape)}, expected {want}")
+            if m.dtype == torch.bool:
+                return torch.zeros(m.shape, dtype=dtype, device=device).masked_fill_(m, float("-inf"))
+            if not m.is_floating_point():
+                raise TypeError(f"CollaborativeAttention: {name} must be boolean or floating point, got {m.dtype}")
+            return m.to(dtype)
+
+        h = self.num_heads
+        mask = None
+        if attn_mask is not None:
+            m = additive(attn_mask, "attn_mask", [(n_q, n_k), (b * h, n_q, n_k)])
+            mask = m.view(b, h, n_q, n_k) if m.dim() == 3 else m.view(1, 1, n_q, n_k)
+        if key_padding_mask is not None:
+            m = additive(key_padding_mask, "key_padding_mask", [(b, n_k)]).view(b, 1, 1, n_k)
+            mask = m if mask is None else mask + m
+        if is_causal and (mask is not None or explicit):
+            future = torch.ones(n_q, n_k, dtype=torch.bool, device=device).triu_(1)
+            causal = torch.zeros(n_q, n_k, dtype=dtype, device=device).masked_fill_(future, float("-inf"))
+            mask = causal if mask is None else mask + causal
+        return mask
+
+
+class ConvertedCollaborativeAttention(CollaborativeAttention):
+    """A transformers attention module replaced by collaborative attention.
 
     ``collab`` holds the collaborative parameters (CollaborativeScores); the value
     projection and, when given, the output projection are the original layer's
@@ -101,7 +338,9 @@ class CollaborativeAttention(nn.Module):
         dtype=None,
         device=None,
     ):
-        super().__init__()
+        # Not the sizes-based constructor: the value and output modules are the
+        # replaced module's own.
+        nn.Module.__init__(self)
         if shared_dim < 1:
             raise ValueError(f"shared_dim must be >= 1, got {shared_dim}")
         self.input_dim, self.heads, self.head_dim = input_dim, heads, head_dim
@@ -145,7 +384,7 @@ class CollaborativeAttention(nn.Module):
         return self._finish(context, hidden_states), probs
 
 
-class AlbertCollaborativeAttention(CollaborativeAttention):
+class AlbertCollaborativeAttention(ConvertedCollaborativeAttention):
     """ALBERT's attention module also holds the output projection, its dropout and the
     residual LayerNorm: LayerNorm(x + dropout(dense(context)))."""
 
@@ -159,7 +398,7 @@ class AlbertCollaborativeAttention(CollaborativeAttention):
         return self.LayerNorm(hidden_states + out)
 
 
-class Gpt2CollaborativeAttention(CollaborativeAttention):
+class Gpt2CollaborativeAttention(ConvertedCollaborativeAttention):
     """GPT-2's attention: the value third of the fused ``c_attn`` (Conv1D, in x out) as
     ``value``, then ``c_proj`` and the residual dropout; causal, with the cache."""
 

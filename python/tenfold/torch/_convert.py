@@ -16,6 +16,7 @@ from torch import nn
 from ._attention import (
     AlbertCollaborativeAttention,
     CollaborativeAttention,
+    ConvertedCollaborativeAttention,
     Gpt2CollaborativeAttention,
 )
 
@@ -206,7 +207,7 @@ def _build(name: str, module, f: _Family, heads: int, tensors: Mapping) -> Colla
             new = AlbertCollaborativeAttention(dim, heads, lw.head_dim, shared, output_dropout=module.output_dropout,
                                                layer_norm=module.LayerNorm, **parts, **kw)
         else:
-            new = CollaborativeAttention(dim, heads, lw.head_dim, shared, **parts, **kw)
+            new = ConvertedCollaborativeAttention(dim, heads, lw.head_dim, shared, **parts, **kw)
     with torch.no_grad():
         for key in COLLAB_NAMES:
             value = tensors[key]
