@@ -60,7 +60,7 @@ def _family(model: nn.Module) -> _Family:
         known = ", ".join(t for f in _FAMILIES for t in f.model_types)
         raise ValueError(
             f"{type(model).__name__} (model_type {model_type!r}) is not a supported family; "
-            f"tenfold.torch converts {known}"
+            f"tenfold.torch converts {known} (and llama, qwen2, mistral with compress_model)"
         )
     if getattr(config, "is_decoder", False) and f.name != "gpt2" or getattr(config, "add_cross_attention", False):
         raise ValueError(
@@ -309,9 +309,15 @@ def compress_model(model: nn.Module, shared_dim: int, calibration: Iterable | No
     `options` go to tenfold.attention.compress (damping, init, n_iter_max, tol,
     random_state, backend). Returns one dict per layer (name, relative_error,
     data_error, iterations, converged, seconds, params_before, params_after). The model
-    is left unchanged when any layer fails."""
+    is left unchanged when any layer fails. Rotary models (llama, qwen2, mistral) get
+    shared rotary keys instead (tenfold.torch.rotary.compress_rotary, docs/rope.md):
+    `shared_dim` is "full" or the key values cached per token and layer."""
     from tenfold import attention
 
+    from .rotary import compress_rotary, is_rotary
+
+    if is_rotary(model):  # RoPE families: shared rotary keys (docs/rope.md)
+        return compress_rotary(model, shared_dim, calibration, **options)
     f = _family(model)
     heads = _heads(model)
     layers = _layers(model, f)
