@@ -152,6 +152,28 @@ def test_data_aware_minimises_the_data_error():
     assert tt.compress_model(model, shared_dim=8)[0]["data_error"] is None
 
 
+def test_model_allocation_spends_the_budget_where_the_model_needs_it():
+    model = make_rotary("llama", seed=3)
+    layers = tt.rotary.rotary_layers(model)
+    energy = [float((tt.rotary_keys(m.q_proj.weight, None, m.k_proj.weight, None, heads=4, key_heads=2,
+                                    key_values=[2, 2, 2, 2]).singular_values ** 2).sum()) for _, m in layers]
+    per_layer = tt.compress_model(copy.deepcopy(model), shared_dim=8)
+    pooled = tt.compress_model(model, shared_dim=8, allocation="model")
+    assert sum(r["key_values"] for r in pooled) == 16 and len({r["key_values"] for r in pooled}) == 2
+    assert model.config.tenfold_rotary["key_values"] == [r["key_values"] for r in pooled]
+
+    def dropped(report):  # the weight-space objective summed over the layers
+        return sum(r["relative_error"] ** 2 * e for r, e in zip(report, energy))
+
+    assert dropped(pooled) < dropped(per_layer)
+    ids, _ = inputs()
+    with torch.no_grad():
+        out = model.generate(ids[:1, :6], max_new_tokens=3, min_new_tokens=3, do_sample=False, pad_token_id=0,
+                             return_dict_in_generate=True)
+    cache = out.cache if hasattr(out, "cache") else out.past_key_values
+    assert [layer.keys.shape[-1] for layer in cache.layers] == [r["key_values"] for r in pooled]
+
+
 @pytest.mark.parametrize("shared_dim,message", [
     (7, "even integer"), (0, "even integer"), (18, "exceeds the original key cache of 16"), ("half", "'full'"),
 ])
@@ -167,6 +189,8 @@ def test_refuses_qk_norm_unknown_options_and_other_implementations():
         tt.compress_model(make_rotary("qwen3"), shared_dim="full")
     with pytest.raises(ValueError, match="option 'n_iter_max' does not apply"):
         tt.compress_model(make_rotary("llama"), shared_dim="full", n_iter_max=3)
+    with pytest.raises(ValueError, match="allocation must be 'layer' or 'model'"):
+        tt.compress_model(make_rotary("llama"), shared_dim=8, allocation="head")
     model = make_rotary("mistral")
     model.config._attn_implementation = "flex_attention"
     with pytest.raises(ValueError, match="implementation 'flex_attention' is not supported"):

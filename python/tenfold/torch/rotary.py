@@ -147,7 +147,9 @@ class RotaryKeys:
     R_j per frequency pair; ``relative_error``: the relative Frobenius error of the
     complex QK tensor (every query head against its group's keys, per frequency);
     ``data_error``: the relative mean squared logit error on the calibration inputs
-    (None without them)."""
+    (None without them); ``singular_values`` (d/2, G): sigma_{j,k} of the weighted,
+    whitened keys, whose squares are the objective's shares (zero where not computed:
+    "full" takes the plain SVD)."""
 
     frequency: torch.Tensor
     key_weight: torch.Tensor
@@ -156,6 +158,7 @@ class RotaryKeys:
     ranks: torch.Tensor
     relative_error: float
     data_error: float | None
+    singular_values: torch.Tensor
 
 
 def _complex_pairs(weight: torch.Tensor, bias: torch.Tensor | None, heads: int, head_dim: int) -> torch.Tensor:
@@ -182,8 +185,8 @@ def rotary_keys(query_weight: torch.Tensor, query_bias: torch.Tensor | None, key
     """The shared rotary keys of one layer (PyTorch (out, in) weights; moments, when
     given, are the (D', D') second moments of [x; 1], D' = D + 1 with biases, D without).
 
-    `key_values` = 2 sum_j R_j real numbers cached per token, or "full" for the smallest
-    exact size. Objective: sum_{h,j} a_{h,j} |L^T (w_{g,j} - sum_r c_{g,r} e_r)|^2, with
+    `key_values` = 2 sum_j R_j real numbers cached per token, "full" for the smallest
+    exact size, or a sequence of the d/2 ranks R_j (see rotary_spectrum). Objective: sum_{h,j} a_{h,j} |L^T (w_{g,j} - sum_r c_{g,r} e_r)|^2, with
     a_{h,j} = E|q_{h,j}(x)|^2 (|u_{h,j}|^2 without moments) and S_K + damping tr(S_K)/D' I
     = L L^T (L = I without moments); its minimiser is an SVD per frequency."""
     d = query_weight.shape[0] // heads
@@ -198,6 +201,7 @@ def rotary_keys(query_weight: torch.Tensor, query_bias: torch.Tensor | None, key
     # Query weight of each key head's group per frequency: a_{g,j} = sum_{h in g} a_{h,j}.
     weight = _energy(u, sq).view(key_heads, heads // key_heads, -1).sum(1)  # (G, d/2)
     full = isinstance(key_values, str)
+    given = not full and not isinstance(key_values, int)
     if full:  # exactness needs only the span of the keys: plain SVD
         chol = torch.eye(dim, dtype=torch.float64)
     elif sk is None:
@@ -213,6 +217,10 @@ def rotary_keys(query_weight: torch.Tensor, query_bias: torch.Tensor | None, key
     left, sigma, _ = torch.linalg.svd(scaled, full_matrices=False)  # (d/2, D', G), (d/2, G)
     if full:
         ranks = (sigma > RANK_TOL * sigma.max()).sum(1)
+    elif given:
+        ranks = torch.as_tensor(key_values, dtype=torch.long)
+        if ranks.shape != sigma.shape[:1] or bool((ranks < 0).any() or (ranks > key_heads).any()):
+            raise ValueError(f"ranks must be {sigma.shape[0]} integers from 0 to {key_heads}, got {key_values}")
     else:
         # The R = key_values/2 largest sigma^2 over all frequencies (each costs 2 values).
         top = torch.topk(sigma.flatten(), key_values // 2).indices
@@ -245,6 +253,7 @@ def rotary_keys(query_weight: torch.Tensor, query_bias: torch.Tensor | None, key
         ranks=ranks,
         relative_error=rel,
         data_error=data,
+        singular_values=torch.zeros_like(sigma) if full else sigma,
     )
 
 
@@ -339,7 +348,11 @@ def compress_rotary(model: nn.Module, shared_dim, calibration: Iterable | None =
     attention layer in place by RotarySharedKeyAttention. `shared_dim`: "full" (the
     smallest exact size) or the even number of key values cached per token and layer
     (at most the original G d). `calibration` (batches of model inputs) makes the
-    objective data-aware. Returns one dict per layer; the model is unchanged on error."""
+    objective data-aware. Options: `damping` (of the key-side moment, default 0.01)
+    and `allocation`: "layer" (default: every layer caches `shared_dim` values) or
+    "model" (`shared_dim` values per layer on average, spent where the model's
+    largest singular values are). Returns one dict per layer; the model is unchanged
+    on error."""
     config = model.config
     family = config.model_type
     layers = rotary_layers(model)
@@ -355,24 +368,41 @@ def compress_rotary(model: nn.Module, shared_dim, calibration: Iterable | None =
     elif shared_dim > original:
         raise ValueError(f"shared_dim {shared_dim} exceeds the original key cache of {original} values per token "
                          f"and layer ({key_heads} key heads x {d}); 'full' is exact")
-    unknown = sorted(set(options) - {"damping"})
+    unknown = sorted(set(options) - {"damping", "allocation"})
     if unknown:
-        raise ValueError(f"option {unknown[0]!r} does not apply to rotary models (their only option is damping)")
+        raise ValueError(f"option {unknown[0]!r} does not apply to rotary models (their options are damping "
+                         "and allocation)")
     damping = options.get("damping", 0.01)
+    allocation = options.get("allocation", "layer")
+    if allocation not in ("layer", "model"):
+        raise ValueError(f"allocation must be 'layer' or 'model', got {allocation!r}")
     if not damping >= 0:
         raise ValueError(f"damping must be >= 0, got {damping}")
     biased = layers[0][1].k_proj.bias is not None or layers[0][1].q_proj.bias is not None
     moments = rotary_moments(model, layers, calibration, biased) if calibration is not None else {}
+    def keys(name, module, key_values):
+        stats = moments.get(name, (None, None))
+        try:
+            return rotary_keys(module.q_proj.weight, module.q_proj.bias, module.k_proj.weight, module.k_proj.bias,
+                               heads=heads, key_heads=key_heads, key_values=key_values, query_moment=stats[0],
+                               key_moment=stats[0], damping=damping)
+        except (ValueError, RuntimeError) as e:
+            raise ValueError(f"{name} ({family}): {e}") from None
+
+    budgets, spent = {name: shared_dim for name, _ in layers}, 0.0
+    if allocation == "model" and shared_dim != "full":
+        # The layers' objectives add up: keep the largest sigma^2 of the whole model.
+        start = time.perf_counter()
+        sigma = torch.stack([keys(name, module, [key_heads] * (d // 2)).singular_values for name, module in layers])
+        top = torch.topk(sigma.flatten(), len(layers) * shared_dim // 2).indices
+        counts = torch.bincount(top, minlength=sigma.numel()).view(sigma.shape).sum(-1)  # (layers, d/2)
+        budgets = {name: counts[i].tolist() for i, (name, _) in enumerate(layers)}
+        spent = (time.perf_counter() - start) / len(layers)
     built, report = {}, []
     for name, module in layers:
         start = time.perf_counter()
         stats = moments.get(name, (None, None))
-        try:
-            r = rotary_keys(module.q_proj.weight, module.q_proj.bias, module.k_proj.weight, module.k_proj.bias,
-                            heads=heads, key_heads=key_heads, key_values=shared_dim, query_moment=stats[0],
-                            key_moment=stats[0], damping=damping)
-        except (ValueError, RuntimeError) as e:
-            raise ValueError(f"{name} ({family}): {e}") from None
+        r = keys(name, module, budgets[name])
         key_values = 2 * len(r.frequency)
         new = RotarySharedKeyAttention(module, key_values, heads, key_heads, d, module.k_proj.bias is not None,
                                        family)
@@ -388,7 +418,8 @@ def compress_rotary(model: nn.Module, shared_dim, calibration: Iterable | None =
         qk_after = sum(p.numel() for p in (*new.q_proj.parameters(), *new.key.parameters(), new.mixing))
         row = {"name": name, "key_values": key_values, "original_key_values": original,
                "ranks": r.ranks.tolist(), "relative_error": r.relative_error, "data_error": r.data_error,
-               "seconds": time.perf_counter() - start, "params_before": qk_before, "params_after": qk_after}
+               "seconds": time.perf_counter() - start + spent,
+               "params_before": qk_before, "params_after": qk_after}
         if stats[1] is not None:
             row["calibration_tokens"] = stats[1]
         report.append(row)
@@ -397,6 +428,6 @@ def compress_rotary(model: nn.Module, shared_dim, calibration: Iterable | None =
             for name, module in layers:
                 if child is module:
                     setattr(parent, child_name, built[name])
-    values = {m.key_values for m in built.values()}
-    setattr(config, ROTARY_CONFIG_KEY, {"family": family, "key_values": values.pop() if len(values) == 1 else None})
+    values = [m.key_values for m in built.values()]
+    setattr(config, ROTARY_CONFIG_KEY, {"family": family, "key_values": values[0] if len(set(values)) == 1 else values})
     return report
