@@ -83,6 +83,24 @@ def test_full_is_exact(family, heads, key_heads, impl):
     assert model.config.tenfold_rotary == {"family": family, "key_values": key_heads * HEAD_DIM}
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_full_in_half_precision(dtype):
+    # Converted in double from the half-precision weights, run in that precision: the
+    # logits agree with the original's to the precision's rounding (unit round-off
+    # 2^-11 / 2^-8, amplified through two layers).
+    model = make_rotary("qwen2").to(dtype)
+    ids, mask = inputs()
+    reference = make_rotary("qwen2").to(dtype).double()  # the same rounded weights, in double
+    exact = logits(reference, ids, mask)
+    before = logits(model, ids, mask).double()
+    tt.compress_model(model, shared_dim="full")
+    assert model.model.layers[0].self_attn.key.weight.dtype == dtype
+    after = logits(model, ids, mask).double()
+    # The converted model is about as close to the exact logits as the original (1.2x
+    # here: the shared keys add one rounding of the mixing).
+    assert relative(after, exact, mask) < 2 * relative(before, exact, mask)
+
+
 def test_cache_holds_the_shared_keys():
     model = make_rotary("llama")
     tt.compress_model(model, shared_dim=6)
@@ -172,6 +190,24 @@ def test_model_allocation_spends_the_budget_where_the_model_needs_it():
                              return_dict_in_generate=True)
     cache = out.cache if hasattr(out, "cache") else out.past_key_values
     assert [layer.keys.shape[-1] for layer in cache.layers] == [r["key_values"] for r in pooled]
+
+
+def test_save_pretrained_and_from_pretrained(tmp_path):
+    model = make_rotary("qwen2", seed=3)
+    tt.compress_model(model, shared_dim=8, allocation="model")
+    ids, mask = inputs()
+    before = logits(model, ids, mask)
+    model.save_pretrained(tmp_path / "m")
+    loaded = tt.from_pretrained(tmp_path / "m")
+    assert loaded.config.tenfold_rotary == model.config.tenfold_rotary
+    torch.testing.assert_close(logits(loaded, ids, mask), before, rtol=1e-5, atol=1e-6)
+    # A config that records other sizes than the tensors is refused, naming a tensor.
+    config = copy.deepcopy(model.config)
+    config.tenfold_rotary = {"family": "qwen2", "key_values": 4}
+    fresh = transformers.Qwen2ForCausalLM(config)
+    with pytest.raises(ValueError, match=r"tensor 'model\.layers\.0\.self_attn\.\w+(\.weight)?' has shape"):
+        tt.rotary.load_rotary(fresh, tmp_path / "m")
+    assert not any(isinstance(m, tt.RotarySharedKeyAttention) for m in fresh.modules())
 
 
 @pytest.mark.parametrize("shared_dim,message", [

@@ -476,8 +476,11 @@ def from_pretrained(path, model_class=None, **config_overrides) -> nn.Module:
     architecture (for example transformers.BertModel)."""
     import transformers
 
+    from .rotary import ROTARY_CONFIG_KEY, load_rotary
+
     config = transformers.AutoConfig.from_pretrained(path, **config_overrides)
-    if not getattr(config, CONFIG_KEY, None):
+    rotary = bool(getattr(config, ROTARY_CONFIG_KEY, None))
+    if not rotary and not getattr(config, CONFIG_KEY, None):
         raise ValueError(f"'{os.fspath(path)}' is not a collaborative model (its config has no {CONFIG_KEY})")
     if model_class is None:
         archs = getattr(config, "architectures", None) or []
@@ -486,4 +489,4 @@ def from_pretrained(path, model_class=None, **config_overrides) -> nn.Module:
         model_class = getattr(transformers, archs[0])
     model = model_class(config)
     model.eval()
-    return load_compressed(model, path)
+    return load_rotary(model, path) if rotary else load_compressed(model, path)

@@ -21,6 +21,7 @@ exact when R_j is the rank of [w_{1,j} ... w_{G,j}] (at most G: the original cac
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -431,3 +432,51 @@ def compress_rotary(model: nn.Module, shared_dim, calibration: Iterable | None =
     values = [m.key_values for m in built.values()]
     setattr(config, ROTARY_CONFIG_KEY, {"family": family, "key_values": values[0] if len(set(values)) == 1 else values})
     return report
+
+
+def load_rotary(model: nn.Module, path) -> nn.Module:
+    """Loads what ``save_pretrained`` wrote for a model converted by compress_rotary
+    (a directory or a safetensors file) into `model`, built from the same config with
+    the original attention: swaps in RotarySharedKeyAttention modules of the sizes the
+    config records and loads every tensor. Names and shapes are checked before
+    anything changes; a disagreement is refused naming the tensor."""
+    from ._convert import _read_checkpoint
+
+    where = os.fspath(path)
+    info = getattr(model.config, ROTARY_CONFIG_KEY, None)
+    if not info:
+        raise ValueError(f"the config of '{where}' has no {ROTARY_CONFIG_KEY}: not a model with shared rotary keys")
+    is_rotary(model)
+    layers = rotary_layers(model)
+    sizes = info["key_values"] if isinstance(info["key_values"], list) else [info["key_values"]] * len(layers)
+    if len(sizes) != len(layers):
+        raise ValueError(f"'{where}': {len(sizes)} key sizes recorded for {len(layers)} attention layers")
+    config = model.config
+    built = {name: RotarySharedKeyAttention(module, int(size), config.num_attention_heads,
+                                            config.num_key_value_heads, module.head_dim,
+                                            module.k_proj.bias is not None, config.model_type)
+             for (name, module), size in zip(layers, sizes)}
+    tensors, _ = _read_checkpoint(path)
+    inside = tuple(n + "." for n, _ in layers)
+    target = {k: v for k, v in model.state_dict().items() if not k.startswith(inside)}
+    for name, module in built.items():
+        target.update({f"{name}.{k}": v for k, v in module.state_dict().items()})
+    for key, t in tensors.items():
+        if key not in target:
+            raise ValueError(f"'{where}': tensor '{key}' is not part of this {type(model).__name__} with shared "
+                             "rotary keys")
+        if tuple(t.shape) != tuple(target[key].shape):
+            raise ValueError(f"'{where}': tensor '{key}' has shape {tuple(t.shape)}, the model expects "
+                             f"{tuple(target[key].shape)}")
+    params = dict(model.named_parameters(remove_duplicate=False))
+    loaded = {params[k].data_ptr() for k in tensors if k in params}
+    for key in target:
+        if key not in tensors and not (key in params and params[key].data_ptr() in loaded):
+            raise ValueError(f"'{where}' has no tensor for '{key}'")
+    for parent in list(model.modules()):
+        for child_name, child in list(parent.named_children()):
+            for name, module in layers:
+                if child is module:
+                    setattr(parent, child_name, built[name])
+    model.load_state_dict(tensors, strict=False)
+    return model
