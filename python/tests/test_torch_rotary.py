@@ -83,6 +83,26 @@ def test_full_is_exact(family, heads, key_heads, impl):
     assert model.config.tenfold_rotary == {"family": family, "key_values": key_heads * HEAD_DIM}
 
 
+@pytest.mark.parametrize("side", ["q_proj", "k_proj"])
+def test_full_is_exact_with_a_bias_on_one_side(side, tmp_path):
+    # Only one side has a bias: the augmented input [y; 1] is used for both, and the
+    # shared keys get a bias whenever the query has one (whitening mixes it in).
+    model = make_rotary("qwen2")
+    for layer in model.model.layers:
+        getattr(layer.self_attn, side).bias = None
+    ids, mask = inputs()
+    before = logits(model, ids, mask)
+    batches = [{"input_ids": ids, "attention_mask": mask}]
+    tt.compress_model(model, shared_dim="full", calibration=batches)
+    assert relative(logits(model, ids, mask), before, mask) < 1e-4
+    model.save_pretrained(tmp_path / "m")
+    fresh = transformers.Qwen2ForCausalLM(copy.deepcopy(model.config))
+    for layer in fresh.model.layers:
+        getattr(layer.self_attn, side).bias = None
+    tt.rotary.load_rotary(fresh, tmp_path / "m")
+    assert relative(logits(fresh.eval(), ids, mask), before, mask) < 1e-4
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_full_in_half_precision(dtype):
     # Converted in double from the half-precision weights, run in that precision: the

@@ -144,7 +144,8 @@ class RotarySharedKeyAttention(nn.Module):
 @dataclass
 class RotaryKeys:
     """One layer's shared rotary keys: ``frequency`` (R,), ``key_weight`` (2R, D),
-    ``key_bias`` (2R,) or None, ``mixing`` (G, R, 2), all float64; ``ranks`` (d/2,):
+    ``key_bias`` (2R,) or None (present when the query or the key side has a bias),
+    ``mixing`` (G, R, 2), all float64; ``ranks`` (d/2,):
     R_j per frequency pair; ``relative_error``: the relative Frobenius error of the
     complex QK tensor (every query head against its group's keys, per frequency);
     ``data_error``: the relative mean squared logit error on the calibration inputs
@@ -162,12 +163,14 @@ class RotaryKeys:
     singular_values: torch.Tensor
 
 
-def _complex_pairs(weight: torch.Tensor, bias: torch.Tensor | None, heads: int, head_dim: int) -> torch.Tensor:
+def _complex_pairs(weight: torch.Tensor, bias: torch.Tensor | None, heads: int, head_dim: int,
+                   augment: bool) -> torch.Tensor:
     """(heads d, D) weight and bias -> (heads, d/2, D') complex rows u_{h,j} (D' = D + 1
-    with a bias): pair j of a head is coordinates (j, j + d/2)."""
+    when `augment`, the bias or zeros last): pair j of a head is coordinates (j, j + d/2)."""
     w = weight.detach().to(torch.float64)
-    if bias is not None:
-        w = torch.cat((w, bias.detach().to(torch.float64).unsqueeze(1)), dim=1)
+    if augment:
+        b = torch.zeros(w.shape[0], dtype=torch.float64) if bias is None else bias.detach().to(torch.float64)
+        w = torch.cat((w, b.to(w.device).unsqueeze(1)), dim=1)
     w = w.view(heads, 2, head_dim // 2, -1)
     return torch.complex(w[:, 0], w[:, 1])
 
@@ -187,12 +190,15 @@ def rotary_keys(query_weight: torch.Tensor, query_bias: torch.Tensor | None, key
     given, are the (D', D') second moments of [x; 1], D' = D + 1 with biases, D without).
 
     `key_values` = 2 sum_j R_j real numbers cached per token, "full" for the smallest
-    exact size, or a sequence of the d/2 ranks R_j (see rotary_spectrum). Objective: sum_{h,j} a_{h,j} |L^T (w_{g,j} - sum_r c_{g,r} e_r)|^2, with
-    a_{h,j} = E|q_{h,j}(x)|^2 (|u_{h,j}|^2 without moments) and S_K + damping tr(S_K)/D' I
-    = L L^T (L = I without moments); its minimiser is an SVD per frequency."""
+    exact size, or a sequence of the d/2 ranks R_j (the singular_values of a call with
+    R_j = G everywhere say where they pay most). Objective:
+    sum_{h,j} a_{h,j} |L^T (w_{g,j} - sum_r c_{g,r} e_r)|^2, with a_{h,j} = E|q_{h,j}(x)|^2
+    (|u_{h,j}|^2 without moments) and S_K + damping tr(S_K)/D' I = L L^T (L = I without
+    moments); its minimiser is an SVD per frequency."""
     d = query_weight.shape[0] // heads
-    u = _complex_pairs(query_weight, query_bias, heads, d)  # (H, d/2, D')
-    w = _complex_pairs(key_weight, key_bias, key_heads, d)  # (G, d/2, D')
+    augment = query_bias is not None or key_bias is not None
+    u = _complex_pairs(query_weight, query_bias, heads, d, augment)  # (H, d/2, D')
+    w = _complex_pairs(key_weight, key_bias, key_heads, d, augment)  # (G, d/2, D')
     dim = w.shape[-1]
     for what, m in (("query_moment", query_moment), ("key_moment", key_moment)):
         if m is not None and tuple(m.shape) != (dim, dim):
@@ -244,12 +250,11 @@ def rotary_keys(query_weight: torch.Tensor, query_bias: torch.Tensor | None, key
         qe = _energy(u, sq)
         denom = float((qe * _energy(wr, sk)).sum())
         data = math.sqrt(float((qe * _energy(per_head, sk)).sum()) / denom) if denom > 0 else 0.0
-    has_bias = key_bias is not None
-    e_w = e[:-1] if has_bias else e
+    e_w = e[:-1] if augment else e
     return RotaryKeys(
         frequency=freq,
         key_weight=torch.cat((e_w.real.T, e_w.imag.T), dim=0),
-        key_bias=torch.cat((e[-1].real, e[-1].imag)) if has_bias else None,
+        key_bias=torch.cat((e[-1].real, e[-1].imag)) if augment else None,
         mixing=torch.stack((coeff.real, coeff.imag), dim=-1),
         ranks=ranks,
         relative_error=rel,
@@ -405,8 +410,7 @@ def compress_rotary(model: nn.Module, shared_dim, calibration: Iterable | None =
         stats = moments.get(name, (None, None))
         r = keys(name, module, budgets[name])
         key_values = 2 * len(r.frequency)
-        new = RotarySharedKeyAttention(module, key_values, heads, key_heads, d, module.k_proj.bias is not None,
-                                       family)
+        new = RotarySharedKeyAttention(module, key_values, heads, key_heads, d, r.key_bias is not None, family)
         with torch.no_grad():
             new.key.weight.copy_(r.key_weight)
             if r.key_bias is not None:
@@ -454,7 +458,8 @@ def load_rotary(model: nn.Module, path) -> nn.Module:
     config = model.config
     built = {name: RotarySharedKeyAttention(module, int(size), config.num_attention_heads,
                                             config.num_key_value_heads, module.head_dim,
-                                            module.k_proj.bias is not None, config.model_type)
+                                            module.k_proj.bias is not None or module.q_proj.bias is not None,
+                                            config.model_type)
              for (name, module), size in zip(layers, sizes)}
     tensors, _ = _read_checkpoint(path)
     inside = tuple(n + "." for n, _ in layers)
