@@ -132,6 +132,9 @@ def test_cache_holds_the_shared_keys():
     for layer in cache.layers:
         assert tuple(layer.keys.shape) == (1, 1, 9, 6)  # one shared key row per token: 6 values
         assert tuple(layer.values.shape) == (1, 2, 9, HEAD_DIM)
+    with pytest.raises(ValueError, match="StaticLayer preallocates the original keys"):
+        model.generate(ids[:1, :6], max_new_tokens=2, do_sample=False, pad_token_id=0,
+                       cache_implementation="static")
     # Decoding with the cache agrees with recomputing the whole prefix.
     with torch.no_grad():
         full = model(out.sequences[:, :-1]).logits[:, -1]

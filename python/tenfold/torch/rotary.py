@@ -114,6 +114,18 @@ class RotarySharedKeyAttention(nn.Module):
         # (a + ib)(c_r - i c_i) = (a c_r + b c_i) + i (b c_r - a c_i)
         return torch.cat((a * cr + bb * ci, bb * cr - a * ci), dim=-1)
 
+    def _check_cache(self, cache) -> None:
+        """Only caches that grow with the tokens can hold shared keys: static ones
+        preallocate (B, G, n, d) keys."""
+        from transformers.cache_utils import DynamicLayer
+
+        layers = getattr(cache, "layers", None)
+        if layers is not None and self.layer_idx is not None and self.layer_idx < len(layers):
+            if not isinstance(layers[self.layer_idx], DynamicLayer):
+                raise ValueError(f"{self.family} attention with shared rotary keys: a "
+                                 f"{type(layers[self.layer_idx]).__name__} preallocates the original keys; use the "
+                                 "default dynamic cache")
+
     def forward(self, hidden_states: torch.Tensor, position_embeddings=None, attention_mask=None, cache=None,
                 **kwargs):
         if cache is None:
@@ -128,6 +140,7 @@ class RotarySharedKeyAttention(nn.Module):
         keys = self.shared_keys(hidden_states, cos, sin)
         values = self.v_proj(hidden_states).view(b, n, self.key_heads, self.head_dim).transpose(1, 2)
         if cache is not None:
+            self._check_cache(cache)
             keys, values = cache.update(keys, values, self.layer_idx)
         queries = self.mixed_queries(hidden_states, cos, sin)
         # Every head against the same shared keys: (B, H, n, 2R) x (B, 1, 2R, n_k).
