@@ -3,6 +3,7 @@ of Hugging Face transformers models (docs/torch.md). Importing this module impor
 torch; ``import tenfold`` alone does not."""
 
 from ._attention import CollaborativeAttention, CollaborativeScores
+from .rotary import RotarySharedKeyAttention, compress_rotary, rotary_keys
 from .distill import collaborative_parameters, distill, mean_pool
 from ._convert import (
     CONFIG_KEY,
@@ -25,6 +26,9 @@ __all__ = [
     "distill",
     "mean_pool",
     "compress_model",
+    "compress_rotary",
+    "rotary_keys",
+    "RotarySharedKeyAttention",
     "convert",
     "from_pretrained",
     "input_moments",

@@ -62,7 +62,7 @@ def _family(model: nn.Module) -> _Family:
         known = ", ".join(t for f in _FAMILIES for t in f.model_types)
         raise ValueError(
             f"{type(model).__name__} (model_type {model_type!r}) is not a supported family; "
-            f"tenfold.torch converts {known}"
+            f"tenfold.torch converts {known} (and llama, qwen2, mistral with compress_model)"
         )
     if getattr(config, "is_decoder", False) and f.name != "gpt2" or getattr(config, "add_cross_attention", False):
         raise ValueError(
@@ -340,9 +340,15 @@ def compress_model(model: nn.Module, shared_dim: int, calibration: Iterable | No
     `options` go to tenfold.attention.compress (damping, init, n_iter_max, tol,
     random_state, backend). Returns one dict per layer (name, relative_error,
     data_error, iterations, converged, seconds, params_before, params_after). The model
-    is left unchanged when any layer fails."""
+    is left unchanged when any layer fails. Rotary models (llama, qwen2, mistral) get
+    shared rotary keys instead (tenfold.torch.rotary.compress_rotary, docs/rope.md):
+    `shared_dim` is "full" or the key values cached per token and layer."""
     from tenfold import attention
 
+    from .rotary import compress_rotary, is_rotary
+
+    if is_rotary(model):  # RoPE families: shared rotary keys (docs/rope.md)
+        return compress_rotary(model, shared_dim, calibration, **options)
     f = _family(model)
     layers = _layers(model, f)
     weights = [_weights(n, m, f, _heads(model, m)) for n, m in layers]
@@ -525,8 +531,11 @@ def from_pretrained(path, model_class=None, **config_overrides) -> nn.Module:
     architecture (for example transformers.BertModel)."""
     import transformers
 
+    from .rotary import ROTARY_CONFIG_KEY, load_rotary
+
     config = transformers.AutoConfig.from_pretrained(path, **config_overrides)
-    if not getattr(config, CONFIG_KEY, None):
+    rotary = bool(getattr(config, ROTARY_CONFIG_KEY, None))
+    if not rotary and not getattr(config, CONFIG_KEY, None):
         raise ValueError(f"'{os.fspath(path)}' is not a collaborative model (its config has no {CONFIG_KEY})")
     if model_class is None:
         archs = getattr(config, "architectures", None) or []
@@ -535,4 +544,4 @@ def from_pretrained(path, model_class=None, **config_overrides) -> nn.Module:
         model_class = getattr(transformers, archs[0])
     model = model_class(config)
     model.eval()
-    return load_compressed(model, path)
+    return load_rotary(model, path) if rotary else load_compressed(model, path)

@@ -1,0 +1,500 @@
+"""Rotary (RoPE) attention with shared complex keys (docs/rope.md).
+
+With RoPE, query head h (key head g = g(h)) scores position m against position n as
+
+    s_h(m, n) = scale * sum_j Re(e^{i theta_j (m - n)} q_{h,j}(x) conj(k_{g,j}(y)))
+
+over the d/2 frequency pairs j, with q_{h,j}(x) = u_{h,j}^T [x; 1] and
+k_{g,j}(y) = w_{g,j}^T [y; 1] the complex numbers formed by pair j's two coordinates
+(the trailing 1 carries the biases). A complex factor commutes with the rotation, so
+per frequency the keys of all key heads can come from R_j shared complex keys,
+
+    k_{g,j}(y) ~ sum_r c_{g,r} kappa_r(y),   kappa_r(y) = e_r^T [y; 1]   (r in band j),
+
+and the cache stores the rotated kappa_r (2 sum_j R_j real numbers per token and
+layer) instead of the G d original keys. The query of head h meets them after a
+per-head complex mixing: q~_{h,r} = q_{h,j}(x) e^{i theta_j m} conj(c_{g(h),r}).
+The best e, c for a budget is a (whitened, query-weighted) complex SVD per frequency,
+exact when R_j is the rank of [w_{1,j} ... w_{G,j}] (at most G: the original cache).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from ._attention import _apply_mask
+
+#: model_type -> the attention class the converter replaces.
+ROTARY_FAMILIES = {"llama": "LlamaAttention", "qwen2": "Qwen2Attention", "mistral": "MistralAttention"}
+#: Families that normalise queries and keys per head before the rotation (QK-norm).
+QK_NORM_FAMILIES = ("qwen3", "qwen3_moe", "qwen3_next", "olmo2", "olmoe", "gemma3", "gemma3_text", "cohere2")
+#: The config attribute that marks a model converted to shared rotary keys.
+ROTARY_CONFIG_KEY = "tenfold_rotary"
+#: Singular values below this fraction of the layer's largest are zero ("full" rank).
+RANK_TOL = 1e-6
+
+
+def _qk_norm_reason(name: str) -> str:
+    return (f"{name}: its attention normalises every query and key head (q_norm, k_norm: an RMSNorm) "
+            "before the rotation, so a key is not a linear function of the token and no shared linear key "
+            "projection reproduces it; tenfold.torch converts rotary attention without QK-norm "
+            f"({', '.join(ROTARY_FAMILIES)})")
+
+
+def is_rotary(model: nn.Module) -> bool:
+    """True for the rotary families that compress_model converts here; raises for
+    rotary families it refuses (QK-norm), False for everything else."""
+    config = getattr(model, "config", None)
+    model_type = getattr(config, "model_type", None)
+    if model_type in QK_NORM_FAMILIES:
+        raise ValueError(_qk_norm_reason(f"{type(model).__name__} (model_type {model_type!r})"))
+    return model_type in ROTARY_FAMILIES
+
+
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
+    """[a, b] -> [-b, a] on the last axis: multiplication by i of the pairs (a_j, b_j)."""
+    a, b = x.chunk(2, dim=-1)
+    return torch.cat((-b, a), dim=-1)
+
+
+class RotarySharedKeyAttention(nn.Module):
+    """A RoPE attention layer whose keys are R shared complex keys (docs/rope.md).
+
+    Parameters: ``q_proj``, ``v_proj``, ``o_proj`` (the original modules), ``key``
+    (nn.Linear D -> 2R: real parts of the R shared keys, then imaginary parts),
+    ``mixing`` (G, R, 2): the complex c_{g,r}, and the buffer ``frequency`` (R,): the
+    frequency pair j of each shared key. The key side of the cache holds the rotated
+    shared keys, (B, 1, n, 2R); the value side is unchanged, (B, G, n, d)."""
+
+    def __init__(self, attention: nn.Module, key_values: int, heads: int, key_heads: int, head_dim: int,
+                 key_bias: bool, family: str):
+        super().__init__()
+        ref = attention.q_proj.weight
+        self.q_proj, self.v_proj, self.o_proj = attention.q_proj, attention.v_proj, attention.o_proj
+        self.heads, self.key_heads, self.head_dim = heads, key_heads, head_dim
+        self.key_values = key_values
+        self.scaling = float(getattr(attention, "scaling", head_dim**-0.5))
+        self.attention_dropout = float(getattr(attention, "attention_dropout", 0.0))
+        self.layer_idx = getattr(attention, "layer_idx", None)
+        self.is_causal = True
+        self.family = family
+        self.key = nn.Linear(ref.shape[1], key_values, bias=key_bias, dtype=ref.dtype, device=ref.device)
+        self.mixing = nn.Parameter(torch.zeros(key_heads, key_values // 2, 2, dtype=ref.dtype, device=ref.device))
+        self.register_buffer("frequency", torch.zeros(key_values // 2, dtype=torch.long, device=ref.device))
+
+    def extra_repr(self) -> str:
+        return (f"family={self.family!r}, heads={self.heads}, key_heads={self.key_heads}, "
+                f"head_dim={self.head_dim}, key_values={self.key_values}")
+
+    def shared_keys(self, hidden_states: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        """(B, n, D) -> the rotated shared keys (B, 1, n, 2R): kappa_r(y) e^{i theta_j n}."""
+        c = cos[..., self.frequency].repeat(1, 1, 2)
+        s = sin[..., self.frequency].repeat(1, 1, 2)
+        k = self.key(hidden_states)
+        return (k * c + rotate_half(k) * s).unsqueeze(1)
+
+    def mixed_queries(self, hidden_states: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        """(B, n, D) -> (B, H, n, 2R): the rotated query pair j of head h times
+        conj(c_{g(h),r}) for every shared key r of band j (real parts, then imaginary)."""
+        b, n, _ = hidden_states.shape
+        q = self.q_proj(hidden_states).view(b, n, self.heads, self.head_dim).transpose(1, 2)
+        q = q * cos.unsqueeze(1) + rotate_half(q) * sin.unsqueeze(1)
+        half = self.head_dim // 2
+        a = q[..., self.frequency]  # Re q_{h,j(r)}
+        bb = q[..., half + self.frequency]  # Im q_{h,j(r)}
+        m = self.mixing.repeat_interleave(self.heads // self.key_heads, dim=0)  # head h -> group h // (H/G)
+        cr, ci = m[..., 0].unsqueeze(1), m[..., 1].unsqueeze(1)  # (H, 1, R)
+        # (a + ib)(c_r - i c_i) = (a c_r + b c_i) + i (b c_r - a c_i)
+        return torch.cat((a * cr + bb * ci, bb * cr - a * ci), dim=-1)
+
+    def _check_cache(self, cache) -> None:
+        """Only caches that grow with the tokens can hold shared keys: static ones
+        preallocate (B, G, n, d) keys."""
+        from transformers.cache_utils import DynamicLayer
+
+        layers = getattr(cache, "layers", None)
+        if layers is not None and self.layer_idx is not None and self.layer_idx < len(layers):
+            if not isinstance(layers[self.layer_idx], DynamicLayer):
+                raise ValueError(f"{self.family} attention with shared rotary keys: a "
+                                 f"{type(layers[self.layer_idx]).__name__} preallocates the original keys; use the "
+                                 "default dynamic cache")
+
+    def forward(self, hidden_states: torch.Tensor, position_embeddings=None, attention_mask=None, cache=None,
+                **kwargs):
+        if cache is None:
+            cache = kwargs.get("past_key_values")
+        if position_embeddings is None:
+            raise ValueError(f"{self.family} attention: no position_embeddings (cos, sin) were passed")
+        cos, sin = position_embeddings
+        if cos.shape[-1] != self.head_dim:
+            raise ValueError(f"{self.family} attention: rotary embedding of width {cos.shape[-1]}, expected the "
+                             f"head width {self.head_dim} (partial rotary embeddings are not supported)")
+        b, n, _ = hidden_states.shape
+        keys = self.shared_keys(hidden_states, cos, sin)
+        values = self.v_proj(hidden_states).view(b, n, self.key_heads, self.head_dim).transpose(1, 2)
+        if cache is not None:
+            self._check_cache(cache)
+            keys, values = cache.update(keys, values, self.layer_idx)
+        queries = self.mixed_queries(hidden_states, cos, sin)
+        # Every head against the same shared keys: (B, H, n, 2R) x (B, 1, 2R, n_k).
+        scores = torch.matmul(queries, keys.transpose(-1, -2)) * self.scaling
+        scores = _apply_mask(scores, attention_mask, True, f"{self.family} attention")
+        probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(queries.dtype)
+        probs = nn.functional.dropout(probs, p=self.attention_dropout if self.training else 0.0,
+                                      training=self.training)
+        values = values.repeat_interleave(self.heads // self.key_heads, dim=1)
+        context = torch.matmul(probs, values).transpose(1, 2).reshape(b, n, -1)
+        return self.o_proj(context), probs
+
+
+@dataclass
+class RotaryKeys:
+    """One layer's shared rotary keys: ``frequency`` (R,), ``key_weight`` (2R, D),
+    ``key_bias`` (2R,) or None (present when the query or the key side has a bias),
+    ``mixing`` (G, R, 2), all float64; ``ranks`` (d/2,):
+    R_j per frequency pair; ``relative_error``: the relative Frobenius error of the
+    complex QK tensor (every query head against its group's keys, per frequency);
+    ``data_error``: the relative mean squared logit error on the calibration inputs
+    (None without them); ``singular_values`` (d/2, G): sigma_{j,k} of the weighted,
+    whitened keys, whose squares are the objective's shares (zero where not computed:
+    "full" takes the plain SVD)."""
+
+    frequency: torch.Tensor
+    key_weight: torch.Tensor
+    key_bias: torch.Tensor | None
+    mixing: torch.Tensor
+    ranks: torch.Tensor
+    relative_error: float
+    data_error: float | None
+    singular_values: torch.Tensor
+
+
+def _complex_pairs(weight: torch.Tensor, bias: torch.Tensor | None, heads: int, head_dim: int,
+                   augment: bool) -> torch.Tensor:
+    """(heads d, D) weight and bias -> (heads, d/2, D') complex rows u_{h,j} (D' = D + 1
+    when `augment`, the bias or zeros last): pair j of a head is coordinates (j, j + d/2)."""
+    w = weight.detach().to(torch.float64)
+    if augment:
+        b = torch.zeros(w.shape[0], dtype=torch.float64) if bias is None else bias.detach().to(torch.float64)
+        w = torch.cat((w, b.to(w.device).unsqueeze(1)), dim=1)
+    w = w.view(heads, 2, head_dim // 2, -1)
+    return torch.complex(w[:, 0], w[:, 1])
+
+
+def _energy(v: torch.Tensor, moment: torch.Tensor | None) -> torch.Tensor:
+    """Sum over the last axis of |v|^2, or v^H S v for a real symmetric moment S."""
+    if moment is None:
+        return (v.abs() ** 2).sum(-1)
+    return (torch.einsum("...i,ij,...j->...", v.real, moment, v.real)
+            + torch.einsum("...i,ij,...j->...", v.imag, moment, v.imag))
+
+
+def rotary_keys(query_weight: torch.Tensor, query_bias: torch.Tensor | None, key_weight: torch.Tensor,
+                key_bias: torch.Tensor | None, *, heads: int, key_heads: int, key_values, query_moment=None,
+                key_moment=None, damping: float = 0.01) -> RotaryKeys:
+    """The shared rotary keys of one layer (PyTorch (out, in) weights; moments, when
+    given, are the (D', D') second moments of [x; 1], D' = D + 1 with biases, D without).
+
+    `key_values` = 2 sum_j R_j real numbers cached per token, "full" for the smallest
+    exact size, or a sequence of the d/2 ranks R_j (the singular_values of a call with
+    R_j = G everywhere say where they pay most). Objective:
+    sum_{h,j} a_{h,j} |L^T (w_{g,j} - sum_r c_{g,r} e_r)|^2, with a_{h,j} = E|q_{h,j}(x)|^2
+    (|u_{h,j}|^2 without moments) and S_K + damping tr(S_K)/D' I = L L^T (L = I without
+    moments); its minimiser is an SVD per frequency."""
+    d = query_weight.shape[0] // heads
+    augment = query_bias is not None or key_bias is not None
+    u = _complex_pairs(query_weight, query_bias, heads, d, augment)  # (H, d/2, D')
+    w = _complex_pairs(key_weight, key_bias, key_heads, d, augment)  # (G, d/2, D')
+    dim = w.shape[-1]
+    for what, m in (("query_moment", query_moment), ("key_moment", key_moment)):
+        if m is not None and tuple(m.shape) != (dim, dim):
+            raise ValueError(f"{what} has shape {tuple(m.shape)}, expected ({dim}, {dim})")
+    sq = None if query_moment is None else torch.as_tensor(query_moment, dtype=torch.float64)
+    sk = None if key_moment is None else torch.as_tensor(key_moment, dtype=torch.float64)
+    # Query weight of each key head's group per frequency: a_{g,j} = sum_{h in g} a_{h,j}.
+    weight = _energy(u, sq).view(key_heads, heads // key_heads, -1).sum(1)  # (G, d/2)
+    full = isinstance(key_values, str)
+    given = not full and not isinstance(key_values, int)
+    if full:  # exactness needs only the span of the keys: plain SVD
+        chol = torch.eye(dim, dtype=torch.float64)
+    elif sk is None:
+        chol = torch.eye(dim, dtype=torch.float64)
+    else:
+        damped = sk + damping * torch.trace(sk) / dim * torch.eye(dim, dtype=torch.float64)
+        chol, info = torch.linalg.cholesky_ex(damped)
+        if info:
+            raise ValueError("the key-side input moment is not positive definite; raise damping")
+    keys = w.permute(1, 2, 0)  # (d/2, D', G): column g is w_{g,j}
+    whitened = chol.T.to(keys.dtype) @ keys  # L^T W_j
+    scaled = whitened if full else whitened * weight.T.sqrt().unsqueeze(1)
+    left, sigma, _ = torch.linalg.svd(scaled, full_matrices=False)  # (d/2, D', G), (d/2, G)
+    if full:
+        ranks = (sigma > RANK_TOL * sigma.max()).sum(1)
+    elif given:
+        ranks = torch.as_tensor(key_values, dtype=torch.long)
+        if ranks.shape != sigma.shape[:1] or bool((ranks < 0).any() or (ranks > key_heads).any()):
+            raise ValueError(f"ranks must be {sigma.shape[0]} integers from 0 to {key_heads}, got {key_values}")
+    else:
+        # The R = key_values/2 largest sigma^2 over all frequencies (each costs 2 values).
+        top = torch.topk(sigma.flatten(), key_values // 2).indices
+        ranks = torch.bincount(torch.div(top, sigma.shape[1], rounding_mode="floor"), minlength=sigma.shape[0])
+    freq = torch.repeat_interleave(torch.arange(sigma.shape[0]), ranks)
+    slot = torch.cat([torch.arange(int(r)) for r in ranks]) if len(freq) else freq
+    basis = left[freq, :, slot].T  # (D', R): whitened e_r, unit columns
+    # c_{g,r} = e'_r^H L^T w_{g,j(r)}: the projection of the whitened key on the basis.
+    coeff = torch.einsum("dr,rdg->gr", basis.conj(), whitened[freq])  # (G, R)
+    e = torch.linalg.solve_triangular(chol.T.to(basis.dtype), basis, upper=True)  # L^-T e'_r
+    approx = torch.zeros_like(keys)
+    approx.index_add_(0, freq, (e.T.unsqueeze(-1) * coeff.T.unsqueeze(1)))  # sum_r e_r c_{g,r}
+    diff = (keys - approx).permute(2, 0, 1)  # (G, d/2, D')
+    per_head = torch.repeat_interleave(diff, heads // key_heads, dim=0)
+    total = (_energy(u, None) * _energy(torch.repeat_interleave(w, heads // key_heads, 0), None)).sum()
+    rel = math.sqrt(float((_energy(u, None) * _energy(per_head, None)).sum() / total)) if total > 0 else 0.0
+    data = None
+    if sq is not None and sk is not None:
+        wr = torch.repeat_interleave(w, heads // key_heads, 0)
+        qe = _energy(u, sq)
+        denom = float((qe * _energy(wr, sk)).sum())
+        data = math.sqrt(float((qe * _energy(per_head, sk)).sum()) / denom) if denom > 0 else 0.0
+    e_w = e[:-1] if augment else e
+    return RotaryKeys(
+        frequency=freq,
+        key_weight=torch.cat((e_w.real.T, e_w.imag.T), dim=0),
+        key_bias=torch.cat((e[-1].real, e[-1].imag)) if augment else None,
+        mixing=torch.stack((coeff.real, coeff.imag), dim=-1),
+        ranks=ranks,
+        relative_error=rel,
+        data_error=data,
+        singular_values=torch.zeros_like(sigma) if full else sigma,
+    )
+
+
+def rotary_layers(model: nn.Module) -> list:
+    """The (name, module) of every rotary attention layer of a supported model, each
+    checked against the shapes the conversion relies on."""
+    config = model.config
+    family = config.model_type
+    cls = ROTARY_FAMILIES[family]
+    where = f"{type(model).__name__} ({family})"
+    impl = getattr(config, "_attn_implementation", None)
+    if impl not in (None, "eager", "sdpa"):
+        raise ValueError(f"{where}: attention implementation {impl!r} is not supported; use "
+                         "model.set_attn_implementation('sdpa') or 'eager' first")
+    if float(getattr(config, "partial_rotary_factor", 1.0) or 1.0) != 1.0:
+        raise ValueError(f"{where}: partial rotary embeddings (partial_rotary_factor "
+                         f"{config.partial_rotary_factor}) are not supported")
+    heads, key_heads = config.num_attention_heads, config.num_key_value_heads
+    if heads % key_heads:
+        raise ValueError(f"{where}: {heads} query heads are not a multiple of {key_heads} key heads")
+    found = []
+    for name, module in model.named_modules():
+        if isinstance(module, RotarySharedKeyAttention):
+            raise ValueError(f"{name} ({family}) already has shared rotary keys")
+        if type(module).__name__ != cls:
+            continue
+        if getattr(module, "q_norm", None) is not None or getattr(module, "k_norm", None) is not None:
+            raise ValueError(_qk_norm_reason(f"{name} ({family})"))
+        parts = [getattr(module, p, None) for p in ("q_proj", "k_proj", "v_proj", "o_proj")]
+        if not all(isinstance(p, nn.Linear) for p in parts):
+            raise ValueError(f"{name} ({cls}): expected nn.Linear q_proj, k_proj, v_proj and o_proj; this attention "
+                             "module differs from the one the converter knows (another transformers version?)")
+        d = module.head_dim
+        dim = parts[0].in_features
+        if d % 2 or parts[0].weight.shape != (heads * d, dim) or parts[1].weight.shape != (key_heads * d, dim):
+            raise ValueError(f"{name} ({cls}): q_proj {tuple(parts[0].weight.shape)} and k_proj "
+                             f"{tuple(parts[1].weight.shape)} do not fit {heads} query heads, {key_heads} key heads "
+                             f"of even width {d}")
+        found.append((name, module))
+    if not found:
+        raise ValueError(f"{where}: no attention module of class {cls} found")
+    return found
+
+
+def rotary_moments(model: nn.Module, layers: list, calibration: Iterable, biases: bool) -> dict:
+    """Per layer: (E[x' x'^T] as float64 (D', D'), token count) of the attention inputs
+    x' = [x; 1] (just x when `biases` is False) over the calibration batches, padding
+    excluded when a batch has an attention_mask."""
+    sums, counts, token_mask = {}, {}, [None]
+
+    def hook_for(name):
+        def hook(module, args, kwargs):
+            x = (args[0] if args else kwargs["hidden_states"]).detach().to(torch.float64)
+            m = token_mask[0]
+            if m is not None and m.shape == x.shape[:2]:
+                x = x[m.to(torch.bool)]
+            x = x.reshape(-1, x.shape[-1])
+            if biases:
+                x = torch.cat((x, torch.ones_like(x[:, :1])), dim=1)
+            sums[name] = sums.get(name, 0) + x.T @ x
+            counts[name] = counts.get(name, 0) + x.shape[0]
+
+        return hook
+
+    handles = [m.register_forward_pre_hook(hook_for(n), with_kwargs=True) for n, m in layers]
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            for batch in calibration:
+                token_mask[0] = batch.get("attention_mask") if isinstance(batch, Mapping) else None
+                if isinstance(batch, Mapping):
+                    model(**batch)
+                elif isinstance(batch, (tuple, list)):
+                    model(*batch)
+                else:
+                    model(batch)
+    finally:
+        for h in handles:
+            h.remove()
+        model.train(was_training)
+    out = {}
+    for name, _ in layers:
+        if not counts.get(name):
+            raise ValueError(f"{name}: the calibration batches reached no token of this layer")
+        out[name] = (sums[name].cpu() / counts[name], counts[name])
+    return out
+
+
+def compress_rotary(model: nn.Module, shared_dim, calibration: Iterable | None = None, **options) -> list:
+    """compress_model for rotary models (Llama, Qwen2, Mistral): replaces every
+    attention layer in place by RotarySharedKeyAttention. `shared_dim`: "full" (the
+    smallest exact size) or the even number of key values cached per token and layer
+    (at most the original G d). `calibration` (batches of model inputs) makes the
+    objective data-aware. Options: `damping` (of the key-side moment, default 0.01)
+    and `allocation`: "layer" (default: every layer caches `shared_dim` values) or
+    "model" (`shared_dim` values per layer on average, spent where the model's
+    largest singular values are). Returns one dict per layer; the model is unchanged
+    on error."""
+    config = model.config
+    family = config.model_type
+    layers = rotary_layers(model)
+    heads, key_heads = config.num_attention_heads, config.num_key_value_heads
+    d = layers[0][1].head_dim
+    original = key_heads * d
+    if isinstance(shared_dim, str):
+        if shared_dim != "full":
+            raise ValueError(f"shared_dim must be 'full' or an even integer, got {shared_dim!r}")
+    elif isinstance(shared_dim, bool) or not isinstance(shared_dim, int) or shared_dim < 2 or shared_dim % 2:
+        raise ValueError(f"shared_dim must be 'full' or an even integer >= 2 (key values cached per token and "
+                         f"layer: two per complex shared key), got {shared_dim!r}")
+    elif shared_dim > original:
+        raise ValueError(f"shared_dim {shared_dim} exceeds the original key cache of {original} values per token "
+                         f"and layer ({key_heads} key heads x {d}); 'full' is exact")
+    unknown = sorted(set(options) - {"damping", "allocation"})
+    if unknown:
+        raise ValueError(f"option {unknown[0]!r} does not apply to rotary models (their options are damping "
+                         "and allocation)")
+    damping = options.get("damping", 0.01)
+    allocation = options.get("allocation", "layer")
+    if allocation not in ("layer", "model"):
+        raise ValueError(f"allocation must be 'layer' or 'model', got {allocation!r}")
+    if not damping >= 0:
+        raise ValueError(f"damping must be >= 0, got {damping}")
+    biased = layers[0][1].k_proj.bias is not None or layers[0][1].q_proj.bias is not None
+    moments = rotary_moments(model, layers, calibration, biased) if calibration is not None else {}
+    def keys(name, module, key_values):
+        stats = moments.get(name, (None, None))
+        try:
+            return rotary_keys(module.q_proj.weight, module.q_proj.bias, module.k_proj.weight, module.k_proj.bias,
+                               heads=heads, key_heads=key_heads, key_values=key_values, query_moment=stats[0],
+                               key_moment=stats[0], damping=damping)
+        except (ValueError, RuntimeError) as e:
+            raise ValueError(f"{name} ({family}): {e}") from None
+
+    budgets, spent = {name: shared_dim for name, _ in layers}, 0.0
+    if allocation == "model" and shared_dim != "full":
+        # The layers' objectives add up: keep the largest sigma^2 of the whole model.
+        start = time.perf_counter()
+        sigma = torch.stack([keys(name, module, [key_heads] * (d // 2)).singular_values for name, module in layers])
+        top = torch.topk(sigma.flatten(), len(layers) * shared_dim // 2).indices
+        counts = torch.bincount(top, minlength=sigma.numel()).view(sigma.shape).sum(-1)  # (layers, d/2)
+        budgets = {name: counts[i].tolist() for i, (name, _) in enumerate(layers)}
+        spent = (time.perf_counter() - start) / len(layers)
+    built, report = {}, []
+    for name, module in layers:
+        start = time.perf_counter()
+        stats = moments.get(name, (None, None))
+        r = keys(name, module, budgets[name])
+        key_values = 2 * len(r.frequency)
+        new = RotarySharedKeyAttention(module, key_values, heads, key_heads, d, r.key_bias is not None, family)
+        with torch.no_grad():
+            new.key.weight.copy_(r.key_weight)
+            if r.key_bias is not None:
+                new.key.bias.copy_(r.key_bias)
+            new.mixing.copy_(r.mixing)
+            new.frequency.copy_(r.frequency)
+        new.train(module.training)
+        built[name] = new
+        qk_before = sum(p.numel() for p in (*module.q_proj.parameters(), *module.k_proj.parameters()))
+        qk_after = sum(p.numel() for p in (*new.q_proj.parameters(), *new.key.parameters(), new.mixing))
+        row = {"name": name, "key_values": key_values, "original_key_values": original,
+               "ranks": r.ranks.tolist(), "relative_error": r.relative_error, "data_error": r.data_error,
+               "seconds": time.perf_counter() - start + spent,
+               "params_before": qk_before, "params_after": qk_after}
+        if stats[1] is not None:
+            row["calibration_tokens"] = stats[1]
+        report.append(row)
+    for parent in list(model.modules()):
+        for child_name, child in list(parent.named_children()):
+            for name, module in layers:
+                if child is module:
+                    setattr(parent, child_name, built[name])
+    values = [m.key_values for m in built.values()]
+    setattr(config, ROTARY_CONFIG_KEY, {"family": family, "key_values": values[0] if len(set(values)) == 1 else values})
+    return report
+
+
+def load_rotary(model: nn.Module, path) -> nn.Module:
+    """Loads what ``save_pretrained`` wrote for a model converted by compress_rotary
+    (a directory or a safetensors file) into `model`, built from the same config with
+    the original attention: swaps in RotarySharedKeyAttention modules of the sizes the
+    config records and loads every tensor. Names and shapes are checked before
+    anything changes; a disagreement is refused naming the tensor."""
+    from ._convert import _read_checkpoint
+
+    where = os.fspath(path)
+    info = getattr(model.config, ROTARY_CONFIG_KEY, None)
+    if not info:
+        raise ValueError(f"the config of '{where}' has no {ROTARY_CONFIG_KEY}: not a model with shared rotary keys")
+    is_rotary(model)
+    layers = rotary_layers(model)
+    sizes = info["key_values"] if isinstance(info["key_values"], list) else [info["key_values"]] * len(layers)
+    if len(sizes) != len(layers):
+        raise ValueError(f"'{where}': {len(sizes)} key sizes recorded for {len(layers)} attention layers")
+    config = model.config
+    built = {name: RotarySharedKeyAttention(module, int(size), config.num_attention_heads,
+                                            config.num_key_value_heads, module.head_dim,
+                                            module.k_proj.bias is not None or module.q_proj.bias is not None,
+                                            config.model_type)
+             for (name, module), size in zip(layers, sizes)}
+    tensors, _ = _read_checkpoint(path)
+    inside = tuple(n + "." for n, _ in layers)
+    target = {k: v for k, v in model.state_dict().items() if not k.startswith(inside)}
+    for name, module in built.items():
+        target.update({f"{name}.{k}": v for k, v in module.state_dict().items()})
+    for key, t in tensors.items():
+        if key not in target:
+            raise ValueError(f"'{where}': tensor '{key}' is not part of this {type(model).__name__} with shared "
+                             "rotary keys")
+        if tuple(t.shape) != tuple(target[key].shape):
+            raise ValueError(f"'{where}': tensor '{key}' has shape {tuple(t.shape)}, the model expects "
+                             f"{tuple(target[key].shape)}")
+    params = dict(model.named_parameters(remove_duplicate=False))
+    loaded = {params[k].data_ptr() for k in tensors if k in params}
+    for key in target:
+        if key not in tensors and not (key in params and params[key].data_ptr() in loaded):
+            raise ValueError(f"'{where}' has no tensor for '{key}'")
+    for parent in list(model.modules()):
+        for child_name, child in list(parent.named_children()):
+            for name, module in layers:
+                if child is module:
+                    setattr(parent, child_name, built[name])
+    model.load_state_dict(tensors, strict=False)
+    return model

@@ -1,0 +1,260 @@
+"""Shared rotary keys (tenfold.torch.rotary, docs/rope.md) on random-weight tiny
+Llama, Qwen2 (query/key biases) and Mistral (sliding window) models: exact at
+shared_dim="full" (logits and greedy generation), the cache holding the shared keys,
+budgets below full, the data-aware objective, and the refusals."""
+
+import copy
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+pytest.importorskip("tenfold")
+
+import tenfold.torch as tt  # noqa: E402
+
+VOCAB, DIM, HEAD_DIM = 64, 32, 8
+
+
+def make_rotary(family, heads=4, key_heads=2, impl="sdpa", seed=0):
+    """A two-layer model of the family with random weights large enough that the
+    attention is far from uniform (initializer_range 0.3); Qwen2's biases random too."""
+    config_class, model_class = {
+        "llama": (transformers.LlamaConfig, transformers.LlamaForCausalLM),
+        "qwen2": (transformers.Qwen2Config, transformers.Qwen2ForCausalLM),
+        "mistral": (transformers.MistralConfig, transformers.MistralForCausalLM),
+        "qwen3": (transformers.Qwen3Config, transformers.Qwen3ForCausalLM),
+    }[family]
+    extra = {"sliding_window": 8} if family == "mistral" else {}
+    config = config_class(vocab_size=VOCAB, hidden_size=DIM, intermediate_size=2 * DIM, num_hidden_layers=2,
+                          num_attention_heads=heads, num_key_value_heads=key_heads, head_dim=HEAD_DIM,
+                          max_position_embeddings=256, initializer_range=0.3, attn_implementation=impl, **extra)
+    torch.manual_seed(seed)
+    model = model_class(config).eval()
+    with torch.no_grad():
+        for layer in model.model.layers:
+            for proj in (layer.self_attn.q_proj, layer.self_attn.k_proj):
+                if proj.bias is not None:
+                    proj.bias.normal_()
+    return model
+
+
+def inputs(seed=1):
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, VOCAB, (2, 24), generator=g)
+    mask = torch.ones_like(ids)
+    mask[1, :5] = 0  # left padding in the second row
+    return ids, mask
+
+
+def logits(model, ids, mask):
+    with torch.no_grad():
+        return model(input_ids=ids, attention_mask=mask).logits
+
+
+def greedy(model, ids):
+    with torch.no_grad():
+        return model.generate(ids, max_new_tokens=20, do_sample=False, min_new_tokens=20, pad_token_id=0)
+
+
+def relative(a, b, mask):
+    m = mask.bool()
+    return float((a[m] - b[m]).norm() / b[m].norm())
+
+
+@pytest.mark.parametrize("family,heads,key_heads,impl", [
+    ("llama", 4, 2, "sdpa"), ("llama", 4, 1, "eager"), ("llama", 4, 4, "sdpa"),
+    ("qwen2", 4, 2, "eager"), ("qwen2", 4, 2, "sdpa"), ("mistral", 4, 2, "sdpa"), ("mistral", 4, 1, "eager"),
+])
+def test_full_is_exact(family, heads, key_heads, impl):
+    model = make_rotary(family, heads, key_heads, impl)
+    ids, mask = inputs()
+    before, tokens = logits(model, ids, mask), greedy(model, ids[:1, :6])
+    report = tt.compress_model(model, shared_dim="full")
+    assert len(report) == 2
+    for row in report:
+        # The smallest exact size is the original key cache: rank G in every frequency.
+        assert row["key_values"] == row["original_key_values"] == key_heads * HEAD_DIM
+        assert row["ranks"] == [key_heads] * (HEAD_DIM // 2) and row["relative_error"] < 1e-6
+    assert all(isinstance(m, tt.RotarySharedKeyAttention) for m in model.modules()
+               if type(m).__name__.endswith("Attention") and m is not model)
+    assert relative(logits(model, ids, mask), before, mask) < 1e-4
+    assert torch.equal(greedy(model, ids[:1, :6]), tokens)
+    assert model.config.tenfold_rotary == {"family": family, "key_values": key_heads * HEAD_DIM}
+
+
+@pytest.mark.parametrize("side", ["q_proj", "k_proj"])
+def test_full_is_exact_with_a_bias_on_one_side(side, tmp_path):
+    # Only one side has a bias: the augmented input [y; 1] is used for both, and the
+    # shared keys get a bias whenever the query has one (whitening mixes it in).
+    model = make_rotary("qwen2")
+    for layer in model.model.layers:
+        getattr(layer.self_attn, side).bias = None
+    ids, mask = inputs()
+    before = logits(model, ids, mask)
+    batches = [{"input_ids": ids, "attention_mask": mask}]
+    tt.compress_model(model, shared_dim="full", calibration=batches)
+    assert relative(logits(model, ids, mask), before, mask) < 1e-4
+    model.save_pretrained(tmp_path / "m")
+    fresh = transformers.Qwen2ForCausalLM(copy.deepcopy(model.config))
+    for layer in fresh.model.layers:
+        getattr(layer.self_attn, side).bias = None
+    tt.rotary.load_rotary(fresh, tmp_path / "m")
+    assert relative(logits(fresh.eval(), ids, mask), before, mask) < 1e-4
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_full_in_half_precision(dtype):
+    # Converted in double from the half-precision weights, run in that precision: the
+    # logits agree with the original's to the precision's rounding (unit round-off
+    # 2^-11 / 2^-8, amplified through two layers).
+    model = make_rotary("qwen2").to(dtype)
+    ids, mask = inputs()
+    reference = make_rotary("qwen2").to(dtype).double()  # the same rounded weights, in double
+    exact = logits(reference, ids, mask)
+    before = logits(model, ids, mask).double()
+    tt.compress_model(model, shared_dim="full")
+    assert model.model.layers[0].self_attn.key.weight.dtype == dtype
+    after = logits(model, ids, mask).double()
+    # The converted model is about as close to the exact logits as the original (1.2x
+    # here: the shared keys add one rounding of the mixing).
+    assert relative(after, exact, mask) < 2 * relative(before, exact, mask)
+
+
+def test_cache_holds_the_shared_keys():
+    model = make_rotary("llama")
+    tt.compress_model(model, shared_dim=6)
+    ids, _ = inputs()
+    with torch.no_grad():
+        out = model.generate(ids[:1, :6], max_new_tokens=4, min_new_tokens=4, do_sample=False, pad_token_id=0,
+                             return_dict_in_generate=True, output_logits=True)
+    cache = out.cache if hasattr(out, "cache") else out.past_key_values
+    for layer in cache.layers:
+        assert tuple(layer.keys.shape) == (1, 1, 9, 6)  # one shared key row per token: 6 values
+        assert tuple(layer.values.shape) == (1, 2, 9, HEAD_DIM)
+    with pytest.raises(ValueError, match="StaticLayer preallocates the original keys"):
+        model.generate(ids[:1, :6], max_new_tokens=2, do_sample=False, pad_token_id=0,
+                       cache_implementation="static")
+    # Decoding with the cache agrees with recomputing the whole prefix.
+    with torch.no_grad():
+        full = model(out.sequences[:, :-1]).logits[:, -1]
+    assert float((out.logits[-1] - full).norm() / full.norm()) < 1e-4
+
+
+def test_below_full_spends_the_budget_on_the_largest_singular_values():
+    model = make_rotary("qwen2")
+    ids, mask = inputs()
+    before = logits(model, ids, mask)
+    errors = []
+    for budget in (4, 8, 12, 16):
+        m = copy.deepcopy(model)
+        report = tt.compress_model(m, shared_dim=budget)
+        assert all(r["key_values"] == budget and 2 * sum(r["ranks"]) == budget for r in report)
+        errors.append(report[0]["relative_error"])
+        if budget < 16:
+            assert relative(logits(m, ids, mask), before, mask) > 1e-3
+    assert errors[0] > errors[1] > errors[2] > 0.01 and errors[3] < 1e-6
+
+
+def test_rank_allocation_is_optimal_for_the_weight_space_error():
+    # Any other allocation of the same budget over the frequencies, each frequency
+    # truncated by its own SVD of the query-weighted keys, drops at least as much.
+    layer = make_rotary("llama").model.layers[0].self_attn
+    best = tt.rotary_keys(layer.q_proj.weight, None, layer.k_proj.weight, None, heads=4, key_heads=2, key_values=8)
+    assert sum(best.ranks.tolist()) == 4
+    q = layer.q_proj.weight.detach().double().view(4, 2, 4, DIM)
+    k = layer.k_proj.weight.detach().double().view(2, 2, 4, DIM)
+    u, w = torch.complex(q[:, 0], q[:, 1]), torch.complex(k[:, 0], k[:, 1])
+    weight = (u.abs() ** 2).sum(-1).view(2, 2, 4).sum(1)  # per group and frequency
+    sigma = [torch.linalg.svdvals(w[:, j].T * weight[:, j].sqrt()) for j in range(4)]
+    total = sum(float((s**2).sum()) for s in sigma)
+    for ranks in ([1, 1, 1, 1], [2, 2, 0, 0], [0, 2, 0, 2], [2, 0, 1, 1]):
+        dropped = sum(float((s[r:] ** 2).sum()) for s, r in zip(sigma, ranks))
+        assert best.relative_error <= (dropped / total) ** 0.5 + 1e-12
+
+
+def test_data_aware_minimises_the_data_error():
+    # Undamped, the data-aware keys minimise the mean squared logit error on the
+    # calibration tokens: damped (another objective) they cannot do better there.
+    model = make_rotary("qwen2")
+    ids, mask = inputs()
+    batches = [{"input_ids": ids, "attention_mask": mask}, {"input_ids": inputs(2)[0]}]
+    report = tt.compress_model(copy.deepcopy(model), shared_dim=8, calibration=batches, damping=0.0)
+    layers = tt.rotary.rotary_layers(model)
+    moments = tt.rotary.rotary_moments(model, layers, batches, True)
+    assert all(r["calibration_tokens"] == int(mask.sum()) + ids.numel() for r in report)
+    for row, (name, layer) in zip(report, layers):
+        s = moments[name][0]
+        args = (layer.q_proj.weight, layer.q_proj.bias, layer.k_proj.weight, layer.k_proj.bias)
+        for damping in (0.1, 10.0):
+            other = tt.rotary_keys(*args, heads=4, key_heads=2, key_values=8, query_moment=s, key_moment=s,
+                                   damping=damping)
+            assert row["data_error"] <= other.data_error + 1e-9
+    assert tt.compress_model(model, shared_dim=8)[0]["data_error"] is None
+
+
+def test_model_allocation_spends_the_budget_where_the_model_needs_it():
+    model = make_rotary("llama", seed=3)
+    layers = tt.rotary.rotary_layers(model)
+    energy = [float((tt.rotary_keys(m.q_proj.weight, None, m.k_proj.weight, None, heads=4, key_heads=2,
+                                    key_values=[2, 2, 2, 2]).singular_values ** 2).sum()) for _, m in layers]
+    per_layer = tt.compress_model(copy.deepcopy(model), shared_dim=8)
+    pooled = tt.compress_model(model, shared_dim=8, allocation="model")
+    assert sum(r["key_values"] for r in pooled) == 16 and len({r["key_values"] for r in pooled}) == 2
+    assert model.config.tenfold_rotary["key_values"] == [r["key_values"] for r in pooled]
+
+    def dropped(report):  # the weight-space objective summed over the layers
+        return sum(r["relative_error"] ** 2 * e for r, e in zip(report, energy))
+
+    assert dropped(pooled) < dropped(per_layer)
+    ids, _ = inputs()
+    with torch.no_grad():
+        out = model.generate(ids[:1, :6], max_new_tokens=3, min_new_tokens=3, do_sample=False, pad_token_id=0,
+                             return_dict_in_generate=True)
+    cache = out.cache if hasattr(out, "cache") else out.past_key_values
+    assert [layer.keys.shape[-1] for layer in cache.layers] == [r["key_values"] for r in pooled]
+
+
+def test_save_pretrained_and_from_pretrained(tmp_path):
+    model = make_rotary("qwen2", seed=3)
+    tt.compress_model(model, shared_dim=8, allocation="model")
+    ids, mask = inputs()
+    before = logits(model, ids, mask)
+    model.save_pretrained(tmp_path / "m")
+    loaded = tt.from_pretrained(tmp_path / "m")
+    assert loaded.config.tenfold_rotary == model.config.tenfold_rotary
+    torch.testing.assert_close(logits(loaded, ids, mask), before, rtol=1e-5, atol=1e-6)
+    # A config that records other sizes than the tensors is refused, naming a tensor.
+    config = copy.deepcopy(model.config)
+    config.tenfold_rotary = {"family": "qwen2", "key_values": 4}
+    fresh = transformers.Qwen2ForCausalLM(config)
+    with pytest.raises(ValueError, match=r"tensor 'model\.layers\.0\.self_attn\.\w+(\.weight)?' has shape"):
+        tt.rotary.load_rotary(fresh, tmp_path / "m")
+    assert not any(isinstance(m, tt.RotarySharedKeyAttention) for m in fresh.modules())
+
+
+@pytest.mark.parametrize("shared_dim,message", [
+    (7, "even integer"), (0, "even integer"), (18, "exceeds the original key cache of 16"), ("half", "'full'"),
+])
+def test_refuses_bad_shared_dim(shared_dim, message):
+    model = make_rotary("llama")
+    with pytest.raises(ValueError, match=message):
+        tt.compress_model(model, shared_dim=shared_dim)
+    assert not any(isinstance(m, tt.RotarySharedKeyAttention) for m in model.modules())
+
+
+def test_refuses_qk_norm_unknown_options_and_other_implementations():
+    with pytest.raises(ValueError, match="q_norm, k_norm.*not a linear function"):
+        tt.compress_model(make_rotary("qwen3"), shared_dim="full")
+    with pytest.raises(ValueError, match="option 'n_iter_max' does not apply"):
+        tt.compress_model(make_rotary("llama"), shared_dim="full", n_iter_max=3)
+    with pytest.raises(ValueError, match="allocation must be 'layer' or 'model'"):
+        tt.compress_model(make_rotary("llama"), shared_dim=8, allocation="head")
+    model = make_rotary("mistral")
+    model.config._attn_implementation = "flex_attention"
+    with pytest.raises(ValueError, match="implementation 'flex_attention' is not supported"):
+        tt.compress_model(model, shared_dim="full")
+    model = make_rotary("llama")
+    tt.compress_model(model, shared_dim="full")
+    with pytest.raises(ValueError, match="already has shared rotary keys"):
+        tt.compress_model(model, shared_dim="full")
