@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -154,6 +155,33 @@ std::vector<double> naive_full(const KTensor<T>& k) {
 template <class T>
 double exact_relative_error(const Tensor<T>& x, const KTensor<T>& m) {
   return rel_diff(naive_full(m), x.values());
+}
+
+/// Rounding units of T in the closed-form residual
+///   ||X - model||^2 = ||X||^2 + lambda^T (*_n G_n) lambda - 2 <X, model>:
+/// its terms are sums rounded in T whose magnitudes are at most ||X||^2 and
+/// |lambda|^T (*_n |G_n|) |lambda| (the model's sum of absolute terms, far above ||model||^2
+/// when components nearly cancel), so its absolute error is a small multiple of eps(T)
+/// times their sum. Measured on random problems (with and without compression first)
+/// under the Prescott, Haswell, SkylakeX and Cooperlake kernels: at most 24 units in
+/// double and 4 in float (whose sums accumulate in double); the bound leaves a margin of
+/// about 3 (CpFitResolution in test_cp_als.cpp).
+template <class T>
+constexpr double fit_rounding_units() {
+  return sizeof(T) >= sizeof(double) ? 64.0 : 16.0;
+}
+
+/// The closed-form fit's resolution: fits that differ by less cannot be told apart (tests
+/// that compare fits near an exact model allow this much).
+/// With `scale` = ||X||^2 + |lambda|^T (*_n |G_n|) |lambda|, an error of
+/// e = fit_rounding_units<T>() eps scale in resid2 moves fit = 1 - sqrt(resid2) / ||X|| by at
+/// most (sqrt(resid2 + e) - sqrt(resid2)) / ||X||: about sqrt(e) / ||X|| at an exact model,
+/// e / (2 ||X|| ||X - model||) away from one.
+template <class T>
+double fit_resolution(double resid2, double norm_x2, double scale) {
+  const double e = fit_rounding_units<T>() * std::numeric_limits<T>::epsilon() * scale;
+  const double r = std::sqrt(std::max(resid2, 0.0));
+  return e / (std::sqrt(r * r + e) + r) / std::sqrt(norm_x2);
 }
 
 }  // namespace tenfold::test

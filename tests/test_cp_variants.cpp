@@ -8,7 +8,6 @@
 #include <limits>
 #include <vector>
 
-#include "cp/cp_als.hpp"
 #include "cp_test_util.hpp"
 #include "tenfold/cp.hpp"
 #include "tenfold/error.hpp"
@@ -312,7 +311,7 @@ TEST(CpNonnegative, RecoversPlantedNonnegativeFactors) {
     // Near an exact fit the closed-form fit is known only to its resolution (algorithms.md):
     // with non-negative factors |lambda|^T (*_n |G_n|) |lambda| = ||model||^2 ~ ||X||^2, and
     // two fits that far apart can each be off by it.
-    expect_monotone(r.fit_history, 2.0 * detail::fit_resolution<double>(0.0, 1.0, 2.0));
+    expect_monotone(r.fit_history, 2.0 * fit_resolution<double>(0.0, 1.0, 2.0));
   }
 }
 

@@ -156,8 +156,8 @@ double true_relative_error(const Tensor<T>& x, const TTensor<T>& model) {
 /// The float run reports sqrt(1 - ||G||^2 / ||X||^2) from a core G rounded in float
 /// through the TTMs: an error of u eps(float) in ||G||^2 / ||X||^2 moves an error e by
 /// u eps / (sqrt(e^2 + u eps) + e) (about u eps / (2 e)). u = 64, the closed-form bound of
-/// CP (fit_rounding_units<double>); measured on COVID-19 (sums of up to 438 terms) under
-/// the Prescott, Haswell, SkylakeX and Cooperlake kernels: up to 23 units.
+/// CP's closed form (fit_rounding_units<double>, cp_test_util.hpp); measured on COVID-19 (sums of
+/// up to 438 terms) under the Prescott, Haswell, SkylakeX and Cooperlake kernels: up to 23 units.
 inline void expect_float_agrees(const Tensor<double>& x, const TuckerResult<double>& d,
                                 const TuckerResult<float>& f, TuckerMethod method) {
   const double u = 64.0 * std::numeric_limits<float>::epsilon();

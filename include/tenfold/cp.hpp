@@ -91,8 +91,8 @@ struct TENFOLD_API CpProgress {
 struct TENFOLD_API CpOptions {
   index_t rank = 1;     ///< number of components R >= 1
   int max_iters = 100;  ///< outer iterations (sweeps over all modes), >= 1
-  /// Stop when |change of fit| < tol, or when the change is within the fit's own
-  /// rounding (docs/algorithms.md, "Limit of this formula"); tol = 0 runs max_iters sweeps.
+  /// Stop when |change of fit| < tol (>= 0; 0 runs max_iters sweeps). Below the fit's
+  /// own resolution (docs/algorithms.md, "Limit of this formula") rounding decides.
   double tol = 1e-6;
   /// The start. The default resolves to nvecs, which recovers planted low-rank
   /// problems far more often than one random start (docs/algorithms.md).
@@ -123,9 +123,9 @@ struct TENFOLD_API CpOptions {
   /// initial factors are: needs initial factors and at least one free mode; not with
   /// n_starts > 1, compression (on is refused, automatic is off) or, with line_search,
   /// the last mode of the sweep (mode N-1; for Layout::row_major NumPy axis N-1,
-  /// mode 0), whose factor carries the jump's weights. The result is then not arranged: fixed factors come back bit for bit,
-  /// the others with unit 2-norm columns (the scale in the weights), components in the
-  /// start's order and signs.
+  /// mode 0), whose factor carries the jump's weights. The result is then not arranged: fixed
+  /// factors come back bit for bit, the others with unit 2-norm columns (the scale in the weights),
+  /// components in the start's order and signs.
   std::vector<int> fixed_modes;
   double ridge = 0.0;       ///< l2 regulariser added to the diagonal of each normal matrix
   double time_limit = 0.0;  ///< seconds; 0 means none (checked after each iteration)
@@ -173,7 +173,8 @@ struct TENFOLD_API CpTimings {
 /// Result of cp_als.
 template <class T>
 struct TENFOLD_API CpResult {
-  KTensor<T> model;  ///< normalised columns, weights sorted descending, sign-fixed (see fixed_modes)
+  /// Normalised columns, weights sorted descending, sign-fixed (see fixed_modes).
+  KTensor<T> model;
   int iterations = 0;
   bool converged = false;  ///< stop == CpStop::converged
   CpStop stop = CpStop::max_iters;

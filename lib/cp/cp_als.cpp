@@ -72,24 +72,6 @@ void hadamard_of_grams(Compute<T>& c, AlsState<T>& s, int n) {
   }
 }
 
-// |lambda|^T |V| |lambda| for V = *_n G_n in s.v (on the host: R^2 + R values).
-template <class T>
-double absolute_model_norm2(Compute<T>& c, AlsState<T>& s, index_t r, std::vector<T>& host) {
-  const auto rr = static_cast<std::size_t>(r);
-  host.resize(rr * rr + rr);
-  c.download(host.data(), s.v.get(), rr * rr);
-  c.download(host.data() + rr * rr, s.lambda.get(), rr);
-  const T* lambda = host.data() + rr * rr;
-  double sum = 0.0;
-  for (std::size_t j = 0; j < rr; ++j) {
-    double col = 0.0;
-    for (std::size_t i = 0; i < rr; ++i)
-      col += std::abs(static_cast<double>(host[i + j * rr] * lambda[i]));
-    sum += col * std::abs(static_cast<double>(lambda[j]));
-  }
-  return sum;
-}
-
 // U = M V^{-1} for SPD V (Cholesky); if V is not numerically positive definite,
 // U = M V^+ with the eigenvalue-based pseudo-inverse. Returns true on fallback.
 template <class T>
@@ -310,8 +292,8 @@ void validate_cp_options(const CpOptions& o, std::span<const Matrix<T>> initial_
   std::vector<bool> fixed(dims.size(), false);
   for (int n : o.fixed_modes) {
     if (n < 0 || n >= static_cast<int>(dims.size())) {
-      throw InvalidArgument("fixed mode " + std::to_string(n) + " is not a mode of a tensor of order " +
-                            std::to_string(dims.size()));
+      throw InvalidArgument("fixed mode " + std::to_string(n) +
+                            " is not a mode of a tensor of order " + std::to_string(dims.size()));
     }
     if (fixed[static_cast<std::size_t>(n)]) {
       throw InvalidArgument("fixed mode " + std::to_string(n) + " is given twice");
@@ -495,7 +477,6 @@ CpResult<T> run_cp_als(CpOperand<T>& x, Compute<T>& c, const CpOptions& o,
     // ||X - model||^2 = ||X||^2 + lambda^T (*_n G_n) lambda - 2 <X, model>, unless the
     // operand reports it (missing values: over the observed entries)
     double resid2 = 0.0;
-    double resid_scale = 0.0;  // closed form: the magnitude of its terms
     timed(t.other, [&] {
       resid2 = x.end_sweep(s.cptrs, s.lambda.get(), r);
       if (resid2 >= 0.0) return;
@@ -504,7 +485,6 @@ CpResult<T> run_cp_als(CpOperand<T>& x, Compute<T>& c, const CpOptions& o,
              s.scratch.get(), r);
       const double norm_m2 = c.dot(static_cast<std::size_t>(r), s.lambda.get(), s.scratch.get());
       resid2 = norm_x2 + norm_m2 - 2.0 * inner;
-      resid_scale = norm_x2 + absolute_model_norm2(c, s, r, host);
     });
     if (jump) {
       timed(t.other, [&] {
@@ -520,17 +500,12 @@ CpResult<T> run_cp_als(CpOperand<T>& x, Compute<T>& c, const CpOptions& o,
     // Cancellation can leave a tiny negative residual when the model is (nearly) exact.
     const double new_fit = norm_x > 0.0 ? 1.0 - std::sqrt(std::max(0.0, resid2)) / norm_x : 1.0;
     const double delta = iter == 1 ? new_fit : std::abs(new_fit - fit);
-    // With tol > 0, a change of fit within the closed form's rounding (fit_resolution) is
-    // no change either: otherwise a tol below it stops or goes on by the rounding of the
-    // last sweep. tol = 0 runs max_iters sweeps.
-    const double resolution =
-        resid_scale > 0.0 ? fit_resolution<T>(resid2, norm_x2, resid_scale) : 0.0;
     fit = new_fit;
     res.fit_history.push_back(fit);
     res.iterations = iter;
     const double elapsed = seconds_since(start);
     const bool go_on = !o.callback || o.callback(CpProgress{iter, fit, delta, elapsed, snapshot});
-    if (iter > 1 && o.tol > 0.0 && (delta < o.tol || delta <= resolution)) {
+    if (iter > 1 && delta < o.tol) {
       res.stop = CpStop::converged;
       break;
     }
