@@ -8,6 +8,7 @@
 #include "core/memory.hpp"
 #include "core/multilinear.hpp"
 #include "tenfold/error.hpp"
+#include "tenfold/tensor.hpp"
 
 namespace tenfold::detail {
 
@@ -33,8 +34,11 @@ double TuckerState<T>::relative_error() {
   const double formula = relative_error(core.get(), core_numel);
   const double below = kDirectErrorBelow * std::sqrt(std::numeric_limits<T>::epsilon());
   const index_t numel = checked_numel(dims);
-  if (norm_x2 <= 0.0 || formula >= below ||
-      2.0 * static_cast<double>(numel) * sizeof(T) > static_cast<double>(c.available_bytes())) {
+  // The residual takes two tensors more (the TTM chain): only for tensors that the
+  // library would copy anyway (kRowMajorCopyMaxBytes), and when the memory is there.
+  const double bytes = static_cast<double>(numel) * sizeof(T);
+  if (norm_x2 <= 0.0 || formula >= below || bytes > static_cast<double>(kRowMajorCopyMaxBytes) ||
+      2.0 * bytes > static_cast<double>(c.available_bytes())) {
     return formula;
   }
   double r2 = 0.0;

@@ -35,8 +35,9 @@ struct TuckerState {
   /// ||X - X^|| / ||X|| of the model (orthonormal factors, G = X x_0 U_0^T ...):
   /// sqrt(max(0, ||X||^2 - ||G||^2)) / ||X||, which cancels (its absolute error is
   /// about sqrt(eps) ||X||), so below kDirectErrorBelow sqrt(eps) it is recomputed from
-  /// the residual X - G x_0 U_0 ... itself (accurate to about eps ||X||; one tensor more
-  /// of memory, skipped when that is not available). Uses work0 and work1.
+  /// the residual X - G x_0 U_0 ... itself (accurate to about eps ||X||; two tensors
+  /// more of memory, so only for tensors of at most kRowMajorCopyMaxBytes and when the
+  /// memory is available). Uses work0 and work1.
   double relative_error();
   /// The same for X^ = Y x_n U_n ... over some modes, with Y (numel entries, backend
   /// memory) = X x_n U_n^T ... : X^ is X's orthogonal projection, so ||X - X^||^2 =
