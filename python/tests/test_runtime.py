@@ -178,8 +178,12 @@ CALLS = ['tenfold.parafac(x, 4, n_iter_max=2, init="random")',
 def test_contiguous_input_is_not_copied(order, call):
     # Peak resident memory growth during the call, as a fraction of the tensor's size
     # (262 MB: above the size up to which a C-order tensor is copied, docs/python.md).
+    # A copy is a whole tensor; what the calls need besides is below half of one: HOOI's
+    # largest mode products here (320 x 30 x 320 and ST-HOSVD's 20 x 320 x 320, 0.16 of
+    # the tensor) and OpenBLAS's packing buffers (fixed, tens of MB: 0.2 to 0.21 of the
+    # tensor measured in all, depending on the OpenBLAS build).
     growth = float(run_python(PEAK.format(order=order, call=call)).stdout)
-    assert growth < 0.2, growth
+    assert growth < 0.5, growth
 
 
 def test_import_time_under_0_2_seconds():
