@@ -1,0 +1,91 @@
+// Compressed sparse fibres (CSF, Smith and Karypis 2015, as SPLATT): the entries of a
+// sparse tensor as a forest whose level 0 holds the distinct indices of a root mode,
+// level 1 those of the next mode under each root, and so on down to one leaf per entry.
+// One tree per mode, each rooted at the mode whose MTTKRP it computes: every output row
+// is then one root's subtree, so threads own disjoint rows, need no atomics, and each
+// row's sum runs in the same order for any thread count (SPLATT's "all-mode" CSF).
+#pragma once
+
+#include <algorithm>
+#include <span>
+#include <type_traits>
+#include <vector>
+
+#include "tenfold/sparse.hpp"
+
+namespace tenfold::detail {
+
+template <class T>
+class Csf {
+ public:
+  /// The tree rooted at mode `root`; the other modes follow by increasing size (shorter
+  /// upper levels, more shared prefixes; ties by mode number).
+  Csf(const SparseTensor<T>& x, int root);
+
+  /// Upper bound on the bytes of one tree of an order-N tensor with nnz entries.
+  static double bytes_bound(int order, index_t nnz);
+
+  int levels() const { return static_cast<int>(modes_.size()); }
+  /// The mode of a level (level 0: the root mode).
+  int mode(int level) const { return modes_[static_cast<std::size_t>(level)]; }
+  index_t nodes(int level) const {
+    return static_cast<index_t>(ids_[static_cast<std::size_t>(level)].size());
+  }
+  /// Index (in the level's mode) of each node of a level.
+  const index_t* ids(int level) const { return ids_[static_cast<std::size_t>(level)].data(); }
+  /// Children of node j of level d < levels()-1: nodes [ptr[j], ptr[j+1]) of level d+1.
+  const index_t* children(int level) const { return ptr_[static_cast<std::size_t>(level)].data(); }
+  /// Size of the root mode.
+  index_t root_size() const { return root_size_; }
+  /// The value of each leaf.
+  const T* values() const { return values_.data(); }
+  /// Roots split into pieces of about equal numbers of leaves: roots [cuts[c], cuts[c+1]).
+  /// A function of the tensor only (not of the thread count).
+  const std::vector<index_t>& cuts() const { return cuts_; }
+
+ private:
+  index_t root_size_;
+  std::vector<int> modes_;
+  std::vector<std::vector<index_t>> ids_, ptr_;
+  std::vector<T> values_;
+  std::vector<index_t> cuts_;
+};
+
+/// out (I_root x R, row-major) = the MTTKRP of the tree's root mode, from row-major
+/// factors rows[m] (I_m x R) of the other modes. Bottom-up: each node's partial sum
+/// t(j) = sum over its children c of U_{mode(c)}[id(c)] * t(c) (leaves: value * row).
+/// Parallel over the root pieces; rows of empty slices are zero.
+template <class T>
+void csf_mttkrp(const Csf<T>& tree, std::type_identity_t<std::span<const T* const>> rows,
+                index_t rank, T* out);
+
+/// Calls leaf(value, pi) for every leaf under root node s, in order, where pi (R) is the
+/// elementwise product of the rows rows[mode(d)][id] of the leaf's ancestors at levels
+/// 1..N-1 and of the leaf itself (the Khatri-Rao row of the entry, without the root
+/// mode). `prefix` holds levels() * R scratch values.
+template <class T, class Leaf>
+void for_each_leaf(const Csf<T>& tree, index_t s,
+                   std::type_identity_t<std::span<const T* const>> rows, index_t rank, T* prefix,
+                   Leaf&& leaf) {
+  const int last = tree.levels() - 1;
+  // prefix[d] = prod of the rows at levels 1..d on the current path (prefix[0] = 1).
+  std::fill(prefix, prefix + rank, T(1));
+  auto visit = [&](auto&& self, int d, index_t lo, index_t hi) -> void {
+    const T* u = rows[static_cast<std::size_t>(tree.mode(d))];
+    const index_t* id = tree.ids(d);
+    const T* above = prefix + (d - 1) * rank;
+    T* here = prefix + d * rank;
+    for (index_t j = lo; j < hi; ++j) {
+      const T* row = u + id[j] * rank;
+      for (index_t r = 0; r < rank; ++r) here[r] = above[r] * row[r];
+      if (d == last) {
+        leaf(tree.values()[j], static_cast<const T*>(here));
+      } else {
+        self(self, d + 1, tree.children(d)[j], tree.children(d)[j + 1]);
+      }
+    }
+  };
+  visit(visit, 1, tree.children(0)[s], tree.children(0)[s + 1]);
+}
+
+}  // namespace tenfold::detail
