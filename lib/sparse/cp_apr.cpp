@@ -11,6 +11,7 @@
 // and the iteration ends when no mode needed an update.
 #include "tenfold/cp_apr.hpp"
 
+#include <charconv>
 #include <cmath>
 #include <string>
 
@@ -55,8 +56,10 @@ void validate_counts(const SparseTensor<T>& x) {
     std::string at;
     for (int n = 0; n < x.order(); ++n)
       at += (n > 0 ? ", " : "") + std::to_string(x.indices(n)[static_cast<std::size_t>(k)]);
+    char text[32];
+    const auto end = std::to_chars(text, text + sizeof text, v).ptr;
     throw InvalidArgument("CP-APR (Poisson) needs nonnegative counts; the entry at (" + at +
-                          ") is " + std::to_string(static_cast<double>(v)));
+                          ") is " + std::string(text, end));
   }
   if (x.nnz() == 0) {
     throw InvalidArgument(

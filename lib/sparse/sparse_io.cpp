@@ -24,7 +24,12 @@
 namespace tenfold::io {
 namespace {
 
-std::string quoted(const std::filesystem::path& p) { return "'" + p.string() + "'"; }
+std::string quoted(const std::filesystem::path& p) {
+  std::string q(1, '\'');
+  q += p.string();
+  q += '\'';
+  return q;
+}
 
 bool ends_with(const std::filesystem::path& p, std::string_view tail) {
   const std::string s = p.string();
