@@ -270,8 +270,9 @@ int run_sparse_cp(const CpArgs& a) {
   if (distributed()) throw InvalidArgument("sparse inputs do not run under mpirun");
   if (!a.grid.empty()) throw InvalidArgument("--grid applies to .npy inputs under mpirun only");
   if (!a.missing.empty()) {
-    throw InvalidArgument("--missing does not apply to a sparse input (its absent entries are "
-                          "zeros, not missing values)");
+    throw InvalidArgument(
+        "--missing does not apply to a sparse input (its absent entries are "
+        "zeros, not missing values)");
   }
   if (a.compress == "on") throw InvalidArgument("--compress on applies to dense .npy inputs only");
   check_outputs({{"--out", a.out, true}}, {a.input});

@@ -32,8 +32,8 @@ int run_cp_apr(const CpAprArgs& a, const io::NpyHeader* npy) {
   o.rank = a.rank;
   if (!a.common.quiet) {
     o.callback = [](const CpAprProgress& p) {
-      std::fprintf(stderr, "iter %4d  kkt %.3e  inner %3d  %8.3f s\n", p.iteration,
-                   p.kkt_violation, p.inner_iterations, p.seconds);
+      std::fprintf(stderr, "iter %4d  kkt %.3e  inner %3d  %8.3f s\n", p.iteration, p.kkt_violation,
+                   p.inner_iterations, p.seconds);
       return true;
     };
   }
@@ -94,11 +94,11 @@ int run_cp_apr(const CpAprArgs& a, const io::NpyHeader* npy) {
     save_factors(dir, header, m.factors);
     write_json(dir / "report.json", j);
   });
-  std::printf("CP-APR rank %lld of %s: log-likelihood %.6g, KKT violation %.3g, %d iterations "
-              "(%s), %.3f s\n",
-              static_cast<long long>(m.rank()), a.input.c_str(), res.log_likelihood,
-              res.kkt_violation, res.iterations, std::string(to_string(res.stop)).c_str(),
-              res.seconds);
+  std::printf(
+      "CP-APR rank %lld of %s: log-likelihood %.6g, KKT violation %.3g, %d iterations "
+      "(%s), %.3f s\n",
+      static_cast<long long>(m.rank()), a.input.c_str(), res.log_likelihood, res.kkt_violation,
+      res.iterations, std::string(to_string(res.stop)).c_str(), res.seconds);
   return 0;
 }
 
