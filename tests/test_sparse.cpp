@@ -85,7 +85,7 @@ TEST(SparseTensor, RefusesBadEntries) {
       [] {
         SparseTensor<double>({2, 3}, {0, 1, 2, 3}, {1.0, 2.0});
       },
-      "entry 1 has index 3 in mode 1, outside [0, 3)");
+      "entry 1 has index 3 in mode 1 (NumPy axis 1), outside [0, 3)");
   expect_throw_with<DimensionMismatch>(
       [] {
         SparseTensor<double>({2, 3}, {0, 1, 2}, {1.0, 2.0});

@@ -43,8 +43,8 @@ SparseTensor<T>::SparseTensor(std::vector<index_t> dims, std::vector<index_t> co
       const index_t d = dims_[static_cast<std::size_t>(n)];
       if (i < 0 || i >= d) {
         throw InvalidArgument("entry " + std::to_string(k) + " has index " + std::to_string(i) +
-                              " in mode " + std::to_string(n) + ", outside [0, " +
-                              std::to_string(d) + ")");
+                              " in mode " + std::to_string(n) + " (NumPy axis " +
+                              std::to_string(n) + "), outside [0, " + std::to_string(d) + ")");
       }
     }
     if (!std::isfinite(values[k])) {
