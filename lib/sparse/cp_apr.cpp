@@ -100,29 +100,6 @@ struct AprModel {
   }
 };
 
-// Phi (I_n x R, row-major) = (X_(n) ./ max(B Pi^T, eps)) Pi on the tree rooted at n.
-template <class T>
-void compute_phi(const Csf<T>& tree, const std::vector<const T*>& rows, const T* b, index_t r,
-                 T eps, T* phi) {
-  std::fill(phi, phi + tree.root_size() * r, T(0));
-  const auto& cuts = tree.cuts();
-  detail::parallel_for(static_cast<index_t>(cuts.size()) - 1, [&](index_t piece) {
-    std::vector<T> prefix(static_cast<std::size_t>(tree.levels() * r));
-    for (index_t s = cuts[static_cast<std::size_t>(piece)];
-         s < cuts[static_cast<std::size_t>(piece) + 1]; ++s) {
-      const index_t i = tree.ids(0)[s];
-      const T* bi = b + i * r;
-      T* out = phi + i * r;
-      detail::for_each_leaf(tree, s, rows, r, prefix.data(), [&](T x, const T* pi) {
-        T m = 0;
-        for (index_t j = 0; j < r; ++j) m += bi[j] * pi[j];
-        const T w = x / std::max(m, eps);
-        for (index_t j = 0; j < r; ++j) out[j] += w * pi[j];
-      });
-    }
-  });
-}
-
 // sum over nonzeros of x log(m) - sum of all m (= sum lambda with unit 1-norm columns).
 template <class T>
 double log_likelihood(const Csf<T>& tree, const AprModel<T>& m) {
@@ -132,12 +109,12 @@ double log_likelihood(const Csf<T>& tree, const AprModel<T>& m) {
   const T* a0 = m.a[static_cast<std::size_t>(tree.mode(0))].data();
   std::vector<double> partial(cuts.size() - 1, 0.0);
   detail::parallel_for(static_cast<index_t>(cuts.size()) - 1, [&](index_t piece) {
-    std::vector<T> prefix(static_cast<std::size_t>(tree.levels() * r));
+    detail::LeafScratch<T> scratch(tree.levels(), r);
     double s = 0.0;
     for (index_t root = cuts[static_cast<std::size_t>(piece)];
          root < cuts[static_cast<std::size_t>(piece) + 1]; ++root) {
       const T* ai = a0 + tree.ids(0)[root] * r;
-      detail::for_each_leaf(tree, root, rows, r, prefix.data(), [&](T x, const T* pi) {
+      detail::for_each_leaf(tree, root, rows.data(), r, scratch, [&](T x, const T* pi) {
         double v = 0.0;
         for (index_t j = 0; j < r; ++j)
           v += static_cast<double>(m.lambda[static_cast<std::size_t>(j)]) * ai[j] * pi[j];
@@ -244,7 +221,7 @@ CpAprResult<T> cp_apr(const SparseTensor<T>& x, const CpAprOptions& o, CpStart<T
       double violation = 0.0;
       for (int k = 0; k < o.max_inner_iters; ++k) {
         ++inner;
-        compute_phi(*trees[ns], rows, b.data(), r, eps, phi[ns].data());
+        detail::csf_poisson_phi(*trees[ns], rows, b.data(), r, eps, phi[ns].data());
         violation = 0.0;
         for (std::size_t e = 0; e < b.size(); ++e)
           violation =

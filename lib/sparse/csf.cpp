@@ -87,50 +87,132 @@ Csf<T>::Csf(const SparseTensor<T>& x, int root) : root_size_(x.dim(root)) {
   }
 }
 
+namespace {
+
+// MTTKRP rows of the roots [s0, s1) (see csf_mttkrp). Bottom-up and iterative: sums[d]
+// (R) collects t of the level-d node on the current path; finishing that node adds
+// U_{mode(d)}[id] .* sums[d] into its parent's (the output row for level 1).
+template <class T>
+TENFOLD_SIMD_CLONES void mttkrp_roots(const Csf<T>& tree, const T* const* rows, index_t rank,
+                                      index_t s0, index_t s1, T* out, T* sums, index_t* pos,
+                                      index_t* end) {
+  const int last = tree.levels() - 1;
+  const T* values = tree.values();
+  const index_t* leaf_id = tree.ids(last);
+  const T* leaf_rows = rows[tree.mode(last)];
+  // t += sum over leaves [lo, hi) of value * U_leaf[id]
+  // Rows ahead of the one in use are requested early (their cache lines), since each
+  // leaf reads a row at a random place of a factor that rarely fits in cache.
+  constexpr index_t kAhead = 8;
+  const index_t lines = (rank * static_cast<index_t>(sizeof(T)) + 63) / 64;
+  // the row of node j + kAhead of level d
+  const auto prefetch = [&](int d, index_t j) TENFOLD_INLINE_INTO_CLONE {
+    if (j + kAhead >= tree.nodes(d)) return;
+    const char* next =
+        reinterpret_cast<const char*>(rows[tree.mode(d)] + tree.ids(d)[j + kAhead] * rank);
+    for (index_t l = 0; l < lines; ++l) __builtin_prefetch(next + 64 * l);
+  };
+  const auto add_leaves = [&](index_t lo, index_t hi, T* t) TENFOLD_INLINE_INTO_CLONE {
+    for (index_t k = lo; k < hi; ++k) {
+      prefetch(last, k);
+      const T* row = leaf_rows + leaf_id[k] * rank;
+      const T x = values[k];
+      for (index_t r = 0; r < rank; ++r) t[r] += x * row[r];
+    }
+  };
+  for (index_t s = s0; s < s1; ++s) {
+    T* root_row = out + tree.ids(0)[s] * rank;
+    if (last == 1) {
+      add_leaves(tree.children(0)[s], tree.children(0)[s + 1], root_row);
+      continue;
+    }
+    // parent .+= U_{mode(d)}[id(pos[d])] .* sums[d], then the next node of level d
+    const auto finish = [&](int d) TENFOLD_INLINE_INTO_CLONE {
+      T* parent = d == 1 ? root_row : sums + (d - 1) * rank;
+      const T* row = rows[tree.mode(d)] + tree.ids(d)[pos[d]] * rank;
+      const T* t = sums + d * rank;
+      for (index_t r = 0; r < rank; ++r) parent[r] += row[r] * t[r];
+      ++pos[d];
+    };
+    int d = 1;
+    pos[1] = tree.children(0)[s];
+    end[1] = tree.children(0)[s + 1];
+    for (;;) {
+      if (pos[d] == end[d]) {
+        if (d == 1) break;
+        finish(--d);
+        continue;
+      }
+      const index_t j = pos[d];
+      prefetch(d, j);
+      T* t = sums + d * rank;
+      std::fill(t, t + rank, T(0));
+      if (d == last - 1) {
+        add_leaves(tree.children(d)[j], tree.children(d)[j + 1], t);
+        finish(d);
+      } else {
+        pos[d + 1] = tree.children(d)[j];
+        end[d + 1] = tree.children(d)[j + 1];
+        ++d;
+      }
+    }
+  }
+}
+
+// Phi rows of the roots [s0, s1) (see csf_poisson_phi).
+template <class T>
+TENFOLD_SIMD_CLONES void poisson_phi_roots(const Csf<T>& tree, const T* const* rows, const T* b,
+                                           index_t rank, T eps, index_t s0, index_t s1, T* phi,
+                                           LeafScratch<T>& scratch) {
+  for (index_t s = s0; s < s1; ++s) {
+    const index_t i = tree.ids(0)[s];
+    const T* bi = b + i * rank;
+    T* out = phi + i * rank;
+    // m = <B(i,:), pi> (the model at the entry); Phi(i,:) += x / max(m, eps) * pi
+    for_each_leaf(tree, s, rows, rank, scratch, [&](T x, const T* pi) TENFOLD_INLINE_INTO_CLONE {
+      T m = 0;
+      for (index_t r = 0; r < rank; ++r) m += bi[r] * pi[r];
+      const T w = x / std::max(m, eps);
+      for (index_t r = 0; r < rank; ++r) out[r] += w * pi[r];
+    });
+  }
+}
+
+}  // namespace
+
 template <class T>
 void csf_mttkrp(const Csf<T>& tree, std::type_identity_t<std::span<const T* const>> rows,
                 index_t rank, T* out) {
-  const int last = tree.levels() - 1;
   std::fill(out, out + tree.root_size() * rank, T(0));
   const auto& cuts = tree.cuts();
   parallel_for(static_cast<index_t>(cuts.size()) - 1, [&](index_t piece) {
-    // sums[d] (R): partial sum of the node of level d being summed.
-    std::vector<T> sums(static_cast<std::size_t>((last + 1) * rank));
-    // t = sum over nodes j in [lo, hi) of level d of U_{mode(d)}[id(j)] * (children's t)
-    auto subtree = [&](auto&& self, int d, index_t lo, index_t hi, T* t) -> void {
-      std::fill(t, t + rank, T(0));
-      const T* u = rows[static_cast<std::size_t>(tree.mode(d))];
-      const index_t* id = tree.ids(d);
-      if (d == last) {
-        const T* v = tree.values();
-        for (index_t j = lo; j < hi; ++j) {
-          const T* row = u + id[j] * rank;
-          const T x = v[j];
-          for (index_t r = 0; r < rank; ++r) t[r] += x * row[r];
-        }
-        return;
-      }
-      T* below = sums.data() + (d + 1) * rank;
-      const index_t* child = tree.children(d);
-      for (index_t j = lo; j < hi; ++j) {
-        self(self, d + 1, child[j], child[j + 1], below);
-        const T* row = u + id[j] * rank;
-        for (index_t r = 0; r < rank; ++r) t[r] += row[r] * below[r];
-      }
-    };
-    const index_t* root_id = tree.ids(0);
-    const index_t* child = tree.children(0);
-    for (index_t s = cuts[static_cast<std::size_t>(piece)];
-         s < cuts[static_cast<std::size_t>(piece) + 1]; ++s) {
-      subtree(subtree, 1, child[s], child[s + 1], out + root_id[s] * rank);
-    }
+    const auto levels = static_cast<std::size_t>(tree.levels());
+    std::vector<T> sums(levels * static_cast<std::size_t>(rank));
+    std::vector<index_t> pos(levels), end(levels);
+    mttkrp_roots(tree, rows.data(), rank, cuts[static_cast<std::size_t>(piece)],
+                 cuts[static_cast<std::size_t>(piece) + 1], out, sums.data(), pos.data(),
+                 end.data());
   });
 }
 
-#define TENFOLD_INSTANTIATE_CSF(T)                                                            \
-  template class Csf<T>;                                                                      \
-  template void csf_mttkrp<T>(const Csf<T>&, std::type_identity_t<std::span<const T* const>>, \
-                              index_t, T*);
+template <class T>
+void csf_poisson_phi(const Csf<T>& tree, std::type_identity_t<std::span<const T* const>> rows,
+                     const T* b, index_t rank, T eps, T* phi) {
+  std::fill(phi, phi + tree.root_size() * rank, T(0));
+  const auto& cuts = tree.cuts();
+  parallel_for(static_cast<index_t>(cuts.size()) - 1, [&](index_t piece) {
+    LeafScratch<T> scratch(tree.levels(), rank);
+    poisson_phi_roots(tree, rows.data(), b, rank, eps, cuts[static_cast<std::size_t>(piece)],
+                      cuts[static_cast<std::size_t>(piece) + 1], phi, scratch);
+  });
+}
+
+#define TENFOLD_INSTANTIATE_CSF(T)                                                                 \
+  template class Csf<T>;                                                                           \
+  template void csf_mttkrp<T>(const Csf<T>&, std::type_identity_t<std::span<const T* const>>,      \
+                              index_t, T*);                                                        \
+  template void csf_poisson_phi<T>(const Csf<T>&, std::type_identity_t<std::span<const T* const>>, \
+                                   const T*, index_t, T, T*);
 TENFOLD_INSTANTIATE_FOR_EACH_VALUE_TYPE(TENFOLD_INSTANTIATE_CSF)
 
 }  // namespace tenfold::detail

@@ -51,6 +51,23 @@ class Csf {
   std::vector<index_t> cuts_;
 };
 
+// The kernels below are compiled for AVX-512, AVX2+FMA and baseline x86-64, chosen
+// when the library loads (the rank-length loops vectorise; the library is built for
+// baseline x86-64).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define TENFOLD_SIMD_CLONES \
+  __attribute__((target_clones("arch=skylake-avx512", "arch=haswell", "default")))
+#else
+#define TENFOLD_SIMD_CLONES
+#endif
+// Inlined into each clone, so that its loops take the clone's instructions (a function or
+// lambda compiled on its own gets the baseline's).
+#if defined(__GNUC__)
+#define TENFOLD_INLINE_INTO_CLONE __attribute__((always_inline))
+#else
+#define TENFOLD_INLINE_INTO_CLONE
+#endif
+
 /// out (I_root x R, row-major) = the MTTKRP of the tree's root mode, from row-major
 /// factors rows[m] (I_m x R) of the other modes. Bottom-up: each node's partial sum
 /// t(j) = sum over its children c of U_{mode(c)}[id(c)] * t(c) (leaves: value * row).
@@ -59,33 +76,62 @@ template <class T>
 void csf_mttkrp(const Csf<T>& tree, std::type_identity_t<std::span<const T* const>> rows,
                 index_t rank, T* out);
 
+/// Phi (I_root x R, row-major) = (X_(n) ./ max(B Pi^T, eps)) Pi for the root mode n, B
+/// (I_n x R, row-major) and Pi the Khatri-Rao rows of the other factors rows[m] (row-major)
+/// at the nonzeros: CP-APR's multiplicative update (cp_apr.cpp). Parallel over the root
+/// pieces; rows of empty slices are zero.
+template <class T>
+void csf_poisson_phi(const Csf<T>& tree, std::type_identity_t<std::span<const T* const>> rows,
+                     const T* b, index_t rank, T eps, T* phi);
+
+/// Scratch of for_each_leaf for one thread.
+template <class T>
+struct LeafScratch {
+  LeafScratch(int levels, index_t rank)
+      : prefix(static_cast<std::size_t>(levels * rank)),
+        pos(static_cast<std::size_t>(levels)),
+        end(static_cast<std::size_t>(levels)) {}
+  std::vector<T> prefix;
+  std::vector<index_t> pos, end;
+};
+
 /// Calls leaf(value, pi) for every leaf under root node s, in order, where pi (R) is the
 /// elementwise product of the rows rows[mode(d)][id] of the leaf's ancestors at levels
 /// 1..N-1 and of the leaf itself (the Khatri-Rao row of the entry, without the root
-/// mode). `prefix` holds levels() * R scratch values.
+/// mode). Top-down and iterative: prefix[d] = prefix[d-1] .* the row of the level-d node
+/// on the current path.
 template <class T, class Leaf>
-void for_each_leaf(const Csf<T>& tree, index_t s,
-                   std::type_identity_t<std::span<const T* const>> rows, index_t rank, T* prefix,
-                   Leaf&& leaf) {
+TENFOLD_INLINE_INTO_CLONE inline void for_each_leaf(const Csf<T>& tree, index_t s,
+                                                    const T* const* rows, index_t rank,
+                                                    LeafScratch<T>& scratch, Leaf&& leaf) {
   const int last = tree.levels() - 1;
-  // prefix[d] = prod of the rows at levels 1..d on the current path (prefix[0] = 1).
+  T* prefix = scratch.prefix.data();
+  index_t* pos = scratch.pos.data();
+  index_t* end = scratch.end.data();
   std::fill(prefix, prefix + rank, T(1));
-  auto visit = [&](auto&& self, int d, index_t lo, index_t hi) -> void {
-    const T* u = rows[static_cast<std::size_t>(tree.mode(d))];
-    const index_t* id = tree.ids(d);
+  int d = 1;
+  pos[1] = tree.children(0)[s];
+  end[1] = tree.children(0)[s + 1];
+  for (;;) {
+    if (pos[d] == end[d]) {
+      if (d == 1) return;
+      ++pos[--d];
+      continue;
+    }
+    const index_t j = pos[d];
+    const T* row = rows[tree.mode(d)] + tree.ids(d)[j] * rank;
     const T* above = prefix + (d - 1) * rank;
     T* here = prefix + d * rank;
-    for (index_t j = lo; j < hi; ++j) {
-      const T* row = u + id[j] * rank;
-      for (index_t r = 0; r < rank; ++r) here[r] = above[r] * row[r];
-      if (d == last) {
-        leaf(tree.values()[j], static_cast<const T*>(here));
-      } else {
-        self(self, d + 1, tree.children(d)[j], tree.children(d)[j + 1]);
-      }
+    for (index_t r = 0; r < rank; ++r) here[r] = above[r] * row[r];
+    if (d == last) {
+      leaf(tree.values()[j], static_cast<const T*>(here));
+      ++pos[d];
+    } else {
+      pos[d + 1] = tree.children(d)[j];
+      end[d + 1] = tree.children(d)[j + 1];
+      ++d;
     }
-  };
-  visit(visit, 1, tree.children(0)[s], tree.children(0)[s + 1]);
+  }
 }
 
 }  // namespace tenfold::detail

@@ -1,5 +1,6 @@
 #include "sparse/sparse_operand.hpp"
 
+#include <algorithm>
 #include <string>
 
 #include "core/instantiate.hpp"
@@ -8,6 +9,29 @@
 #include "tenfold/error.hpp"
 
 namespace tenfold::detail {
+namespace {
+
+// Copies between a column-major (rows x cols) matrix and its row-major form, in tiles of
+// kTile rows (a tile's columns are read contiguously and stay in cache), in parallel.
+constexpr index_t kTile = 64;
+
+template <class T, bool kToRows>
+void change_layout(index_t rows, index_t cols, const T* from, T* to) {
+  parallel_for((rows + kTile - 1) / kTile, [&](index_t tile) {
+    const index_t i0 = tile * kTile, i1 = std::min(rows, i0 + kTile);
+    for (index_t j = 0; j < cols; ++j) {
+      for (index_t i = i0; i < i1; ++i) {
+        if constexpr (kToRows) {
+          to[i * cols + j] = from[i + j * rows];
+        } else {
+          to[i + j * rows] = from[i * cols + j];
+        }
+      }
+    }
+  });
+}
+
+}  // namespace
 
 template <class T>
 SparseOperand<T>::SparseOperand(Compute<T>& c, const SparseTensor<T>& x)
@@ -49,9 +73,7 @@ std::vector<const T*> SparseOperand<T>::factor_rows(std::span<const T* const> fa
       // U_m column-major (I_m x R) to row-major.
       const index_t rows = x_.dim(m);
       rows_[ms].resize(static_cast<std::size_t>(rows * rank));
-      for (index_t r = 0; r < rank; ++r)
-        for (index_t i = 0; i < rows; ++i)
-          rows_[ms][static_cast<std::size_t>(i * rank + r)] = factors[ms][i + r * rows];
+      change_layout<T, true>(rows, rank, factors[ms], rows_[ms].data());
       fresh_[ms] = true;
     }
     out[ms] = rows_[ms].data();
@@ -65,10 +87,7 @@ void SparseOperand<T>::mttkrp(int n, std::span<const T* const> factors, index_t 
   const index_t in = x_.dim(n);
   out_rows_.resize(static_cast<std::size_t>(in * rank));
   csf_mttkrp(tree(n), rows, rank, out_rows_.data());
-  // Row-major result to column-major.
-  for (index_t r = 0; r < rank; ++r)
-    for (index_t i = 0; i < in; ++i)
-      out[i + r * in] = out_rows_[static_cast<std::size_t>(i * rank + r)];
+  change_layout<T, false>(in, rank, out_rows_.data(), out);
 }
 
 template <class T>
