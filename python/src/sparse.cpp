@@ -105,8 +105,14 @@ template <class T>
 nb::dict sparse_cp_apr_typed(const Coords& coords, const Values<T>& values,
                              const std::vector<index_t>& shape, index_t rank, int n_iter_max,
                              int n_inner_iter_max, double tol, double kappa, double kappa_tol,
-                             std::uint64_t seed, nb::object callback) {
+                             std::uint64_t seed, const std::vector<InArray>& initial_factors,
+                             nb::object callback) {
   const SparseTensor<T> x = sparse_from(coords, values, shape);
+  std::vector<Matrix<T>> start;
+  for (std::size_t n = 0; n < initial_factors.size(); ++n) {
+    const std::string what = "init factor " + std::to_string(n);
+    start.push_back(matrix_from<T>(initial_factors[n], what.c_str()));
+  }
   CpAprOptions o;
   o.rank = rank;
   o.max_iters = n_iter_max;
@@ -122,7 +128,7 @@ nb::dict sparse_cp_apr_typed(const Coords& coords, const Values<T>& values,
              !nb::bool_(callback(p.iteration, p.kkt_violation, p.inner_iterations, p.seconds));
     });
   };
-  CpAprResult<T> r = interrupt.run([&] { return cp_apr(x, o); });
+  CpAprResult<T> r = interrupt.run([&] { return cp_apr(x, o, start); });
   nb::dict d;
   nb::list factors;
   for (Matrix<T>& f : r.model.factors) factors.append(owned_matrix(std::move(f)));
@@ -167,11 +173,11 @@ void register_sparse(nb::module_& m) {
   m.def("sparse_cp_apr", &sparse_cp_apr_typed<double>, nb::arg("coords").noconvert(),
         nb::arg("values").noconvert(), nb::arg("shape"), nb::arg("rank"), nb::arg("n_iter_max"),
         nb::arg("n_inner_iter_max"), nb::arg("tol"), nb::arg("kappa"), nb::arg("kappa_tol"),
-        nb::arg("seed"), nb::arg("callback").none());
+        nb::arg("seed"), nb::arg("initial_factors"), nb::arg("callback").none());
   m.def("sparse_cp_apr", &sparse_cp_apr_typed<float>, nb::arg("coords").noconvert(),
         nb::arg("values").noconvert(), nb::arg("shape"), nb::arg("rank"), nb::arg("n_iter_max"),
         nb::arg("n_inner_iter_max"), nb::arg("tol"), nb::arg("kappa"), nb::arg("kappa_tol"),
-        nb::arg("seed"), nb::arg("callback").none());
+        nb::arg("seed"), nb::arg("initial_factors"), nb::arg("callback").none());
   m.def(
       "load_sparse",
       [](const std::string& path) {

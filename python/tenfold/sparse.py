@@ -163,7 +163,7 @@ class CpAprResult(tuple):
 
 
 def cp_apr(tensor, rank, n_iter_max=1000, tol=1e-4, random_state=None, callback=None,
-           dtype=None, *, n_inner_iter_max=10, kappa=0.01, kappa_tol=1e-10):
+           dtype=None, *, init=None, n_inner_iter_max=10, kappa=0.01, kappa_tol=1e-10):
     """CP-APR: CP of nonnegative counts under a Poisson model (Chi and Kolda 2012).
 
     Parameters
@@ -178,6 +178,8 @@ def cp_apr(tensor, rank, n_iter_max=1000, tol=1e-4, random_state=None, callback=
         Stop when the KKT violation of every axis is below `tol`.
     random_state : int or None
         Seed of the random start (uniform in [0, 1)).
+    init : sequence of arrays, optional
+        The start instead: one nonnegative (I_n, rank) factor per axis.
     callback : callable, optional
         ``callback(iteration, kkt_violation, inner_iterations, seconds)`` after each
         outer iteration; returning True stops the run.
@@ -211,9 +213,10 @@ def cp_apr(tensor, rank, n_iter_max=1000, tol=1e-4, random_state=None, callback=
     if callback is not None:
         def progress(iteration, kkt, inner, seconds):
             return bool(callback(iteration, kkt, inner, seconds))
+    given = [] if init is None else [np.asarray(f, dtype=values.dtype) for f in init]
     r = _tenfold.sparse_cp_apr(
         coords, values, shape, int(rank), int(n_iter_max), int(n_inner_iter_max), float(tol),
-        float(kappa), float(kappa_tol), _seed(random_state), progress,
+        float(kappa), float(kappa_tol), _seed(random_state), given, progress,
     )
     weights, factors = r.pop("weights"), r.pop("factors")
     return CpAprResult(weights, factors, **r)
