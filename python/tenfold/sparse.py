@@ -15,11 +15,14 @@ __all__ = ["is_sparse", "as_coo", "parafac", "cp_apr", "load", "save", "CpAprRes
 
 
 def is_sparse(tensor):
-    """Whether `tensor` is a (coords, values, shape) tuple or has .coords/.data/.shape."""
+    """Whether `tensor` is a (coords, values, shape) tuple or has .coords (a 2-D array, as
+    sparse.COO's), .data and .shape."""
     if isinstance(tensor, tuple) and len(tensor) == 3 and not isinstance(tensor, _tuple_models()):
         return True
-    return all(hasattr(tensor, a) for a in ("coords", "data", "shape")) and not isinstance(
-        tensor, np.ndarray
+    return (
+        not isinstance(tensor, np.ndarray)
+        and all(hasattr(tensor, a) for a in ("coords", "data", "shape"))
+        and getattr(tensor.coords, "ndim", None) == 2
     )
 
 

@@ -106,3 +106,16 @@ def test_sparse_files_round_trip(tmp_path, name):
     order = np.lexsort(c[::-1])
     np.testing.assert_array_equal(c2, c[:, order])
     np.testing.assert_array_equal(v2, v[order])
+
+
+def test_cp_apr_starts_from_given_factors():
+    x = counts(7)
+    rng = np.random.default_rng(8)
+    start = [rng.random((n, 2)) for n in x.shape]
+    a = tenfold.cp_apr(x, 2, n_iter_max=5, init=start, random_state=1)
+    b = tenfold.cp_apr(x, 2, n_iter_max=5, init=start, random_state=2)
+    c = tenfold.cp_apr(x, 2, n_iter_max=5, random_state=1)
+    np.testing.assert_array_equal(a.weights, b.weights)  # the seed is not used
+    assert not np.array_equal(a.weights, c.weights)
+    with pytest.raises(ValueError, match="nonnegative start"):
+        tenfold.cp_apr(x, 2, init=[-f for f in start])
