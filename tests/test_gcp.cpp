@@ -109,8 +109,9 @@ TEST(Gcp, RefusesDataTheLossCannotModel) {
   o.loss = GcpLoss::bernoulli;
   expect_throw_with<InvalidArgument>([&] { gcp(x, o); },
                                      "binary data (0 or 1); the entry at (1, 2) is 0.5");
-  expect_throw_with<InvalidArgument>([] { parse_gcp_loss("huber"); },
-                                     "unknown loss 'huber' (expected gaussian, poisson or bernoulli)");
+  expect_throw_with<InvalidArgument>(
+      [] { parse_gcp_loss("huber"); },
+      "unknown loss 'huber' (expected gaussian, poisson or bernoulli)");
 }
 
 }  // namespace

@@ -30,8 +30,8 @@ TENFOLD_API GcpLoss parse_gcp_loss(std::string_view name);
 
 /// What the per-iteration callback of gcp sees.
 struct TENFOLD_API GcpProgress {
-  int iteration = 0;        ///< 1-based
-  double objective = 0.0;   ///< sum_i f(x_i, m_i)
+  int iteration = 0;           ///< 1-based
+  double objective = 0.0;      ///< sum_i f(x_i, m_i)
   double gradient_norm = 0.0;  ///< 2-norm of the gradient over all factor entries
   double seconds = 0.0;
 };
@@ -63,7 +63,7 @@ struct TENFOLD_API GcpResult {
   int iterations = 0;
   bool converged = false;  ///< stop == CpStop::converged
   CpStop stop = CpStop::max_iters;
-  double objective = 0.0;                ///< sum_i f(x_i, m_i) of the model
+  double objective = 0.0;                 ///< sum_i f(x_i, m_i) of the model
   std::vector<double> objective_history;  ///< after each iteration
   double seconds = 0.0;
 };

@@ -4,6 +4,8 @@
 //   F = sum_i f(x_i, m_i),  Y_i = df/dm (x_i, m_i)  (in double)
 //   dF/dU_n = Y_(n) (U_{N-1} (.) ... U_{n+1} (.) U_{n-1} ... (.) U_0) = MTTKRP(Y, n)
 // and L-BFGS (two-loop recursion, Armijo backtracking) moves all factors at once.
+#include "tenfold/gcp.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <deque>
@@ -17,9 +19,8 @@
 #include "core/names.hpp"
 #include "core/random.hpp"
 #include "cp/cp_als.hpp"
-#include "tenfold/error.hpp"
 #include "cp/gcp_objective.hpp"
-#include "tenfold/gcp.hpp"
+#include "tenfold/error.hpp"
 
 namespace tenfold {
 namespace {
@@ -48,8 +49,9 @@ void validate_data(TensorView<const T> x, GcpLoss loss) {
                             entry_name(x.dims(), i) + " is " + std::to_string(double{v}));
     }
     if (loss == GcpLoss::bernoulli && v != T(0) && v != T(1)) {
-      throw InvalidArgument("GCP with the bernoulli loss needs binary data (0 or 1); the entry at " +
-                            entry_name(x.dims(), i) + " is " + std::to_string(double{v}));
+      throw InvalidArgument(
+          "GCP with the bernoulli loss needs binary data (0 or 1); the entry at " +
+          entry_name(x.dims(), i) + " is " + std::to_string(double{v}));
     }
   }
 }
@@ -80,7 +82,8 @@ GcpResult<T> gcp(TensorView<const T> x, const GcpOptions& o, CpStart<T> initial_
     throw InvalidArgument("gtol and ftol must be >= 0, got " + std::to_string(o.gtol) + " and " +
                           std::to_string(o.ftol));
   }
-  if (o.memory < 1) throw InvalidArgument("memory must be at least 1, got " + std::to_string(o.memory));
+  if (o.memory < 1)
+    throw InvalidArgument("memory must be at least 1, got " + std::to_string(o.memory));
   validate_data(x, o.loss);
   const int order = x.order();
   const index_t r = o.rank;
@@ -135,9 +138,9 @@ GcpResult<T> gcp(TensorView<const T> x, const GcpOptions& o, CpStart<T> initial_
       alpha[k] = dot(s_hist[k], d) / dot(y_hist[k], s_hist[k]);
       for (std::size_t i = 0; i < d.size(); ++i) d[i] -= alpha[k] * y_hist[k][i];
     }
-    const double gamma = s_hist.empty() ? 1.0 / std::max(1.0, std::sqrt(dot(g, g)))
-                                        : dot(s_hist.back(), y_hist.back()) /
-                                              dot(y_hist.back(), y_hist.back());
+    const double gamma =
+        s_hist.empty() ? 1.0 / std::max(1.0, std::sqrt(dot(g, g)))
+                       : dot(s_hist.back(), y_hist.back()) / dot(y_hist.back(), y_hist.back());
     for (double& v : d) v *= gamma;
     for (std::size_t k = 0; k < s_hist.size(); ++k) {
       const double beta = dot(y_hist[k], d) / dot(y_hist[k], s_hist[k]);

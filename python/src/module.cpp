@@ -47,4 +47,5 @@ NB_MODULE(_tenfold, m) {
   tenfold::python::register_decompositions(m);
   tenfold::python::register_attention(m);
   tenfold::python::register_sparse(m);
+  tenfold::python::register_gcp(m);
 }

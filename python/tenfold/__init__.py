@@ -29,6 +29,7 @@ __all__ = [
     "non_negative_parafac_hals",
     "tucker",
     "cp_apr",
+    "gcp",
     "sparse",
     "CPResult",
     "TuckerResult",
@@ -42,7 +43,7 @@ __all__ = [
 ]
 
 from . import sparse  # noqa: E402  (after _tenfold: it calls into it)
-from .sparse import cp_apr  # noqa: E402
+from .sparse import cp_apr, gcp  # noqa: E402
 
 CpProgress = namedtuple("CpProgress", ["iteration", "fit", "delta", "seconds"])
 CpProgress.__doc__ = """What a parafac callback sees after each iteration.

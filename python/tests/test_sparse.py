@@ -119,3 +119,30 @@ def test_cp_apr_starts_from_given_factors():
     assert not np.array_equal(a.weights, c.weights)
     with pytest.raises(ValueError, match="nonnegative start"):
         tenfold.cp_apr(x, 2, init=[-f for f in start])
+
+
+def test_gcp_bernoulli_and_poisson_in_numpy_axis_order():
+    rng = np.random.default_rng(9)
+    a, b, c = rng.uniform(-1, 1, (15, 2)), rng.uniform(-1, 1, (12, 2)), rng.uniform(-1, 1, (10, 2))
+    m = 2 * np.einsum("ir,jr,kr->ijk", a, b, c)
+    bits = (rng.random(m.shape) < 1 / (1 + np.exp(-m))).astype(float)
+    res = tenfold.gcp(bits, 2, loss="bernoulli", random_state=0)
+    assert [f.shape for f in res.factors] == [(15, 2), (12, 2), (10, 2)]
+    f = tenfold.gcp(np.asfortranarray(bits), 2, loss="bernoulli", random_state=0)
+    assert f.objective == pytest.approx(res.objective, rel=1e-2)  # another start order
+    assert res.objective < bits.size * np.log(2)  # better than m = 0 everywhere
+    counts = rng.poisson(np.exp(m / 2)).astype(float)
+    assert tenfold.gcp(counts, 2, loss="poisson").converged
+
+
+@pytest.mark.parametrize("loss, value, message", [
+    ("poisson", -2.0, r"loss='poisson' needs nonnegative counts; the entry at NumPy index \[1, 2, 3\] is -2"),
+    ("bernoulli", 0.5, r"loss='bernoulli' needs binary data \(0 or 1\); the entry at NumPy index \[1, 2, 3\] is 0.5"),
+])
+def test_gcp_refuses_data_the_loss_cannot_model(loss, value, message):
+    x = np.zeros((4, 5, 6))
+    x[1, 2, 3] = value
+    with pytest.raises(ValueError, match=message):
+        tenfold.gcp(x, 1, loss=loss)
+    with pytest.raises(ValueError, match="unknown loss 'huber'"):
+        tenfold.gcp(x, 1, loss="huber")
