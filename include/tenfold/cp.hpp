@@ -226,7 +226,9 @@ TENFOLD_API CpResult<T> cp_als(const KTensor<T>& x, const CpOptions& options,
 /// CP-ALS of a sparse tensor (order >= 2; docs/sparse.md): the same loop, stopping rule
 /// and closed-form fit as the dense call, with the MTTKRP of each mode on a compressed
 /// sparse fibre tree rooted at that mode (one tree per mode, built once per call; its
-/// memory is checked first). The result is the same bits for any thread count. Options
+/// memory is checked first). The MTTKRP gives the same bits for any thread count (the
+/// loop's dense steps follow the library's rule: the same bits for the same thread
+/// count, docs/api.md "Threads"). Options
 /// as for dense tensors (starts, n_starts, line_search, nonnegative, ridge, time_limit,
 /// callback); automatic init is nvecs under the same size rule (the mode Grams are
 /// formed from the nonzeros). Refused: compress = on, layout = row_major (the modes are

@@ -20,7 +20,14 @@ def is_sparse(tensor):
     """Whether `tensor` is a (coords, values, shape) tuple or has .coords (a 2-D array, as
     sparse.COO's), .data and .shape."""
     if isinstance(tensor, tuple) and len(tensor) == 3 and not isinstance(tensor, _tuple_models()):
-        return True
+        # (coords (ndim, nnz), values (nnz,), shape): not a dense array written as a tuple
+        coords, values, shape = tensor
+        return (
+            np.ndim(coords) == 2
+            and np.ndim(values) == 1
+            and isinstance(shape, (tuple, list))
+            and all(isinstance(s, (int, np.integer)) for s in shape)
+        )
     return (
         not isinstance(tensor, np.ndarray)
         and all(hasattr(tensor, a) for a in ("coords", "data", "shape"))

@@ -146,3 +146,11 @@ def test_gcp_refuses_data_the_loss_cannot_model(loss, value, message):
         tenfold.gcp(x, 1, loss=loss)
     with pytest.raises(ValueError, match="unknown loss 'huber'"):
         tenfold.gcp(x, 1, loss="huber")
+
+
+def test_a_dense_tensor_written_as_a_tuple_stays_dense():
+    x = counts(10)
+    as_tuple = tuple(tuple(tuple(row) for row in plane) for plane in x[:3])
+    r = tenfold.parafac(as_tuple, 2, init="random")
+    assert not hasattr(r, "nnz")
+    assert tenfold.sparse.is_sparse(triple(x))
