@@ -5,10 +5,10 @@
 // For a 3-way (I = 200000, 100000, 2000) and a 4-way (100000, 50000, 2000, 500) tensor:
 // each index drawn as floor(I_n u^3) (u uniform, so a few slices hold most entries, as
 // in FROSTT's data), duplicates summed, values uniform in (0, 1]. Prints one JSON line
-// per tensor and rank: the seconds to build the CSF trees, the seconds per CP-ALS
-// iteration (wall and CPU, between the ends of sweep 1 and sweep K, from a random start), the MTTKRP share,
-// and the MTTKRP rate in nonzeros x rank per second. With --save, writes each tensor as
-// DIR/power_law_<order>way.tns for other programs to read the same data.
+// per tensor and rank: the seconds to build the CSF trees, the wall and CPU seconds per
+// CP-ALS iteration (between the ends of sweep 1 and sweep K, from a random start), the
+// MTTKRP share, and the MTTKRP rate in nonzeros x rank x order per second. With --save,
+// writes each tensor as DIR/power_law_<order>way.tns for other programs to read.
 #include <sys/resource.h>
 
 #include <chrono>
