@@ -43,7 +43,8 @@ __all__ = [
 ]
 
 from . import sparse  # noqa: E402  (after _tenfold: it calls into it)
-from .sparse import cp_apr, gcp  # noqa: E402
+from ._gcp import gcp  # noqa: E402
+from .sparse import cp_apr  # noqa: E402
 
 CpProgress = namedtuple("CpProgress", ["iteration", "fit", "delta", "seconds"])
 CpProgress.__doc__ = """What a parafac callback sees after each iteration.

@@ -8,7 +8,7 @@ from ._tenfold import DeviceError as DeviceError
 from ._tenfold import NumericalError as NumericalError
 from . import sparse as sparse
 from .sparse import cp_apr as cp_apr
-from .sparse import gcp as gcp
+from ._gcp import gcp as gcp
 
 __version__: str
 
