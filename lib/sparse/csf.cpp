@@ -17,9 +17,10 @@ constexpr index_t kPieces = 512;
 template <class T>
 double Csf<T>::bytes_bound(int order, index_t nnz) {
   // Upper levels: at most nnz nodes each (id and child pointer); leaves: id and value;
-  // the sort's permutation and keys while building.
-  return static_cast<double>(nnz) * (static_cast<double>(order - 1) * 2.0 * sizeof(index_t) +
-                                     sizeof(index_t) + sizeof(T) + 3.0 * sizeof(index_t));
+  // while building, the sorted coordinates and the sort's permutation and keys.
+  return static_cast<double>(nnz) *
+         (static_cast<double>(order - 1) * 2.0 * sizeof(index_t) + sizeof(index_t) + sizeof(T) +
+          static_cast<double>(order) * sizeof(index_t) + 3.0 * sizeof(index_t));
 }
 
 template <class T>
@@ -33,15 +34,28 @@ Csf<T>::Csf(const SparseTensor<T>& x, int root) : root_size_(x.dim(root)) {
   std::vector<const index_t*> idx;
   for (int m = 0; m < order; ++m) idx.push_back(x.indices(m).data());
   const index_t nnz = x.nnz();
-  const std::vector<index_t> perm = sorted_entries(idx, nnz, x.dims(), modes_);
+  // The coordinates level by level in sorted order (one gather per level), and the
+  // values: everything after reads them in order.
+  std::vector<index_t> sorted(static_cast<std::size_t>(order) * static_cast<std::size_t>(nnz));
+  {
+    const std::vector<index_t> perm = sorted_entries(idx, nnz, x.dims(), modes_);
+    for (int d = 0; d < order; ++d) {
+      const index_t* from = idx[static_cast<std::size_t>(modes_[static_cast<std::size_t>(d)])];
+      index_t* to = sorted.data() + d * nnz;
+      for (index_t p = 0; p < nnz; ++p) to[p] = from[perm[static_cast<std::size_t>(p)]];
+    }
+    values_.resize(static_cast<std::size_t>(nnz));
+    for (index_t p = 0; p < nnz; ++p)
+      values_[static_cast<std::size_t>(p)] =
+          x.values()[static_cast<std::size_t>(perm[static_cast<std::size_t>(p)])];
+  }
+  const auto at = [&](int d, index_t p) { return sorted[static_cast<std::size_t>(d * nnz + p)]; };
   // Sorted entry p starts a new node at every level >= the first level at which its
   // coordinates differ from entry p-1's (entries are distinct: the leaf always differs).
   const auto first_new_level = [&](index_t p) {
     if (p == 0) return 0;
     int d = 0;
-    while (idx[static_cast<std::size_t>(modes_[static_cast<std::size_t>(d)])][perm[p]] ==
-           idx[static_cast<std::size_t>(modes_[static_cast<std::size_t>(d)])][perm[p - 1]])
-      ++d;
+    while (at(d, p) == at(d, p - 1)) ++d;
     return d;
   };
   std::vector<index_t> count(static_cast<std::size_t>(order), 0);
@@ -56,16 +70,13 @@ Csf<T>::Csf(const SparseTensor<T>& x, int root) : root_size_(x.dim(root)) {
       ptr_[static_cast<std::size_t>(d)].reserve(
           static_cast<std::size_t>(count[static_cast<std::size_t>(d)] + 1));
   }
-  values_.reserve(static_cast<std::size_t>(nnz));
   for (index_t p = 0; p < nnz; ++p) {
-    const index_t k = perm[static_cast<std::size_t>(p)];
     for (int d = first_new_level(p); d < order; ++d) {
       const auto ds = static_cast<std::size_t>(d);
-      ids_[ds].push_back(idx[static_cast<std::size_t>(modes_[ds])][k]);
+      ids_[ds].push_back(at(d, p));
       // Its first child is the next node of level d+1.
       if (d < order - 1) ptr_[ds].push_back(static_cast<index_t>(ids_[ds + 1].size()));
     }
-    values_.push_back(x.values()[static_cast<std::size_t>(k)]);
   }
   for (int d = 0; d < order - 1; ++d) ptr_[static_cast<std::size_t>(d)].push_back(nodes(d + 1));
   // Leaves under each root (the first leaf of root s, following first children down).
