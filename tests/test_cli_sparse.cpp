@@ -61,11 +61,28 @@ TEST(CliSparse, CpAprOfSparseAndDenseCountsAgree) {
   EXPECT_EQ(a["nnz"], b["nnz"]);
 }
 
+TEST(CliSparse, GcpOfCountsWritesTheModelOnTheLinkScale) {
+  TempDir dir;
+  write_counts(dir);
+  const CliRun r = tenfold_cli(dir, "gcp " + (dir / "x.npy").string() +
+                                        " --rank 2 --loss poisson -q -o " + (dir / "g").string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json j = report(dir, "g");
+  EXPECT_EQ(j["loss"], "poisson");
+  const auto& h = j["objective_history"];
+  ASSERT_GE(h.size(), 2u);
+  EXPECT_LT(h.back().get<double>(), h.front().get<double>());
+  EXPECT_TRUE(std::filesystem::exists(dir / "g" / "factor_2.npy"));
+}
+
 TEST(CliSparse, BadInputGetsOneLine) {
   TempDir dir;
   std::ofstream(dir / "cols.tns") << "1 1 1 2\n1 2 3\n";
   std::ofstream(dir / "neg.tns") << "1 1 1 2\n1 2 3 -4\n";
   std::ofstream(dir / "zero.tns") << "0 1 1 2\n";
+  tenfold::Tensor<double> half({3, 4, 5});
+  half(0, 1, 2) = 0.5;
+  tenfold::io::save_npy<double>(dir / "half.npy", half.view(), tenfold::io::NpyOrder::c_reversed);
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"cp " + (dir / "cols.tns").string() + " --rank 1", "line 2: 3 columns, expected 4"},
       {"cp " + (dir / "zero.tns").string() + " --rank 1", "index 0 (.tns indices start at 1)"},
@@ -73,6 +90,9 @@ TEST(CliSparse, BadInputGetsOneLine) {
        "needs nonnegative counts; the entry at (0, 1, 2) is -4"},
       {"cp " + (dir / "neg.tns").string() + " --rank 1 --missing nan",
        "--missing does not apply to a sparse input"},
+      // C order: tenfold's (0, 1, 2) is NumPy's [2, 1, 0]
+      {"gcp " + (dir / "half.npy").string() + " --rank 1 --loss bernoulli",
+       "--loss bernoulli needs binary data (0 or 1); the entry at NumPy index [2, 1, 0]"},
   };
   for (const auto& [args, needle] : cases) {
     const CliRun r = tenfold_cli(dir, args + " -o " + (dir / "o").string());
