@@ -390,6 +390,31 @@ TEST(CpApr, DenseCountsGiveTheSparseResultAndAnyThreadCountTheSameBits) {
   EXPECT_EQ(a.inadmissible_zero_fixes, b.inadmissible_zero_fixes);
 }
 
+// CP-APR's update from the Khatri-Rao rows kept through the inner iterations equals the
+// one that walks the tree again (cp_apr keeps them when memory allows).
+TEST(CpApr, KeptKhatriRaoRowsGiveTheSameUpdate) {
+  std::uint64_t seed = 20;
+  for (const std::vector<index_t>& dims :
+       std::vector<std::vector<index_t>>{{7, 5}, {6, 5, 4}, {4, 3, 5, 3}, {4, 3, 2, 3, 2}}) {
+    const SparseTensor<double> x = random_sparse<double>(dims, 0.3, ++seed);
+    const index_t r = 3;
+    const auto f = random_factors<double>(dims, r, ++seed);
+    std::vector<const double*> rows;
+    for (const auto& v : f) rows.push_back(v.data());
+    for (int n = 0; n < x.order(); ++n) {
+      const detail::Csf<double> tree(x, n);
+      const auto size = static_cast<std::size_t>(x.dim(n) * r);
+      std::vector<double> b = random_factors<double>({x.dim(n)}, r, ++seed)[0];
+      for (double& v : b) v = std::abs(v);
+      std::vector<double> walked(size), kept(size), pi(static_cast<std::size_t>(x.nnz() * r));
+      detail::csf_poisson_phi(tree, rows, b.data(), r, 1e-10, walked.data());
+      detail::csf_khatri_rao_rows(tree, rows, r, pi.data());
+      detail::csf_poisson_phi_kept(tree, pi.data(), b.data(), r, 1e-10, kept.data());
+      EXPECT_LT(relative_difference(kept, walked), 1e-14) << "order " << dims.size();
+    }
+  }
+}
+
 TEST(CpApr, RefusesNegativeCountsAndBadOptions) {
   const SparseTensor<double> x({3, 3}, {0, 2, 1, 1}, {2.0, -1.0});
   CpAprOptions o;

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "core/instantiate.hpp"
+#include "core/memory.hpp"
 #include "core/random.hpp"
 #include "core/thread_pool.hpp"
 #include "cp/cp_als.hpp"
@@ -165,6 +166,11 @@ CpAprResult<T> cp_apr(const SparseTensor<T>& x, const CpAprOptions& o, CpStart<T
   detail::require_host_bytes(order * Csf<T>::bytes_bound(order, x.nnz()) + factor_bytes,
                              "CP-APR at rank " + std::to_string(r) + " of a sparse tensor with " +
                                  std::to_string(x.nnz()) + " nonzeros");
+  // The Khatri-Rao rows of the mode being updated are kept through its inner iterations
+  // (nnz x R) when they take at most a quarter of the free memory; recomputed otherwise.
+  const double pi_bytes = static_cast<double>(x.nnz()) * static_cast<double>(r) * sizeof(T);
+  const bool keep_pi = pi_bytes <= 0.25 * static_cast<double>(detail::host_available_bytes());
+  std::vector<T> pi(keep_pi ? static_cast<std::size_t>(x.nnz() * r) : 0);
   std::vector<std::unique_ptr<Csf<T>>> trees(static_cast<std::size_t>(order));
   detail::parallel_for(order, [&](index_t n) {
     trees[static_cast<std::size_t>(n)] = std::make_unique<Csf<T>>(x, static_cast<int>(n));
@@ -218,10 +224,15 @@ CpAprResult<T> cp_apr(const SparseTensor<T>& x, const CpAprOptions& o, CpStart<T
           b[static_cast<std::size_t>(i * r + j)] *= m.lambda[static_cast<std::size_t>(j)];
       phi[ns].resize(static_cast<std::size_t>(in * r));
       const std::vector<const T*> rows = m.rows();
+      if (keep_pi) detail::csf_khatri_rao_rows(*trees[ns], rows, r, pi.data());
       double violation = 0.0;
       for (int k = 0; k < o.max_inner_iters; ++k) {
         ++inner;
-        detail::csf_poisson_phi(*trees[ns], rows, b.data(), r, eps, phi[ns].data());
+        if (keep_pi) {
+          detail::csf_poisson_phi_kept(*trees[ns], pi.data(), b.data(), r, eps, phi[ns].data());
+        } else {
+          detail::csf_poisson_phi(*trees[ns], rows, b.data(), r, eps, phi[ns].data());
+        }
         violation = 0.0;
         for (std::size_t e = 0; e < b.size(); ++e)
           violation =

@@ -81,7 +81,8 @@ Csf<T>::Csf(const SparseTensor<T>& x, int root) : root_size_(x.dim(root)) {
   for (int d = 0; d < order - 1; ++d) ptr_[static_cast<std::size_t>(d)].push_back(nodes(d + 1));
   // Leaves under each root (the first leaf of root s, following first children down).
   const index_t roots = nodes(0);
-  std::vector<index_t> first_leaf(static_cast<std::size_t>(roots + 1));
+  std::vector<index_t>& first_leaf = first_leaf_;
+  first_leaf.resize(static_cast<std::size_t>(roots + 1));
   for (index_t s = 0; s <= roots; ++s) {
     index_t j = s;
     for (int d = 0; d < order - 1; ++d)
@@ -189,7 +190,55 @@ TENFOLD_SIMD_CLONES void poisson_phi_roots(const Csf<T>& tree, const T* const* r
   }
 }
 
+// Phi rows of the roots [s0, s1) from the kept Khatri-Rao rows (see csf_poisson_phi_kept).
+template <class T>
+TENFOLD_SIMD_CLONES void poisson_phi_kept_roots(const Csf<T>& tree, const T* pi, const T* b,
+                                                index_t rank, T eps, index_t s0, index_t s1,
+                                                T* phi) {
+  const T* values = tree.values();
+  for (index_t s = s0; s < s1; ++s) {
+    const index_t i = tree.ids(0)[s];
+    const T* bi = b + i * rank;
+    T* out = phi + i * rank;
+    for (index_t k = tree.first_leaf(s); k < tree.first_leaf(s + 1); ++k) {
+      const T* p = pi + k * rank;
+      T m = 0;
+      for (index_t r = 0; r < rank; ++r) m += bi[r] * p[r];
+      const T w = values[k] / std::max(m, eps);
+      for (index_t r = 0; r < rank; ++r) out[r] += w * p[r];
+    }
+  }
+}
+
 }  // namespace
+
+template <class T>
+void csf_khatri_rao_rows(const Csf<T>& tree, std::type_identity_t<std::span<const T* const>> rows,
+                         index_t rank, T* pi) {
+  const auto& cuts = tree.cuts();
+  parallel_for(static_cast<index_t>(cuts.size()) - 1, [&](index_t piece) {
+    LeafScratch<T> scratch(tree.levels(), rank);
+    for (index_t s = cuts[static_cast<std::size_t>(piece)];
+         s < cuts[static_cast<std::size_t>(piece) + 1]; ++s) {
+      T* to = pi + tree.first_leaf(s) * rank;
+      for_each_leaf(tree, s, rows.data(), rank, scratch, [&](T, const T* p) {
+        std::copy(p, p + rank, to);
+        to += rank;
+      });
+    }
+  });
+}
+
+template <class T>
+void csf_poisson_phi_kept(const Csf<T>& tree, const T* pi, const T* b, index_t rank, T eps,
+                          T* phi) {
+  std::fill(phi, phi + tree.root_size() * rank, T(0));
+  const auto& cuts = tree.cuts();
+  parallel_for(static_cast<index_t>(cuts.size()) - 1, [&](index_t piece) {
+    poisson_phi_kept_roots(tree, pi, b, rank, eps, cuts[static_cast<std::size_t>(piece)],
+                           cuts[static_cast<std::size_t>(piece) + 1], phi);
+  });
+}
 
 template <class T>
 void csf_mttkrp(const Csf<T>& tree, std::type_identity_t<std::span<const T* const>> rows,
@@ -223,7 +272,10 @@ void csf_poisson_phi(const Csf<T>& tree, std::type_identity_t<std::span<const T*
   template void csf_mttkrp<T>(const Csf<T>&, std::type_identity_t<std::span<const T* const>>,      \
                               index_t, T*);                                                        \
   template void csf_poisson_phi<T>(const Csf<T>&, std::type_identity_t<std::span<const T* const>>, \
-                                   const T*, index_t, T, T*);
+                                   const T*, index_t, T, T*);                                      \
+  template void csf_khatri_rao_rows<T>(                                                            \
+      const Csf<T>&, std::type_identity_t<std::span<const T* const>>, index_t, T*);                \
+  template void csf_poisson_phi_kept<T>(const Csf<T>&, const T*, const T*, index_t, T, T*);
 TENFOLD_INSTANTIATE_FOR_EACH_VALUE_TYPE(TENFOLD_INSTANTIATE_CSF)
 
 }  // namespace tenfold::detail

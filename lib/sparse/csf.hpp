@@ -42,6 +42,8 @@ class Csf {
   /// Roots split into pieces of about equal numbers of leaves: roots [cuts[c], cuts[c+1]).
   /// A function of the tensor only (not of the thread count).
   const std::vector<index_t>& cuts() const { return cuts_; }
+  /// The leaves under root s are leaves [first_leaf(s), first_leaf(s + 1)).
+  index_t first_leaf(index_t s) const { return first_leaf_[static_cast<std::size_t>(s)]; }
 
  private:
   index_t root_size_;
@@ -49,6 +51,7 @@ class Csf {
   std::vector<std::vector<index_t>> ids_, ptr_;
   std::vector<T> values_;
   std::vector<index_t> cuts_;
+  std::vector<index_t> first_leaf_;
 };
 
 // The kernels below are compiled for AVX-512, AVX2+FMA and baseline x86-64, chosen
@@ -83,6 +86,16 @@ void csf_mttkrp(const Csf<T>& tree, std::type_identity_t<std::span<const T* cons
 template <class T>
 void csf_poisson_phi(const Csf<T>& tree, std::type_identity_t<std::span<const T* const>> rows,
                      const T* b, index_t rank, T eps, T* phi);
+
+/// pi (nnz x R, row-major, in leaf order) = the Khatri-Rao row of every leaf (as
+/// for_each_leaf passes it): what csf_poisson_phi recomputes at each call, kept.
+template <class T>
+void csf_khatri_rao_rows(const Csf<T>& tree, std::type_identity_t<std::span<const T* const>> rows,
+                         index_t rank, T* pi);
+
+/// csf_poisson_phi from the rows of csf_khatri_rao_rows.
+template <class T>
+void csf_poisson_phi_kept(const Csf<T>& tree, const T* pi, const T* b, index_t rank, T eps, T* phi);
 
 /// Scratch of for_each_leaf for one thread.
 template <class T>
