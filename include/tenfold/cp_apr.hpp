@@ -60,10 +60,12 @@ struct TENFOLD_API CpAprResult {
 
 /// CP-APR of a sparse tensor of nonnegative counts (any nonnegative values; order >= 2,
 /// at least one nonzero). The start is `initial_factors` (nonnegative, one I_n x R
-/// matrix per mode) or random from `seed`. Work per inner iteration is O(nnz N R) on the
-/// CSF tree of each mode, in parallel over its root slices, with the same bits for any
-/// thread count. Throws InvalidArgument for a negative value (naming its coordinates),
-/// options out of range, or a start of the wrong shape or with negative entries.
+/// matrix per mode) or random from `seed`. Each inner iteration is O(nnz R) on the CSF
+/// tree of the mode (the entries' Khatri-Rao rows kept per mode, nnz x R, when they take
+/// at most a quarter of the free memory; else formed again from the tree, O(nnz N R)),
+/// in parallel over its root slices, with the same bits for any thread count. Throws
+/// InvalidArgument for a negative value (naming its coordinates), options out of range, or a start
+/// of the wrong shape or with negative entries.
 template <class T>
 TENFOLD_API CpAprResult<T> cp_apr(const SparseTensor<T>& x, const CpAprOptions& options,
                                   CpStart<T> initial_factors = {});
