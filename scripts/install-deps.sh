@@ -5,7 +5,7 @@ packages=(
   build-essential cmake pkg-config git
   libopenblas-openmp-dev liblapacke-dev libomp-dev
   libblis-openmp-dev
-  nlohmann-json3-dev libcli11-dev
+  nlohmann-json3-dev libcli11-dev zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev
   python3 python3-venv python3-dev

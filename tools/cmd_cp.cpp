@@ -1,4 +1,4 @@
-// tenfold cp: CP-ALS of a dense .npy tensor.
+// tenfold cp: CP-ALS of a dense .npy tensor or a sparse tensor file.
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -8,6 +8,7 @@
 #include "distributed.hpp"
 #include "tenfold/cp.hpp"
 #include "tenfold/error.hpp"
+#include "tenfold/sparse.hpp"
 
 namespace tenfold::cli {
 namespace {
@@ -101,17 +102,114 @@ std::vector<Matrix<T>> load_initial_factors(const CpArgs& a, const io::NpyHeader
   return factors;
 }
 
-template <class T>
-int run_cp(const CpArgs& a, const io::NpyHeader& header) {
-  // Checked before any work, in the input's NumPy terms (alike on every process, which
-  // all have the same command line and input header): the rank, then the outputs (where
-  // they are written) and the start's files, an error on any process one on every process.
+// --rank within the largest CP rank of the input's shape (NumPy terms).
+void check_rank(const CpArgs& a, const io::NpyHeader& header) {
   if (const index_t bound = max_cp_rank(header.shape); a.rank > bound) {
     throw InvalidArgument("--rank " + std::to_string(a.rank) + " exceeds " + std::to_string(bound) +
                           ", the largest CP rank of any tensor of shape " +
                           shape_text(header.shape) +
                           " (the smallest product of all sizes but one)");
   }
+}
+
+// The options the flags give (all but the layout and the missing-value solver's input).
+CpOptions cp_options(const CpArgs& a) {
+  CpOptions o;
+  o.rank = a.rank;
+  o.max_iters = a.max_iters;
+  o.tol = a.tol;
+  o.init = a.init_factors.empty() ? parse_cp_init(a.init) : CpInit::given;
+  o.seed = a.seed;
+  o.n_starts = a.n_starts;
+  o.nonnegative = a.nonnegative;
+  o.line_search = a.line_search;
+  o.compress = parse_cp_compress(a.compress);
+  o.missing_solver = parse_cp_missing_solver(a.missing_solver);
+  o.ridge = a.ridge;
+  o.time_limit = a.time_limit;
+  o.backend = parse_backend(a.common.backend);
+  if (!a.common.quiet && writes_outputs()) {
+    o.callback = [](const CpProgress& p) {
+      std::fprintf(stderr, "iter %4d  fit %.8f  change %.3e  %8.3f s\n", p.iteration, p.fit,
+                   p.delta, p.seconds);
+      return true;
+    };
+  }
+  return o;
+}
+
+// The report fields of every CP-ALS run.
+template <class T>
+nlohmann::json cp_report(const CpArgs& a, const io::NpyHeader& header, const CpResult<T>& res) {
+  const KTensor<T>& m = res.model;
+  const ComponentPair degenerate = most_negative_congruence(m);
+  return {
+      {"command", "cp"},
+      {"input", a.input},
+      {"shape", header.shape},
+      {"dtype", dtype_name<T>()},
+      {"backend", a.common.backend},
+      {"rank", m.rank()},
+      {"init", std::string(to_string(res.init))},
+      {"n_starts", a.n_starts},
+      {"best_start", res.best_start},
+      {"start_fits", res.start_fits},
+      {"nonnegative", a.nonnegative},
+      {"line_search", a.line_search},
+      {"line_search_accepted", res.line_search_accepted},
+      {"seed", a.seed},
+      {"tol", a.tol},
+      {"max_iters", a.max_iters},
+      {"iterations", res.iterations},
+      {"converged", res.converged},
+      {"stop", std::string(to_string(res.stop))},
+      {"fit", res.fit},
+      {"relative_error", res.relative_error},
+      {"fit_history", res.fit_history},
+      {"eigen_fallbacks", res.eigen_fallbacks},
+      {"most_negative_congruence",
+       {{"components", {degenerate.first, degenerate.second}},
+        {"congruence", degenerate.congruence}}},
+      {"seconds", res.timings.total},
+      {"timings",
+       {{"init", res.timings.init},
+        {"compress", res.timings.compress},
+        {"mttkrp", res.timings.mttkrp},
+        {"gram", res.timings.gram},
+        {"solve", res.timings.solve},
+        {"other", res.timings.other}}},
+      {"factor_files", "factor_<a>.npy is the factor of NumPy axis a of the input (I_a x rank)"}};
+}
+
+// OUT/weights.npy, OUT/factor_<a>.npy and OUT/report.json as one folder, the summary on
+// stdout, and a warning for a degenerate model.
+template <class T>
+void write_cp_result(const CpArgs& a, const io::NpyHeader& header, const CpResult<T>& res,
+                     const nlohmann::json& j) {
+  const KTensor<T>& m = res.model;
+  io::write_folder_atomically(a.out, [&](const std::filesystem::path& dir) {
+    io::save_npy<T>(dir / "weights.npy", TensorView<const T>(m.weights.data(), {m.rank()}));
+    save_factors(dir, header, m.factors);
+    write_json(dir / "report.json", j);
+  });
+  print_summary(a, header, res);
+  const ComponentPair degenerate = most_negative_congruence(m);
+  if (degenerate.congruence < kDegenerateCongruence) {
+    std::fprintf(stderr,
+                 "warning: components %lld and %lld nearly cancel (congruence %.3f): a "
+                 "degenerate solution, whose weights grow without improving the fit; try a "
+                 "lower --rank, --ridge or --nonnegative\n",
+                 static_cast<long long>(degenerate.first),
+                 static_cast<long long>(degenerate.second), degenerate.congruence);
+  }
+}
+
+template <class T>
+int run_cp(const CpArgs& a, const io::NpyHeader& header) {
+  // Checked before any work, in the input's NumPy terms (alike on every process, which
+  // all have the same command line and input header): the rank, then the outputs (where
+  // they are written) and the start's files, an error on any process one on every process.
+  check_rank(a, header);
   const std::vector<int> grid = parse_grid(a.grid, header.shape);
   const bool missing = a.missing == "nan";
   if (missing && distributed()) {
@@ -140,28 +238,8 @@ int run_cp(const CpArgs& a, const io::NpyHeader& header) {
     }
   }
 
-  CpOptions o;
-  o.rank = a.rank;
-  o.max_iters = a.max_iters;
-  o.tol = a.tol;
-  o.init = a.init_factors.empty() ? parse_cp_init(a.init) : CpInit::given;
-  o.seed = a.seed;
-  o.n_starts = a.n_starts;
-  o.nonnegative = a.nonnegative;
-  o.line_search = a.line_search;
-  o.compress = parse_cp_compress(a.compress);
-  o.missing_solver = parse_cp_missing_solver(a.missing_solver);
+  CpOptions o = cp_options(a);
   o.layout = header.fortran_order ? Layout::col_major : Layout::row_major;
-  o.ridge = a.ridge;
-  o.time_limit = a.time_limit;
-  o.backend = parse_backend(a.common.backend);
-  if (!a.common.quiet && writes_outputs()) {
-    o.callback = [](const CpProgress& p) {
-      std::fprintf(stderr, "iter %4d  fit %.8f  change %.3e  %8.3f s\n", p.iteration, p.fit,
-                   p.delta, p.seconds);
-      return true;
-    };
-  }
   nlohmann::json mpi_report;
   const CpResult<T> res =
       distributed() ? distributed_cp<T>(a.input, header, grid, o, initial_factors, mpi_report)
@@ -171,73 +249,53 @@ int run_cp(const CpArgs& a, const io::NpyHeader& header) {
   // Rank 0 writes the result; an error there is an error on every process.
   on_every_process([&] {
     if (!writes_outputs()) return;
-    const KTensor<T>& m = res.model;
-    const ComponentPair degenerate = most_negative_congruence(m);
     // The core's size along each NumPy axis (empty without compression).
     std::vector<index_t> compression_ranks;
     for (std::size_t ax = 0; ax < res.compression_ranks.size(); ++ax) {
       compression_ranks.push_back(res.compression_ranks[static_cast<std::size_t>(
           numpy_axis(header, static_cast<int>(ax)))]);
     }
-    nlohmann::json j = {
-        {"command", "cp"},
-        {"input", a.input},
-        {"shape", header.shape},
-        {"dtype", dtype_name<T>()},
-        {"backend", a.common.backend},
-        {"rank", m.rank()},
-        {"init", std::string(to_string(res.init))},
-        {"n_starts", a.n_starts},
-        {"best_start", res.best_start},
-        {"start_fits", res.start_fits},
-        {"nonnegative", a.nonnegative},
-        {"line_search", a.line_search},
-        {"line_search_accepted", res.line_search_accepted},
-        {"compress", a.compress},
-        {"compressed", res.compressed},
-        {"compression_ranks", compression_ranks},
-        {"compressed_iterations", res.compressed_iterations},
-        {"missing", missing ? "nan" : "none"},
-        {"missing_solver", a.missing_solver},
-        {"observed_entries", n_observed},
-        {"seed", a.seed},
-        {"tol", a.tol},
-        {"max_iters", a.max_iters},
-        {"iterations", res.iterations},
-        {"converged", res.converged},
-        {"stop", std::string(to_string(res.stop))},
-        {"fit", res.fit},
-        {"relative_error", res.relative_error},
-        {"fit_history", res.fit_history},
-        {"eigen_fallbacks", res.eigen_fallbacks},
-        {"most_negative_congruence",
-         {{"components", {degenerate.first, degenerate.second}},
-          {"congruence", degenerate.congruence}}},
-        {"seconds", res.timings.total},
-        {"timings",
-         {{"init", res.timings.init},
-          {"compress", res.timings.compress},
-          {"mttkrp", res.timings.mttkrp},
-          {"gram", res.timings.gram},
-          {"solve", res.timings.solve},
-          {"other", res.timings.other}}},
-        {"factor_files", "factor_<a>.npy is the factor of NumPy axis a of the input (I_a x rank)"}};
+    nlohmann::json j = cp_report(a, header, res);
+    j["compress"] = a.compress;
+    j["compressed"] = res.compressed;
+    j["compression_ranks"] = compression_ranks;
+    j["compressed_iterations"] = res.compressed_iterations;
+    j["missing"] = missing ? "nan" : "none";
+    j["missing_solver"] = a.missing_solver;
+    j["observed_entries"] = n_observed;
     if (distributed()) j["mpi"] = mpi_report;
-    io::write_folder_atomically(a.out, [&](const std::filesystem::path& dir) {
-      io::save_npy<T>(dir / "weights.npy", TensorView<const T>(m.weights.data(), {m.rank()}));
-      save_factors(dir, header, m.factors);
-      write_json(dir / "report.json", j);
-    });
-    print_summary(a, header, res);
-    if (degenerate.congruence < kDegenerateCongruence) {
-      std::fprintf(stderr,
-                   "warning: components %lld and %lld nearly cancel (congruence %.3f): a "
-                   "degenerate solution, whose weights grow without improving the fit; try a "
-                   "lower --rank, --ridge or --nonnegative\n",
-                   static_cast<long long>(degenerate.first),
-                   static_cast<long long>(degenerate.second), degenerate.congruence);
-    }
+    write_cp_result(a, header, res, j);
   });
+  return 0;
+}
+
+// CP-ALS of a sparse tensor file (.tns, .tns.gz, .tfsparse): axis n is column n of the
+// coordinates, and the factors are written per axis as for a Fortran-order .npy.
+template <class T>
+int run_sparse_cp(const CpArgs& a) {
+  if (distributed()) throw InvalidArgument("sparse inputs do not run under mpirun");
+  if (!a.grid.empty()) throw InvalidArgument("--grid applies to .npy inputs under mpirun only");
+  if (!a.missing.empty()) {
+    throw InvalidArgument(
+        "--missing does not apply to a sparse input (its absent entries are "
+        "zeros, not missing values)");
+  }
+  if (a.compress == "on") throw InvalidArgument("--compress on applies to dense .npy inputs only");
+  check_outputs({{"--out", a.out, true}}, {a.input});
+  const SparseTensor<T> x = io::load_sparse_file<T>(a.input);
+  io::NpyHeader header;  // the axes as a Fortran-order array's
+  header.fortran_order = true;
+  header.shape = x.dims();
+  check_rank(a, header);
+  CpOptions o = cp_options(a);
+  std::vector<Matrix<T>> initial_factors;
+  if (!a.init_factors.empty()) initial_factors = load_initial_factors<T>(a, header);
+  const CpResult<T> res = cp_als(x, o, initial_factors);
+  if (!writes_outputs()) return 0;
+  nlohmann::json j = cp_report(a, header, res);
+  j["format"] = "sparse";
+  j["nnz"] = x.nnz();
+  write_cp_result(a, header, res, j);
   return 0;
 }
 
@@ -249,7 +307,9 @@ Command add_cp_command(CLI::App& app) {
       "cp",
       "CP decomposition by alternating least squares. Writes OUT/weights.npy (rank), "
       "OUT/factor_<a>.npy (I_a x rank, for each NumPy axis a of the input) and OUT/report.json.");
-  cmd->add_option("input", a->input, "Input tensor: .npy, float32 or float64, order >= 2")
+  cmd->add_option("input", a->input,
+                  "Input tensor: .npy (dense, float32 or float64) or sparse .tns, .tns.gz or "
+                  ".tfsparse (float64 unless --dtype float32), order >= 2")
       ->required();
   add_integer_option(*cmd, "-r,--rank", a->rank,
                      "Number of components, 1 up to the smallest product of all axis sizes but "
@@ -323,6 +383,10 @@ Command add_cp_command(CLI::App& app) {
   });
   return {cmd,
           [a] {
+            if (io::is_sparse_file(a->input)) {
+              return a->common.dtype == "float32" ? run_sparse_cp<float>(*a)
+                                                  : run_sparse_cp<double>(*a);
+            }
             const io::NpyHeader header = read_input_header_everywhere(a->input);
             return choose_dtype(a->common.dtype, header.dtype) == io::DType::float32
                        ? run_cp<float>(*a, header)

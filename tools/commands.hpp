@@ -6,6 +6,8 @@
 namespace tenfold::cli {
 
 Command add_cp_command(CLI::App& app);
+Command add_cp_apr_command(CLI::App& app);
+Command add_gcp_command(CLI::App& app);
 Command add_tucker_command(CLI::App& app);
 Command add_attention_command(CLI::App& app);
 

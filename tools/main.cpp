@@ -59,10 +59,14 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "tenfold: error: %s\n", e.what());
     return 2;
   }
-  CLI::App app{"Tenfold: dense tensor decompositions (CP-ALS, Tucker) on CPU and GPU", "tenfold"};
+  CLI::App app{
+      "Tenfold: tensor decompositions (CP-ALS, CP-APR, Tucker) of dense and sparse tensors on CPU "
+      "and GPU",
+      "tenfold"};
   app.set_version_flag("--version", TENFOLD_VERSION);
   app.require_subcommand(1);
-  const std::vector<Command> commands = {add_cp_command(app), add_tucker_command(app),
+  const std::vector<Command> commands = {add_cp_command(app), add_cp_apr_command(app),
+                                         add_gcp_command(app), add_tucker_command(app),
                                          add_attention_command(app)};
 
   const auto known = [&](const std::string& name) {

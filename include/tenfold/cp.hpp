@@ -11,6 +11,7 @@
 #include "tenfold/backend.hpp"
 #include "tenfold/export.hpp"
 #include "tenfold/ktensor.hpp"
+#include "tenfold/sparse.hpp"
 #include "tenfold/tensor.hpp"
 
 namespace tenfold {
@@ -236,6 +237,20 @@ CpResult<T> cp_als(const Tensor<T>& x, TensorView<const std::uint8_t> observed,
 /// most S, but R > S is accepted: the extra components are redundant, not wrong).
 template <class T>
 TENFOLD_API CpResult<T> cp_als(const KTensor<T>& x, const CpOptions& options,
+                               CpStart<T> initial_factors = {});
+
+/// CP-ALS of a sparse tensor (order >= 2; docs/sparse.md): the same loop, stopping rule
+/// and closed-form fit as the dense call, with the MTTKRP of each mode on a compressed
+/// sparse fibre tree rooted at that mode (one tree per mode, built once per call; its
+/// memory is checked first). The MTTKRP gives the same bits for any thread count (the
+/// loop's dense steps follow the library's rule: the same bits for the same thread
+/// count, docs/api.md "Threads"). Options
+/// as for dense tensors (starts, n_starts, line_search, nonnegative, ridge, time_limit,
+/// callback); automatic init is nvecs under the same size rule (the mode Grams are
+/// formed from the nonzeros). Refused: compress = on, layout = row_major (the modes are
+/// the coordinate columns), backends without host memory.
+template <class T>
+TENFOLD_API CpResult<T> cp_als(const SparseTensor<T>& x, const CpOptions& options,
                                CpStart<T> initial_factors = {});
 
 }  // namespace tenfold

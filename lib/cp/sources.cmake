@@ -3,6 +3,7 @@ target_sources(tenfold_cp PRIVATE
   cp/cp_als.cpp
   cp/cp_missing.cpp
   cp/factor_match.cpp
+  cp/gcp.cpp
   cp/hals.cpp
   cp/kruskal_operand.cpp
   cp/line_search.cpp

@@ -100,5 +100,7 @@ class Interruptible {
 
 void register_decompositions(nb::module_& m);
 void register_attention(nb::module_& m);
+void register_sparse(nb::module_& m);
+void register_gcp(nb::module_& m);
 
 }  // namespace tenfold::python

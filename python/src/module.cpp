@@ -46,4 +46,6 @@ NB_MODULE(_tenfold, m) {
   m.def("set_num_threads", &tenfold::set_num_threads, nb::arg("threads"));
   tenfold::python::register_decompositions(m);
   tenfold::python::register_attention(m);
+  tenfold::python::register_sparse(m);
+  tenfold::python::register_gcp(m);
 }

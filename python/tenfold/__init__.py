@@ -29,6 +29,9 @@ __all__ = [
     "parafac",
     "non_negative_parafac_hals",
     "tucker",
+    "cp_apr",
+    "gcp",
+    "sparse",
     "CPResult",
     "TuckerResult",
     "CpProgress",
@@ -39,6 +42,10 @@ __all__ = [
     "num_threads",
     "set_num_threads",
 ]
+
+from . import sparse  # noqa: E402  (after _tenfold: it calls into it)
+from ._gcp import gcp  # noqa: E402
+from .sparse import cp_apr  # noqa: E402
 
 CpProgress = namedtuple("CpProgress", ["iteration", "fit", "delta", "seconds"])
 CpProgress.__doc__ = """What a parafac callback sees after each iteration.
@@ -181,9 +188,10 @@ def parafac(
 
     Parameters
     ----------
-    tensor : array_like, at least 2 axes
+    tensor : array_like, at least 2 axes, or sparse
         Read in place when it is a C- or Fortran-contiguous float32/float64 array;
-        otherwise copied once (docs/python.md, "Copies").
+        otherwise copied once (docs/python.md, "Copies"). A (coords, values, shape)
+        tuple or a ``sparse.COO`` runs on the sparse entries (:func:`tenfold.sparse.parafac`).
     rank : int
         Number of components R, at most the smallest product of all sizes but one.
     n_iter_max : int
@@ -265,6 +273,10 @@ def parafac(
     >>> bool(tenfold.parafac(x, 3, tol=1e-12, n_iter_max=500).fit > 0.9999)
     True
     """
+    if sparse.is_sparse(tensor):  # a (coords, values, shape) tuple or a sparse.COO
+        return sparse.parafac(tensor, rank, n_iter_max, init, tol, random_state, normalize_factors,
+                              callback, backend, dtype, linesearch=linesearch, l2_reg=l2_reg,
+                              mask=mask, n_starts=n_starts, compress=compress)
     return _tensorly.run_cp(
         _cp, tensor, rank, n_iter_max, init, tol, random_state, normalize_factors, callback,
         backend, dtype, dict(linesearch=linesearch, l2_reg=l2_reg, mask=mask, n_starts=n_starts,

@@ -6,6 +6,9 @@ import numpy.typing as npt
 
 from ._tenfold import DeviceError as DeviceError
 from ._tenfold import NumericalError as NumericalError
+from . import sparse as sparse
+from .sparse import cp_apr as cp_apr
+from ._gcp import gcp as gcp
 
 __version__: str
 

@@ -1,0 +1,281 @@
+#include "sparse/csf.hpp"
+
+#include <numeric>
+
+#include "core/instantiate.hpp"
+#include "core/thread_pool.hpp"
+#include "sparse/entry_order.hpp"
+
+namespace tenfold::detail {
+namespace {
+
+// Roots per piece aim at nnz / kPieces leaves each (at least one root per piece).
+constexpr index_t kPieces = 512;
+
+}  // namespace
+
+template <class T>
+double Csf<T>::bytes_bound(int order, index_t nnz) {
+  // Upper levels: at most nnz nodes each (id and child pointer); leaves: id and value;
+  // while building, the sorted coordinates and the sort's permutation and keys.
+  return static_cast<double>(nnz) *
+         (static_cast<double>(order - 1) * 2.0 * sizeof(index_t) + sizeof(index_t) + sizeof(T) +
+          static_cast<double>(order) * sizeof(index_t) + 3.0 * sizeof(index_t));
+}
+
+template <class T>
+Csf<T>::Csf(const SparseTensor<T>& x, int root) : root_size_(x.dim(root)) {
+  const int order = x.order();
+  modes_.push_back(root);
+  for (int m = 0; m < order; ++m)
+    if (m != root) modes_.push_back(m);
+  std::stable_sort(modes_.begin() + 1, modes_.end(),
+                   [&](int a, int b) { return x.dim(a) < x.dim(b); });
+  std::vector<const index_t*> idx;
+  for (int m = 0; m < order; ++m) idx.push_back(x.indices(m).data());
+  const index_t nnz = x.nnz();
+  // The coordinates level by level in sorted order (one gather per level), and the
+  // values: everything after reads them in order.
+  std::vector<index_t> sorted(static_cast<std::size_t>(order) * static_cast<std::size_t>(nnz));
+  {
+    const std::vector<index_t> perm = sorted_entries(idx, nnz, x.dims(), modes_);
+    for (int d = 0; d < order; ++d) {
+      const index_t* from = idx[static_cast<std::size_t>(modes_[static_cast<std::size_t>(d)])];
+      index_t* to = sorted.data() + d * nnz;
+      for (index_t p = 0; p < nnz; ++p) to[p] = from[perm[static_cast<std::size_t>(p)]];
+    }
+    values_.resize(static_cast<std::size_t>(nnz));
+    for (index_t p = 0; p < nnz; ++p)
+      values_[static_cast<std::size_t>(p)] =
+          x.values()[static_cast<std::size_t>(perm[static_cast<std::size_t>(p)])];
+  }
+  const auto at = [&](int d, index_t p) { return sorted[static_cast<std::size_t>(d * nnz + p)]; };
+  // Sorted entry p starts a new node at every level >= the first level at which its
+  // coordinates differ from entry p-1's (entries are distinct: the leaf always differs).
+  const auto first_new_level = [&](index_t p) {
+    if (p == 0) return 0;
+    int d = 0;
+    while (at(d, p) == at(d, p - 1)) ++d;
+    return d;
+  };
+  std::vector<index_t> count(static_cast<std::size_t>(order), 0);
+  for (index_t p = 0; p < nnz; ++p)
+    for (int d = first_new_level(p); d < order; ++d) ++count[static_cast<std::size_t>(d)];
+  ids_.resize(static_cast<std::size_t>(order));
+  ptr_.resize(static_cast<std::size_t>(order - 1));
+  for (int d = 0; d < order; ++d) {
+    ids_[static_cast<std::size_t>(d)].reserve(
+        static_cast<std::size_t>(count[static_cast<std::size_t>(d)]));
+    if (d < order - 1)
+      ptr_[static_cast<std::size_t>(d)].reserve(
+          static_cast<std::size_t>(count[static_cast<std::size_t>(d)] + 1));
+  }
+  for (index_t p = 0; p < nnz; ++p) {
+    for (int d = first_new_level(p); d < order; ++d) {
+      const auto ds = static_cast<std::size_t>(d);
+      ids_[ds].push_back(at(d, p));
+      // Its first child is the next node of level d+1.
+      if (d < order - 1) ptr_[ds].push_back(static_cast<index_t>(ids_[ds + 1].size()));
+    }
+  }
+  for (int d = 0; d < order - 1; ++d) ptr_[static_cast<std::size_t>(d)].push_back(nodes(d + 1));
+  // Leaves under each root (the first leaf of root s, following first children down).
+  const index_t roots = nodes(0);
+  std::vector<index_t>& first_leaf = first_leaf_;
+  first_leaf.resize(static_cast<std::size_t>(roots + 1));
+  for (index_t s = 0; s <= roots; ++s) {
+    index_t j = s;
+    for (int d = 0; d < order - 1; ++d)
+      j = ptr_[static_cast<std::size_t>(d)][static_cast<std::size_t>(j)];
+    first_leaf[static_cast<std::size_t>(s)] = j;
+  }
+  const index_t target = std::max<index_t>(1, (nnz + kPieces - 1) / kPieces);
+  cuts_.push_back(0);
+  for (index_t s = 1; s <= roots; ++s) {
+    if (s == roots || first_leaf[static_cast<std::size_t>(s)] -
+                              first_leaf[static_cast<std::size_t>(cuts_.back())] >=
+                          target)
+      cuts_.push_back(s);
+  }
+}
+
+namespace {
+
+// MTTKRP rows of the roots [s0, s1) (see csf_mttkrp). Bottom-up and iterative: sums[d]
+// (R) collects t of the level-d node on the current path; finishing that node adds
+// U_{mode(d)}[id] .* sums[d] into its parent's (the output row for level 1).
+template <class T>
+TENFOLD_SIMD_CLONES void mttkrp_roots(const Csf<T>& tree, const T* const* rows, index_t rank,
+                                      index_t s0, index_t s1, T* out, T* sums, index_t* pos,
+                                      index_t* end) {
+  const int last = tree.levels() - 1;
+  const T* values = tree.values();
+  const index_t* leaf_id = tree.ids(last);
+  const T* leaf_rows = rows[tree.mode(last)];
+  // t += sum over leaves [lo, hi) of value * U_leaf[id]
+  // Rows ahead of the one in use are requested early (their cache lines), since each
+  // leaf reads a row at a random place of a factor that rarely fits in cache.
+  constexpr index_t kAhead = 8;
+  const index_t lines = (rank * static_cast<index_t>(sizeof(T)) + 63) / 64;
+  // the row of node j + kAhead of level d
+  const auto prefetch = [&](int d, index_t j) TENFOLD_INLINE_INTO_CLONE {
+    if (j + kAhead >= tree.nodes(d)) return;
+    const char* next =
+        reinterpret_cast<const char*>(rows[tree.mode(d)] + tree.ids(d)[j + kAhead] * rank);
+    for (index_t l = 0; l < lines; ++l) __builtin_prefetch(next + 64 * l);
+  };
+  const auto add_leaves = [&](index_t lo, index_t hi, T* t) TENFOLD_INLINE_INTO_CLONE {
+    for (index_t k = lo; k < hi; ++k) {
+      prefetch(last, k);
+      const T* row = leaf_rows + leaf_id[k] * rank;
+      const T x = values[k];
+      for (index_t r = 0; r < rank; ++r) t[r] += x * row[r];
+    }
+  };
+  for (index_t s = s0; s < s1; ++s) {
+    T* root_row = out + tree.ids(0)[s] * rank;
+    if (last == 1) {
+      add_leaves(tree.children(0)[s], tree.children(0)[s + 1], root_row);
+      continue;
+    }
+    // parent .+= U_{mode(d)}[id(pos[d])] .* sums[d], then the next node of level d
+    const auto finish = [&](int d) TENFOLD_INLINE_INTO_CLONE {
+      T* parent = d == 1 ? root_row : sums + (d - 1) * rank;
+      const T* row = rows[tree.mode(d)] + tree.ids(d)[pos[d]] * rank;
+      const T* t = sums + d * rank;
+      for (index_t r = 0; r < rank; ++r) parent[r] += row[r] * t[r];
+      ++pos[d];
+    };
+    int d = 1;
+    pos[1] = tree.children(0)[s];
+    end[1] = tree.children(0)[s + 1];
+    for (;;) {
+      if (pos[d] == end[d]) {
+        if (d == 1) break;
+        finish(--d);
+        continue;
+      }
+      const index_t j = pos[d];
+      prefetch(d, j);
+      T* t = sums + d * rank;
+      std::fill(t, t + rank, T(0));
+      if (d == last - 1) {
+        add_leaves(tree.children(d)[j], tree.children(d)[j + 1], t);
+        finish(d);
+      } else {
+        pos[d + 1] = tree.children(d)[j];
+        end[d + 1] = tree.children(d)[j + 1];
+        ++d;
+      }
+    }
+  }
+}
+
+// Phi rows of the roots [s0, s1) (see csf_poisson_phi).
+template <class T>
+TENFOLD_SIMD_CLONES void poisson_phi_roots(const Csf<T>& tree, const T* const* rows, const T* b,
+                                           index_t rank, T eps, index_t s0, index_t s1, T* phi,
+                                           LeafScratch<T>& scratch) {
+  for (index_t s = s0; s < s1; ++s) {
+    const index_t i = tree.ids(0)[s];
+    const T* bi = b + i * rank;
+    T* out = phi + i * rank;
+    // m = <B(i,:), pi> (the model at the entry); Phi(i,:) += x / max(m, eps) * pi
+    for_each_leaf(tree, s, rows, rank, scratch, [&](T x, const T* pi) TENFOLD_INLINE_INTO_CLONE {
+      T m = 0;
+      for (index_t r = 0; r < rank; ++r) m += bi[r] * pi[r];
+      const T w = x / std::max(m, eps);
+      for (index_t r = 0; r < rank; ++r) out[r] += w * pi[r];
+    });
+  }
+}
+
+// Phi rows of the roots [s0, s1) from the kept Khatri-Rao rows (see csf_poisson_phi_kept).
+template <class T>
+TENFOLD_SIMD_CLONES void poisson_phi_kept_roots(const Csf<T>& tree, const T* pi, const T* b,
+                                                index_t rank, T eps, index_t s0, index_t s1,
+                                                T* phi) {
+  const T* values = tree.values();
+  for (index_t s = s0; s < s1; ++s) {
+    const index_t i = tree.ids(0)[s];
+    const T* bi = b + i * rank;
+    T* out = phi + i * rank;
+    for (index_t k = tree.first_leaf(s); k < tree.first_leaf(s + 1); ++k) {
+      const T* p = pi + k * rank;
+      T m = 0;
+      for (index_t r = 0; r < rank; ++r) m += bi[r] * p[r];
+      const T w = values[k] / std::max(m, eps);
+      for (index_t r = 0; r < rank; ++r) out[r] += w * p[r];
+    }
+  }
+}
+
+}  // namespace
+
+template <class T>
+void csf_khatri_rao_rows(const Csf<T>& tree, std::type_identity_t<std::span<const T* const>> rows,
+                         index_t rank, T* pi) {
+  const auto& cuts = tree.cuts();
+  parallel_for(static_cast<index_t>(cuts.size()) - 1, [&](index_t piece) {
+    LeafScratch<T> scratch(tree.levels(), rank);
+    for (index_t s = cuts[static_cast<std::size_t>(piece)];
+         s < cuts[static_cast<std::size_t>(piece) + 1]; ++s) {
+      T* to = pi + tree.first_leaf(s) * rank;
+      for_each_leaf(tree, s, rows.data(), rank, scratch, [&](T, const T* p) {
+        std::copy(p, p + rank, to);
+        to += rank;
+      });
+    }
+  });
+}
+
+template <class T>
+void csf_poisson_phi_kept(const Csf<T>& tree, const T* pi, const T* b, index_t rank, T eps,
+                          T* phi) {
+  std::fill(phi, phi + tree.root_size() * rank, T(0));
+  const auto& cuts = tree.cuts();
+  parallel_for(static_cast<index_t>(cuts.size()) - 1, [&](index_t piece) {
+    poisson_phi_kept_roots(tree, pi, b, rank, eps, cuts[static_cast<std::size_t>(piece)],
+                           cuts[static_cast<std::size_t>(piece) + 1], phi);
+  });
+}
+
+template <class T>
+void csf_mttkrp(const Csf<T>& tree, std::type_identity_t<std::span<const T* const>> rows,
+                index_t rank, T* out) {
+  std::fill(out, out + tree.root_size() * rank, T(0));
+  const auto& cuts = tree.cuts();
+  parallel_for(static_cast<index_t>(cuts.size()) - 1, [&](index_t piece) {
+    const auto levels = static_cast<std::size_t>(tree.levels());
+    std::vector<T> sums(levels * static_cast<std::size_t>(rank));
+    std::vector<index_t> pos(levels), end(levels);
+    mttkrp_roots(tree, rows.data(), rank, cuts[static_cast<std::size_t>(piece)],
+                 cuts[static_cast<std::size_t>(piece) + 1], out, sums.data(), pos.data(),
+                 end.data());
+  });
+}
+
+template <class T>
+void csf_poisson_phi(const Csf<T>& tree, std::type_identity_t<std::span<const T* const>> rows,
+                     const T* b, index_t rank, T eps, T* phi) {
+  std::fill(phi, phi + tree.root_size() * rank, T(0));
+  const auto& cuts = tree.cuts();
+  parallel_for(static_cast<index_t>(cuts.size()) - 1, [&](index_t piece) {
+    LeafScratch<T> scratch(tree.levels(), rank);
+    poisson_phi_roots(tree, rows.data(), b, rank, eps, cuts[static_cast<std::size_t>(piece)],
+                      cuts[static_cast<std::size_t>(piece) + 1], phi, scratch);
+  });
+}
+
+#define TENFOLD_INSTANTIATE_CSF(T)                                                                 \
+  template class Csf<T>;                                                                           \
+  template void csf_mttkrp<T>(const Csf<T>&, std::type_identity_t<std::span<const T* const>>,      \
+                              index_t, T*);                                                        \
+  template void csf_poisson_phi<T>(const Csf<T>&, std::type_identity_t<std::span<const T* const>>, \
+                                   const T*, index_t, T, T*);                                      \
+  template void csf_khatri_rao_rows<T>(                                                            \
+      const Csf<T>&, std::type_identity_t<std::span<const T* const>>, index_t, T*);                \
+  template void csf_poisson_phi_kept<T>(const Csf<T>&, const T*, const T*, index_t, T, T*);
+TENFOLD_INSTANTIATE_FOR_EACH_VALUE_TYPE(TENFOLD_INSTANTIATE_CSF)
+
+}  // namespace tenfold::detail

@@ -1,0 +1,39 @@
+// CP-ALS of a sparse tensor: the one ALS loop (cp/cp_als.hpp) over a SparseOperand.
+#include <string>
+
+#include "core/instantiate.hpp"
+#include "cp/cp_als.hpp"
+#include "sparse/sparse_operand.hpp"
+#include "tenfold/cp.hpp"
+#include "tenfold/error.hpp"
+
+namespace tenfold {
+
+template <class T>
+CpResult<T> cp_als(const SparseTensor<T>& x, const CpOptions& options, CpStart<T> initial_factors) {
+  const auto start = detail::Clock::now();
+  if (x.order() < 2) {
+    throw InvalidArgument("CP-ALS needs a tensor of order >= 2, got a sparse tensor of order " +
+                          std::to_string(x.order()));
+  }
+  if (options.compress == CpCompress::on) {
+    throw InvalidArgument("compress = on applies to dense tensors only, not to a sparse tensor");
+  }
+  if (options.layout == Layout::row_major) {
+    throw InvalidArgument(
+        "layout = row_major applies to dense arrays; the modes of a sparse tensor are its "
+        "coordinate columns (NumPy axes) already");
+  }
+  detail::validate_cp_options(options, initial_factors, x.dims());
+  auto c = detail::make_compute<T>(options.backend);
+  detail::SparseOperand<T> op(*c, x);
+  CpResult<T> res = detail::run_cp_starts(op, *c, options, initial_factors, start);
+  res.timings.total = detail::seconds_since(start);
+  return res;
+}
+
+#define TENFOLD_INSTANTIATE_SPARSE_CP(T) \
+  template CpResult<T> cp_als<T>(const SparseTensor<T>&, const CpOptions&, CpStart<T>);
+TENFOLD_INSTANTIATE_FOR_EACH_VALUE_TYPE(TENFOLD_INSTANTIATE_SPARSE_CP)
+
+}  // namespace tenfold

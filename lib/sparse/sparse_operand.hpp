@@ -1,0 +1,43 @@
+// A sparse tensor as a CP-ALS operand: MTTKRP of mode n on the CSF tree rooted at n
+// (sparse/csf.hpp), from row-major copies of the factors that are refreshed only when a
+// factor changes. Host-memory backends only (cpu, reference).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "cp/operand.hpp"
+#include "sparse/csf.hpp"
+
+namespace tenfold::detail {
+
+template <class T>
+class SparseOperand final : public CpOperand<T> {
+ public:
+  /// Builds one CSF tree per mode (x must outlive the operand), after checking that they
+  /// fit in memory. Throws InvalidArgument for a backend without host memory.
+  SparseOperand(Compute<T>& c, const SparseTensor<T>& x);
+
+  const std::vector<index_t>& dims() const override { return x_.dims(); }
+  double norm_squared() override;
+  void mttkrp(int n, std::span<const T* const> factors, index_t rank, T* out) override;
+  void factor_changed(int m) override { fresh_[static_cast<std::size_t>(m)] = false; }
+  /// X_(n) X_(n)^T from the entries grouped by their indices in the other modes.
+  void mode_gram(int n, T* out) override;
+  double workspace_elements(index_t rank, bool mode_grams) const override;
+
+  /// The tree rooted at mode n.
+  const Csf<T>& tree(int n) const { return *trees_[static_cast<std::size_t>(n)]; }
+  /// Row-major copies of the factors at `rank` (refreshed where they changed).
+  std::vector<const T*> factor_rows(std::span<const T* const> factors, index_t rank, int skip);
+
+ private:
+  const SparseTensor<T>& x_;
+  std::vector<std::unique_ptr<Csf<T>>> trees_;
+  std::vector<std::vector<T>> rows_;  // rows_[m]: U_m row-major (I_m x R)
+  std::vector<bool> fresh_;
+  index_t rows_rank_ = 0;
+  std::vector<T> out_rows_;
+};
+
+}  // namespace tenfold::detail

@@ -1,0 +1,213 @@
+// tenfold._tenfold.sparse_cp_als, .sparse_cp_apr, .load_sparse and .save_sparse: a sparse
+// tensor comes in as (coords (N, nnz) int64, values (nnz,), shape), with axis n = mode n
+// (no reversal: coordinates have no memory order). The entries are copied once into a
+// SparseTensor, which sums duplicates and checks every index.
+#include "tenfold/sparse.hpp"
+
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "bindings.hpp"
+#include "tenfold/cp.hpp"
+#include "tenfold/cp_apr.hpp"
+#include "tenfold/error.hpp"
+
+namespace tenfold::python {
+
+namespace {
+
+using Coords = nb::ndarray<nb::ro, const std::int64_t, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
+template <class T>
+using Values = nb::ndarray<nb::ro, const T, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+
+template <class T>
+SparseTensor<T> sparse_from(const Coords& coords, const Values<T>& values,
+                            const std::vector<index_t>& shape) {
+  if (coords.shape(0) != shape.size() || coords.shape(1) != values.shape(0)) {
+    throw DimensionMismatch("coords has shape (" + std::to_string(coords.shape(0)) + ", " +
+                            std::to_string(coords.shape(1)) + "), expected (" +
+                            std::to_string(shape.size()) + ", " + std::to_string(values.shape(0)) +
+                            "): one row per axis of shape, one "
+                            "column per value");
+  }
+  std::vector<index_t> c(coords.size());
+  if (!c.empty()) std::memcpy(c.data(), coords.data(), c.size() * sizeof(index_t));
+  std::vector<T> v(values.data(), values.data() + values.shape(0));
+  return SparseTensor<T>(shape, std::move(c), std::move(v));
+}
+
+template <class T>
+nb::dict sparse_cp_als_typed(const Coords& coords, const Values<T>& values,
+                             const std::vector<index_t>& shape, index_t rank, int n_iter_max,
+                             const std::string& init, double tol, std::uint64_t seed,
+                             const std::vector<InArray>& initial_factors, nb::object callback,
+                             bool line_search, double ridge, int n_starts,
+                             const std::string& compress) {
+  const SparseTensor<T> x = sparse_from(coords, values, shape);
+  CpOptions o;
+  o.rank = rank;
+  o.max_iters = n_iter_max;
+  o.tol = tol;
+  o.seed = seed;
+  o.init = parse_cp_init(init);
+  o.line_search = line_search;
+  o.ridge = ridge;
+  o.n_starts = n_starts;
+  o.compress = parse_cp_compress(compress);
+  std::vector<Matrix<T>> start;
+  for (std::size_t n = 0; n < initial_factors.size(); ++n) {
+    const std::string what = "init factor " + std::to_string(n);
+    start.push_back(matrix_from<T>(initial_factors[n], what.c_str()));
+  }
+  Interruptible interrupt;
+  o.callback = [&](const CpProgress& p) {
+    return interrupt.check([&] {
+      return callback.is_none() || !nb::bool_(callback(p.iteration, p.fit, p.delta, p.seconds));
+    });
+  };
+  CpResult<T> r = interrupt.run([&] { return cp_als(x, o, start); });
+  nb::dict d;
+  nb::list factors;
+  for (Matrix<T>& f : r.model.factors) factors.append(owned_matrix(std::move(f)));
+  const index_t rank_out = r.model.rank();
+  d["weights"] = owned_array(std::move(r.model.weights), {rank_out});
+  d["factors"] = factors;
+  d["fit"] = r.fit;
+  d["relative_error"] = r.relative_error;
+  d["iterations"] = r.iterations;
+  d["converged"] = r.converged;
+  d["stop"] = std::string(to_string(r.stop));
+  d["init"] = std::string(to_string(r.init));
+  const auto n_fits = static_cast<index_t>(r.fit_history.size());
+  d["fit_history"] = owned_array(std::move(r.fit_history), {n_fits});
+  d["eigen_fallbacks"] = r.eigen_fallbacks;
+  d["best_start"] = r.best_start;
+  d["start_fits"] = r.start_fits;
+  d["line_search_accepted"] = r.line_search_accepted;
+  d["nnz"] = x.nnz();
+  nb::dict t;
+  t["init"] = r.timings.init;
+  t["mttkrp"] = r.timings.mttkrp;
+  t["gram"] = r.timings.gram;
+  t["solve"] = r.timings.solve;
+  t["other"] = r.timings.other;
+  t["total"] = r.timings.total;
+  d["timings"] = t;
+  return d;
+}
+
+template <class T>
+nb::dict sparse_cp_apr_typed(const Coords& coords, const Values<T>& values,
+                             const std::vector<index_t>& shape, index_t rank, int n_iter_max,
+                             int n_inner_iter_max, double tol, double kappa, double kappa_tol,
+                             std::uint64_t seed, const std::vector<InArray>& initial_factors,
+                             nb::object callback) {
+  const SparseTensor<T> x = sparse_from(coords, values, shape);
+  std::vector<Matrix<T>> start;
+  for (std::size_t n = 0; n < initial_factors.size(); ++n) {
+    const std::string what = "init factor " + std::to_string(n);
+    start.push_back(matrix_from<T>(initial_factors[n], what.c_str()));
+  }
+  CpAprOptions o;
+  o.rank = rank;
+  o.max_iters = n_iter_max;
+  o.max_inner_iters = n_inner_iter_max;
+  o.tol = tol;
+  o.kappa = kappa;
+  o.kappa_tol = kappa_tol;
+  o.seed = seed;
+  Interruptible interrupt;
+  o.callback = [&](const CpAprProgress& p) {
+    return interrupt.check([&] {
+      return callback.is_none() ||
+             !nb::bool_(callback(p.iteration, p.kkt_violation, p.inner_iterations, p.seconds));
+    });
+  };
+  CpAprResult<T> r = interrupt.run([&] { return cp_apr(x, o, start); });
+  nb::dict d;
+  nb::list factors;
+  for (Matrix<T>& f : r.model.factors) factors.append(owned_matrix(std::move(f)));
+  const index_t rank_out = r.model.rank();
+  d["weights"] = owned_array(std::move(r.model.weights), {rank_out});
+  d["factors"] = factors;
+  d["iterations"] = r.iterations;
+  d["inner_iterations"] = r.inner_iterations;
+  d["converged"] = r.converged;
+  d["stop"] = std::string(to_string(r.stop));
+  d["kkt_violation"] = r.kkt_violation;
+  d["kkt_history"] = r.kkt_history;
+  d["inadmissible_zero_fixes"] = r.inadmissible_zero_fixes;
+  d["log_likelihood"] = r.log_likelihood;
+  d["seconds"] = r.seconds;
+  d["nnz"] = x.nnz();
+  return d;
+}
+
+// The mode-major coordinates (N x nnz) as a C-order (N, nnz) int64 array owning them.
+nb::object coords_array(std::vector<index_t>&& coords, index_t order, index_t nnz) {
+  auto* owner = new std::vector<index_t>(std::move(coords));
+  nb::capsule capsule(owner,
+                      [](void* p) noexcept { delete static_cast<std::vector<index_t>*>(p); });
+  const std::size_t shape[2] = {static_cast<std::size_t>(order), static_cast<std::size_t>(nnz)};
+  return nb::cast(nb::ndarray<nb::numpy, std::int64_t>(owner->data(), 2, shape, capsule));
+}
+
+}  // namespace
+
+void register_sparse(nb::module_& m) {
+  m.def("sparse_cp_als", &sparse_cp_als_typed<double>, nb::arg("coords").noconvert(),
+        nb::arg("values").noconvert(), nb::arg("shape"), nb::arg("rank"), nb::arg("n_iter_max"),
+        nb::arg("init"), nb::arg("tol"), nb::arg("seed"), nb::arg("initial_factors"),
+        nb::arg("callback").none(), nb::arg("line_search"), nb::arg("ridge"), nb::arg("n_starts"),
+        nb::arg("compress"));
+  m.def("sparse_cp_als", &sparse_cp_als_typed<float>, nb::arg("coords").noconvert(),
+        nb::arg("values").noconvert(), nb::arg("shape"), nb::arg("rank"), nb::arg("n_iter_max"),
+        nb::arg("init"), nb::arg("tol"), nb::arg("seed"), nb::arg("initial_factors"),
+        nb::arg("callback").none(), nb::arg("line_search"), nb::arg("ridge"), nb::arg("n_starts"),
+        nb::arg("compress"));
+  m.def("sparse_cp_apr", &sparse_cp_apr_typed<double>, nb::arg("coords").noconvert(),
+        nb::arg("values").noconvert(), nb::arg("shape"), nb::arg("rank"), nb::arg("n_iter_max"),
+        nb::arg("n_inner_iter_max"), nb::arg("tol"), nb::arg("kappa"), nb::arg("kappa_tol"),
+        nb::arg("seed"), nb::arg("initial_factors"), nb::arg("callback").none());
+  m.def("sparse_cp_apr", &sparse_cp_apr_typed<float>, nb::arg("coords").noconvert(),
+        nb::arg("values").noconvert(), nb::arg("shape"), nb::arg("rank"), nb::arg("n_iter_max"),
+        nb::arg("n_inner_iter_max"), nb::arg("tol"), nb::arg("kappa"), nb::arg("kappa_tol"),
+        nb::arg("seed"), nb::arg("initial_factors"), nb::arg("callback").none());
+  m.def(
+      "load_sparse",
+      [](const std::string& path) {
+        SparseTensor<double> x = io::load_sparse_file<double>(path);
+        nb::dict d;
+        std::vector<index_t> coords = x.coords();
+        const std::vector<index_t> dims = x.dims();
+        // (N, nnz) C order: the mode-major coordinates as they are.
+        d["coords"] = coords_array(std::move(coords), x.order(), x.nnz());
+        std::vector<double> values = x.values();
+        d["values"] = owned_array(std::move(values), {x.nnz()});
+        d["shape"] = dims;
+        return d;
+      },
+      nb::arg("path"));
+  m.def(
+      "save_sparse",
+      [](const std::string& path, const Coords& coords, const Values<double>& values,
+         const std::vector<index_t>& shape) {
+        const SparseTensor<double> x = sparse_from(coords, values, shape);
+        if (io::is_sparse_file(path) && path.ends_with(".tfsparse")) {
+          io::save_sparse(path, x);
+        } else if (io::is_sparse_file(path)) {
+          io::save_tns(path, x);
+        } else {
+          throw InvalidArgument("path must end in .tns, .tns.gz or .tfsparse, got '" + path + "'");
+        }
+      },
+      nb::arg("path"), nb::arg("coords").noconvert(), nb::arg("values").noconvert(),
+      nb::arg("shape"));
+}
+
+}  // namespace tenfold::python

@@ -1,0 +1,156 @@
+"""Sparse input to parafac, cp_apr, and the sparse file helpers."""
+
+import numpy as np
+import pytest
+
+import tenfold
+
+
+class Coo:
+    """Stands in for pydata sparse.COO: .coords (ndim, nnz), .data, .shape."""
+
+    def __init__(self, dense):
+        nz = np.nonzero(dense)
+        self.coords = np.array(nz)
+        self.data = dense[nz]
+        self.shape = dense.shape
+
+
+def counts(seed=0, shape=(12, 10, 8), rank=2):
+    rng = np.random.default_rng(seed)
+    factors = [rng.gamma(0.5, 1.0, (n, rank)) for n in shape]
+    rate = np.einsum("ir,jr,kr->ijk", *factors)
+    return rng.poisson(3.0 * rate / rate.mean()).astype(np.float64)
+
+
+def triple(x):
+    nz = np.nonzero(x)
+    return np.array(nz), x[nz], x.shape
+
+
+def test_parafac_of_a_sparse_tuple_follows_the_dense_run():
+    x = counts()
+    rng = np.random.default_rng(1)
+    start = [rng.random((n, 3)) for n in x.shape]
+    s = tenfold.parafac(triple(x), 3, init=(None, start), n_iter_max=20, tol=0)
+    d = tenfold.parafac(x, 3, init=(None, start), n_iter_max=20, tol=0)
+    assert s.nnz == np.count_nonzero(x)
+    np.testing.assert_allclose(s.fit_history, d.fit_history, rtol=1e-9)
+    for a, b in zip(s.factors, d.factors):
+        assert a.shape == b.shape
+        np.testing.assert_allclose(a, b, atol=1e-7)
+
+
+def test_parafac_accepts_a_coo_like_object_and_float32():
+    x = counts(2)
+    r = tenfold.parafac(Coo(x.astype(np.float32)), 2, init="random", linesearch=True, n_starts=2)
+    assert r.weights.dtype == np.float32
+    assert [f.shape for f in r.factors] == [(12, 2), (10, 2), (8, 2)]
+    assert len(r.start_fits) == 2
+
+
+def test_sparse_duplicates_are_summed():
+    coords = np.array([[0, 0, 1], [1, 1, 0]])
+    r = tenfold.parafac((coords, np.array([1.0, 2.0, 4.0]), (2, 2)), 1, init="random")
+    assert r.nnz == 2
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda c, v, s: (c[:2], v, s), r"coords has shape \(2, \d+\), expected \(3, \d+\)"),
+        (lambda c, v, s: (c + (np.arange(3) == 1)[:, None] * 20, v, s), r"index \d+ in mode 1 \(NumPy axis 1\), outside \[0, 10\)"),
+        (lambda c, v, s: (c.astype(float) + 0.5, v, s), "coords must hold integers"),
+        (lambda c, v, s: (c, np.where(v > 0, np.nan, v), s), "non-finite value"),
+    ],
+)
+def test_bad_sparse_input_is_one_clear_line(make, message):
+    with pytest.raises(ValueError, match=message):
+        tenfold.parafac(make(*triple(counts())), 2)
+
+
+def test_sparse_refuses_mask_and_cuda():
+    with pytest.raises(ValueError, match="mask does not apply"):
+        tenfold.parafac(triple(counts()), 2, mask=np.ones((12, 10, 8), bool))
+    with pytest.raises(ValueError, match="backend='cpu' only"):
+        tenfold.parafac(triple(counts()), 2, backend="cuda")
+
+
+def test_cp_apr_dense_and_sparse_agree_and_fit_poisson_counts():
+    x = counts(3)
+    a = tenfold.cp_apr(x, 2, random_state=4)
+    b = tenfold.cp_apr(triple(x), 2, random_state=4)
+    assert a.converged
+    assert a.log_likelihood == b.log_likelihood  # the same nonzeros in the same order
+    for f in a.factors:
+        assert np.all(f >= 0)
+    # The Poisson likelihood of the model it reports.
+    rate = np.einsum("r,ir,jr,kr->ijk", a.weights, *a.factors)
+    ll = np.sum(x[x > 0] * np.log(rate[x > 0])) - rate.sum()
+    assert a.log_likelihood == pytest.approx(ll, rel=1e-9)
+
+
+def test_cp_apr_refuses_negative_counts():
+    x = counts(5)
+    x[1, 2, 3] = -1
+    with pytest.raises(ValueError, match=r"nonnegative counts; the entry at \(1, 2, 3\) is -1"):
+        tenfold.cp_apr(x, 2)
+
+
+@pytest.mark.parametrize("name", ["x.tns", "x.tns.gz", "x.tfsparse"])
+def test_sparse_files_round_trip(tmp_path, name):
+    c, v, s = triple(counts(6))
+    tenfold.sparse.save(tmp_path / name, (c, v, s))
+    c2, v2, s2 = tenfold.sparse.load(tmp_path / name)
+    assert s2 == (12, 10, 8) or name != "x.tfsparse"
+    order = np.lexsort(c[::-1])
+    np.testing.assert_array_equal(c2, c[:, order])
+    np.testing.assert_array_equal(v2, v[order])
+
+
+def test_cp_apr_starts_from_given_factors():
+    x = counts(7)
+    rng = np.random.default_rng(8)
+    start = [rng.random((n, 2)) for n in x.shape]
+    a = tenfold.cp_apr(x, 2, n_iter_max=5, init=start, random_state=1)
+    b = tenfold.cp_apr(x, 2, n_iter_max=5, init=start, random_state=2)
+    c = tenfold.cp_apr(x, 2, n_iter_max=5, random_state=1)
+    np.testing.assert_array_equal(a.weights, b.weights)  # the seed is not used
+    assert not np.array_equal(a.weights, c.weights)
+    with pytest.raises(ValueError, match="nonnegative start"):
+        tenfold.cp_apr(x, 2, init=[-f for f in start])
+
+
+def test_gcp_bernoulli_and_poisson_in_numpy_axis_order():
+    rng = np.random.default_rng(9)
+    a, b, c = rng.uniform(-1, 1, (15, 2)), rng.uniform(-1, 1, (12, 2)), rng.uniform(-1, 1, (10, 2))
+    m = 2 * np.einsum("ir,jr,kr->ijk", a, b, c)
+    bits = (rng.random(m.shape) < 1 / (1 + np.exp(-m))).astype(float)
+    res = tenfold.gcp(bits, 2, loss="bernoulli", random_state=0)
+    assert [f.shape for f in res.factors] == [(15, 2), (12, 2), (10, 2)]
+    f = tenfold.gcp(np.asfortranarray(bits), 2, loss="bernoulli", random_state=0)
+    assert f.objective == pytest.approx(res.objective, rel=1e-2)  # another start order
+    assert res.objective < bits.size * np.log(2)  # better than m = 0 everywhere
+    counts = rng.poisson(np.exp(m / 2)).astype(float)
+    assert tenfold.gcp(counts, 2, loss="poisson").converged
+
+
+@pytest.mark.parametrize("loss, value, message", [
+    ("poisson", -2.0, r"loss='poisson' needs nonnegative counts; the entry at NumPy index \[1, 2, 3\] is -2"),
+    ("bernoulli", 0.5, r"loss='bernoulli' needs binary data \(0 or 1\); the entry at NumPy index \[1, 2, 3\] is 0.5"),
+])
+def test_gcp_refuses_data_the_loss_cannot_model(loss, value, message):
+    x = np.zeros((4, 5, 6))
+    x[1, 2, 3] = value
+    with pytest.raises(ValueError, match=message):
+        tenfold.gcp(x, 1, loss=loss)
+    with pytest.raises(ValueError, match="unknown loss 'huber'"):
+        tenfold.gcp(x, 1, loss="huber")
+
+
+def test_a_dense_tensor_written_as_a_tuple_stays_dense():
+    x = counts(10)
+    as_tuple = tuple(tuple(tuple(row) for row in plane) for plane in x[:3])
+    r = tenfold.parafac(as_tuple, 2, init="random")
+    assert not hasattr(r, "nnz")
+    assert tenfold.sparse.is_sparse(triple(x))

@@ -1,0 +1,106 @@
+// `tenfold cp` on sparse files and `tenfold cp-apr`, run as a user runs them.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "cli_run.hpp"
+#include "tenfold/io.hpp"
+#include "tenfold/sparse.hpp"
+
+namespace {
+
+// Counts of a rank-2 Poisson model, 1-based .tns and the same tensor as a .npy.
+void write_counts(const TempDir& dir) {
+  const tenfold::index_t i = 8, j = 7, k = 6;
+  tenfold::Tensor<double> x({i, j, k});
+  std::ofstream tns(dir / "x.tns");
+  for (tenfold::index_t c = 0; c < k; ++c)
+    for (tenfold::index_t b = 0; b < j; ++b)
+      for (tenfold::index_t a = 0; a < i; ++a) {
+        const double v = static_cast<double>(((a < 4) == (b < 3)) * ((a + 2 * b + 3 * c) % 5));
+        x(a, b, c) = v;
+        if (v != 0) tns << a + 1 << ' ' << b + 1 << ' ' << c + 1 << ' ' << v << '\n';
+      }
+  tenfold::io::save_npy<double>(dir / "x.npy", x.view());  // Fortran order
+}
+
+nlohmann::json report(const TempDir& dir, const std::string& out) {
+  return nlohmann::json::parse(slurp(dir / out / "report.json"));
+}
+
+TEST(CliSparse, CpOfATnsFileWritesFactorsPerAxis) {
+  TempDir dir;
+  write_counts(dir);
+  const CliRun r = tenfold_cli(
+      dir, "cp " + (dir / "x.tns").string() + " --rank 2 -q -o " + (dir / "out").string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json j = report(dir, "out");
+  EXPECT_EQ(j["format"], "sparse");
+  EXPECT_EQ(j["shape"], (std::vector<int>{8, 7, 6}));
+  const auto f = tenfold::io::load_npy<double>(dir / "out" / "factor_1.npy");
+  EXPECT_EQ(f.numel(), 7 * 2);
+  // The dense file gives the same fit (same start: nvecs).
+  const CliRun d = tenfold_cli(
+      dir, "cp " + (dir / "x.npy").string() + " --rank 2 -q -o " + (dir / "dense").string());
+  ASSERT_EQ(d.code, 0) << d.err;
+  EXPECT_NEAR(j["fit"].get<double>(), report(dir, "dense")["fit"].get<double>(), 1e-8);
+}
+
+TEST(CliSparse, CpAprOfSparseAndDenseCountsAgree) {
+  TempDir dir;
+  write_counts(dir);
+  for (const char* name : {"x.tns", "x.npy"}) {
+    const CliRun r =
+        tenfold_cli(dir, std::string("cp-apr ") + (dir / name).string() + " --rank 2 -q -o " +
+                             (dir / (std::string(name) + ".out")).string());
+    ASSERT_EQ(r.code, 0) << r.err;
+  }
+  const nlohmann::json a = report(dir, "x.tns.out"), b = report(dir, "x.npy.out");
+  EXPECT_EQ(a["log_likelihood"], b["log_likelihood"]);  // the same nonzeros, same arithmetic
+  EXPECT_EQ(a["nnz"], b["nnz"]);
+}
+
+TEST(CliSparse, GcpOfCountsWritesTheModelOnTheLinkScale) {
+  TempDir dir;
+  write_counts(dir);
+  const CliRun r = tenfold_cli(dir, "gcp " + (dir / "x.npy").string() +
+                                        " --rank 2 --loss poisson -q -o " + (dir / "g").string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json j = report(dir, "g");
+  EXPECT_EQ(j["loss"], "poisson");
+  const auto& h = j["objective_history"];
+  ASSERT_GE(h.size(), 2u);
+  EXPECT_LT(h.back().get<double>(), h.front().get<double>());
+  EXPECT_TRUE(std::filesystem::exists(dir / "g" / "factor_2.npy"));
+}
+
+TEST(CliSparse, BadInputGetsOneLine) {
+  TempDir dir;
+  std::ofstream(dir / "cols.tns") << "1 1 1 2\n1 2 3\n";
+  std::ofstream(dir / "neg.tns") << "1 1 1 2\n1 2 3 -4\n";
+  std::ofstream(dir / "zero.tns") << "0 1 1 2\n";
+  tenfold::Tensor<double> half({3, 4, 5});
+  half(0, 1, 2) = 0.5;
+  tenfold::io::save_npy<double>(dir / "half.npy", half.view(), tenfold::io::NpyOrder::c_reversed);
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"cp " + (dir / "cols.tns").string() + " --rank 1", "line 2: 3 columns, expected 4"},
+      {"cp " + (dir / "zero.tns").string() + " --rank 1", "index 0 (.tns indices start at 1)"},
+      {"cp-apr " + (dir / "neg.tns").string() + " --rank 1",
+       "needs nonnegative counts; the entry at (0, 1, 2) is -4"},
+      {"cp " + (dir / "neg.tns").string() + " --rank 1 --missing nan",
+       "--missing does not apply to a sparse input"},
+      // C order: tenfold's (0, 1, 2) is NumPy's [2, 1, 0]
+      {"gcp " + (dir / "half.npy").string() + " --rank 1 --loss bernoulli",
+       "--loss bernoulli needs binary data (0 or 1); the entry at NumPy index [2, 1, 0]"},
+  };
+  for (const auto& [args, needle] : cases) {
+    const CliRun r = tenfold_cli(dir, args + " -o " + (dir / "o").string());
+    EXPECT_EQ(r.code, 1) << args;
+    EXPECT_EQ(r.err_lines(), 1) << r.err;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+    EXPECT_FALSE(std::filesystem::exists(dir / "o"));
+  }
+}
+
+}  // namespace
