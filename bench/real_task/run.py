@@ -90,6 +90,14 @@ def split(rows: list) -> dict:
     return out
 
 
+def spread(rows: list, n: int) -> list:
+    """n rows evenly spread over `rows` (all when n is 0 or too large): the source file
+    is sorted by sentiment, so its first lines are nearly all positive."""
+    if not n or n >= len(rows):
+        return rows
+    return [rows[i] for i in np.linspace(0, len(rows) - 1, n).round().astype(int)]
+
+
 # --- model --------------------------------------------------------------------------
 
 
@@ -369,7 +377,7 @@ def run(args) -> dict:
     out = Path(args.out)
     data = fetch_data(out / "data")
     parts = split(read_labeled(data / MOVIES))
-    train, dev_rows, test = (parts[k][: getattr(args, f"{k}_limit") or None] for k in ("train", "dev", "test"))
+    train, dev_rows, test = (spread(parts[k], getattr(args, f"{k}_limit")) for k in ("train", "dev", "test"))
     tokenizer = transformers.AutoTokenizer.from_pretrained(model_dir())
     original, fine = original_model(out, tokenizer, train, args)
     labels = np.array([r[1] for r in test])
@@ -396,9 +404,10 @@ def run(args) -> dict:
 
 
 def eval_only(args) -> dict:
-    """The saved models of --models on --eval-file (every labeled line)."""
+    """The saved models of --models on --eval-file (every labeled line, or --test-limit
+    of them evenly spread)."""
     models = Path(args.models or args.out)
-    rows = read_labeled(Path(args.eval_file))
+    rows = spread(read_labeled(Path(args.eval_file)), args.test_limit)
     tokenizer = transformers.AutoTokenizer.from_pretrained(models / "original")
     labels = np.array([r[1] for r in rows])
     batches = eval_batches(tokenizer, rows)
@@ -445,7 +454,7 @@ def parse(argv=None):
     ap.add_argument("--eval-every", type=int, default=50, help="second-pass steps between dev evaluations")
     ap.add_argument("--threads", type=int, default=2)
     for k in ("train", "dev", "test"):
-        ap.add_argument(f"--{k}-limit", type=int, default=0, help=f"use only the first N {k} sentences (0: all)")
+        ap.add_argument(f"--{k}-limit", type=int, default=0, help=f"use only N {k} sentences, evenly spread (0: all)")
     args = ap.parse_args(argv)
     if args.eval_only != bool(args.eval_file):
         ap.error("--eval-only and --eval-file go together")

@@ -29,6 +29,10 @@ def test_read_labeled_and_split(tmp_path):
     assert [r[0] for r in parts["test"]] == ["10"]
     assert [r[0] for r in parts["dev"]] == ["13"]
     assert [r[0] for r in parts["train"]] == ["24"]
+    # The source file is sorted by sentiment: a subset must be spread over it.
+    ordered = [(str(i), int(i < 50), "t") for i in range(100)]
+    assert sum(r[1] for r in task.spread(ordered, 10)) == 5
+    assert task.spread(ordered, 0) == ordered
     f.write_text("1\tnot a number\ttext\n", encoding="latin-1")
     with pytest.raises(SystemExit, match="line 1: expected ID<TAB>rating<TAB>text"):
         task.read_labeled(f)
