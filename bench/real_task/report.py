@@ -27,6 +27,13 @@ def main_table(result: dict) -> str:
         f"{o['accuracy_interval'][1]:.1f}) | - | - | {o['qk_params']:,} | {o['total_params']:,} | - | "
         f"{o['fine_tune_seconds']:.0f} ({o['fine_tune_cpu_seconds']:.0f}) fine-tuning | - |",
     ]
+    c = o.get("second_pass")
+    if c:
+        lines.append(
+            f"| original (control) | - | yes | {points(c['accuracy'])} ({c['accuracy_interval'][0]:.1f}-"
+            f"{c['accuracy_interval'][1]:.1f}) | {-100 * (c['accuracy'] - o['accuracy']):+.1f} | "
+            f"{interval(c['difference_interval'])} | {o['qk_params']:,} | {o['total_params']:,} | - | "
+            f"{c['fine_tune_seconds']:.0f} ({c['fine_tune_cpu_seconds']:.0f}) | {c['best_step']} / {c['steps']} |")
     for r in result["rows"]:
         lo, hi = r["accuracy_interval"]
         steps = f"{r['best_step']} / {r['steps']}" if r["second_pass"] else "-"

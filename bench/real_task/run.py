@@ -296,6 +296,14 @@ def save_row(folder: Path, model, row: dict) -> None:
     (folder / "row.json").write_text(json.dumps(row, indent=1) + "\n")
 
 
+def load_classifier(folder: Path):
+    """A saved classifier, compressed (tenfold.torch.from_pretrained) or not."""
+    config = json.loads((folder / "config.json").read_text())
+    if config.get("tenfold_collaborative"):
+        return tt.from_pretrained(folder, model_class=MeanPoolClassifier).eval()
+    return MeanPoolClassifier.from_pretrained(folder).eval()
+
+
 def load_row(folder: Path, settings: dict):
     """A saved model and its row, when it was made with the same settings."""
     path = folder / "row.json"
@@ -304,7 +312,7 @@ def load_row(folder: Path, settings: dict):
     row = json.loads(path.read_text())
     if row.get("settings") != settings:
         return None, None
-    return tt.from_pretrained(folder, model_class=MeanPoolClassifier).eval(), row
+    return load_classifier(folder), row
 
 
 def original_model(out: Path, tokenizer, train: list, args) -> tuple:
@@ -314,8 +322,7 @@ def original_model(out: Path, tokenizer, train: list, args) -> tuple:
                 "train": len(train), "max_length": MAX_LENGTH}
     meta = folder / "fine_tune.json"
     if meta.is_file() and json.loads(meta.read_text())["settings"] == settings:
-        model = MeanPoolClassifier.from_pretrained(folder).eval()
-        return model, json.loads(meta.read_text())
+        return load_classifier(folder), json.loads(meta.read_text())
     transformers.set_seed(args.seed)
     model = MeanPoolClassifier.from_pretrained(model_dir(), num_labels=2)
     info = fine_tune(model, tokenizer, train, lr=args.lr, batch=args.batch, seed=args.seed, epochs=args.epochs,
@@ -359,22 +366,28 @@ def compressed_rows(out: Path, original, original_settings: dict, tokenizer, tra
             if args.second_pass_minutes <= 0:
                 continue
             for seed in range(args.second_pass_seeds):
-                tuned_name = f"{name}_pass2_seed{seed}"
-                tuned_settings = {**settings, "pass2_minutes": args.second_pass_minutes, "pass2_lr": args.second_pass_lr,
-                                  "pass2_seed": seed, "dev": len(dev[1])}
-                tuned, tuned_row = load_row(out / "models" / tuned_name, tuned_settings)
-                if tuned is None:
-                    tuned = copy.deepcopy(model)
-                    info = fine_tune(tuned, tokenizer, train, lr=args.second_pass_lr, batch=args.batch, seed=seed,
-                                     cpu_budget=60 * args.second_pass_minutes, dev=dev, eval_every=args.eval_every,
-                                     desc=f"second pass {name} seed {seed}")
-                    tuned_row = {**row, "second_pass": True, "seed": seed, "settings": tuned_settings,
-                                 "fine_tune_seconds": info["seconds"], "fine_tune_cpu_seconds": info["cpu_seconds"],
-                                 "steps": info["steps"], "best_step": info["best_step"],
-                                 "dev_accuracy_start": info["dev_start"], "dev_accuracy_best": info["dev_best"],
-                                 "dev_curve": info["dev_accuracy"]}
-                    save_row(out / "models" / tuned_name, tuned, tuned_row)
-                yield tuned, tuned_row, out / "models" / tuned_name
+                folder = out / "models" / f"{name}_pass2_seed{seed}"
+                yield (*second_pass(folder, model, row, tokenizer, train, dev, seed, args), folder)
+
+
+def second_pass(folder: Path, model, row: dict, tokenizer, train: list, dev: tuple, seed: int, args) -> tuple:
+    """The time-boxed second fine-tuning pass of `model` (whose row is `row`), keeping
+    the best dev state; made once and cached in `folder`. Returns (model, row)."""
+    settings = {**row["settings"], "pass2_minutes": args.second_pass_minutes, "pass2_lr": args.second_pass_lr,
+                "pass2_seed": seed, "dev": len(dev[1])}
+    tuned, tuned_row = load_row(folder, settings)
+    if tuned is None:
+        tuned = copy.deepcopy(model)
+        info = fine_tune(tuned, tokenizer, train, lr=args.second_pass_lr, batch=args.batch, seed=seed,
+                         cpu_budget=60 * args.second_pass_minutes, dev=dev, eval_every=args.eval_every,
+                         desc=f"second pass {folder.name}")
+        tuned_row = {**row, "second_pass": True, "seed": seed, "settings": settings,
+                     "fine_tune_seconds": info["seconds"], "fine_tune_cpu_seconds": info["cpu_seconds"],
+                     "steps": info["steps"], "best_step": info["best_step"],
+                     "dev_accuracy_start": info["dev_start"], "dev_accuracy_best": info["dev_best"],
+                     "dev_curve": info["dev_accuracy"]}
+        save_row(folder, tuned, tuned_row)
+    return tuned, tuned_row
 
 
 def measured(model, row: dict, batches: list, labels: np.ndarray, base: np.ndarray, cache: Path) -> dict:
@@ -409,6 +422,17 @@ def run(args) -> dict:
                      "fine_tune_seconds": fine["seconds"], "fine_tune_cpu_seconds": fine["cpu_seconds"]},
         "rows": [],
     }
+    if args.second_pass_minutes > 0:
+        # Control: the uncompressed classifier given the same second pass, so that what
+        # the pass adds by training longer is not read as recovery from compression.
+        folder = out / "original_pass2_seed0"
+        control, row = second_pass(folder, original, {"settings": {"original": fine["settings"]}}, tokenizer, train,
+                                   dev, 0, args)
+        ok = correct(control, batches, labels, "test original + second pass", folder / f"correct_{sig}.npy")
+        result["original"]["second_pass"] = {
+            "accuracy": float(ok.mean()), "accuracy_interval": bootstrap(ok), "difference_interval": bootstrap(base, ok),
+            **{k: row[k] for k in ("fine_tune_seconds", "fine_tune_cpu_seconds", "steps", "best_step",
+                                   "dev_accuracy_start", "dev_accuracy_best")}}
     for model, row, folder in compressed_rows(out, original, fine["settings"], tokenizer, train, dev, args):
         result["rows"].append(measured(model, row, batches, labels, base, folder / f"correct_{sig}.npy")[0])
         (out / "results.json").write_text(json.dumps(result, indent=1) + "\n")
@@ -426,13 +450,13 @@ def eval_only(args) -> dict:
     labels = np.array([r[1] for r in rows])
     batches = eval_batches(tokenizer, rows)
     sig = signature(rows)
-    original = MeanPoolClassifier.from_pretrained(models / "original").eval()
+    original = load_classifier(models / "original")
     base = correct(original, batches, labels, "original", models / "original" / f"correct_{sig}.npy")
     result = {"data": {"file": str(args.eval_file), "sentences": len(rows)},
               "original": {"accuracy": float(base.mean()), "accuracy_interval": bootstrap(base)}, "rows": []}
     for folder in sorted((models / "models").glob("*/row.json")):
         row = json.loads(folder.read_text())
-        model = tt.from_pretrained(folder.parent, model_class=MeanPoolClassifier).eval()
+        model = load_classifier(folder.parent)
         cache = folder.parent / f"correct_{sig}.npy"
         result["rows"].append(measured(model, row, batches, labels, base, cache)[0])
         print_row(result["rows"][-1])

@@ -99,9 +99,11 @@ def test_quick_pipeline_on_a_tiny_subset(tmp_path):
         assert r["drop_points"] == pytest.approx(100 * (result["original"]["accuracy"] - r["accuracy"]))
         if r["second_pass"]:
             assert r["dev_accuracy_best"] >= r["dev_accuracy_start"]
+    control = result["original"]["second_pass"]
+    assert control["dev_accuracy_best"] >= control["dev_accuracy_start"]
     # A rerun reuses every saved model instead of training or compressing again.
     saved = {p: p.stat().st_mtime_ns for p in tmp_path.glob("**/model.safetensors")}
-    assert len(saved) == 5
+    assert len(saved) == 6
     again = task.main(argv)
     assert {p: p.stat().st_mtime_ns for p in tmp_path.glob("**/model.safetensors")} == saved
     assert [r["accuracy"] for r in again["rows"]] == [r["accuracy"] for r in result["rows"]]
