@@ -38,7 +38,7 @@ run() {
   shift
   echo "== numerical suites with $what"
   local start=$SECONDS
-  "$@" ctest --test-dir "$build_dir" --output-on-failure -j "$(nproc)" -L blas
+  "$@" ctest --test-dir "$build_dir" --output-on-failure --no-tests=error -j "$(nproc)" -L blas
   echo "   ($what: $((SECONDS - start)) s)"
 }
 ran=0
