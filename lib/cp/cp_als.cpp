@@ -21,6 +21,7 @@
 #include "cp/line_search.hpp"
 #include "cp/masked_operand.hpp"
 #include "cp/reversed_operand.hpp"
+#include "cp/stop.hpp"
 #include "tenfold/error.hpp"
 
 namespace tenfold {
@@ -505,19 +506,9 @@ CpResult<T> run_cp_als(CpOperand<T>& x, Compute<T>& c, const CpOptions& o,
     res.iterations = iter;
     const double elapsed = seconds_since(start);
     const bool go_on = !o.callback || o.callback(CpProgress{iter, fit, delta, elapsed, snapshot});
-    if (iter > 1 && delta < o.tol) {
-      res.stop = CpStop::converged;
-      break;
-    }
-    if (!go_on) {
-      res.stop = CpStop::callback;
-      break;
-    }
-    if (o.time_limit > 0.0 && elapsed >= o.time_limit) {
-      res.stop = CpStop::time_limit;
-      break;
-    }
-    res.stop = CpStop::max_iters;
+    const auto stop = stop_after_iteration(iter > 1 && delta < o.tol, go_on, o.time_limit, elapsed);
+    res.stop = stop.value_or(CpStop::max_iters);
+    if (stop) break;
   }
 
   const auto t0 = Clock::now();

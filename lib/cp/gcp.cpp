@@ -20,6 +20,7 @@
 #include "core/random.hpp"
 #include "cp/cp_als.hpp"
 #include "cp/gcp_objective.hpp"
+#include "cp/stop.hpp"
 #include "tenfold/error.hpp"
 
 namespace tenfold {
@@ -194,19 +195,11 @@ GcpResult<T> gcp(TensorView<const T> x, const GcpOptions& o, CpStart<T> initial_
     const double gnorm = std::sqrt(dot(g, g));
     const double elapsed = detail::seconds_since(start);
     const bool go_on = !o.callback || o.callback(GcpProgress{iter, f, gnorm, elapsed});
-    if (gnorm <= o.gtol * g0 || change <= o.ftol * (1.0 + std::abs(f))) {
-      res.stop = CpStop::converged;
-      break;
-    }
-    if (!go_on) {
-      res.stop = CpStop::callback;
-      break;
-    }
-    if (o.time_limit > 0.0 && elapsed >= o.time_limit) {
-      res.stop = CpStop::time_limit;
-      break;
-    }
-    res.stop = CpStop::max_iters;
+    const auto stop =
+        detail::stop_after_iteration(gnorm <= o.gtol * g0 || change <= o.ftol * (1.0 + std::abs(f)),
+                                     go_on, o.time_limit, elapsed);
+    res.stop = stop.value_or(CpStop::max_iters);
+    if (stop) break;
   }
   res.converged = res.stop == CpStop::converged;
   res.objective = f;

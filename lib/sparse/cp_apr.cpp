@@ -20,6 +20,7 @@
 #include "core/random.hpp"
 #include "core/thread_pool.hpp"
 #include "cp/cp_als.hpp"
+#include "cp/stop.hpp"
 #include "sparse/csf.hpp"
 #include "sparse/entry_order.hpp"
 #include "tenfold/error.hpp"
@@ -250,19 +251,9 @@ CpAprResult<T> cp_apr(const SparseTensor<T>& x, const CpAprOptions& o, CpStart<T
     res.kkt_history.push_back(kkt);
     const double elapsed = detail::seconds_since(start);
     const bool go_on = !o.callback || o.callback(CpAprProgress{iter, kkt, inner, elapsed});
-    if (converged) {
-      res.stop = CpStop::converged;
-      break;
-    }
-    if (!go_on) {
-      res.stop = CpStop::callback;
-      break;
-    }
-    if (o.time_limit > 0.0 && elapsed >= o.time_limit) {
-      res.stop = CpStop::time_limit;
-      break;
-    }
-    res.stop = CpStop::max_iters;
+    const auto stop = detail::stop_after_iteration(converged, go_on, o.time_limit, elapsed);
+    res.stop = stop.value_or(CpStop::max_iters);
+    if (stop) break;
   }
   res.converged = res.stop == CpStop::converged;
   res.log_likelihood = log_likelihood(*trees[0], m);
