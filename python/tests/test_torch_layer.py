@@ -158,6 +158,27 @@ def test_sdpa_and_explicit_paths_agree_in_float32():
         np.testing.assert_allclose(fast.detach(), slow.detach(), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("fused", [False, True])
+def test_a_causal_layer_masks_the_future_on_every_call(fused):
+    torch.manual_seed(8)
+    layer = tt.CollaborativeAttention(16, 4, 8, causal=True, dtype=torch.float64)
+    plain = tt.CollaborativeAttention(16, 4, 8, dtype=torch.float64)
+    plain.load_state_dict(layer.state_dict())
+    layer.use_sdpa = plain.use_sdpa = fused
+    x = torch.randn(2, 7, 16, dtype=torch.float64)
+    with torch.no_grad():
+        out = layer(x)[0]
+        torch.testing.assert_close(out, plain(x, is_causal=True)[0])
+        torch.testing.assert_close(layer(x, is_causal=False)[0], plain(x)[0])
+        # Changing the last position changes no earlier output.
+        y = x.clone()
+        y[:, -1] += 1.0
+        changed = layer(y)[0]
+    torch.testing.assert_close(changed[:, :-1], out[:, :-1])
+    assert not torch.allclose(changed[:, -1], out[:, -1])
+    assert "causal=True" in repr(layer)
+
+
 def test_initialisation_follows_the_reference_scale():
     torch.manual_seed(5)
     layer = tt.CollaborativeAttention(64, 4, 256)

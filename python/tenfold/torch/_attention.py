@@ -104,7 +104,8 @@ class CollaborativeAttention(nn.Module):
     (R, D), content_bias (H, D) when ``bias``), ``value`` (H d, D) and ``out_proj``
     (D, H d), with biases when ``bias``. The score scale is folded into ``mixing`` and
     ``content_bias``. ``forward`` returns ``(output, weights)``, weights None unless
-    ``need_weights``; it calls scaled_dot_product_attention off the CPU
+    ``need_weights``; with ``causal`` every call masks the future unless it passes
+    ``is_causal=False``. It calls scaled_dot_product_attention off the CPU
     (``use_sdpa``). The layers that ``compress_model`` builds are of subclasses that
     keep the replaced module's interface.
     """
@@ -119,6 +120,7 @@ class CollaborativeAttention(nn.Module):
         bias: bool = True,
         dropout: float = 0.0,
         batch_first: bool = True,
+        causal: bool = False,
         dtype=None,
         device=None,
     ):
@@ -140,6 +142,9 @@ class CollaborativeAttention(nn.Module):
         self.embed_dim, self.num_heads, self.shared_dim, self.head_dim = embed_dim, num_heads, shared_dim, head_dim
         self.dropout = dropout
         self.batch_first = batch_first
+        #: Whether every forward masks the future (query i sees keys j <= i), as
+        #: ``is_causal=True`` does for one call.
+        self.is_causal = bool(causal)
         #: Whether the forward calls scaled_dot_product_attention (None: off the CPU
         #: only; on the CPU sdpa runs its unfused fallback for these shapes, slower
         #: than the explicit products: docs/performance.md).
@@ -169,7 +174,8 @@ class CollaborativeAttention(nn.Module):
     def extra_repr(self) -> str:
         return (
             f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, shared_dim={self.shared_dim}, "
-            f"head_dim={self.head_dim}, dropout={self.dropout}, batch_first={self.batch_first}"
+            f"head_dim={self.head_dim}, dropout={self.dropout}, batch_first={self.batch_first}, "
+            f"causal={self.is_causal}"
         )
 
     @classmethod
@@ -220,18 +226,20 @@ class CollaborativeAttention(nn.Module):
         attn_mask: torch.Tensor | None = None,
         key_padding_mask: torch.Tensor | None = None,
         need_weights: bool = False,
-        is_causal: bool = False,
+        is_causal: bool | None = None,
         average_attn_weights: bool = True,
     ):
         """``query`` (B, L, D) (``batch_first``; (L, B, D) otherwise; (L, D) unbatched),
         ``key`` and ``value`` (B, S, D), default the query (self-attention). Masks as
         MultiheadAttention takes them: ``attn_mask`` (L, S) or (B H, L, S), boolean
         (True: may not attend) or additive float; ``key_padding_mask`` (B, S), boolean
-        (True: padding) or additive float. ``is_causal``: query i sees keys j <= i.
+        (True: padding) or additive float. ``is_causal``: query i sees keys j <= i
+        (default: the layer's ``causal``; False turns it off for this call).
         Returns ``(output, weights)``; weights (B, L, S) averaged over heads, (B, H, L,
         S) with ``average_attn_weights=False``, or None unless ``need_weights``."""
         key = query if key is None else key
         value = key if value is None else value
+        is_causal = self.is_causal if is_causal is None else bool(is_causal)
         unbatched = query.dim() == 2
         tensors = []
         for name, t in (("query", query), ("key", key), ("value", value)):
