@@ -42,7 +42,10 @@ class Case:
     (H x D x D tensor never formed, random start) against TensorLy's parafac of the
     formed tensor (random start of the same law); "tucker": Tenfold's `variants` (sthosvd, hosvd, hooi) against
     TensorLy's tucker: its HOSVD (n_iter_max=0) for sthosvd and hosvd, its HOOI
-    (n_iter_max=iters) for hooi, both timed in one TensorLy process."""
+    (n_iter_max=iters) for hooi, both timed in one TensorLy process; "cp_default": each
+    library's CP with nothing but the rank given (Tenfold: nvecs start, compression first
+    where it pays, tol 1e-6, at most 100 sweeps; TensorLy: SVD start, tol 1e-8, at most
+    100), whole call, in a table of its own: time to each one's answer, not per iteration."""
 
     kind: str
     dims: tuple
@@ -54,6 +57,8 @@ class Case:
     def label(self, variant=""):
         if self.kind == "cp":
             return f"CP {shape_label(self.dims)} R{self.rank}"
+        if self.kind == "cp_default":
+            return f"CP default {shape_label(self.dims)} R{self.rank}"
         if self.kind == "attention":
             return f"Attention {shape_label(self.dims)} R{self.rank}"
         names = {"sthosvd": "ST-HOSVD", "hosvd": "HOSVD", "hooi": f"HOOI({self.iters})"}
@@ -61,8 +66,8 @@ class Case:
 
     @property
     def per_iteration(self):
-        """Times are per iteration (CP, attention) or per call (Tucker)."""
-        return self.kind != "tucker"
+        """Times are per iteration (CP, attention) or per call (Tucker, CP defaults)."""
+        return self.kind in ("cp", "attention")
 
 
 def cases(quick):
@@ -71,7 +76,8 @@ def cases(quick):
     if quick:
         return [Case("cp", (100,) * 3, 10, 20), Case("cp", (200,) * 3, 64, 5),
                 Case("attention", (12, 384, 384), 192, 5),
-                Case("tucker", (100,) * 3, 10, 0, ("sthosvd",))]
+                Case("tucker", (100,) * 3, 10, 0, ("sthosvd",)),
+                Case("cp_default", (200,) * 3, 64, 0)]
     tucker = ("sthosvd", "hosvd", "hooi")
     return [
         Case("cp", (100,) * 3, 10, 50),
@@ -85,6 +91,8 @@ def cases(quick):
         Case("attention", (12, 384, 384), 128, 10),
         Case("tucker", (200,) * 3, 20, 10, tucker),
         Case("tucker", (300,) * 3, 30, 10, tucker),
+        Case("cp_default", (200,) * 3, 64, 0),
+        Case("cp_default", (50,) * 4, 10, 0),
     ]
 
 
@@ -138,6 +146,12 @@ def write_inputs(case, dtype, folder):
         save(x_f, x, True)
         save(x_c, x, False)
         return ({"": ["cp", "--tensor", x_f] + common}, ["cp", "--tensor", x_c] + common)
+    if case.kind == "cp_default":
+        x = cp_tensor(case.dims, case.rank, rng).astype(dtype)
+        save(x_f, x, True)
+        save(x_c, x, False)
+        return ({"": ["cp_default", "--tensor", x_f, "--rank", str(case.rank)]},
+                ["cp_default", "--tensor", x_c, "--rank", str(case.rank)])
     if case.kind == "attention":
         heads, width = case.dims[0], case.dims[1]
         wq, wk, t = attention_layer(heads, width, rng)
@@ -175,6 +189,8 @@ def sthosvd_flops(dims, ranks):
 def useful_flops(case, variant):
     """Flops of the dominant products of one Tenfold iteration (CP) or call (Tucker)."""
     size = float(np.prod(case.dims))
+    if case.kind == "cp_default":
+        return None  # sweeps of two sizes (core, tensor): no single rate
     if case.kind == "cp":
         # Dimension tree: two tensor-sized GEMMs per sweep, 2 prod(I) R flops each.
         return 4.0 * size * case.rank
@@ -355,7 +371,7 @@ def summarise(case, variant, dtype, tf_measured, tl_measured, gemm):
         "tensorly_extra_mib":
             statistics.median(r["peak_rss_kib"] - r["rss_loaded_kib"] for r in tl_runs) / 1024.0,
         "peak_reset": all(r["peak_reset"] for r in tf_runs + tl_runs),
-        "tenfold_gflops": flops / tf_s * 1e-9,
+        "tenfold_gflops": None if flops is None else flops / tf_s * 1e-9,
         # Square GEMM of Tenfold's BLAS, measured in each case's process right before it.
         "gemm_gflops": median(tf_runs, "gemm_gflops"),
         "numpy_gemm_gflops": gemm["tensorly"][dtype],
@@ -363,6 +379,13 @@ def summarise(case, variant, dtype, tf_measured, tl_measured, gemm):
     if "seconds_init" in tf_runs[0]:
         row["tenfold_s_excl_init"] = statistics.median(
             (r["seconds_total"] - r["seconds_init"]) / div for r in tf_runs)
+    if case.kind == "cp_default":
+        row["iters_tenfold"] = median(tf_runs, "iters")
+        row["iters_tensorly"] = median(tl_runs, "iters")
+        row["compressed"] = all(r["compressed"] for r in tf_runs)
+        row["memory_ok"] = None
+        row["target_ratio"] = None
+        return row
     # Fractions of the GEMM rate taken per run (against that run's GEMM), then the median.
     row["tenfold_frac_gemm"] = statistics.median(
         flops * div / r["seconds_total"] * 1e-9 / r["gemm_gflops"] for r in tf_runs)
@@ -429,9 +452,31 @@ def table_cells(r):
             "" if mttkrp is None else f"{100 * mttkrp:.0f}%"]
 
 
+DEFAULT_COLUMNS = ["case", "dtype", "Tenfold s (sweeps)", "TensorLy s (sweeps)",
+                   "TensorLy/Tenfold", "threads Tenfold/TensorLy", "rel. error Tenfold",
+                   "rel. error TensorLy", "compressed", "peak MiB Tenfold", "peak MiB TensorLy"]
+
+
+def default_cells(r):
+    return [r["case"], r["dtype"], f"{fmt_time(r['tenfold_s'])} ({r['iters_tenfold']:g})",
+            f"{fmt_time(r['tensorly_s'])} ({r['iters_tensorly']:g})", f"{r['ratio']:.1f}",
+            f"{r['threads_tenfold']}/{r['threads_tensorly']}",
+            f"{r['tenfold_rel_error']:.6f}", f"{r['tensorly_rel_error']:.6f}",
+            "yes" if r["compressed"] else "no",
+            f"{r['tenfold_peak_mib']:.0f}", f"{r['tensorly_peak_mib']:.0f}"]
+
+
 def markdown_table(rows):
+    """The per-iteration and per-call table, then the defaults' table (time to each
+    library's own answer) when there are such rows."""
+    same = [r for r in rows if r["kind"] != "cp_default"]
+    defaults = [r for r in rows if r["kind"] == "cp_default"]
     lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-    lines += ["| " + " | ".join(table_cells(r)) + " |" for r in rows]
+    lines += ["| " + " | ".join(table_cells(r)) + " |" for r in same]
+    if defaults:
+        lines += ["", "Every default on (whole call, each library's own stopping rule):", "",
+                  "| " + " | ".join(DEFAULT_COLUMNS) + " |", "|" + "---|" * len(DEFAULT_COLUMNS)]
+        lines += ["| " + " | ".join(default_cells(r)) + " |" for r in defaults]
     return "\n".join(lines)
 
 
@@ -611,7 +656,7 @@ def write_report(header, rows, out):
     print(table)
     with open(os.path.join(out, "table.md"), "w") as f:
         f.write(table + "\n")
-    plot(rows, os.path.join(out, "ratios.png"),
+    plot([r for r in rows if r["kind"] != "cp_default"], os.path.join(out, "ratios.png"),
          f"TensorLy time / Tenfold time, same run ({threads_description(header)}, load average "
          f"{header['load_average_start'][0]:.1f} to {header['load_average_end'][0]:.1f}); "
          "higher is better")

@@ -3,6 +3,9 @@
 //   tenfold_compare_driver version --dtype float64
 //   tenfold_compare_driver gemm --dtype float64 --size 4000
 //   tenfold_compare_driver cp --dtype float64 --tensor x.npy --init u0.npy,u1.npy,u2.npy --iters 10
+//                         [--compress off|auto|on]   (default off: plain ALS, as TensorLy's)
+//   tenfold_compare_driver cp_default --dtype float64 --tensor x.npy --rank 64
+//                         (every default of cp_als: start, compression, tol, max_iters)
 //   tenfold_compare_driver tucker --dtype float64 --tensor x.npy --method sthosvd|hosvd|hooi
 //                         --ranks 20,20,20 --iters 10
 //   tenfold_compare_driver attention --dtype float64 --query wq.npy --key wk.npy --heads 12
@@ -153,6 +156,19 @@ Json tensor_case_result(const tenfold::Tensor<T>& x, const Result& res, Json pha
                      gemm, memory);
 }
 
+// tensor_case_result of a CP-ALS run, with its phase timers.
+template <class T>
+Json cp_case_result(const tenfold::Tensor<T>& x, const tenfold::CpResult<T>& res, const Json& gemm,
+                    const MemoryProbe& memory) {
+  const tenfold::CpTimings& t = res.timings;
+  Json out = tensor_case_result(
+      x, res, {{"mttkrp", t.mttkrp}, {"gram", t.gram}, {"solve", t.solve}, {"other", t.other}},
+      gemm, memory);
+  out["seconds_init"] = t.init;
+  out["rel_error_als"] = res.relative_error;
+  return out;
+}
+
 template <class T>
 Json run_cp(const Args& a) {
   const Json gemm = warm_up<T>(a);
@@ -165,16 +181,29 @@ Json run_cp(const Args& a) {
   o.rank = start.at(0).cols();
   o.max_iters = std::stoi(need(a, "iters"));
   o.tol = 0.0;
+  // Plain ALS unless asked: TensorLy's parafac has no compression first.
+  o.compress = tenfold::parse_cp_compress(a.count("compress") ? a.at("compress") : "off");
   MemoryProbe memory;
 
   const tenfold::CpResult<T> res = tenfold::cp_als(x, o, start);
   memory.stop();
-  const tenfold::CpTimings& t = res.timings;
-  Json out = tensor_case_result(
-      x, res, {{"mttkrp", t.mttkrp}, {"gram", t.gram}, {"solve", t.solve}, {"other", t.other}},
-      gemm, memory);
-  out["seconds_init"] = t.init;
-  out["rel_error_als"] = res.relative_error;
+  return cp_case_result(x, res, gemm, memory);
+}
+
+// cp_als with nothing but the rank set: what a user gets by default.
+template <class T>
+Json run_cp_default(const Args& a) {
+  const Json gemm = warm_up<T>(a);
+  const tenfold::Tensor<T> x = tenfold::io::load_npy<T>(need(a, "tensor"));
+  tenfold::CpOptions o;
+  o.rank = std::stoll(need(a, "rank"));
+  MemoryProbe memory;
+
+  const tenfold::CpResult<T> res = tenfold::cp_als(x, o);
+  memory.stop();
+  Json out = cp_case_result(x, res, gemm, memory);
+  out["compressed"] = res.compressed;
+  out["stop"] = std::string(tenfold::to_string(res.stop));
   return out;
 }
 
@@ -246,10 +275,11 @@ Json dispatch(const std::string& command, const Args& a) {
   if (command == "version") return {{"version", TENFOLD_VERSION}};
   if (command == "gemm") return run_gemm<T>(a);
   if (command == "cp") return run_cp<T>(a);
+  if (command == "cp_default") return run_cp_default<T>(a);
   if (command == "tucker") return run_tucker<T>(a);
   if (command == "attention") return run_attention<T>(a);
   throw tenfold::InvalidArgument("unknown command '" + command +
-                                 "' (expected version, gemm, cp, tucker or attention)");
+                                 "' (expected version, gemm, cp, cp_default, tucker or attention)");
 }
 
 }  // namespace
