@@ -1,6 +1,7 @@
 // tenfold cp: CP-ALS of a dense .npy tensor.
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <memory>
 
 #include "commands.hpp"
@@ -27,6 +28,9 @@ struct CpArgs {
   std::string compress = "auto";
   std::string missing;
   std::string missing_solver = "em";
+  std::string solver = "exact";
+  index_t samples = 0;
+  int fit_check_every = 5;
   double ridge = 0.0;
   double time_limit = 0.0;
   std::string grid;  // --grid, per NumPy axis
@@ -116,6 +120,9 @@ int run_cp(const CpArgs& a, const io::NpyHeader& header) {
   if (missing && distributed()) {
     throw InvalidArgument("--missing nan is not available under mpirun");
   }
+  if (a.solver == "sampled" && distributed()) {
+    throw InvalidArgument("--solver sampled is not available under mpirun");
+  }
   // Under mpirun each process reads only its block (distributed_cp).
   const Tensor<T> x =
       distributed()
@@ -150,6 +157,9 @@ int run_cp(const CpArgs& a, const io::NpyHeader& header) {
   o.line_search = a.line_search;
   o.compress = parse_cp_compress(a.compress);
   o.missing_solver = parse_cp_missing_solver(a.missing_solver);
+  o.solver = parse_cp_solver(a.solver);
+  o.samples = a.samples;
+  o.fit_check_every = a.fit_check_every;
   o.layout = header.fortran_order ? Layout::col_major : Layout::row_major;
   o.ridge = a.ridge;
   o.time_limit = a.time_limit;
@@ -197,6 +207,7 @@ int run_cp(const CpArgs& a, const io::NpyHeader& header) {
       {"compressed_iterations", res.compressed_iterations},
       {"missing", missing ? "nan" : "none"},
       {"missing_solver", a.missing_solver},
+      {"solver", a.solver},
       {"observed_entries", n_observed},
       {"seed", a.seed},
       {"tol", a.tol},
@@ -285,6 +296,18 @@ Command add_cp_command(CLI::App& app) {
                   "entries only, fewer sweeps when much is missing)")
       ->check(CLI::IsMember({"em", "weighted"}))
       ->capture_default_str();
+  cmd->add_option("--solver", a->solver,
+                  "Least squares per mode: exact, or sampled (rows of the Khatri-Rao product "
+                  "drawn by leverage scores, CP-ARLS-LEV; the exact fit every "
+                  "--fit-check-every sweeps, the best checked model returned)")
+      ->check(CLI::IsMember({"exact", "sampled"}))
+      ->capture_default_str();
+  add_integer_option(*cmd, "--samples", a->samples,
+                     "With --solver sampled: rows drawn per solve (0: 64 x rank)")
+      ->check(CLI::Range(index_t{0}, std::numeric_limits<index_t>::max()));
+  add_integer_option(*cmd, "--fit-check-every", a->fit_check_every,
+                     "With --solver sampled: sweeps between exact fits")
+      ->check(CLI::Range(1, 1000000));
   cmd->add_option("--init-factors", a->init_factors,
                   "Start from DIR/factor_<a>.npy (I_a x rank per NumPy axis a), e.g. an earlier "
                   "--out folder; overrides --init")

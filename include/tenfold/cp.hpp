@@ -67,6 +67,24 @@ TENFOLD_API std::string_view to_string(CpMissingSolver solver);
 /// Parses the names above; throws InvalidArgument otherwise.
 TENFOLD_API CpMissingSolver parse_cp_missing_solver(std::string_view name);
 
+/// How each mode's least-squares problem is solved (docs/algorithms.md, "Sampled
+/// least squares").
+enum class CpSolver {
+  exact,    ///< the normal equations of the whole tensor (an MTTKRP over every entry)
+  sampled,  ///< CP-ARLS-LEV (Larsen and Kolda 2022): rows of the Khatri-Rao product,
+            ///< with their fibres of the tensor, sampled by leverage scores
+};
+
+/// "exact" or "sampled".
+TENFOLD_API std::string_view to_string(CpSolver solver);
+/// Parses the names above; throws InvalidArgument otherwise.
+TENFOLD_API CpSolver parse_cp_solver(std::string_view name);
+
+/// Rows of the Khatri-Rao product that CpSolver::sampled draws per solve when
+/// CpOptions::samples is 0, per component: S = kCpSamplesPerRank R (capped at the rows
+/// there are).
+inline constexpr index_t kCpSamplesPerRank = 64;
+
 /// Why the iteration stopped.
 enum class CpStop { converged, max_iters, time_limit, callback };
 TENFOLD_API std::string_view to_string(CpStop stop);
@@ -112,6 +130,17 @@ struct TENFOLD_API CpOptions {
   /// in far fewer sweeps when much is missing but costs O(N R^2) per observed entry and
   /// sweep. Not with nonnegative. Ignored without a mask.
   CpMissingSolver missing_solver = CpMissingSolver::em;
+  /// Dense input without a mask, cpu backend: exact or sampled least squares. sampled
+  /// draws `samples` rows per solve (deterministic given `seed`), computes the exact fit
+  /// every `fit_check_every` sweeps and after the last one, stops at the first check
+  /// that does not improve the best checked fit by more than `tol`, and returns the
+  /// best checked model; the fit of the other sweeps (progress, fit_history) is
+  /// estimated from a fixed sample of entries. Its start: nvecs only when asked for
+  /// (automatic means random: nvecs costs more than the sampled sweeps). Not with
+  /// nonnegative, line_search, n_starts > 1 or compress = on (automatic is off).
+  CpSolver solver = CpSolver::exact;
+  index_t samples = 0;      ///< sampled: rows per solve (0: kCpSamplesPerRank R)
+  int fit_check_every = 5;  ///< sampled: sweeps between exact fits (>= 1)
   double ridge = 0.0;       ///< l2 regulariser added to the diagonal of each normal matrix
   double time_limit = 0.0;  ///< seconds; 0 means none (checked after each iteration)
   /// The NumPy-order entry. row_major: the input is a C-order array seen as its

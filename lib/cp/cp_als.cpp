@@ -20,6 +20,7 @@
 #include "cp/line_search.hpp"
 #include "cp/masked_operand.hpp"
 #include "cp/reversed_operand.hpp"
+#include "cp/sampled.hpp"
 #include "tenfold/error.hpp"
 
 namespace tenfold {
@@ -278,6 +279,7 @@ void validate_cp_options(const CpOptions& o, std::span<const Matrix<T>> initial_
   if (o.line_search && o.nonnegative) {
     throw InvalidArgument("line_search cannot be combined with nonnegative");
   }
+  validate_cp_solver(o);
   if (!(o.time_limit >= 0.0)) {
     throw InvalidArgument("time_limit must be >= 0, got " + std::to_string(o.time_limit));
   }
@@ -618,6 +620,9 @@ CpResult<T> cp_als(TensorView<const T> x, const CpOptions& options, CpStart<T> i
     const TensorView<const T> xs = copy ? axis_order.view() : x;
     res = detail::run_in_axis_order(
         options, initial_factors, [&](const CpOptions& o, std::span<const Matrix<T>> initial) {
+          if (o.solver == CpSolver::sampled) {
+            return detail::run_sampled_cp(xs, in_place, *c, o, initial, start);
+          }
           // Compression first where it pays (cp/compressed.hpp).
           const std::vector<index_t> axes = in_place ? detail::reversed(xs.dims()) : xs.dims();
           if (const auto ranks = detail::planned_compression(o, axes); !ranks.empty()) {
