@@ -359,8 +359,9 @@ TEST(CpVariantOptions, Rejected) {
   Tensor<double> x({3, 4, 2});
   CpOptions o;
   o.rank = 2;
-  o.n_starts = 0;
-  expect_throw_with<InvalidArgument>([&] { cp_als(x, o); }, "n_starts must be at least 1, got 0");
+  o.n_starts = -1;  // 0 is automatic
+  expect_throw_with<InvalidArgument>([&] { cp_als(x, o); },
+                                     "n_starts must be >= 0 (0: automatic), got -1");
   o.n_starts = 1;
   o.line_search = true;
   o.nonnegative = true;

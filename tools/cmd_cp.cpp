@@ -22,7 +22,7 @@ struct CpArgs {
   std::string init = "auto";
   std::string init_factors;
   std::uint64_t seed = 0;
-  int n_starts = 1;
+  int n_starts = 0;
   bool nonnegative = false;
   bool line_search = false;
   std::string compress = "auto";
@@ -276,8 +276,9 @@ Command add_cp_command(CLI::App& app) {
       ->capture_default_str();
   add_integer_option(*cmd, "--n-starts", a->n_starts,
                      "Run this many starts (the first from --init, the others random with "
-                     "seeds seed+1, ...) and keep the best fit")
-      ->check(CLI::Range(1, 1000000));
+                     "seeds seed+1, ...) and keep the best fit; 0: 4 on the compressed core "
+                     "with --init auto or nvecs, else 1")
+      ->check(CLI::Range(0, 1000000));
   cmd->add_flag("--nonnegative", a->nonnegative, "Non-negative factors (HALS updates)");
   cmd->add_flag("--line-search", a->line_search,
                 "Bro's extrapolation every second iteration (as TensorLy's linesearch=True)");

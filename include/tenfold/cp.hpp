@@ -23,6 +23,10 @@ enum class CpInit {
   given,      ///< the initial factors passed to cp_als (see CpStart)
 };
 
+/// Starts that CpOptions::n_starts = 0 (automatic) runs on a compressed core from the
+/// nvecs start: that start and kCpCompressedStarts - 1 random ones.
+inline constexpr int kCpCompressedStarts = 4;
+
 /// Largest mode size for which CpInit::automatic forms the I_n x I_n Gram of nvecs.
 inline constexpr index_t kCpNvecsMaxSize = 4096;
 
@@ -109,9 +113,12 @@ struct TENFOLD_API CpOptions {
   /// problems far more often than one random start (docs/algorithms.md).
   CpInit init = CpInit::automatic;
   std::uint64_t seed = 0;  ///< seed of the random initialisation
-  /// Starts to run (>= 1): start 0 uses `init` and `seed`, start s > 0 is random with
-  /// seed `seed + s`; the result is the start with the best final fit.
-  int n_starts = 1;
+  /// Starts to run (>= 0): start 0 uses `init` and `seed`, start s > 0 is random with
+  /// seed `seed + s`; the result is the start with the best final fit. 0 (the default)
+  /// is automatic: kCpCompressedStarts when the tensor is compressed first and `init`
+  /// is automatic or nvecs without given factors (the starts then run on the small
+  /// core, where they cost little), else 1.
+  int n_starts = 0;
   /// Non-negative factors: each mode update is HALS (projected coordinate descent on
   /// the columns) instead of the normal-equation solve. The start is made non-negative
   /// (absolute values).
@@ -196,7 +203,7 @@ struct TENFOLD_API CpResult {
   std::vector<double> fit_history;  ///< fit after each iteration
   int eigen_fallbacks = 0;         ///< solves where Cholesky failed and the pseudo-inverse was used
   CpInit init = CpInit::random;    ///< the start of the returned run (never automatic)
-  int best_start = 0;              ///< index of the returned start (0 when n_starts = 1)
+  int best_start = 0;              ///< index of the returned start (0 with a single start)
   std::vector<double> start_fits;  ///< final fit of every start
   int line_search_accepted = 0;    ///< extrapolations taken (line_search only)
   /// Whether the tensor was compressed first; then `compression_ranks` are the core's

@@ -119,6 +119,14 @@ CpResult<T> run_compressed_cp(TensorView<const T> x, bool reversed, Compute<T>& 
   // Phase 1: CP-ALS of the core, every start there.
   CpOptions oc = o;
   oc.compress = CpCompress::off;
+  // Automatic starts: from the default start, several on the core, where a sweep costs
+  // numel(G) / numel(X) of one on the tensor (issue 29: one start misses planted
+  // solutions that one of a few random starts finds).
+  if (o.n_starts == 0) {
+    const bool structured =
+        (o.init == CpInit::automatic || o.init == CpInit::nvecs) && initial_factors.empty();
+    oc.n_starts = structured ? kCpCompressedStarts : 1;
+  }
   const std::vector<Matrix<T>> core_initial = core_start(o, initial_factors, tt, host);
   if (!core_initial.empty()) oc.init = CpInit::given;
   double last_fit = 0.0;

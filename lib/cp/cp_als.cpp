@@ -273,8 +273,9 @@ void validate_cp_options(const CpOptions& o, std::span<const Matrix<T>> initial_
   if (!(o.ridge >= 0.0) || !std::isfinite(o.ridge)) {
     throw InvalidArgument("ridge must be finite and >= 0, got " + std::to_string(o.ridge));
   }
-  if (o.n_starts < 1) {
-    throw InvalidArgument("n_starts must be at least 1, got " + std::to_string(o.n_starts));
+  if (o.n_starts < 0) {
+    throw InvalidArgument("n_starts must be >= 0 (0: automatic), got " +
+                          std::to_string(o.n_starts));
   }
   if (o.line_search && o.nonnegative) {
     throw InvalidArgument("line_search cannot be combined with nonnegative");

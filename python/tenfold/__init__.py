@@ -164,7 +164,7 @@ def parafac(
     linesearch=False,
     l2_reg=0.0,
     mask=None,
-    n_starts=1,
+    n_starts=0,
     compress="auto",
 ):
     """CP decomposition by alternating least squares (CP-ALS), like ``tensorly.decomposition.parafac``.
@@ -206,7 +206,9 @@ def parafac(
         TensorLy's ``mask``. EM-ALS; the fit is over the observed entries.
     n_starts : int
         Starts to run: the first from `init`, the others random with seeds
-        random_state + 1, ...; the best final fit is returned.
+        random_state + 1, ...; the best final fit is returned. 0 (the default): 4
+        on the compressed core when compression runs from the 'svd' (nvecs) or 'auto'
+        start, else 1.
     compress : {'auto', 'on', 'off'}
         CP of the ST-HOSVD core first, then sweeps on the full tensor ('auto': where
         the core is at least 8x smaller and the tensor has at least 2^20 entries).
