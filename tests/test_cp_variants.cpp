@@ -422,6 +422,20 @@ TEST(CpSampled, FloatReachesTheExactFit) {
   EXPECT_NEAR(1.0 - r.fit, exact_relative_error(x, r.model), 1e-4);
 }
 
+TEST(CpSampled, RowMajorInPlaceReachesTheExactFit) {
+  // NumPy order read in place: the sampled operand sees the memory's modes through the
+  // reversed view; the model comes back in the input's mode order.
+  const auto p = planted({50, 40, 30}, 4, 0.3, 0.01, 16);
+  const double exact = exact_als_fit(p.tensor, 4);
+  CpOptions o = sampled_options(4);
+  o.layout = Layout::row_major;
+  o.row_major_input = RowMajorInput::in_place;
+  const CpResult<double> r = cp_als(p.tensor, o);
+  EXPECT_GE(r.fit, 0.999 * exact);
+  EXPECT_NEAR(1.0 - r.fit, exact_relative_error(p.tensor, r.model), 1e-12);
+  EXPECT_GE(factor_match_score(r.model, p.truth), 0.99);
+}
+
 TEST(CpSampled, DeterministicGivenTheSeed) {
   const auto p = planted({40, 30, 20, 10}, 4, 0.0, 0.01, 13);
   CpOptions o = sampled_options(4);
