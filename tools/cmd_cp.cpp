@@ -276,7 +276,7 @@ Command add_cp_command(CLI::App& app) {
       ->capture_default_str();
   add_integer_option(*cmd, "--n-starts", a->n_starts,
                      "Run this many starts (the first from --init, the others random with "
-                     "seeds seed+1, ...) and keep the best fit; 0: 4 on the compressed core "
+                     "seeds seed+1, ...) and keep the best fit; 0: up to 64 on the compressed core "
                      "with --init auto or nvecs, else 1")
       ->check(CLI::Range(0, 1000000));
   cmd->add_flag("--nonnegative", a->nonnegative, "Non-negative factors (HALS updates)");

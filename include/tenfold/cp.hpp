@@ -23,9 +23,10 @@ enum class CpInit {
   given,      ///< the initial factors passed to cp_als (see CpStart)
 };
 
-/// Starts that CpOptions::n_starts = 0 (automatic) runs on a compressed core from the
-/// nvecs start: that start and kCpCompressedStarts - 1 random ones.
-inline constexpr int kCpCompressedStarts = 4;
+/// Most starts that CpOptions::n_starts = 0 (automatic) runs on a compressed core.
+inline constexpr int kCpMaxCompressedStarts = 64;
+/// Sweeps of one start on the core assumed by cp_compressed_starts.
+inline constexpr int kCpAssumedCoreSweeps = 50;
 
 /// Largest mode size for which CpInit::automatic forms the I_n x I_n Gram of nvecs.
 inline constexpr index_t kCpNvecsMaxSize = 4096;
@@ -58,6 +59,12 @@ TENFOLD_API CpCompress parse_cp_compress(std::string_view name);
 /// The multilinear ranks to which compression reduces a tensor of shape `dims` for a
 /// rank-R CP: r_n = min(I_n, R, prod_{m != n} I_m).
 TENFOLD_API std::vector<index_t> cp_compression_ranks(std::span<const index_t> dims, index_t rank);
+
+/// Starts that CpOptions::n_starts = 0 runs on the compressed core of a tensor of shape
+/// `dims` at rank R: 1 + as many more as fit in half the flops of one compressed start
+/// (ST-HOSVD, kCpAssumedCoreSweeps core sweeps of 4 R numel(core), two full sweeps of
+/// 4 R numel(X) each), at most kCpMaxCompressedStarts.
+TENFOLD_API int cp_compressed_starts(std::span<const index_t> dims, index_t rank);
 
 /// How cp_als with a mask of observed entries fits them (docs/algorithms.md).
 enum class CpMissingSolver {
@@ -115,9 +122,9 @@ struct TENFOLD_API CpOptions {
   std::uint64_t seed = 0;  ///< seed of the random initialisation
   /// Starts to run (>= 0): start 0 uses `init` and `seed`, start s > 0 is random with
   /// seed `seed + s`; the result is the start with the best final fit. 0 (the default)
-  /// is automatic: kCpCompressedStarts when the tensor is compressed first and `init`
-  /// is automatic or nvecs without given factors (the starts then run on the small
-  /// core, where they cost little), else 1.
+  /// is automatic: cp_compressed_starts(dims, rank) when the tensor is compressed first
+  /// and `init` is automatic or nvecs without given factors (the starts then run on the
+  /// small core, where they cost little), else 1.
   int n_starts = 0;
   /// Non-negative factors: each mode update is HALS (projected coordinate descent on
   /// the columns) instead of the normal-equation solve. The start is made non-negative

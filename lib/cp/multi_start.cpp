@@ -15,21 +15,17 @@ CpResult<T> run_cp_starts(CpOperand<T>& x, Compute<T>& c, const CpOptions& optio
   CpOptions o = options;
   o.init = CpInit::random;
   std::vector<double> fits = best.start_fits;
-  // A stop by the callback or the time limit ends every start; the time limit counts
-  // from the call.
+  // A stop by the callback or the time limit ends every start.
   const auto stopped = [](const CpResult<T>& r) {
     return r.stop == CpStop::callback || r.stop == CpStop::time_limit;
   };
   for (int k = 1; k < options.n_starts && !stopped(best); ++k) {
-    if (options.time_limit > 0.0) {
-      const double left = options.time_limit - seconds_since(start);
-      if (left <= 0.0) break;
-      o.time_limit = left;
-    }
     o.seed = options.seed + static_cast<std::uint64_t>(k);
     x.reset();
     for (int m = 0; m < x.order(); ++m) x.factor_changed(m);
-    CpResult<T> res = run_cp_als(x, c, o, {}, std::chrono::steady_clock::now());
+    // Timed from the call: the time limit, the progress seconds and `init` (which then
+    // includes the earlier starts) count from there.
+    CpResult<T> res = run_cp_als(x, c, o, {}, start);
     fits.push_back(res.fit);
     const bool last = stopped(res);
     if (res.fit > best.fit || last) {

@@ -99,7 +99,6 @@ class SampledOperand final : public CpOperand<T> {
         check_every_(o.fit_check_every),
         max_iters_(o.max_iters),
         tol_(o.tol),
-        ridge_(o.ridge),
         cdf_(x.dims().size()) {
     for (std::size_t n = 0; n < x.dims().size(); ++n) samples_.push_back(samples_for(o, n));
     reset();
@@ -184,7 +183,7 @@ class SampledOperand final : public CpOperand<T> {
   index_t r_;
   std::uint64_t seed_;
   int check_every_, max_iters_;
-  double tol_, ridge_;
+  double tol_;
   std::vector<index_t> samples_;
   std::vector<std::vector<double>> cdf_;         // cumulative leverage distribution of each U_m
   std::vector<std::vector<index_t>> fit_index_;  // multi-indices of the fit sample

@@ -206,8 +206,8 @@ def parafac(
         TensorLy's ``mask``. EM-ALS; the fit is over the observed entries.
     n_starts : int
         Starts to run: the first from `init`, the others random with seeds
-        random_state + 1, ...; the best final fit is returned. 0 (the default): 4
-        on the compressed core when compression runs from the 'svd' (nvecs) or 'auto'
+        random_state + 1, ...; the best final fit is returned. 0 (the default): up to
+        64 on the compressed core when compression runs from the 'svd' (nvecs) or 'auto'
         start, else 1.
     compress : {'auto', 'on', 'off'}
         CP of the ST-HOSVD core first, then sweeps on the full tensor ('auto': where
