@@ -169,12 +169,12 @@ TEST(CpCompressed, DefaultRunsSeveralStartsOnTheCore) {
 
 TEST(CpCompressed, AutomaticStartsFitInHalfASingleStart) {
   // 400^3 at R 32: ST-HOSVD (3.2e10 flops) and two full sweeps (1.6e10) dwarf a core
-  // start of 50 * 4 * 32 * 32^3 = 2.1e8, so the cap holds; 200^3 at R 64: a core start
-  // of 50 * 4 * 64 * 64^3 = 3.4e9 against 3.7e9 + 4.1e9 + 3.4e9 for one start in all:
-  // half of that buys one more.
+  // start of 20 * 4 * 32 * 32^3 = 8.4e7, so the cap holds; 200^3 at R 64: a core start
+  // of 20 * 4 * 64 * 64^3 = 1.3e9 against 3.7e9 + 4.1e9 + 1.3e9 for one start in all:
+  // half of that buys three more.
   const std::vector<index_t> big{400, 400, 400}, dense_core{200, 200, 200};
   EXPECT_EQ(cp_compressed_starts(big, 32), kCpMaxCompressedStarts);
-  EXPECT_EQ(cp_compressed_starts(dense_core, 64), 2);
+  EXPECT_EQ(cp_compressed_starts(dense_core, 64), 4);
   const std::vector<index_t> mid{300, 300, 300};
   const int n = cp_compressed_starts(mid, 32);
   EXPECT_GT(n, 8);

@@ -422,6 +422,25 @@ TEST(CpSampled, FloatReachesTheExactFit) {
   EXPECT_NEAR(1.0 - r.fit, exact_relative_error(x, r.model), 1e-4);
 }
 
+TEST(CpSampled, AllRowsIsExactAls) {
+  // Samples at least the rows of every Khatri-Rao product: each row once, i.e. the exact
+  // update, so the run follows exact ALS from the same start (rounding apart).
+  const auto p = planted({12, 10, 8}, 3, 0.5, 0.1, 17);
+  CpOptions o;
+  o.rank = 3;
+  o.init = CpInit::random;
+  o.max_iters = 8;
+  o.tol = 0.0;
+  o.compress = CpCompress::off;
+  const CpResult<double> exact = cp_als(p.tensor, o);
+  o.solver = CpSolver::sampled;
+  o.samples = 12 * 10;  // the most rows of any mode's product
+  o.fit_check_every = 1;
+  const CpResult<double> r = cp_als(p.tensor, o);
+  ASSERT_EQ(r.iterations, 8);
+  for (std::size_t k = 0; k < 8; ++k) EXPECT_NEAR(r.fit_history[k], exact.fit_history[k], 1e-10);
+}
+
 TEST(CpSampled, RowMajorInPlaceReachesTheExactFit) {
   // NumPy order read in place: the sampled operand sees the memory's modes through the
   // reversed view; the model comes back in the input's mode order.

@@ -123,6 +123,9 @@ int run_cp(const CpArgs& a, const io::NpyHeader& header) {
   if (a.solver == "sampled" && distributed()) {
     throw InvalidArgument("--solver sampled is not available under mpirun");
   }
+  if (a.solver == "sampled" && missing) {
+    throw InvalidArgument("--solver sampled cannot be combined with --missing nan");
+  }
   // Under mpirun each process reads only its block (distributed_cp).
   const Tensor<T> x =
       distributed()

@@ -25,8 +25,6 @@ enum class CpInit {
 
 /// Most starts that CpOptions::n_starts = 0 (automatic) runs on a compressed core.
 inline constexpr int kCpMaxCompressedStarts = 64;
-/// Sweeps of one start on the core assumed by cp_compressed_starts.
-inline constexpr int kCpAssumedCoreSweeps = 50;
 
 /// Largest mode size for which CpInit::automatic forms the I_n x I_n Gram of nvecs.
 inline constexpr index_t kCpNvecsMaxSize = 4096;
@@ -62,8 +60,8 @@ TENFOLD_API std::vector<index_t> cp_compression_ranks(std::span<const index_t> d
 
 /// Starts that CpOptions::n_starts = 0 runs on the compressed core of a tensor of shape
 /// `dims` at rank R: 1 + as many more as fit in half the flops of one compressed start
-/// (ST-HOSVD, kCpAssumedCoreSweeps core sweeps of 4 R numel(core), two full sweeps of
-/// 4 R numel(X) each), at most kCpMaxCompressedStarts.
+/// (ST-HOSVD, 20 core sweeps of 4 R numel(core), two full sweeps of 4 R numel(X) each),
+/// at most kCpMaxCompressedStarts.
 TENFOLD_API int cp_compressed_starts(std::span<const index_t> dims, index_t rank);
 
 /// How cp_als with a mask of observed entries fits them (docs/algorithms.md).
@@ -146,8 +144,8 @@ struct TENFOLD_API CpOptions {
   CpMissingSolver missing_solver = CpMissingSolver::em;
   /// Dense input without a mask, cpu backend: exact or sampled least squares. sampled
   /// draws `samples` rows per solve (deterministic given `seed`), computes the exact fit
-  /// every `fit_check_every` sweeps and after the last one, stops at the first check
-  /// that does not improve the best checked fit by more than `tol`, and returns the
+  /// every `fit_check_every` sweeps and after the last one, stops after three checks in
+  /// a row that do not improve the best checked fit by more than `tol`, and returns the
   /// best checked model; the fit of the other sweeps (progress, fit_history) is
   /// estimated from a fixed sample of entries. Its start: nvecs only when asked for
   /// (automatic means random: nvecs costs more than the sampled sweeps). Not with

@@ -238,6 +238,9 @@ std::vector<index_t> cp_compression_ranks(std::span<const index_t> dims, index_t
 }
 
 int cp_compressed_starts(std::span<const index_t> dims, index_t rank) {
+  // Sweeps of one start on the core: from a random start on planted problems (issue 29's
+  // 200^3 to 400^3 at R 32) the core runs converged in 10 to 20.
+  constexpr double kCoreSweeps = 20.0;
   const std::vector<index_t> ranks = cp_compression_ranks(dims, rank);
   // ST-HOSVD: per mode the Gram (I_n P) and the shrinking TTM (2 r_n P) of the current
   // size P; then two sweeps of the full tensor and one start's sweeps of the core.
@@ -249,7 +252,7 @@ int cp_compressed_starts(std::span<const index_t> dims, index_t rank) {
     p *= static_cast<double>(ranks[n]) / static_cast<double>(dims[n]);
     core *= static_cast<double>(ranks[n]);
   }
-  const double start = kCpAssumedCoreSweeps * 4.0 * static_cast<double>(rank) * core;
+  const double start = kCoreSweeps * 4.0 * static_cast<double>(rank) * core;
   const double more = 0.5 * (sthosvd + full_sweeps + start) / start;
   return static_cast<int>(std::min<double>(kCpMaxCompressedStarts, 1.0 + std::floor(more)));
 }

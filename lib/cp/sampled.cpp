@@ -38,6 +38,8 @@ constexpr index_t kFitSampleEntries = index_t{1} << 14;
 // so that neither repeats the draws of the random start.
 constexpr std::uint64_t kRowStream = 0x5A4D504C45524F57ull;
 constexpr std::uint64_t kFitStream = 0x46495453414D504Cull;
+// Checks in a row without a gain above tol that stop the run.
+constexpr int kStaleChecks = 3;
 constexpr std::uint64_t kGramStream = 0x4752414D53414D50ull;
 
 // Column-major strides of `dims`.
@@ -100,7 +102,13 @@ class SampledOperand final : public CpOperand<T> {
         max_iters_(o.max_iters),
         tol_(o.tol),
         cdf_(x.dims().size()) {
-    for (std::size_t n = 0; n < x.dims().size(); ++n) samples_.push_back(samples_for(o, n));
+    for (std::size_t n = 0; n < x.dims().size(); ++n) {
+      // S = min(asked, rows of K); all rows when that is the smaller.
+      const index_t want = o.samples > 0 ? o.samples : kCpSamplesPerRank * o.rank;
+      const index_t rows = rows_of_k(n, want);
+      samples_.push_back(std::min(want, rows));
+      all_rows_.push_back(rows <= want && rows < std::numeric_limits<index_t>::max());
+    }
     reset();
   }
 
@@ -124,7 +132,7 @@ class SampledOperand final : public CpOperand<T> {
   void reset() override {
     rows_rng_ = Rng(seed_ ^ kRowStream);
     sweep_ = 0;
-    checks_ = 0;
+    stale_checks_ = 0;
     best_fit_ = -std::numeric_limits<double>::infinity();
     stalled_ = checked_last_ = false;
     for (auto& cdf : cdf_) cdf.clear();
@@ -145,7 +153,8 @@ class SampledOperand final : public CpOperand<T> {
                      T* out) override;
   double end_sweep(std::span<const T* const> factors, const T* lambda, index_t rank) override;
 
-  /// Whether the last sweep's check failed to raise the best checked fit by more than tol.
+  /// Whether the last kStaleChecks checks failed to raise the best checked fit by more
+  /// than tol.
   bool stalled() const { return stalled_; }
   /// Whether the last sweep was checked, and its exact fit then.
   bool checked_last() const { return checked_last_; }
@@ -159,13 +168,15 @@ class SampledOperand final : public CpOperand<T> {
   }
 
  private:
-  index_t samples_for(const CpOptions& o, std::size_t n) const {
-    // Rows of K: prod_{m != n} I_m, saturating at what is asked.
-    const index_t want = o.samples > 0 ? o.samples : kCpSamplesPerRank * o.rank;
+  // prod_{m != n} I_m, or the largest index_t when it exceeds `cap` (no overflow).
+  index_t rows_of_k(std::size_t n, index_t cap) const {
     index_t rows = 1;
-    for (std::size_t m = 0; m < x_.dims().size(); ++m)
-      if (m != n) rows = std::min(want, rows * x_.dims()[m]);
-    return std::min(want, rows);
+    for (std::size_t m = 0; m < x_.dims().size(); ++m) {
+      if (m == n) continue;
+      if (rows > cap / x_.dims()[m]) return std::numeric_limits<index_t>::max();
+      rows *= x_.dims()[m];
+    }
+    return rows;
   }
   double fit_of(double resid2) {
     const double nx = std::sqrt(norm_squared());
@@ -185,12 +196,13 @@ class SampledOperand final : public CpOperand<T> {
   int check_every_, max_iters_;
   double tol_;
   std::vector<index_t> samples_;
+  std::vector<bool> all_rows_;                   // per mode: the samples are all of K's rows
   std::vector<std::vector<double>> cdf_;         // cumulative leverage distribution of each U_m
   std::vector<std::vector<index_t>> fit_index_;  // multi-indices of the fit sample
   std::vector<T> fit_values_;
   Rng rows_rng_{0};
   double norm_x2_ = -1.0;
-  int sweep_ = 0, checks_ = 0;
+  int sweep_ = 0, stale_checks_ = 0;
   double best_fit_ = 0.0, last_fit_ = 0.0;
   bool stalled_ = false, checked_last_ = false;
   std::vector<Matrix<T>> best_factors_;
@@ -306,21 +318,31 @@ void SampledOperand<T>::update_factor(int n, std::span<const T* const> factors, 
       leverage_cdf(m, factors[static_cast<std::size_t>(m)]);
   // Draw S rows of K: i_m ~ p_m for every m != n (mode order, then sample order), the
   // fibre's offset, and the row Z(s, :) = w_s * (Hadamard product of the U_m(i_m, :)).
+  // When S is all of K's rows, each row once instead (p_s = 1/S, w_s = 1): the exact
+  // solve, never worse than a sample of the same size.
+  const bool all_rows = all_rows_[ni];
   std::vector<index_t> offset(static_cast<std::size_t>(s_count), 0);
   std::vector<double> prob(static_cast<std::size_t>(s_count), 1.0);
   std::vector<T> z(static_cast<std::size_t>(s_count * r), T(1));
+  index_t row_stride = 1;  // of mode m in K's row index (all_rows)
   for (int m = 0; m < order; ++m) {
     if (m == n) continue;
     const std::vector<double>& cdf = cdf_[static_cast<std::size_t>(m)];
     const index_t im = dims[static_cast<std::size_t>(m)];
     const T* u = factors[static_cast<std::size_t>(m)];
     for (index_t s = 0; s < s_count; ++s) {
-      const auto pick = std::upper_bound(cdf.begin(), cdf.end(), rows_rng_.uniform());
-      const index_t i = std::min<index_t>(im - 1, pick - cdf.begin());
-      prob[s] *= cdf[i] - (i > 0 ? cdf[i - 1] : 0.0);
+      index_t i = (s / row_stride) % im;
+      if (all_rows) {
+        prob[s] = 1.0 / static_cast<double>(s_count);
+      } else {
+        const auto pick = std::upper_bound(cdf.begin(), cdf.end(), rows_rng_.uniform());
+        i = std::min<index_t>(im - 1, pick - cdf.begin());
+        prob[s] *= cdf[i] - (i > 0 ? cdf[i - 1] : 0.0);
+      }
       offset[s] += i * strides_[static_cast<std::size_t>(m)];
       for (index_t j = 0; j < r; ++j) z[s + j * s_count] *= u[i + j * im];
     }
+    row_stride *= im;
   }
   std::vector<T> weight(static_cast<std::size_t>(s_count));
   for (index_t s = 0; s < s_count; ++s)
@@ -365,8 +387,12 @@ double SampledOperand<T>::end_sweep(std::span<const T* const> factors, const T* 
         exact_residual<T>(dense_, this->c_, factors, lambda, rank, norm_squared());
     const double fit = fit_of(resid2);
     last_fit_ = fit;
-    stalled_ = checks_ > 0 && !(fit > best_fit_ + tol_);
-    ++checks_;
+    // The first check sets the best; each later one that does not beat it by more
+    // than tol is stale, and kStaleChecks stale ones in a row stop the run (one alone
+    // is often a dip of the sampling noise while the fit still rises).
+    const bool first = best_fit_ == -std::numeric_limits<double>::infinity();
+    stale_checks_ = first || fit > best_fit_ + tol_ ? 0 : stale_checks_ + 1;
+    stalled_ = stale_checks_ >= kStaleChecks;
     if (fit > best_fit_) {
       best_fit_ = fit;
       best_lambda_.assign(lambda, lambda + rank);
