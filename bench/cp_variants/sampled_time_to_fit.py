@@ -2,17 +2,20 @@
 fit first reaches 99 % and 99.9 % of the fit of a converged exact ALS run.
 
     python sampled_time_to_fit.py --cli build/tools/tenfold [--size 400] [--rank 32]
-                                  [--noise 0.01] [--samples 0] [--tensorly-limit 300]
+                                  [--noise 0.01] [--factors gaussian|collinear]
+                                  [--samples 0] [--tensorly-limit 300]
 
 Run it with the interpreter of bench/compare's environment (TensorLy, NumPy). The tensor
-is I^3 with Gaussian rank-R factors plus Gaussian noise of relative norm --noise. The
+is I^3 with rank-R factors (standard normal, or with --factors collinear unit columns of
+pairwise cosine 0.3 and weights in [1, 2)) plus Gaussian noise of relative norm --noise. The
 reference is tenfold's exact ALS (--compress off) started from the planted factors and
 run to --tol 1e-9, i.e. the exact ALS fit of the planted solution (from its own start
 exact ALS may end in a worse local minimum); the targets are 0.99 and 0.999 times that
 fit. Then, each from its own start:
 
-- tenfold exact ALS (--compress off) and tenfold's default (compression first where it
-  pays), seconds from their progress lines (time since the call began, start included);
+- tenfold exact ALS (--compress off; from its nvecs start, and from one random start
+  with --seed) and tenfold's default (compression first where it pays), seconds from
+  their progress lines (time since the call began, start included);
 - tenfold --solver sampled (S = --samples rows per solve, 0: 64 R): only the sweeps whose
   fit is exact count (every 5th and the last; the others are estimates);
 - TensorLy's randomised_parafac (leverage sampling, n_samples = the same S, random start,
@@ -35,14 +38,21 @@ import numpy as np
 import tensorly as tl
 from tensorly.decomposition import randomised_parafac
 
+from compare_variants import collinear_factor
+
 PROGRESS = re.compile(r"iter\s+(\d+)\s+fit\s+(\S+)\s+change\s+\S+\s+(\S+) s")
 CHECK_EVERY = 5  # tenfold's default fit_check_every; TensorLy's exact fits as often
 
 
-def planted(size, rank, noise, seed):
-    """(tensor, factors)"""
+def planted(size, rank, noise, seed, collinearity=None):
+    """(tensor, factors): standard normal factors, or (collinearity c) unit columns of
+    pairwise cosine c with weights in [1, 2) folded into the first factor."""
     rng = np.random.default_rng(seed)
-    factors = [rng.standard_normal((size, rank)) for _ in range(3)]
+    if collinearity is None:
+        factors = [rng.standard_normal((size, rank)) for _ in range(3)]
+    else:
+        factors = [collinear_factor(rng, size, rank, collinearity) for _ in range(3)]
+        factors[0] = factors[0] * rng.uniform(1, 2, rank)
     x = tl.cp_to_tensor((None, factors))
     e = rng.standard_normal(x.shape)
     return x + noise * np.linalg.norm(x) / np.linalg.norm(e) * e, factors
@@ -115,6 +125,8 @@ def main():
     p.add_argument("--size", type=int, default=400)
     p.add_argument("--rank", type=int, default=32)
     p.add_argument("--noise", type=float, default=0.01)
+    p.add_argument("--factors", default="gaussian", choices=["gaussian", "collinear"],
+                   help="standard normal factors, or unit columns of pairwise cosine 0.3")
     p.add_argument("--samples", type=int, default=0, help="rows per solve (0: 64 x rank)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--tensorly-limit", type=float, default=300,
@@ -123,8 +135,10 @@ def main():
     tl.set_backend("numpy")
     samples = args.samples or 64 * args.rank
     print(f"load average at start: {os.getloadavg()[0]:.1f}")
-    x, truth = planted(args.size, args.rank, args.noise, args.seed)
-    label = f"{args.size}^3 R{args.rank}, {args.noise:.0%} noise"
+    collinear = args.factors == "collinear"
+    x, truth = planted(args.size, args.rank, args.noise, args.seed, 0.3 if collinear else None)
+    label = (f"{args.size}^3 R{args.rank}, {args.noise:.0%} noise, "
+             + ("collinearity 0.3" if collinear else "Gaussian factors"))
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "x.npy")
         np.save(path, np.asfortranarray(x))  # tenfold's modes are the NumPy axes
@@ -136,7 +150,10 @@ def main():
                              ["--compress", "off", "--tol", "1e-9", "--max-iters", "2000", "-q",
                               "--init-factors", truth_dir], tmp)
         targets = (0.99 * ref["fit"], 0.999 * ref["fit"])
-        runs = {"tenfold exact ALS": ["--compress", "off"], "tenfold default": [],
+        runs = {"tenfold exact ALS": ["--compress", "off"],
+                "tenfold exact ALS, random start": ["--compress", "off", "--init", "random",
+                                                    "--n-starts", "1", "--seed", str(args.seed)],
+                "tenfold default": [],
                 "tenfold sampled": ["--solver", "sampled", "--samples", str(samples),
                                     "--seed", str(args.seed)]}
         traces, finals = {}, {}
@@ -147,14 +164,15 @@ def main():
                 last = trace[-1][0]
                 trace = [t for t in trace if t[0] % CHECK_EVERY == 0 or t[0] == last]
             traces[name] = trace
-            finals[name] = f"{rep['fit']:.5f} in {rep['seconds']:.3g} s"
+            finals[name] = f"{rep['fit']:.5f} in {rep['seconds']:.3g} s ({rep['iterations']})"
     traces["TensorLy randomised_parafac"] = run_tensorly(x, args.rank, samples,
                                                          args.tensorly_limit, args.seed)
     t = traces["TensorLy randomised_parafac"]
-    finals["TensorLy randomised_parafac"] = (f"{t[-1][2]:.5f} in {t[-1][1]:.3g} s" if t else "-")
+    finals["TensorLy randomised_parafac"] = (f"{t[-1][2]:.5f} in {t[-1][1]:.3g} s ({t[-1][0]})"
+                                             if t else "-")
     print(f"\n{label}: exact ALS fit of the planted solution {ref['fit']:.6f}; S = {samples} "
           "rows per solve\n")
-    print("| method | to 99 %: s (sweeps) | to 99.9 %: s (sweeps) | final fit, time |")
+    print("| method | to 99 %: s (sweeps) | to 99.9 %: s (sweeps) | final fit, time (sweeps) |")
     print("| --- | --- | --- | --- |")
     for name, trace in traces.items():
         print(f"| {name} | {cell(trace, targets[0])} | {cell(trace, targets[1])} | "
