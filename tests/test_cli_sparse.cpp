@@ -90,6 +90,8 @@ TEST(CliSparse, BadInputGetsOneLine) {
        "needs nonnegative counts; the entry at (0, 1, 2) is -4"},
       {"cp " + (dir / "neg.tns").string() + " --rank 1 --missing nan",
        "--missing does not apply to a sparse input"},
+      {"cp " + (dir / "neg.tns").string() + " --rank 1 --solver sampled",
+       "--solver sampled applies to dense .npy inputs only"},
       // C order: tenfold's (0, 1, 2) is NumPy's [2, 1, 0]
       {"gcp " + (dir / "half.npy").string() + " --rank 1 --loss bernoulli",
        "--loss bernoulli needs binary data (0 or 1); the entry at NumPy index [2, 1, 0]"},

@@ -540,7 +540,8 @@ TEST(CpAlsErrors, Options) {
   rejects([](auto& o) { o.ridge = kNaN; }, "ridge", "got nan");
   rejects([](auto& o) { o.time_limit = -1.0; }, "time_limit", "must be >= 0, got -1");
   rejects([](auto& o) { o.time_limit = kNaN; }, "time_limit", "got nan");
-  rejects([](auto& o) { o.n_starts = 0; }, "n_starts", "must be at least 1, got 0");
+  rejects([](auto& o) { o.n_starts = -1; }, "n_starts",
+          "must be at least 0 (0: automatic), got -1");
   // no 3 x 4 x 2 tensor has it
   rejects([](auto& o) { o.rank = index_t{1} << 40; }, "rank", "1099511627776 exceeds 6");
   if (!cuda_compiled()) {

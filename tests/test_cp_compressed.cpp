@@ -105,6 +105,7 @@ TEST(CpCompressed, CorePhaseFitIsThatOfTheLiftedModel) {
 TEST(CpCompressed, CallbackSeesOneSequenceOfFullTensorFits) {
   const auto p = planted({40, 30, 20}, 4, 0.0, 0.1, 41);
   CpOptions o = options(4, CpCompress::on);
+  o.n_starts = 1;  // one start: one sequence (several starts each report their own)
   std::vector<double> seen;
   o.callback = [&](const CpProgress& q) {
     EXPECT_EQ(q.iteration, static_cast<int>(seen.size()) + 1);
@@ -134,6 +135,50 @@ TEST(CpCompressed, StartsRunOnTheCore) {
   EXPECT_DOUBLE_EQ(r.start_fits[static_cast<std::size_t>(r.best_start)],
                    *std::max_element(r.start_fits.begin(), r.start_fits.end()));
   EXPECT_GE(factor_match_score(r.model, p.truth), 0.99);
+}
+
+TEST(CpCompressed, DefaultRunsSeveralStartsOnTheCore) {
+  // n_starts 0 (automatic) from the nvecs start: cp_compressed_starts starts on the core,
+  // the best kept; a callback stop ends them all, and a time limit counts from the call.
+  const auto p = planted({40, 30, 20}, 3, 0.0, 0.05, 52);
+  CpOptions o = options(3, CpCompress::on);
+  o.tol = 1e-8;
+  const CpResult<double> r = cp_als(p.tensor, o);
+  ASSERT_TRUE(r.compressed);
+  const int starts = cp_compressed_starts(p.tensor.dims(), 3);
+  ASSERT_GT(starts, 1);
+  ASSERT_EQ(r.start_fits.size(), static_cast<std::size_t>(starts));
+  EXPECT_EQ(r.init, r.best_start == 0 ? CpInit::nvecs : CpInit::random);
+  EXPECT_EQ(r.start_fits[static_cast<std::size_t>(r.best_start)],
+            *std::max_element(r.start_fits.begin(), r.start_fits.end()));
+  EXPECT_GE(factor_match_score(r.model, p.truth), 0.99);
+  int calls = 0;
+  o.callback = [&](const CpProgress&) { return ++calls < 3; };
+  const CpResult<double> s = cp_als(p.tensor, o);
+  EXPECT_EQ(s.stop, CpStop::callback);
+  EXPECT_EQ(calls, 3);  // no start after the stop
+  EXPECT_LT(s.start_fits.size(), static_cast<std::size_t>(starts));
+  // A given start, or an explicit count, is run as asked.
+  o.callback = nullptr;
+  o.init = CpInit::random;
+  EXPECT_EQ(cp_als(p.tensor, o).start_fits.size(), 1u);
+  o.init = CpInit::automatic;
+  o.n_starts = 2;
+  EXPECT_EQ(cp_als(p.tensor, o).start_fits.size(), 2u);
+}
+
+TEST(CpCompressed, AutomaticStartsFitInHalfASingleStart) {
+  // 400^3 at R 32: ST-HOSVD (3.2e10 flops) and two full sweeps (1.6e10) dwarf a core
+  // start of 20 * 4 * 32 * 32^3 = 8.4e7, so the cap holds; 200^3 at R 64: a core start
+  // of 20 * 4 * 64 * 64^3 = 1.3e9 against 3.7e9 + 4.1e9 + 1.3e9 for one start in all:
+  // half of that buys three more.
+  const std::vector<index_t> big{400, 400, 400}, dense_core{200, 200, 200};
+  EXPECT_EQ(cp_compressed_starts(big, 32), kCpMaxCompressedStarts);
+  EXPECT_EQ(cp_compressed_starts(dense_core, 64), 4);
+  const std::vector<index_t> mid{300, 300, 300};
+  const int n = cp_compressed_starts(mid, 32);
+  EXPECT_GT(n, 8);
+  EXPECT_LE(n, kCpMaxCompressedStarts);
 }
 
 TEST(CpCompressed, SkippedWhereItCannotPay) {

@@ -1,17 +1,20 @@
 // CP beyond plain ALS: the default start, best of several starts, missing values
-// (EM-ALS with a mask), non-negative factors (HALS) and Bro's line search.
+// (EM-ALS with a mask), non-negative factors (HALS), Bro's line search and sampled
+// least squares.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "cp_test_util.hpp"
 #include "tenfold/cp.hpp"
 #include "tenfold/error.hpp"
 #include "tenfold/io.hpp"
+#include "tenfold/sparse.hpp"
 
 namespace tenfold::test {
 namespace {
@@ -362,13 +365,175 @@ TEST(CpVariantOptions, Rejected) {
   Tensor<double> x({3, 4, 2});
   CpOptions o;
   o.rank = 2;
-  o.n_starts = 0;
-  expect_throw_with<InvalidArgument>([&] { cp_als(x, o); }, "n_starts must be at least 1, got 0");
+  o.n_starts = -1;  // 0 is automatic
+  expect_throw_with<InvalidOption>([&] { cp_als(x, o); },
+                                   "n_starts must be at least 0 (0: automatic), got -1");
   o.n_starts = 1;
   o.line_search = true;
   o.nonnegative = true;
   expect_throw_with<InvalidArgument>([&] { cp_als(x, o); },
                                      "line_search cannot be combined with nonnegative");
+}
+
+// --- sampled least squares (CP-ARLS-LEV) ---------------------------------------------------
+
+// Exact ALS to convergence: the fit the sampled solver is measured against.
+double exact_als_fit(const Tensor<double>& x, index_t rank) {
+  CpOptions o;
+  o.rank = rank;
+  o.max_iters = 1000;
+  o.tol = 1e-10;
+  o.compress = CpCompress::off;
+  return cp_als(x, o).fit;
+}
+
+CpOptions sampled_options(index_t rank) {
+  CpOptions o;
+  o.rank = rank;
+  o.solver = CpSolver::sampled;
+  o.max_iters = 200;
+  o.tol = 1e-5;
+  o.seed = 1;
+  return o;
+}
+
+TEST(CpSampled, PlantedProblemReachesTheExactFit) {
+  // 1 % noise: the exact fit is about 0.99, and sampled sweeps must come within 0.1 % of
+  // it (a relative-error least-squares solution per mode with S = 64 R rows).
+  const auto p = planted({60, 50, 40}, 5, 0.3, 0.01, 11);
+  const double exact = exact_als_fit(p.tensor, 5);
+  ASSERT_GT(exact, 0.985);
+  const CpResult<double> r = cp_als(p.tensor, sampled_options(5));
+  EXPECT_EQ(r.stop, CpStop::converged);
+  EXPECT_GE(r.fit, 0.999 * exact);
+  EXPECT_LE(r.fit, exact + 1e-6);  // the exact optimum is not beaten
+  EXPECT_GE(factor_match_score(r.model, p.truth), 0.99);
+  // The reported fit is the returned model's, exactly (the best checked one).
+  EXPECT_NEAR(1.0 - r.fit, exact_relative_error(p.tensor, r.model), 1e-12);
+  // Checks every 5 sweeps: the run stops at one, and returns the best of them.
+  EXPECT_EQ(r.iterations % 5, 0);
+  double best = 0.0;
+  for (std::size_t k = 4; k < r.fit_history.size(); k += 5) best = std::max(best, r.fit_history[k]);
+  EXPECT_EQ(r.fit, best);
+}
+
+TEST(CpSampled, FloatReachesTheExactFit) {
+  const auto p = planted({60, 50, 40}, 5, 0.3, 0.01, 12);
+  const double exact = exact_als_fit(p.tensor, 5);
+  const Tensor<float> x = convert<float>(p.tensor.view());
+  const CpResult<float> r = cp_als(x, sampled_options(5));
+  EXPECT_GE(r.fit, 0.999 * exact);
+  // The fit formula ||X||^2 + ||M||^2 - 2 <X, M> in float: an error of a few eps ||X||^2
+  // in the residual's square moves an error near 0.01 by about 10 eps / (2 0.01) = 3e-5.
+  EXPECT_NEAR(1.0 - r.fit, exact_relative_error(x, r.model), 1e-4);
+}
+
+TEST(CpSampled, AllRowsIsExactAls) {
+  // Samples at least the rows of every Khatri-Rao product: each row once, i.e. the exact
+  // update, so the run follows exact ALS from the same start (rounding apart).
+  const auto p = planted({12, 10, 8}, 3, 0.5, 0.1, 17);
+  CpOptions o;
+  o.rank = 3;
+  o.init = CpInit::random;
+  o.max_iters = 8;
+  o.tol = 0.0;
+  o.compress = CpCompress::off;
+  const CpResult<double> exact = cp_als(p.tensor, o);
+  o.solver = CpSolver::sampled;
+  o.samples = 12 * 10;  // the most rows of any mode's product
+  o.fit_check_every = 1;
+  const CpResult<double> r = cp_als(p.tensor, o);
+  ASSERT_EQ(r.iterations, 8);
+  for (std::size_t k = 0; k < 8; ++k) EXPECT_NEAR(r.fit_history[k], exact.fit_history[k], 1e-10);
+}
+
+TEST(CpSampled, RowMajorInPlaceReachesTheExactFit) {
+  // NumPy order read in place: the sampled operand sees the memory's modes through the
+  // reversed view; the model comes back in the input's mode order.
+  const auto p = planted({50, 40, 30}, 4, 0.3, 0.01, 16);
+  const double exact = exact_als_fit(p.tensor, 4);
+  CpOptions o = sampled_options(4);
+  o.layout = Layout::row_major;
+  o.row_major_input = RowMajorInput::in_place;
+  const CpResult<double> r = cp_als(p.tensor, o);
+  EXPECT_GE(r.fit, 0.999 * exact);
+  EXPECT_NEAR(1.0 - r.fit, exact_relative_error(p.tensor, r.model), 1e-12);
+  EXPECT_GE(factor_match_score(r.model, p.truth), 0.99);
+}
+
+TEST(CpSampled, DeterministicGivenTheSeed) {
+  const auto p = planted({40, 30, 20, 10}, 4, 0.0, 0.01, 13);
+  CpOptions o = sampled_options(4);
+  o.max_iters = 12;
+  const CpResult<double> a = cp_als(p.tensor, o);
+  const CpResult<double> b = cp_als(p.tensor, o);
+  EXPECT_EQ(a.fit_history, b.fit_history);
+  EXPECT_EQ(a.model.weights, b.model.weights);
+  o.seed = 2;
+  EXPECT_NE(cp_als(p.tensor, o).fit_history, a.fit_history);  // other rows drawn
+}
+
+TEST(CpSampled, StoppedBetweenChecksReportsTheExactFitOfItsModel) {
+  // A callback stop after sweep 3 (no check yet): the model's fit is computed at the end.
+  const auto p = planted({30, 25, 20}, 3, 0.0, 0.01, 14);
+  CpOptions o = sampled_options(3);
+  o.callback = [](const CpProgress& q) { return q.iteration < 3; };
+  const CpResult<double> r = cp_als(p.tensor, o);
+  EXPECT_EQ(r.stop, CpStop::callback);
+  EXPECT_EQ(r.iterations, 3);
+  EXPECT_NEAR(1.0 - r.fit, exact_relative_error(p.tensor, r.model), 1e-12);
+}
+
+TEST(CpSampled, OptionsValidated) {
+  const auto p = planted({10, 9, 8}, 2, 0.0, 0.0, 15);
+  CpOptions o = sampled_options(2);
+  const auto refused = [&](const CpOptions& bad, const std::string& message) {
+    expect_throw_with<InvalidArgument>([&] { cp_als(p.tensor, bad); }, message);
+  };
+  // Option errors name the option's field (the program and Python map it to theirs).
+  CpOptions bad = o;
+  bad.samples = -1;
+  expect_throw_with<InvalidOption>([&] { cp_als(p.tensor, bad); },
+                                   "samples must be >= 0 (0: automatic), got -1");
+  bad = o;
+  bad.fit_check_every = 0;
+  expect_throw_with<InvalidOption>([&] { cp_als(p.tensor, bad); },
+                                   "fit_check_every must be at least 1, got 0");
+  bad = o;
+  bad.nonnegative = true;
+  refused(bad, "solver = sampled cannot be combined with nonnegative");
+  bad = o;
+  bad.line_search = true;
+  refused(bad, "solver = sampled cannot be combined with line_search");
+  bad = o;
+  bad.n_starts = 2;
+  refused(bad, "solver = sampled cannot be combined with n_starts > 1 (got 2)");
+  bad = o;
+  bad.compress = CpCompress::on;
+  refused(bad, "solver = sampled cannot be combined with compress = on");
+  bad = o;
+  bad.fixed_modes = {0};
+  {
+    const std::vector<Matrix<double>> start = p.truth.factors;
+    expect_throw_with<InvalidArgument>([&] { cp_als(p.tensor, bad, start); },
+                                       "solver = sampled cannot be combined with fixed modes");
+  }
+  bad = o;
+  bad.backend = Backend::reference;
+  refused(bad, "solver = sampled runs on the cpu backend only, got backend reference");
+  expect_throw_with<InvalidArgument>([&] { cp_als(p.truth, o); },
+                                     "solver = sampled needs a dense tensor without a mask, got "
+                                     "a tensor given as a model");
+  const std::vector<std::uint8_t> all(static_cast<std::size_t>(p.tensor.numel()), 1);
+  expect_throw_with<InvalidArgument>(
+      [&] { cp_als(p.tensor, TensorView<const std::uint8_t>(all.data(), p.tensor.dims()), o); },
+      "solver = sampled needs a dense tensor without a mask, got a mask of observed entries");
+  expect_throw_with<InvalidArgument>(
+      [&] { cp_als(SparseTensor<double>::from_dense(p.tensor.view()), o); },
+      "solver = sampled needs a dense tensor without a mask, got a sparse tensor");
+  expect_throw_with<InvalidArgument>([] { parse_cp_solver("fast"); },
+                                     "unknown solver 'fast' (expected exact or sampled)");
+  EXPECT_EQ(parse_cp_solver(to_string(CpSolver::sampled)), CpSolver::sampled);
 }
 
 }  // namespace

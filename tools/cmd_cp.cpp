@@ -1,6 +1,7 @@
 // tenfold cp: CP-ALS of a dense .npy tensor or a sparse tensor file.
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <memory>
 
 #include "commands.hpp"
@@ -22,12 +23,15 @@ struct CpArgs {
   std::string init = "auto";
   std::string init_factors;
   std::uint64_t seed = 0;
-  int n_starts = 1;
+  int n_starts = 0;
   bool nonnegative = false;
   bool line_search = false;
   std::string compress = "auto";
   std::string missing;
   std::string missing_solver = "em";
+  std::string solver = "exact";
+  index_t samples = 0;
+  int fit_check_every = 5;
   double ridge = 0.0;
   double time_limit = 0.0;
   std::string grid;  // --grid, per NumPy axis
@@ -125,6 +129,9 @@ CpOptions cp_options(const CpArgs& a) {
   o.line_search = a.line_search;
   o.compress = parse_cp_compress(a.compress);
   o.missing_solver = parse_cp_missing_solver(a.missing_solver);
+  o.solver = parse_cp_solver(a.solver);
+  o.samples = a.samples;
+  o.fit_check_every = a.fit_check_every;
   o.ridge = a.ridge;
   o.time_limit = a.time_limit;
   o.backend = parse_backend(a.common.backend);
@@ -157,6 +164,7 @@ nlohmann::json cp_report(const CpArgs& a, const io::NpyHeader& header, const CpR
       {"nonnegative", a.nonnegative},
       {"line_search", a.line_search},
       {"line_search_accepted", res.line_search_accepted},
+      {"solver", a.solver},
       {"seed", a.seed},
       {"tol", a.tol},
       {"max_iters", a.max_iters},
@@ -214,6 +222,9 @@ int run_cp(const CpArgs& a, const io::NpyHeader& header) {
   const bool missing = a.missing == "nan";
   if (missing && distributed()) {
     throw InvalidArgument("--missing nan is not available under mpirun");
+  }
+  if (a.solver == "sampled" && distributed()) {
+    throw InvalidArgument("--solver sampled is not available under mpirun");
   }
   std::vector<Matrix<T>> initial_factors;
   on_every_process([&] {
@@ -281,6 +292,9 @@ int run_sparse_cp(const CpArgs& a) {
         "zeros, not missing values)");
   }
   if (a.compress == "on") throw InvalidArgument("--compress on applies to dense .npy inputs only");
+  if (a.solver == "sampled") {
+    throw InvalidArgument("--solver sampled applies to dense .npy inputs only");
+  }
   check_outputs({{"--out", a.out, true}}, {a.input});
   const SparseTensor<T> x = io::load_sparse_file<T>(a.input);
   io::NpyHeader header;  // the axes as a Fortran-order array's
@@ -329,8 +343,9 @@ Command add_cp_command(CLI::App& app) {
           ->capture_default_str();
   add_integer_option(*cmd, "--n-starts", a->n_starts,
                      "Run this many starts (the first from --init, the others random with "
-                     "seeds seed+1, ...) and keep the best fit")
-      ->check(CLI::Range(1, 1000000));
+                     "seeds seed+1, ...) and keep the best fit; 0: up to 64 on the compressed core "
+                     "with --init auto or nvecs, else 1")
+      ->check(CLI::Range(0, 1000000));
   cmd->add_flag("--nonnegative", a->nonnegative, "Non-negative factors (HALS updates)");
   cmd->add_flag("--line-search", a->line_search,
                 "Bro's extrapolation every second iteration (as TensorLy's linesearch=True)");
@@ -349,6 +364,18 @@ Command add_cp_command(CLI::App& app) {
                   "entries only, fewer sweeps when much is missing)")
       ->check(CLI::IsMember({"em", "weighted"}))
       ->capture_default_str();
+  cmd->add_option("--solver", a->solver,
+                  "Least squares per mode: exact, or sampled (rows of the Khatri-Rao product "
+                  "drawn by leverage scores, CP-ARLS-LEV; the exact fit every "
+                  "--fit-check-every sweeps, the best checked model returned)")
+      ->check(CLI::IsMember({"exact", "sampled"}))
+      ->capture_default_str();
+  add_integer_option(*cmd, "--samples", a->samples,
+                     "With --solver sampled: rows drawn per solve (0: 64 x rank)")
+      ->check(CLI::Range(index_t{0}, std::numeric_limits<index_t>::max()));
+  add_integer_option(*cmd, "--fit-check-every", a->fit_check_every,
+                     "With --solver sampled: sweeps between exact fits")
+      ->check(CLI::Range(1, 1000000));
   CLI::Option* init_factors =
       cmd->add_option(
              "--init-factors", a->init_factors,
@@ -380,6 +407,15 @@ Command add_cp_command(CLI::App& app) {
     refuse(a->compress == "on" && missing, "--compress on", "--missing nan");
     refuse(missing && a->missing_solver == "weighted" && a->nonnegative,
            "--missing-solver weighted", "--nonnegative");
+    const bool sampled = a->solver == "sampled";
+    refuse(sampled && missing, "--solver sampled", "--missing nan");
+    refuse(sampled && a->nonnegative, "--solver sampled", "--nonnegative");
+    refuse(sampled && a->line_search, "--solver sampled", "--line-search");
+    refuse(sampled && a->compress == "on", "--solver sampled", "--compress on");
+    refuse(sampled && a->n_starts > 1, "--solver sampled",
+           "--n-starts " + std::to_string(a->n_starts));
+    refuse(sampled && a->common.backend != "cpu", "--solver sampled",
+           "--backend " + a->common.backend);
   });
   return {cmd,
           [a] {
@@ -396,6 +432,8 @@ Command add_cp_command(CLI::App& app) {
            {"max_iters", "--max-iters"},
            {"tol", "--tol"},
            {"n_starts", "--n-starts"},
+           {"samples", "--samples"},
+           {"fit_check_every", "--fit-check-every"},
            {"ridge", "--ridge"},
            {"time_limit", "--time-limit"}}};
 }

@@ -1,6 +1,9 @@
 """CP beyond plain ALS, Tenfold (the `tenfold` program) against TensorLy in the same run.
 
     python compare_variants.py --cli build/tools/tenfold planted [--seeds 2]
+    python compare_variants.py --cli build/tools/tenfold planted-large [--seeds 4]
+                               [--sizes 128x16,200x32,300x32] [--tensorly-max-size 200]
+                               [--factors gaussian|collinear]
     python compare_variants.py --cli build/tools/tenfold il2
     python compare_variants.py --cli build/tools/tenfold covid
     python compare_variants.py --cli build/tools/tenfold swamp [--seeds 5]
@@ -12,6 +15,14 @@ planted: fraction of planted problems recovered (factor match score >= 0.99) by 
   start: tenfold's default (auto = nvecs here), one random start, best of 5 random
   starts, and TensorLy's default parafac (init="svd"). Orders 3 (25^3) and 4 (20^4),
   ranks 3, 10, 20, collinearity 0, 0.5, 0.9, noise 0 and 10 %.
+planted-large: planted I^3 rank-R problems large enough for compression first, 1 %
+  noise, factors Gaussian (the default; cosines and norms vary at random) or with
+  collinearity 0.3 (unit columns of pairwise cosine 0.3, weights in [1, 2)), each
+  library as a user calls it: tenfold's default
+  (compression first, several starts on the core), the same with --n-starts 1 (one
+  start, the default before), and TensorLy's default parafac (init="svd", at most 100
+  iterations, tol 1e-8; only up to --tensorly-max-size, its SVD start being slow).
+  Recovered: factor match score >= 0.99; each cell "recovered/seeds, median seconds".
 il2: the IL-2 tensor with its NaN entries missing, rank 1..5, tenfold --missing nan
   against TensorLy parafac(mask=...) from the same start (the same random factors, the
   missing entries filled with the mean of the observed ones before the first sweep,
@@ -133,6 +144,48 @@ def cmd_planted(args, tmp):
     print(f"| all | | | | {cells} |")
 
 
+def gaussian_planted(size, rank, noise, seed):
+    """I^3 with standard normal factors (unit weights) plus relative Gaussian noise."""
+    rng = np.random.default_rng(seed)
+    factors = [rng.standard_normal((size, rank)) for _ in range(3)]
+    x = tl.cp_to_tensor((None, factors))
+    n = rng.standard_normal(x.shape)
+    return x + noise * np.linalg.norm(x) / np.linalg.norm(n) * n, (np.ones(rank), factors)
+
+
+def cmd_planted_large(args, tmp):
+    print("| problem | tenfold default | tenfold --n-starts 1 | TensorLy default (svd) |")
+    print("| --- | --- | --- | --- |")
+    totals, count = np.zeros(3), np.zeros(3)
+    for spec in args.sizes.split(","):
+        size, rank = (int(v) for v in spec.split("x"))
+        hits, seconds = np.zeros(3), [[], [], []]
+        with_tensorly = size <= args.tensorly_max_size
+        for s in range(args.seeds):
+            seed = 7000 + 100 * size + s
+            if args.factors == "collinear":
+                x, truth = planted((size,) * 3, rank, 0.3, 0.01, seed)
+            else:
+                x, truth = gaussian_planted(size, rank, 0.01, seed)
+            for k, flags in enumerate(([], ["--n-starts", "1"])):
+                rep, cp = run_tenfold(args.cli, x, rank, *flags, tmp=tmp)
+                hits[k] += fms(cp, truth) >= 0.99
+                seconds[k].append(rep["seconds"])
+            if with_tensorly:
+                t0 = time.perf_counter()
+                tl_cp = parafac(x, rank)
+                seconds[2].append(time.perf_counter() - t0)
+                hits[2] += fms((tl_cp.weights, tl_cp.factors), truth) >= 0.99
+        runs = [args.seeds, args.seeds, args.seeds if with_tensorly else 0]
+        totals += hits
+        count += runs
+        cells = [f"{h:.0f}/{n}, {np.median(t):.3g} s" if n else "not run"
+                 for h, n, t in zip(hits, runs, seconds)]
+        print(f"| {size}^3 R{rank} | " + " | ".join(cells) + " |", flush=True)
+    cells = [f"{t / n:.0%}" if n else "-" for t, n in zip(totals, count)]
+    print("| all | " + " | ".join(cells) + " |")
+
+
 def cmd_il2(args, tmp):
     x = np.load(os.path.join(DATA, "IL2_Response_Tensor.npy")).astype(np.float64)
     mask = ~np.isnan(x)
@@ -221,13 +274,19 @@ def main():
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--cli", required=True, help="path of the tenfold program")
-    p.add_argument("command", choices=["planted", "il2", "covid", "swamp"])
+    p.add_argument("command", choices=["planted", "planted-large", "il2", "covid", "swamp"])
     p.add_argument("--seeds", type=int, default=2)
+    p.add_argument("--sizes", default="128x16,200x32,300x32",
+                   help="planted-large: SIZExRANK problems, comma-separated")
+    p.add_argument("--factors", default="gaussian", choices=["gaussian", "collinear"],
+                   help="planted-large: the factors' law")
+    p.add_argument("--tensorly-max-size", type=int, default=200,
+                   help="planted-large: run TensorLy up to this size")
     p.add_argument("--iters", type=int, default=200)
     args = p.parse_args()
     tl.set_backend("numpy")
     with tempfile.TemporaryDirectory() as tmp:
-        {"planted": cmd_planted, "il2": cmd_il2, "covid": cmd_covid,
+        {"planted": cmd_planted, "planted-large": cmd_planted_large, "il2": cmd_il2, "covid": cmd_covid,
          "swamp": cmd_swamp}[args.command](args, tmp)
 
 

@@ -24,6 +24,9 @@ enum class CpInit {
   given,      ///< the initial factors passed to cp_als (see CpStart)
 };
 
+/// Most starts that CpOptions::n_starts = 0 (automatic) runs on a compressed core.
+inline constexpr int kCpMaxCompressedStarts = 64;
+
 /// Largest mode size for which CpInit::automatic forms the I_n x I_n Gram of nvecs.
 inline constexpr index_t kCpNvecsMaxSize = 4096;
 
@@ -56,6 +59,12 @@ TENFOLD_API CpCompress parse_cp_compress(std::string_view name);
 /// rank-R CP: r_n = min(I_n, R, prod_{m != n} I_m).
 TENFOLD_API std::vector<index_t> cp_compression_ranks(std::span<const index_t> dims, index_t rank);
 
+/// Starts that CpOptions::n_starts = 0 runs on the compressed core of a tensor of shape
+/// `dims` at rank R: 1 + as many more as fit in half the flops of one compressed start
+/// (ST-HOSVD, 20 core sweeps of 4 R numel(core), two full sweeps of 4 R numel(X) each),
+/// at most kCpMaxCompressedStarts.
+TENFOLD_API int cp_compressed_starts(std::span<const index_t> dims, index_t rank);
+
 /// How cp_als with a mask of observed entries fits them (docs/algorithms.md).
 enum class CpMissingSolver {
   em,        ///< EM-ALS: sweeps over the tensor with its missing entries filled by the model
@@ -67,6 +76,24 @@ enum class CpMissingSolver {
 TENFOLD_API std::string_view to_string(CpMissingSolver solver);
 /// Parses the names above; throws InvalidArgument otherwise.
 TENFOLD_API CpMissingSolver parse_cp_missing_solver(std::string_view name);
+
+/// How each mode's least-squares problem is solved (docs/algorithms.md, "Sampled
+/// least squares").
+enum class CpSolver {
+  exact,    ///< the normal equations of the whole tensor (an MTTKRP over every entry)
+  sampled,  ///< CP-ARLS-LEV (Larsen and Kolda 2022): rows of the Khatri-Rao product,
+            ///< with their fibres of the tensor, sampled by leverage scores
+};
+
+/// "exact" or "sampled".
+TENFOLD_API std::string_view to_string(CpSolver solver);
+/// Parses the names above; throws InvalidArgument otherwise.
+TENFOLD_API CpSolver parse_cp_solver(std::string_view name);
+
+/// Rows of the Khatri-Rao product that CpSolver::sampled draws per solve when
+/// CpOptions::samples is 0, per component: S = kCpSamplesPerRank R (capped at the rows
+/// there are).
+inline constexpr index_t kCpSamplesPerRank = 64;
 
 /// Why the iteration stopped.
 enum class CpStop { converged, max_iters, time_limit, callback };
@@ -99,9 +126,12 @@ struct TENFOLD_API CpOptions {
   /// problems far more often than one random start (docs/algorithms.md).
   CpInit init = CpInit::automatic;
   std::uint64_t seed = 0;  ///< seed of the random initialisation
-  /// Starts to run (>= 1): start 0 uses `init` and `seed`, start s > 0 is random with
-  /// seed `seed + s`; the result is the start with the best final fit.
-  int n_starts = 1;
+  /// Starts to run (>= 0): start 0 uses `init` and `seed`, start s > 0 is random with
+  /// seed `seed + s`; the result is the start with the best final fit. 0 (the default)
+  /// is automatic: cp_compressed_starts(dims, rank) when the tensor is compressed first
+  /// and `init` is automatic or nvecs without given factors (the starts then run on the
+  /// small core, where they cost little), else 1.
+  int n_starts = 0;
   /// Non-negative factors: each mode update is HALS (projected coordinate descent on
   /// the columns) instead of the normal-equation solve. The start is made non-negative
   /// (absolute values).
@@ -128,6 +158,20 @@ struct TENFOLD_API CpOptions {
   /// factors come back bit for bit, the others with unit 2-norm columns (the scale in the weights),
   /// components in the start's order and signs.
   std::vector<int> fixed_modes;
+  /// Dense in-memory input without a mask (not sparse, distributed or in model form),
+  /// cpu backend: exact or sampled least squares. sampled
+  /// draws `samples` rows per solve (deterministic given `seed`), computes the exact fit
+  /// every `fit_check_every` sweeps and after the last one, stops after three checks in
+  /// a row that do not improve the best checked fit by more than `tol`, and returns the
+  /// best checked model; the fit of the other sweeps (progress, fit_history) is
+  /// estimated from a fixed sample of entries. Its start: automatic means nvecs from
+  /// the Gram of `samples` uniformly drawn fibres per mode (the whole Gram would cost
+  /// more than the sampled sweeps); nvecs means the same. Not with
+  /// nonnegative, line_search, n_starts > 1, fixed_modes or compress = on (automatic is
+  /// off).
+  CpSolver solver = CpSolver::exact;
+  index_t samples = 0;      ///< sampled: rows per solve (0: kCpSamplesPerRank R)
+  int fit_check_every = 5;  ///< sampled: sweeps between exact fits (>= 1)
   double ridge = 0.0;       ///< l2 regulariser added to the diagonal of each normal matrix
   double time_limit = 0.0;  ///< seconds; 0 means none (checked after each iteration)
   /// The NumPy-order entry. row_major: the input is a C-order array seen as its
@@ -184,7 +228,7 @@ struct TENFOLD_API CpResult {
   std::vector<double> fit_history;  ///< fit after each iteration
   int eigen_fallbacks = 0;         ///< solves where Cholesky failed and the pseudo-inverse was used
   CpInit init = CpInit::random;    ///< the start of the returned run (never automatic)
-  int best_start = 0;              ///< index of the returned start (0 when n_starts = 1)
+  int best_start = 0;              ///< index of the returned start (0 with a single start)
   std::vector<double> start_fits;  ///< final fit of every start
   int line_search_accepted = 0;    ///< extrapolations taken (line_search only)
   /// Whether the tensor was compressed first; then `compression_ranks` are the core's

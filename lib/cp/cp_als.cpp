@@ -21,6 +21,7 @@
 #include "cp/line_search.hpp"
 #include "cp/masked_operand.hpp"
 #include "cp/reversed_operand.hpp"
+#include "cp/sampled.hpp"
 #include "cp/stop.hpp"
 #include "tenfold/error.hpp"
 
@@ -274,12 +275,14 @@ void validate_cp_options(const CpOptions& o, std::span<const Matrix<T>> initial_
   if (!(o.ridge >= 0.0) || !std::isfinite(o.ridge)) {
     throw InvalidOption("ridge", "must be finite and >= 0, got " + number_string(o.ridge));
   }
-  if (o.n_starts < 1) {
-    throw InvalidOption("n_starts", "must be at least 1, got " + std::to_string(o.n_starts));
+  if (o.n_starts < 0) {
+    throw InvalidOption("n_starts",
+                        "must be at least 0 (0: automatic), got " + std::to_string(o.n_starts));
   }
   if (o.line_search && o.nonnegative) {
     throw InvalidArgument("line_search cannot be combined with nonnegative");
   }
+  validate_cp_solver(o);
   if (!(o.time_limit >= 0.0)) {
     throw InvalidOption("time_limit", "must be >= 0, got " + number_string(o.time_limit));
   }
@@ -681,6 +684,9 @@ CpResult<T> cp_als(TensorView<const T> x, const CpOptions& options, CpStart<T> i
     const TensorView<const T> xs = copy ? axis_order.view() : xb;
     res = detail::run_in_axis_order(
         options, initial_factors, [&](const CpOptions& o, std::span<const Matrix<T>> initial) {
+          if (o.solver == CpSolver::sampled) {
+            return detail::run_sampled_cp(xs, in_place, *c, o, initial, start);
+          }
           // Compression first where it pays (cp/compressed.hpp).
           const std::vector<index_t> axes = in_place ? detail::reversed(xs.dims()) : xs.dims();
           if (const auto ranks = detail::planned_compression(o, axes); !ranks.empty()) {

@@ -37,6 +37,11 @@ template <class T>
 std::vector<index_t> stuck_components(std::span<const Matrix<T>> factors, index_t rank,
                                       const std::vector<int>& read);
 
+/// Throws InvalidArgument when options ask for the sampled solver on an input that only
+/// the exact one takes (`input` names it, e.g. "a tensor given as a model"); in
+/// cp/sampled.cpp.
+void require_exact_solver(const CpOptions& options, const char* input);
+
 /// Runs CP-ALS on an operand whose options and start were validated: from
 /// `initial_factors` when there are any, else from options.init; `start` is when the
 /// public call began (for the time limit and the init timing).
@@ -88,6 +93,7 @@ CpResult<T> cp_als_of_model(const Model& x, const CpOptions& options,
                           std::to_string(x.order()));
   }
   validate_cp_options(options, initial_factors, x.dims());
+  require_exact_solver(options, "a tensor given as a model");
   auto c = make_compute<T>(options.backend);
   const bool reverse = options.layout == Layout::row_major;
   const Model axis_order = reverse ? reverse_modes(x) : Model();

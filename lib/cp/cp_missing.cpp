@@ -41,6 +41,7 @@ CpResult<T> cp_als(TensorView<const T> x, TensorView<const std::uint8_t> observe
   if (options.line_search) {
     throw InvalidArgument("line_search cannot be combined with missing values");
   }
+  detail::require_exact_solver(options, "a mask of observed entries");
   const bool weighted = options.missing_solver == CpMissingSolver::weighted;
   if (weighted && options.nonnegative) {
     throw InvalidArgument("missing_solver = weighted cannot be combined with nonnegative");

@@ -11,20 +11,33 @@ CpResult<T> run_cp_starts(CpOperand<T>& x, Compute<T>& c, const CpOptions& optio
                           std::chrono::steady_clock::time_point start) {
   CpResult<T> best = run_cp_als(x, c, options, initial_factors, start);
   best.start_fits = {best.fit};
-  if (options.n_starts == 1) return best;
+  if (options.n_starts <= 1) return best;  // 0, automatic, is one start here
   CpOptions o = options;
   o.init = CpInit::random;
   std::vector<double> fits = best.start_fits;
-  for (int k = 1; k < options.n_starts; ++k) {
+  // A stop by the callback or the time limit ends every start.
+  const auto stopped = [](const CpResult<T>& r) {
+    return r.stop == CpStop::callback || r.stop == CpStop::time_limit;
+  };
+  for (int k = 1; k < options.n_starts && !stopped(best); ++k) {
     o.seed = options.seed + static_cast<std::uint64_t>(k);
     x.reset();
     for (int m = 0; m < x.order(); ++m) x.factor_changed(m);
-    CpResult<T> res = run_cp_als(x, c, o, {}, std::chrono::steady_clock::now());
+    // Timed from the call: the time limit, the progress seconds and `init` (which then
+    // includes the earlier starts) count from there.
+    CpResult<T> res = run_cp_als(x, c, o, {}, start);
     fits.push_back(res.fit);
-    if (res.fit > best.fit) {
-      best = std::move(res);
-      best.best_start = k;
+    const bool last = stopped(res);
+    if (res.fit > best.fit || last) {
+      const CpStop stop = res.stop;
+      if (res.fit > best.fit) {
+        best = std::move(res);
+        best.best_start = k;
+      }
+      best.stop = stop;  // why the starts ended
+      best.converged = stop == CpStop::converged;
     }
+    if (last) break;
   }
   best.start_fits = std::move(fits);
   best.timings.total =

@@ -10,4 +10,5 @@ target_sources(tenfold_cp PRIVATE
   cp/masked_operand.cpp
   cp/masked_weighted.cpp
   cp/multi_start.cpp
-  cp/random_cp.cpp)
+  cp/random_cp.cpp
+  cp/sampled.cpp)

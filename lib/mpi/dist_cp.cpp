@@ -185,6 +185,7 @@ CpResult<T> cp_als(const DistTensor<T>& x, const CpOptions& options, CpStart<T> 
                  {"nonnegative", options.nonnegative ? "true" : "false"},
                  {"line_search", options.line_search ? "true" : "false"},
                  {"compress", std::string(to_string(options.compress))},
+                 {"solver", std::string(to_string(options.solver))},
                  {"ridge", detail::exact(options.ridge)},
                  {"time_limit", detail::exact(options.time_limit)},
                  {"layout", std::to_string(static_cast<int>(options.layout))},
@@ -196,6 +197,7 @@ CpResult<T> cp_als(const DistTensor<T>& x, const CpOptions& options, CpStart<T> 
   check_same(comm, "the arguments of cp_als", same);
   tenfold::detail::validate_dense_shape(x.dims, "CP-ALS");
   tenfold::detail::validate_cp_options(options, initial_factors, x.dims);
+  tenfold::detail::require_exact_solver(options, "a distributed tensor");
   if (options.layout != Layout::col_major) {
     throw InvalidArgument(
         "the distributed CP-ALS takes its tensor in NumPy axis order: layout must be col_major");

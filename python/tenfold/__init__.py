@@ -173,7 +173,7 @@ def parafac(
     linesearch=False,
     l2_reg=0.0,
     mask=None,
-    n_starts=1,
+    n_starts=0,
     compress="auto",
     svd="truncated_svd",
     orthogonalise=False,
@@ -224,7 +224,9 @@ def parafac(
         TensorLy's ``mask``. EM-ALS; the fit is over the observed entries.
     n_starts : int
         Starts to run: the first from `init`, the others random with seeds
-        random_state + 1, ...; the best final fit is returned.
+        random_state + 1, ...; the best final fit is returned. 0 (the default): up to
+        64 on the compressed core when compression runs from the 'svd' (nvecs) or 'auto'
+        start, else 1.
     compress : {'auto', 'on', 'off'}
         CP of the ST-HOSVD core first, then sweeps on the full tensor ('auto': where
         the core is at least 8x smaller and the tensor has at least 2^20 entries).
@@ -365,7 +367,7 @@ def _cp(tensor, rank, n_iter_max, init, tol, random_state, normalize_factors, ca
         _validate.nonnegative(tol, "tol"), _seed(random_state), given, callback, str(backend),
         bool(linesearch), _validate.nonnegative(l2_reg, "l2_reg"),
         None if mask is None else _mask_like(mask, x), bool(nonnegative),
-        _validate.integer(n_starts, "n_starts", 1, _validate.INT_MAX), str(compress),
+        _validate.integer(n_starts, "n_starts", 0, _validate.INT_MAX), str(compress),
         [int(a) for a in fixed_axes], bool(callback_model),
     )
     weights, factors = r.pop("weights"), r.pop("factors")

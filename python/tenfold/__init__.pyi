@@ -78,7 +78,7 @@ def parafac(
     linesearch: bool = False,
     l2_reg: float = 0.0,
     mask: Optional[npt.ArrayLike] = None,
-    n_starts: int = 1,
+    n_starts: int = 0,
     compress: str = "auto",
 ) -> CPResult: ...
 def non_negative_parafac_hals(

@@ -81,7 +81,7 @@ def as_coo(tensor, dtype=None):
 
 def parafac(tensor, rank, n_iter_max=100, init="svd", tol=1e-6, random_state=None,
             normalize_factors=True, callback=None, backend="cpu", dtype=None, *,
-            linesearch=False, l2_reg=0.0, mask=None, n_starts=1, compress="auto"):
+            linesearch=False, l2_reg=0.0, mask=None, n_starts=0, compress="auto"):
     """CP-ALS of a sparse tensor: :func:`tenfold.parafac`'s arguments and result.
 
     The MTTKRP runs on compressed sparse fibres, one tree per axis; the same bits for

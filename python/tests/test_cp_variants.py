@@ -81,10 +81,15 @@ def test_starts_and_compression_report_what_ran(covid):
     c = tenfold.parafac(x, 4, compress="on", tol=1e-10, n_iter_max=500)
     assert c.compressed and c.compression_ranks == [4, 4, 4]
     assert 0 < c.compressed_iterations <= c.iterations
+    # n_starts=0, the default: several starts on the core (start_fits are the core's),
+    # n_starts=1 one.
+    assert len(c.start_fits) > 1
+    one = tenfold.parafac(x, 4, compress="on", tol=1e-10, n_iter_max=500, n_starts=1)
+    assert one.compressed and len(one.start_fits) == 1
     plain = tenfold.parafac(x, 4, compress="off", tol=1e-10, n_iter_max=500)
     assert not plain.compressed and plain.compression_ranks == []
     assert abs(c.fit - plain.fit) < 1e-7
     with pytest.raises(ValueError, match="compress"):
         tenfold.parafac(x, 4, compress="sometimes")
     with pytest.raises(ValueError, match="n_starts"):
-        tenfold.parafac(x, 4, n_starts=0)
+        tenfold.parafac(x, 4, n_starts=-1)  # 0 is automatic

@@ -95,6 +95,23 @@ def test_native_call_matches_tensorly_from_the_same_start(fresh_patch):
     np.testing.assert_allclose(tl.cp_to_tensor(cp), tl.cp_to_tensor(ref), rtol=0, atol=1e-8 * np.abs(x).max())
 
 
+def test_native_call_is_one_uncompressed_start_at_scale(fresh_patch):
+    """Where the direct API compresses and runs several starts by default (2^20 entries,
+    core 8x smaller), the patch keeps TensorLy's meaning: one ALS run from its start."""
+    from tensorly.decomposition import parafac
+
+    rng = np.random.default_rng(4)
+    x = np.einsum("ir,jr,kr->ijk", *(rng.standard_normal((s, 3)) for s in (128, 128, 64)))
+    x = x + 0.05 * np.linalg.norm(x) / np.sqrt(x.size) * rng.standard_normal(x.shape)
+    assert tenfold.parafac(x, 3, n_iter_max=3).compressed  # the direct API's default
+    kwargs = dict(init="random", random_state=1, tol=0, n_iter_max=3, return_errors=True)
+    _, errors = parafac(x, 3, **kwargs)
+    assert tt.calls()["native"] == 1
+    _, ref_errors = parafac.__wrapped__(x, 3, **kwargs)
+    assert len(errors) == len(ref_errors) == 3
+    np.testing.assert_allclose(errors, ref_errors, rtol=1e-6)
+
+
 @pytest.mark.parametrize("kwargs,reason", [
     (dict(orthogonalise=True), "orthogonalise"),
     (dict(sparsity=0.9), "sparsity"),

@@ -150,6 +150,8 @@ def main():
         refused(["tucker", path, "--tol", "0.1", "--grid", "1x1x1x8"], 8,
                 "--grid 1x1x1x8: NumPy axis 3 has 7 indices for 8 processes")
         refused(["cp", path, "--rank", "2", "--grid", "2x-1x1x1"], 2, "is not of the form P0xP1x")
+        refused(["cp", path, "--rank", "2", "--solver", "sampled"], 2,
+                "tenfold cp: error: --solver sampled is not available under mpirun")
         refused(["cp", path, "--rank", "2", "--grid", "1x2x1x1"], None,
                 "--grid 1x2x1x1 has 2 processes, but this run has one (start it with mpirun")
         # A missing input: every process says so, nothing is written.

@@ -372,6 +372,17 @@ TEST(Errors, OptionsRefusedEverywhere) {
   o.rank = 2;
   o.time_limit = 1.0;
   EXPECT_THROW((void)mpi::cp_als(d, o), InvalidArgument);
+  o.time_limit = 0.0;
+  o.solver = CpSolver::sampled;
+  try {
+    (void)mpi::cp_als(d, o);
+    ADD_FAILURE() << "solver = sampled ran on a distributed tensor";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("solver = sampled needs a dense tensor without a mask, "
+                                         "got a distributed tensor"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(Errors, ANonFiniteEntryInOneBlock) {
@@ -458,6 +469,11 @@ TEST(Errors, OtherOptionsOnOneProcess) {
   o.tol = last ? 1e-7 : 1e-6;
   expect_refused_everywhere([&] { (void)mpi::cp_als(d, o); }, "tol is 1e-07 here, 1e-06");
   o.tol = 1e-6;
+  // The sampled solver on one process only: the difference, not that process's refusal.
+  o.solver = last ? CpSolver::sampled : CpSolver::exact;
+  expect_refused_everywhere([&] { (void)mpi::cp_als(d, o); },
+                            "solver is sampled here, exact on process 0");
+  o.solver = CpSolver::exact;
   // Initial factors that differ in one entry, or that one process lacks.
   std::vector<Matrix<double>> start;
   for (index_t n : d.dims) {
