@@ -302,21 +302,22 @@ TYPED_TEST(ComplexTest, RecoversAPlantedModel) {
   }
 }
 
-TYPED_TEST(ComplexTest, RowMajorLayoutFitsTheSameModel) {
+TYPED_TEST(ComplexTest, RowMajorLayoutFitsTheModelCopiedOrInPlace) {
   using T = TypeParam;
   const bool is_float = std::is_same_v<T, std::complex<float>>;
   const KTensor<T> truth = planted<T>({7, 6, 5}, 2, 300);
-  const Tensor<T> x = truth.full();  // column-major (7, 6, 5) = C-order (5, 6, 7)
-  CpOptions o;
-  o.rank = 2;
-  o.max_iters = 300;
-  o.tol = 1e-12;
-  o.layout = Layout::row_major;
-  const CpResult<T> res = cp_als(TensorView<const T>(x.data(), {5, 6, 7}), o);
-  ASSERT_EQ(res.model.factors[0].rows(), 5);  // NumPy axis 0
-  KTensor<T> col = res.model;
-  std::reverse(col.factors.begin(), col.factors.end());
-  EXPECT_LT(exact_error(x, col), is_float ? 1e-3 : 1e-6);
+  const Tensor<T> x = truth.full();  // a C-order (5, 6, 7) array seen reversed
+  for (RowMajorInput input : {RowMajorInput::copy, RowMajorInput::in_place}) {
+    CpOptions o;
+    o.rank = 2;
+    o.max_iters = 300;
+    o.tol = 1e-12;
+    o.layout = Layout::row_major;
+    o.row_major_input = input;
+    const CpResult<T> res = cp_als(x, o);
+    ASSERT_EQ(res.model.factors[0].rows(), 7);  // the input's mode order
+    EXPECT_LT(exact_error(x, res.model), is_float ? 1e-3 : 1e-6);
+  }
 }
 
 TYPED_TEST(ComplexTest, ArrangementPutsEachColumnsPhaseIntoOneMode) {
