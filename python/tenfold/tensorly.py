@@ -222,15 +222,17 @@ def _record(name, reason=None):
             _counts["fallback"][f"{name}: {reason}"] += 1
 
 
-def _tensor_reason(tensor):
-    """Why Tenfold cannot take this tensor as TensorLy holds it, or None."""
+def _tensor_reason(tensor, complex_ok=False):
+    """Why Tenfold cannot take this tensor as TensorLy holds it, or None (complex64 and
+    complex128 only with `complex_ok`: CP-ALS)."""
     import tensorly as tl
 
     if tl.get_backend() != "numpy":
         return f"backend {tl.get_backend()}"
     if not isinstance(tensor, np.ndarray):
         return f"tensor type {type(tensor).__name__}"
-    if tensor.dtype not in (np.float32, np.float64):
+    if tensor.dtype not in (np.float32, np.float64) + ((np.complex64, np.complex128)
+                                                       if complex_ok else ()):
         return f"dtype {tensor.dtype}"
     if tensor.ndim < 2:
         return "tensor of order < 2"
@@ -254,8 +256,8 @@ def _every_mode_fixed(tensor, fixed_modes):
 
 
 def _cp_reason(tensor, n_iter_max, init, orthogonalise, sparsity, l2_reg, mask, linesearch,
-               cvg_criterion, fixed_modes):
-    reason = _tensor_reason(tensor)
+               cvg_criterion, fixed_modes, complex_ok=True):
+    reason = _tensor_reason(tensor, complex_ok)
     if reason:
         return reason
     if isinstance(n_iter_max, (bool, np.bool_)) or not isinstance(n_iter_max, (int, np.integer)):
@@ -432,7 +434,7 @@ def _non_negative_parafac_hals(tensor, rank, n_iter_max=100, init="svd", svd="tr
                                cvg_criterion="abs_rec_error"):
     args = dict(locals())
     reason = _cp_reason(tensor, n_iter_max, init, False, None, 0, None, False, cvg_criterion,
-                        fixed_modes)
+                        fixed_modes, complex_ok=False)
     if reason is None:
         if sparsity_coefficients is not None:
             reason = "sparsity_coefficients"

@@ -168,7 +168,6 @@ def test_linesearch_before_its_first_jump_runs_natively(fresh_patch):
 
 
 @pytest.mark.parametrize("tensor,reason", [
-    (np.random.default_rng(0).random((4, 3, 2)) + 1j, "dtype complex128"),
     (np.arange(24).reshape(4, 3, 2), "dtype int64"),
 ])
 def test_unserved_tensors_run_tensorly(fresh_patch, tensor, reason):
