@@ -24,6 +24,9 @@ namespace tenfold::python {
 
 namespace {
 
+template <class T>
+constexpr bool is_complex_v = nb::detail::is_complex_v<T>;
+
 nb::list factor_list(std::vector<nb::object> factors, bool reverse) {
   nb::list out;
   if (reverse) std::reverse(factors.begin(), factors.end());
@@ -77,7 +80,7 @@ nb::dict cp_als_typed(const InArray& tensor, index_t rank, int n_iter_max, const
     const std::string what = "init factor " + std::to_string(axis);
     start.push_back(matrix_from<T>(initial_factors[axis], what.c_str()));
   }
-  constexpr bool complex = nb::detail::is_complex_v<T>;
+  constexpr bool complex = is_complex_v<T>;
   if (complex && mask) throw InvalidArgument("mask is not available for a complex tensor");
   // After every iteration: pending signals and the user's callback; either stops the run.
   // With callback_model the callback also gets the model, (weights, factors) in NumPy
@@ -90,7 +93,7 @@ nb::dict cp_als_typed(const InArray& tensor, index_t rank, int n_iter_max, const
         return !nb::bool_(callback(p.iteration, p.fit, p.delta, p.seconds));
       }
       auto m = [&p] {
-        if constexpr (complex) {
+        if constexpr (is_complex_v<T>) {
           return p.complex_model();
         } else {
           return p.model();
@@ -106,7 +109,7 @@ nb::dict cp_als_typed(const InArray& tensor, index_t rank, int n_iter_max, const
   };
   CpResult<T> r = interrupt.run([&] {
     try {
-      if constexpr (complex) {
+      if constexpr (is_complex_v<T>) {
         return cp_als(x, o, start);
       } else {
         return observed ? cp_als(x, *observed, o, start) : cp_als(x, o, start);

@@ -15,7 +15,7 @@ def float_dtype(dtype, what="dtype", complex_ok=False):
     if dt.kind in "fc":
         dt = dt.newbyteorder("=")
     if dt not in _FLOATS + (_COMPLEX if complex_ok else ()):
-        kinds = "float32, float64, complex64 or complex128" if complex_ok else "float32 or float64"
+        kinds = "float32 or float64" + (" (or complex64 or complex128)" if complex_ok else "")
         raise ValueError(f"{what} must be {kinds}, got {dt}")
     return dt
 
