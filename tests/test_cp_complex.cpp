@@ -28,8 +28,8 @@ std::vector<T> random_complex(std::size_t n, std::uint64_t seed) {
   std::mt19937_64 gen(seed);
   std::uniform_real_distribution<double> u(-1.0, 1.0);
   std::vector<T> v(n);
-  for (T& x : v) x = T(static_cast<typename T::value_type>(u(gen)),
-                       static_cast<typename T::value_type>(u(gen)));
+  for (T& x : v)
+    x = T(static_cast<typename T::value_type>(u(gen)), static_cast<typename T::value_type>(u(gen)));
   return v;
 }
 
@@ -82,7 +82,8 @@ TYPED_TEST(ComplexTest, GemmIsThePlainProductInEveryShape) {
         for (index_t i = 0; i < m; ++i)
           for (index_t j = 0; j < n; ++j) {
             Z sum = 0;
-            for (index_t p = 0; p < k; ++p) sum += Z(at(ta, a, lda, i, p)) * Z(at(tb, b, ldb, p, j));
+            for (index_t p = 0; p < k; ++p)
+              sum += Z(at(ta, a, lda, i, p)) * Z(at(tb, b, ldb, p, j));
             expect[static_cast<std::size_t>(i + j * m)] = Z(alpha) * sum;
           }
         EXPECT_LT(rel_diff(out, expect), tol<T>()) << m << "x" << n << "x" << k;
@@ -186,8 +187,10 @@ std::vector<Z> naive_conj_mttkrp(const Tensor<T>& x, const std::vector<std::vect
     for (index_t q = 0; q < r; ++q) {
       Z p = Z(x[lin]);
       for (std::size_t m = 0; m < dims.size(); ++m)
-        if (static_cast<int>(m) != n) p *= std::conj(Z(u[m][static_cast<std::size_t>(idx[m] + q * dims[m])]));
-      out[static_cast<std::size_t>(idx[static_cast<std::size_t>(n)] + q * dims[static_cast<std::size_t>(n)])] += p;
+        if (static_cast<int>(m) != n)
+          p *= std::conj(Z(u[m][static_cast<std::size_t>(idx[m] + q * dims[m])]));
+      out[static_cast<std::size_t>(idx[static_cast<std::size_t>(n)] +
+                                   q * dims[static_cast<std::size_t>(n)])] += p;
     }
   }
   return out;
@@ -197,9 +200,9 @@ TYPED_TEST(ComplexTest, DenseMttkrpConjugatesTheKhatriRaoProduct) {
   using T = TypeParam;
   auto c = detail::make_compute<T>(Backend::cpu);
   const index_t r = 3;
-  for (const std::vector<index_t>& dims : {std::vector<index_t>{5, 4, 3},
-                                           std::vector<index_t>{4, 3, 2, 5},
-                                           std::vector<index_t>{6, 7}}) {
+  for (const std::vector<index_t>& dims :
+       {std::vector<index_t>{5, 4, 3}, std::vector<index_t>{4, 3, 2, 5},
+        std::vector<index_t>{6, 7}}) {
     Tensor<T> x(dims);
     const auto values = random_complex<T>(static_cast<std::size_t>(x.numel()), 11);
     std::copy(values.begin(), values.end(), x.data());
@@ -339,9 +342,9 @@ TYPED_TEST(ComplexTest, ArrangementPutsEachColumnsPhaseIntoOneMode) {
         if (std::abs(f(i, j)) > std::abs(f(imax, j))) imax = i;
       peaks.push_back(f(imax, j));
     }
-    const auto keep = std::min_element(peaks.begin(), peaks.end(), [](T a, T b) {
-                        return std::abs(a) < std::abs(b);
-                      }) - peaks.begin();
+    const auto keep = std::min_element(peaks.begin(), peaks.end(),
+                                       [](T a, T b) { return std::abs(a) < std::abs(b); }) -
+                      peaks.begin();
     // Real and positive in every other mode.
     for (std::size_t n = 0; n < peaks.size(); ++n) {
       if (static_cast<std::ptrdiff_t>(n) == keep) continue;
@@ -376,6 +379,65 @@ TYPED_TEST(ComplexTest, CallbackSeesTheComplexModel) {
   };
   cp_als(x, o);
   EXPECT_EQ(calls, 3);
+}
+
+TYPED_TEST(ComplexTest, LineSearchFixedModesAndRidgeRunThroughTheSameLoop) {
+  using T = TypeParam;
+  const bool is_float = std::is_same_v<T, std::complex<float>>;
+  const KTensor<T> truth = planted<T>({9, 8, 7}, 3, 800);
+  const Tensor<T> x = truth.full();
+  CpOptions o;
+  o.rank = 3;
+  o.max_iters = 400;
+  o.tol = 1e-12;
+  o.init = CpInit::random;
+  o.n_starts = 3;
+  o.line_search = true;
+  const CpResult<T> ls = cp_als(x, o);
+  EXPECT_LT(exact_error(x, ls.model), is_float ? 1e-3 : 1e-6);
+  EXPECT_GT(ls.line_search_accepted, 0);
+  // Fixed modes come back bit for bit; the others fit to them.
+  std::vector<Matrix<T>> start = truth.factors;
+  start[0] = Matrix<T>(9, 3, random_complex<T>(27, 801));
+  o = CpOptions();
+  o.rank = 3;
+  o.max_iters = 400;
+  o.tol = 1e-12;
+  o.fixed_modes = {1, 2};
+  const CpResult<T> fixed = cp_als(x, o, start);
+  for (int n : {1, 2}) {
+    const auto& got = fixed.model.factors[static_cast<std::size_t>(n)].values();
+    const auto& want = truth.factors[static_cast<std::size_t>(n)].values();
+    EXPECT_TRUE(std::equal(got.begin(), got.end(), want.begin())) << "mode " << n;
+  }
+  EXPECT_LT(exact_error(x, fixed.model), is_float ? 1e-3 : 1e-6);
+  // A ridge shrinks the model a little and still fits.
+  o = CpOptions();
+  o.rank = 3;
+  o.ridge = 1e-6;
+  o.max_iters = 400;
+  EXPECT_LT(exact_error(x, cp_als(x, o).model), 1e-3);
+}
+
+TYPED_TEST(ComplexTest, AStartWithDependentComponentsIsRefused) {
+  using T = TypeParam;
+  const Tensor<T> x = planted<T>({5, 4, 3}, 2, 900).full();
+  std::vector<Matrix<T>> start = planted<T>({5, 4, 3}, 2, 901).factors;
+  // Component 1 equals component 0 times a complex scale in the modes read first (1, 2).
+  for (int n : {1, 2}) {
+    Matrix<T>& f = start[static_cast<std::size_t>(n)];
+    for (index_t i = 0; i < f.rows(); ++i) f(i, 1) = T(0.5, -2) * f(i, 0);
+  }
+  CpOptions o;
+  o.rank = 2;
+  expect_throw_with<InvalidArgument>([&] { cp_als(x, o, start); },
+                                     "component 1 of the initial factors is a linear combination");
+  // Independent over the complex numbers although each entry has the same modulus: runs.
+  for (int n : {1, 2}) {
+    Matrix<T>& f = start[static_cast<std::size_t>(n)];
+    for (index_t i = 0; i < f.rows(); ++i) f(i, 1) = std::conj(f(i, 0));
+  }
+  EXPECT_NO_THROW(cp_als(x, o, start));
 }
 
 TYPED_TEST(ComplexTest, OptionsWithoutMeaningForComplexTensorsAreRefused) {

@@ -53,13 +53,13 @@ std::unique_ptr<Compute<T>> make_compute(Backend backend) {
     throw InvalidArgument("complex tensors run on the cpu backend only, not on " +
                           std::string(to_string(backend)));
   } else {
-  if (backend == Backend::reference) return std::make_unique<ReferenceCompute<T>>();
+    if (backend == Backend::reference) return std::make_unique<ReferenceCompute<T>>();
 #ifdef TENFOLD_WITH_CUDA
-  return make_cuda_compute<T>();
+    return make_cuda_compute<T>();
 #else
-  throw NotCompiled(
-      "the cuda backend is not compiled into this build of Tenfold "
-      "(rebuild with -DTENFOLD_WITH_CUDA=ON and the CUDA toolkit)");
+    throw NotCompiled(
+        "the cuda backend is not compiled into this build of Tenfold "
+        "(rebuild with -DTENFOLD_WITH_CUDA=ON and the CUDA toolkit)");
 #endif
   }
 }

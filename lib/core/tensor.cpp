@@ -96,9 +96,8 @@ Matrix<T>::Matrix(index_t rows, index_t cols, std::vector<T> data)
 template <class T>
 double norm(TensorView<const T> x) {
   const T* p = x.data();
-  return std::sqrt(detail::chunked_sum(static_cast<std::size_t>(x.numel()), [p](std::size_t i) {
-    return detail::abs2(p[i]);
-  }));
+  return std::sqrt(detail::chunked_sum(static_cast<std::size_t>(x.numel()),
+                                       [p](std::size_t i) { return detail::abs2(p[i]); }));
 }
 
 template <class T>

@@ -290,8 +290,9 @@ void validate_cp_options(const CpOptions& o, std::span<const Matrix<T>> initial_
   if constexpr (is_complex_v<T>) {
     if (o.nonnegative) throw InvalidArgument("nonnegative has no meaning for a complex tensor");
     if (o.compress == CpCompress::on) {
-      throw InvalidArgument("compress = on is not available for a complex tensor (its Tucker "
-                            "compression is real only)");
+      throw InvalidArgument(
+          "compress = on is not available for a complex tensor (its Tucker "
+          "compression is real only)");
     }
   }
   if (o.line_search && o.nonnegative) {

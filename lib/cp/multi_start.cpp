@@ -33,9 +33,9 @@ CpResult<T> run_cp_starts(CpOperand<T>& x, Compute<T>& c, const CpOptions& optio
   return best;
 }
 
-#define TENFOLD_INSTANTIATE_CP_STARTS(T)                                                  \
-  template CpResult<T> run_cp_starts<T>(CpOperand<T>&, Compute<T>&, const CpOptions&,     \
-                                        std::span<const Matrix<T>>,                       \
+#define TENFOLD_INSTANTIATE_CP_STARTS(T)                                              \
+  template CpResult<T> run_cp_starts<T>(CpOperand<T>&, Compute<T>&, const CpOptions&, \
+                                        std::span<const Matrix<T>>,                   \
                                         std::chrono::steady_clock::time_point);
 TENFOLD_INSTANTIATE_FOR_EACH_VALUE_TYPE(TENFOLD_INSTANTIATE_CP_STARTS)
 TENFOLD_INSTANTIATE_FOR_EACH_COMPLEX_TYPE(TENFOLD_INSTANTIATE_CP_STARTS)

@@ -78,14 +78,13 @@ struct ComplexBlas {
 };
 
 template <>
-struct Blas<std::complex<float>>
-    : ComplexBlas<std::complex<float>, cblas_cgemm, cblas_cgemv, cblas_ctrsm, LAPACKE_cpotrf_work,
-                  LAPACKE_cheevd> {};
+struct Blas<std::complex<float>> : ComplexBlas<std::complex<float>, cblas_cgemm, cblas_cgemv,
+                                               cblas_ctrsm, LAPACKE_cpotrf_work, LAPACKE_cheevd> {};
 
 template <>
-struct Blas<std::complex<double>>
-    : ComplexBlas<std::complex<double>, cblas_zgemm, cblas_zgemv, cblas_ztrsm,
-                  LAPACKE_zpotrf_work, LAPACKE_zheevd> {};
+struct Blas<std::complex<double>> : ComplexBlas<std::complex<double>, cblas_zgemm, cblas_zgemv,
+                                                cblas_ztrsm, LAPACKE_zpotrf_work, LAPACKE_zheevd> {
+};
 
 // The transpose a triangular solve with a Cholesky factor needs: L^T, or L^H for complex T
 // (V = L L^H).
@@ -304,49 +303,49 @@ void CpuCompute<T>::syrk(Op trans, index_t n, index_t k, T alpha, const T* a, in
       for (index_t i = 0; i < j; ++i) c[i + j * ldc] = std::conj(c[j + i * ldc]);
     return;
   } else {
-  const int threads = pool_threads();
-  // op == trans: C = A^T A with A k x n; rows k0.. of A (trans) or columns k0.. (none).
-  const CBLAS_TRANSPOSE t = trans == Op::trans ? CblasTrans : CblasNoTrans;
-  const index_t row_step = trans == Op::trans ? 1 : lda;
-  const auto serial_syrk = [&](index_t k0, index_t kc, T alpha_, T beta_, T* out, int ldo) {
-    const SerialBlas serial;
-    if constexpr (std::is_same_v<T, double>) {
-      cblas_dsyrk(CblasColMajor, CblasLower, t, in, static_cast<int>(kc), alpha_, a + k0 * row_step,
-                  ia, beta_, out, ldo);
-    } else {
-      cblas_ssyrk(CblasColMajor, CblasLower, t, in, static_cast<int>(kc), alpha_, a + k0 * row_step,
-                  ia, beta_, out, ldo);
-    }
-  };
-  if (static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(k) < 4e6 ||
-      threads < 2) {
-    serial_syrk(0, ik, alpha, beta, c, ic);
-  } else if (const index_t chunks = 2 * threads; split_inner(n, n, k, chunks)) {
-    // A short, very wide A: partial Grams over ranges of k, summed in order.
-    sum_over_inner(
-        n, n, k, chunks, alpha, beta, c, ldc, true,
-        [&](index_t k0, index_t kc, T* part) { serial_syrk(k0, kc, T(1), T(0), part, in); });
-  } else {
-    // Column blocks J = j0..j1 of the lower triangle, one GEMM each, taken by the pool's
-    // threads: C(j0:n, J) = op(A)(:, j0:n)^T op(A)(:, J), where op(A) = A (k x n) for
-    // trans and A^T for none. Four blocks per thread even out the triangle's work.
-    const index_t per_block = (n + 4 * threads - 1) / (4 * threads);
-    const index_t block = std::max<index_t>(32, (per_block + 15) / 16 * 16);
-    const index_t col = trans == Op::trans ? lda : 1;  // where column j of op(A) starts
-    parallel_for((n + block - 1) / block, [&](index_t part) {
-      const index_t j0 = part * block, width = std::min(block, n - j0);
-      const T* aj = a + j0 * col;
-      if (trans == Op::trans) {
-        blas_gemm(Op::trans, Op::none, n - j0, width, k, alpha, aj, lda, aj, lda, beta,
-                  c + j0 + j0 * ldc, ldc);
+    const int threads = pool_threads();
+    // op == trans: C = A^T A with A k x n; rows k0.. of A (trans) or columns k0.. (none).
+    const CBLAS_TRANSPOSE t = trans == Op::trans ? CblasTrans : CblasNoTrans;
+    const index_t row_step = trans == Op::trans ? 1 : lda;
+    const auto serial_syrk = [&](index_t k0, index_t kc, T alpha_, T beta_, T* out, int ldo) {
+      const SerialBlas serial;
+      if constexpr (std::is_same_v<T, double>) {
+        cblas_dsyrk(CblasColMajor, CblasLower, t, in, static_cast<int>(kc), alpha_,
+                    a + k0 * row_step, ia, beta_, out, ldo);
       } else {
-        blas_gemm(Op::none, Op::trans, n - j0, width, k, alpha, aj, lda, aj, lda, beta,
-                  c + j0 + j0 * ldc, ldc);
+        cblas_ssyrk(CblasColMajor, CblasLower, t, in, static_cast<int>(kc), alpha_,
+                    a + k0 * row_step, ia, beta_, out, ldo);
       }
-    });
-  }
-  for (index_t j = 0; j < n; ++j)
-    for (index_t i = 0; i < j; ++i) c[i + j * ldc] = c[j + i * ldc];
+    };
+    if (static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(k) < 4e6 ||
+        threads < 2) {
+      serial_syrk(0, ik, alpha, beta, c, ic);
+    } else if (const index_t chunks = 2 * threads; split_inner(n, n, k, chunks)) {
+      // A short, very wide A: partial Grams over ranges of k, summed in order.
+      sum_over_inner(
+          n, n, k, chunks, alpha, beta, c, ldc, true,
+          [&](index_t k0, index_t kc, T* part) { serial_syrk(k0, kc, T(1), T(0), part, in); });
+    } else {
+      // Column blocks J = j0..j1 of the lower triangle, one GEMM each, taken by the pool's
+      // threads: C(j0:n, J) = op(A)(:, j0:n)^T op(A)(:, J), where op(A) = A (k x n) for
+      // trans and A^T for none. Four blocks per thread even out the triangle's work.
+      const index_t per_block = (n + 4 * threads - 1) / (4 * threads);
+      const index_t block = std::max<index_t>(32, (per_block + 15) / 16 * 16);
+      const index_t col = trans == Op::trans ? lda : 1;  // where column j of op(A) starts
+      parallel_for((n + block - 1) / block, [&](index_t part) {
+        const index_t j0 = part * block, width = std::min(block, n - j0);
+        const T* aj = a + j0 * col;
+        if (trans == Op::trans) {
+          blas_gemm(Op::trans, Op::none, n - j0, width, k, alpha, aj, lda, aj, lda, beta,
+                    c + j0 + j0 * ldc, ldc);
+        } else {
+          blas_gemm(Op::none, Op::trans, n - j0, width, k, alpha, aj, lda, aj, lda, beta,
+                    c + j0 + j0 * ldc, ldc);
+        }
+      });
+    }
+    for (index_t j = 0; j < n; ++j)
+      for (index_t i = 0; i < j; ++i) c[i + j * ldc] = c[j + i * ldc];
   }
 }
 
@@ -379,8 +378,8 @@ template <class T>
 void CpuCompute<T>::potrs_right(index_t n, const T* l, index_t ldl, index_t m, T* b, index_t ldb) {
   if (m == 0 || n == 0) return;
   for (index_t v : {n, m, ldl, ldb}) blas_int(v, "potrs");
-  // B (L L^T)^{-1} = (B L^{-T}) L^{-1} (L^{-H} for complex T). Rows of B are independent: the pool's threads
-  // take blocks of rows, each solved on one thread by recursive_solve. Small solves
+  // B (L L^T)^{-1} = (B L^{-T}) L^{-1} (L^{-H} for complex T). Rows of B are independent: the
+  // pool's threads take blocks of rows, each solved on one thread by recursive_solve. Small solves
   // stay on the calling thread.
   const double work = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(n);
   const auto threads = static_cast<index_t>(pool_threads());

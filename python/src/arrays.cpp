@@ -162,13 +162,13 @@ template void check_finite_numpy<double>(TensorView<const double>, Layout, const
 template Matrix<double> matrix_from<double>(const InArray&, const char*);
 template nb::object owned_array<double>(std::vector<double>&&, const std::vector<index_t>&, bool);
 template nb::object owned_matrix<double>(Matrix<double>&&);
-#define TENFOLD_PYTHON_COMPLEX_ARRAYS(T)                                                         \
-  template TensorView<const T> tensor_view<T>(const InArray&, const char*, Layout&);             \
-  template void check_finite_numpy<T>(TensorView<const T>, Layout, const char*,                  \
-                                      const std::uint8_t*);                                      \
-  template Matrix<T> matrix_from<T>(const InArray&, const char*);                                \
-  template nb::object owned_array<T>(std::vector<T>&&, const std::vector<index_t>&, bool);       \
-  template nb::object owned_matrix<T>(Matrix<T>&&);
+#define TENFOLD_PYTHON_COMPLEX_ARRAYS(T)                                                   \
+  template TensorView<const T> tensor_view<T>(const InArray&, const char*, Layout&);       \
+  template void check_finite_numpy<T>(TensorView<const T>, Layout, const char*,            \
+                                      const std::uint8_t*);                                \
+  template Matrix<T> matrix_from<T>(const InArray&, const char*);                          \
+  template nb::object owned_array<T>(std::vector<T>&&, const std::vector<index_t>&, bool); \
+  template nb::object owned_matrix<T>(Matrix<T> &&);
 TENFOLD_PYTHON_COMPLEX_ARRAYS(std::complex<float>)
 TENFOLD_PYTHON_COMPLEX_ARRAYS(std::complex<double>)
 

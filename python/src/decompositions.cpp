@@ -226,8 +226,8 @@ void register_decompositions(nb::module_& m) {
         const auto typed = [&](auto type) {
           using T = typename decltype(type)::type;
           return cp_als_typed<T>(tensor, rank, n_iter_max, init, tol, seed, initial_factors,
-                                 callback, backend, line_search, ridge, mask, nonnegative,
-                                 n_starts, compress, fixed_axes, callback_model);
+                                 callback, backend, line_search, ridge, mask, nonnegative, n_starts,
+                                 compress, fixed_axes, callback_model);
         };
         if (tensor.dtype() == nb::dtype<float>()) return typed(std::type_identity<float>{});
         if (tensor.dtype() == nb::dtype<double>()) return typed(std::type_identity<double>{});
