@@ -66,8 +66,9 @@ TYPED_TEST(ComplexTest, GemmIsThePlainProductInEveryShape) {
   using T = TypeParam;
   auto c = detail::make_compute<T>(Backend::cpu);
   std::uint64_t seed = 1;
-  // Small (one call), matrix-vector, large blocked and long inner dimension (split).
-  const index_t shapes[][3] = {{5, 4, 3}, {7, 1, 9}, {300, 40, 60}, {8, 8, 4000}};
+  // Small (one call), matrix-vector, and above 4e6 flops (with two or more threads)
+  // blocked over C and cut along a long inner dimension.
+  const index_t shapes[][3] = {{5, 4, 3}, {7, 1, 9}, {600, 40, 100}, {8, 8, 40000}};
   for (const auto& s : shapes) {
     for (Op ta : {Op::none, Op::trans}) {
       for (Op tb : {Op::none, Op::trans}) {
@@ -128,7 +129,7 @@ TYPED_TEST(ComplexTest, CholeskySolveAndEigensolverOfAHermitianMatrix) {
   using T = TypeParam;
   using R = typename T::value_type;
   auto c = detail::make_compute<T>(Backend::cpu);
-  const index_t n = 40, m = 50;  // n > 32: the blocked solve
+  const index_t n = 40, m = 3000;  // n > 32: the blocked solve; m n^2 > 4e6: row blocks
   // V = G^T conj(G) + n I, Hermitian positive definite.
   const auto g = random_complex<T>(static_cast<std::size_t>(n * n), 3);
   std::vector<T> v(static_cast<std::size_t>(n * n));
