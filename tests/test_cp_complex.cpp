@@ -155,6 +155,40 @@ TYPED_TEST(ComplexTest, CholeskySolveAndEigensolverOfAHermitianMatrix) {
   EXPECT_LT(rel_diff(vq, qw), tol<T>() * 10);
 }
 
+TYPED_TEST(ComplexTest, CholeskyQrWithThePlainTransposeSolve) {
+  using T = TypeParam;
+  auto c = detail::make_compute<T>(Backend::cpu);
+  // G = U^T conj(U) = L L^H; Q = U L^{-T} has Q^H Q = I (and U = Q L^T); n > 32 and n <= 32.
+  for (index_t n : {40, 5}) {
+    const index_t m = 3 * n;
+    const auto u = random_complex<T>(static_cast<std::size_t>(m * n), 12 + n);
+    std::vector<T> l(static_cast<std::size_t>(n * n)), q = u;
+    c->syrk(Op::trans, n, m, T(1), u.data(), m, T(0), l.data(), n);
+    ASSERT_TRUE(c->potrf(n, l.data(), n));
+    c->solve_lower_right(Op::trans, n, l.data(), n, m, q.data(), m);
+    std::vector<Z> qhq(static_cast<std::size_t>(n * n)), eye(qhq.size(), 0.0);
+    for (index_t i = 0; i < n; ++i) {
+      eye[static_cast<std::size_t>(i + i * n)] = 1.0;
+      for (index_t j = 0; j < n; ++j) {
+        Z sum = 0;
+        for (index_t k = 0; k < m; ++k)
+          sum += std::conj(Z(q[static_cast<std::size_t>(k + i * m)])) *
+                 Z(q[static_cast<std::size_t>(k + j * m)]);
+        qhq[static_cast<std::size_t>(i + j * n)] = sum;
+      }
+    }
+    EXPECT_LT(rel_diff(qhq, eye), tol<T>() * 10) << n;
+    // Op::none: B L^{-1} undoes B L.
+    std::vector<T> bl(q.size()), lower(l.size(), T(0));
+    for (index_t j = 0; j < n; ++j)
+      for (index_t i = j; i < n; ++i)
+        lower[static_cast<std::size_t>(i + j * n)] = l[static_cast<std::size_t>(i + j * n)];
+    c->gemm(Op::none, Op::none, m, n, n, T(1), u.data(), m, lower.data(), n, T(0), bl.data(), m);
+    c->solve_lower_right(Op::none, n, l.data(), n, m, bl.data(), m);
+    EXPECT_LT(rel_diff(bl, u), tol<T>() * 10) << n;
+  }
+}
+
 TYPED_TEST(ComplexTest, DotIsTheRealPartOfTheInnerProduct) {
   using T = TypeParam;
   auto c = detail::make_compute<T>(Backend::cpu);

@@ -5,7 +5,9 @@
 //
 // Complex T (std::complex<float/double>, cpu backend only): Op::trans is the plain
 // transpose; syrk is C = op(A)^T conj(op(A)) (Hermitian, the conjugate of the usual
-// A^H A), potrf / potrs_right / solve_lower_right work with V = L L^H, syevd is the
+// A^H A), potrf / potrs_right work with V = L L^H (solve_lower_right's Op::trans is
+// B L^{-T}, the plain transpose: with G = U^T conj(U) = L L^H, Q = U L^{-T} has
+// Q^H Q = I), syevd is the
 // Hermitian eigensolver, dot is Re(x^H y) and sum_squares sum |x_i|^2
 // (docs/algorithms.md, "Complex tensors").
 #pragma once

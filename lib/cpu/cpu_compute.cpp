@@ -86,14 +86,6 @@ struct Blas<std::complex<double>> : ComplexBlas<std::complex<double>, cblas_zgem
                                                 cblas_ztrsm, LAPACKE_zpotrf_work, LAPACKE_zheevd> {
 };
 
-// The transpose a triangular solve with a Cholesky factor needs: L^T, or L^H for complex T
-// (V = L L^H).
-template <class T>
-CBLAS_TRANSPOSE factor_op(Op op) {
-  if (op == Op::none) return CblasNoTrans;
-  return is_complex_v<T> ? CblasConjTrans : CblasTrans;
-}
-
 // One single-threaded BLAS GEMM call, C = alpha op(A) op(B) + beta C (sizes checked by
 // the caller).
 template <class T>
@@ -106,7 +98,7 @@ void blas_gemm(Op ta, Op tb, index_t m, index_t n, index_t k, T alpha, const T* 
 }
 
 // B = B op(L)^{-1}, L lower triangular n x n, B m x n, on the calling thread (op = trans:
-// L^{-H} for complex T).
+// the plain transpose, also for complex T).
 // Halving L = [L11 0; L21 L22] puts most of the work into GEMMs, which OpenBLAS runs
 // faster than its trsm (docs/performance.md): op = trans: X1 = B1 L11^{-T}, X2 = (B2 - X1 L21^T)
 // L22^{-T}; op = none: X2 = B2 L22^{-1}, X1 = (B1 - X2 L21) L11^{-1}.
@@ -115,7 +107,7 @@ void recursive_solve(Op op, index_t n, const T* l, index_t ldl, index_t m, T* b,
   if (n <= 32) {
     const auto i = [](index_t v) { return static_cast<int>(v); };
     const SerialBlas serial;
-    Blas<T>::trsm(CblasColMajor, CblasRight, CblasLower, factor_op<T>(op), CblasNonUnit, i(m), i(n),
+    Blas<T>::trsm(CblasColMajor, CblasRight, CblasLower, blas_op(op), CblasNonUnit, i(m), i(n),
                   T(1), l, i(ldl), b, i(ldb));
     return;
   }
@@ -123,13 +115,7 @@ void recursive_solve(Op op, index_t n, const T* l, index_t ldl, index_t m, T* b,
   const T* l21 = l + n1;
   const T* l22 = l + n1 + n1 * ldl;
   T* b2 = b + n1 * ldb;
-  if (op == Op::trans && is_complex_v<T>) {
-    // The blocked form below uses the plain transpose of L21; complex solves stay in trsm.
-    const SerialBlas serial;
-    Blas<T>::trsm(CblasColMajor, CblasRight, CblasLower, CblasConjTrans, CblasNonUnit,
-                  static_cast<int>(m), static_cast<int>(n), T(1), l, static_cast<int>(ldl), b,
-                  static_cast<int>(ldb));
-  } else if (op == Op::trans) {
+  if (op == Op::trans) {
     recursive_solve(op, n1, l, ldl, m, b, ldb);
     blas_gemm(Op::none, Op::trans, m, n2, n1, T(-1), b, ldb, l21, ldl, T(1), b2, ldb);
     recursive_solve(op, n2, l22, ldl, m, b2, ldb);
@@ -137,6 +123,20 @@ void recursive_solve(Op op, index_t n, const T* l, index_t ldl, index_t m, T* b,
     recursive_solve(op, n2, l22, ldl, m, b2, ldb);
     blas_gemm(Op::none, Op::none, m, n1, n2, T(-1), b2, ldb, l21, ldl, T(1), b, ldb);
     recursive_solve(op, n1, l, ldl, m, b, ldb);
+  }
+}
+
+// B = B L^{-H} (L^{-T} for real T), on the calling thread: the first half of a solve with
+// V = L L^H. Complex T: one trsm (the halving above has no conjugate transpose of L21).
+template <class T>
+void solve_adjoint(index_t n, const T* l, index_t ldl, index_t m, T* b, index_t ldb) {
+  if constexpr (is_complex_v<T>) {
+    const SerialBlas serial;
+    Blas<T>::trsm(CblasColMajor, CblasRight, CblasLower, CblasConjTrans, CblasNonUnit,
+                  static_cast<int>(m), static_cast<int>(n), T(1), l, static_cast<int>(ldl), b,
+                  static_cast<int>(ldb));
+  } else {
+    recursive_solve(Op::trans, n, l, ldl, m, b, ldb);
   }
 }
 
@@ -378,7 +378,7 @@ template <class T>
 void CpuCompute<T>::potrs_right(index_t n, const T* l, index_t ldl, index_t m, T* b, index_t ldb) {
   if (m == 0 || n == 0) return;
   for (index_t v : {n, m, ldl, ldb}) blas_int(v, "potrs");
-  // B (L L^T)^{-1} = (B L^{-T}) L^{-1} (L^{-H} for complex T). Rows of B are independent: the
+  // B (L L^H)^{-1} = (B L^{-H}) L^{-1} (L^H = L^T for real T). Rows of B are independent: the
   // pool's threads take blocks of rows, each solved on one thread by recursive_solve. Small solves
   // stay on the calling thread.
   const double work = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(n);
@@ -387,7 +387,7 @@ void CpuCompute<T>::potrs_right(index_t n, const T* l, index_t ldl, index_t m, T
       work < 4e6 || threads < 2 ? m : std::max<index_t>(16, (m + threads - 1) / threads);
   parallel_for((m + block - 1) / block, [&](index_t part) {
     const index_t i0 = part * block, rows = std::min(block, m - i0);
-    recursive_solve(Op::trans, n, l, ldl, rows, b + i0, ldb);
+    solve_adjoint(n, l, ldl, rows, b + i0, ldb);
     recursive_solve(Op::none, n, l, ldl, rows, b + i0, ldb);
   });
 }
