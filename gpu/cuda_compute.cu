@@ -198,6 +198,8 @@ class CudaCompute final : public Compute<T> {
   }
 
   void fill(T* dst, std::size_t n, T value) override { launch_fill(stream(), dst, n, value); }
+  // Real types only: conjugation changes nothing.
+  void conjugate(std::size_t /*n*/, T* /*x*/) override {}
 
   void gemm(Op ta, Op tb, index_t m, index_t n, index_t k, T alpha, const T* a, index_t lda,
             const T* b, index_t ldb, T beta, T* c, index_t ldc) override {

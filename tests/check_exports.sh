@@ -15,6 +15,7 @@ if [ -n "$foreign" ]; then
   echo "symbols of no Tenfold name exported:"; printf '%s\n' "$foreign" | head -20; status=1
 fi
 for api in 'tenfold::cp_als<double>(tenfold::TensorView<double const>' \
+           'tenfold::cp_als<std::complex<float> >(tenfold::TensorView<std::complex<float> const>' \
            'tenfold::tucker<float>(' 'tenfold::set_num_threads(int)' \
            'tenfold::transpose<double>(tenfold::TensorView<double const>)' \
            'typeinfo for tenfold::InvalidArgument' 'typeinfo for tenfold::Cancelled'; do

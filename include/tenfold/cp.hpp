@@ -1,6 +1,7 @@
 // CP decomposition by alternating least squares (CP-ALS).
 #pragma once
 
+#include <complex>
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -108,8 +109,12 @@ struct TENFOLD_API CpProgress {
   /// The model after this iteration (the weights and factors as the iteration holds
   /// them, converted to double; factors in sweep order: the tensor's modes, or for
   /// Layout::row_major the NumPy axes). Forming it copies the factors (from the
-  /// device); empty while compression first iterates on the core.
+  /// device); empty while compression first iterates on the core, and for a complex
+  /// tensor (see complex_model).
   std::function<KTensor<double>()> model;
+  /// For a complex tensor, the model as `model` gives it for a real one, in
+  /// std::complex<double> (the weights real); empty for a real tensor.
+  std::function<KTensor<std::complex<double>>()> complex_model;
 };
 
 /// Options of cp_als. The Tensor Toolbox's cp_als stops after 50 iterations or when the
@@ -251,6 +256,16 @@ TENFOLD_API index_t max_cp_rank(std::span<const index_t> dims);
 /// rank <= max_cp_rank(x.dims())). The memory the iteration needs (factors, Grams,
 /// MTTKRP buffers) is estimated first; a request that cannot fit throws MemoryError
 /// with the estimate and the memory available, before anything large is allocated.
+///
+/// T is float, double, std::complex<float> or std::complex<double>. A complex tensor is
+/// fitted by X ~ sum_r lambda_r a_r o b_r o c_r with complex factors, each update the
+/// least-squares solution U_n = X_(n) conj(K) (K^T conj(K))^{-1} (K the Khatri-Rao
+/// product of the other factors; docs/algorithms.md, "Complex tensors"); the weights
+/// are real and positive (stored with a zero imaginary part), the phases stay in the
+/// factors, and arrangement makes the largest-magnitude entry of each column real and
+/// positive in all modes but one (the one whose largest magnitude is smallest). Complex
+/// tensors run on the cpu backend only; nonnegative and compress = on are refused for
+/// them (compress = automatic never compresses), and they have no masked overload.
 template <class T>
 TENFOLD_API CpResult<T> cp_als(TensorView<const T> x, const CpOptions& options,
                                CpStart<T> initial_factors = {});

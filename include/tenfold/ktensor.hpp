@@ -9,7 +9,9 @@
 
 namespace tenfold {
 
-/// CP model: weights lambda (length R) and one I_n x R factor matrix per mode.
+/// CP model: weights lambda (length R) and one I_n x R factor matrix per mode. For
+/// T = std::complex<float/double> (results of complex CP-ALS) the library compiles
+/// dims, validate and full only.
 template <class T>
 struct TENFOLD_API KTensor {
   std::vector<T> weights;

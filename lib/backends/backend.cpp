@@ -49,19 +49,25 @@ namespace detail {
 template <class T>
 std::unique_ptr<Compute<T>> make_compute(Backend backend) {
   if (backend == Backend::cpu) return std::make_unique<CpuCompute<T>>();
-  if (backend == Backend::reference) return std::make_unique<ReferenceCompute<T>>();
+  if constexpr (is_complex_v<T>) {
+    throw InvalidArgument("complex tensors run on the cpu backend only, not on " +
+                          std::string(to_string(backend)));
+  } else {
+    if (backend == Backend::reference) return std::make_unique<ReferenceCompute<T>>();
 #ifdef TENFOLD_WITH_CUDA
-  return make_cuda_compute<T>();
+    return make_cuda_compute<T>();
 #else
-  throw NotCompiled(
-      "the cuda backend is not compiled into this build of Tenfold "
-      "(rebuild with -DTENFOLD_WITH_CUDA=ON and the CUDA toolkit)");
+    throw NotCompiled(
+        "the cuda backend is not compiled into this build of Tenfold "
+        "(rebuild with -DTENFOLD_WITH_CUDA=ON and the CUDA toolkit)");
 #endif
+  }
 }
 
 #define TENFOLD_INSTANTIATE_MAKE_COMPUTE(T) \
   template std::unique_ptr<Compute<T>> make_compute<T>(Backend);
 TENFOLD_INSTANTIATE_FOR_EACH_VALUE_TYPE(TENFOLD_INSTANTIATE_MAKE_COMPUTE)
+TENFOLD_INSTANTIATE_FOR_EACH_COMPLEX_TYPE(TENFOLD_INSTANTIATE_MAKE_COMPUTE)
 
 }  // namespace detail
 }  // namespace tenfold

@@ -2,6 +2,14 @@
 // over (see docs/primitives.md). Pointers passed to these functions are memory
 // of the backend (host memory for cpu, device memory for cuda) unless a
 // parameter name says `host`. Matrices are column-major with a leading dimension.
+//
+// Complex T (std::complex<float/double>, cpu backend only): Op::trans is the plain
+// transpose; syrk is C = op(A)^T conj(op(A)) (Hermitian, the conjugate of the usual
+// A^H A), potrf / potrs_right work with V = L L^H (solve_lower_right's Op::trans is
+// B L^{-T}, the plain transpose: with G = U^T conj(U) = L L^H, Q = U L^{-T} has
+// Q^H Q = I), syevd is the
+// Hermitian eigensolver, dot is Re(x^H y) and sum_squares sum |x_i|^2
+// (docs/algorithms.md, "Complex tensors").
 #pragma once
 
 #include <algorithm>
@@ -12,6 +20,7 @@
 #include <memory>
 #include <utility>
 
+#include "core/scalar.hpp"
 #include "tenfold/backend.hpp"
 #include "tenfold/tensor.hpp"
 
@@ -42,6 +51,8 @@ class Compute {
   virtual void download(T* host_dst, const T* src, std::size_t n) = 0;
   virtual void copy(T* dst, const T* src, std::size_t n) = 0;
   virtual void fill(T* dst, std::size_t n, T value) = 0;
+  /// x = conj(x) (n elements); nothing for real T.
+  virtual void conjugate(std::size_t n, T* x) = 0;
 
   // --- dense linear algebra ---------------------------------------------------
   /// C = alpha op(A) op(B) + beta C; op(A) is m x k, op(B) is k x n.
@@ -69,7 +80,7 @@ class Compute {
   /// Symmetric eigen-decomposition: A (n x n) is overwritten by the eigenvectors,
   /// host_w receives the eigenvalues in ascending order. Throws NumericalError on failure
   /// (including a NaN entry).
-  virtual void syevd(index_t n, T* a, index_t lda, T* host_w) = 0;
+  virtual void syevd(index_t n, T* a, index_t lda, real_t<T>* host_w) = 0;
 
   // --- element-wise and reductions -------------------------------------------
   /// y = x .* y (n elements).
@@ -87,9 +98,9 @@ class Compute {
   virtual void scale_columns(index_t m, index_t n, T* a, index_t lda, const T* s) = 0;
   /// A(i, i) += value for i < n.
   virtual void add_diagonal(index_t n, T* a, index_t lda, T value) = 0;
-  /// sum x_i y_i, accumulated in double.
+  /// Re sum conj(x_i) y_i, accumulated in double.
   virtual double dot(std::size_t n, const T* x, const T* y) = 0;
-  /// sum x_i^2, accumulated in double.
+  /// sum |x_i|^2, accumulated in double.
   virtual double sum_squares(std::size_t n, const T* x) = 0;
 };
 
@@ -102,13 +113,14 @@ template <class T>
 bool cholesky_pivots_ok(index_t n, const T* diag, index_t inc) {
   double lo = std::numeric_limits<double>::infinity(), hi = 0.0;
   for (index_t i = 0; i < n; ++i) {
-    const double d = static_cast<double>(diag[i * inc]);
+    const double d = static_cast<double>(real_part(diag[i * inc]));
     if (!(d > 0.0) || !std::isfinite(d)) return false;
     lo = std::min(lo, d);
     hi = std::max(hi, d);
   }
   const double ratio = lo / hi;
-  return n == 0 || ratio * ratio >= static_cast<double>(n) * std::numeric_limits<T>::epsilon();
+  return n == 0 ||
+         ratio * ratio >= static_cast<double>(n) * std::numeric_limits<real_t<T>>::epsilon();
 }
 
 /// The compute backend of the given kind. cuda: throws NotCompiled in a build

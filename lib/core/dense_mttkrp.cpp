@@ -189,5 +189,6 @@ void DenseMttkrp<T>::mode_gram(int n, T* out) {
   template class DeviceTensor<T>;                                                                 \
   template class DenseMttkrp<T>;
 TENFOLD_INSTANTIATE_FOR_EACH_VALUE_TYPE(TENFOLD_INSTANTIATE_DENSE_MTTKRP)
+TENFOLD_INSTANTIATE_FOR_EACH_COMPLEX_TYPE(TENFOLD_INSTANTIATE_DENSE_MTTKRP)
 
 }  // namespace tenfold::detail

@@ -19,7 +19,7 @@ template <class T>
 double column_norm(ColumnNorm kind, index_t m, const T* col) {
   double s = 0.0;
   if (kind == ColumnNorm::two) {
-    for (index_t i = 0; i < m; ++i) s += static_cast<double>(col[i]) * col[i];
+    for (index_t i = 0; i < m; ++i) s += abs2(col[i]);
     return std::sqrt(s);
   }
   for (index_t i = 0; i < m; ++i) s = std::max(s, static_cast<double>(std::abs(col[i])));
@@ -44,6 +44,11 @@ class HostCompute : public Compute<T> {
   }
   void fill(T* dst, std::size_t n, T value) override {
     for (std::size_t i = 0; i < n; ++i) dst[i] = value;
+  }
+  void conjugate(std::size_t n, T* x) override {
+    if constexpr (is_complex_v<T>) {
+      for (std::size_t i = 0; i < n; ++i) x[i] = std::conj(x[i]);
+    }
   }
 };
 

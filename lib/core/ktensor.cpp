@@ -5,6 +5,7 @@
 
 #include "core/dense_mttkrp.hpp"
 #include "core/factors.hpp"
+#include "core/instantiate.hpp"
 #include "tenfold/error.hpp"
 
 namespace tenfold {
@@ -113,5 +114,11 @@ double KTensor<T>::inner(TensorView<const T> x) const {
 
 template struct KTensor<float>;
 template struct KTensor<double>;
+// Complex models (CP-ALS of complex tensors): shape, validation and the full tensor.
+#define TENFOLD_INSTANTIATE_COMPLEX_KTENSOR(T)            \
+  template std::vector<index_t> KTensor<T>::dims() const; \
+  template void KTensor<T>::validate() const;             \
+  template Tensor<T> KTensor<T>::full() const;
+TENFOLD_INSTANTIATE_FOR_EACH_COMPLEX_TYPE(TENFOLD_INSTANTIATE_COMPLEX_KTENSOR)
 
 }  // namespace tenfold

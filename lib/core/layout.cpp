@@ -1,6 +1,7 @@
 #include "core/layout.hpp"
 
 #include <algorithm>
+#include <complex>
 #include <cstdint>
 
 #include "core/thread_pool.hpp"
@@ -63,5 +64,9 @@ Tensor<T> reverse_modes(TensorView<const T> x) {
 template Tensor<float> reverse_modes<float>(TensorView<const float>);
 template Tensor<double> reverse_modes<double>(TensorView<const double>);
 template Tensor<std::uint8_t> reverse_modes<std::uint8_t>(TensorView<const std::uint8_t>);
+template Tensor<std::complex<float>> reverse_modes<std::complex<float>>(
+    TensorView<const std::complex<float>>);
+template Tensor<std::complex<double>> reverse_modes<std::complex<double>>(
+    TensorView<const std::complex<double>>);
 
 }  // namespace tenfold::detail

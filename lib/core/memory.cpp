@@ -77,5 +77,9 @@ void require_memory(Compute<T>& c, double elements, const std::string& what) {
 
 template void require_memory<float>(Compute<float>&, double, const std::string&);
 template void require_memory<double>(Compute<double>&, double, const std::string&);
+template void require_memory<std::complex<float>>(Compute<std::complex<float>>&, double,
+                                                  const std::string&);
+template void require_memory<std::complex<double>>(Compute<std::complex<double>>&, double,
+                                                   const std::string&);
 
 }  // namespace tenfold::detail

@@ -94,5 +94,6 @@ const T* ttm_chain(Compute<T>& c, const T* x, std::vector<index_t>& dims,
   template const T* ttm_chain<T>(Compute<T>&, const T*, std::vector<index_t>&,                    \
                                  std::vector<ModeProduct<T>>, Buffer<T>&, Buffer<T>&);
 TENFOLD_INSTANTIATE_FOR_EACH_VALUE_TYPE(TENFOLD_INSTANTIATE_MULTILINEAR)
+TENFOLD_INSTANTIATE_FOR_EACH_COMPLEX_TYPE(TENFOLD_INSTANTIATE_MULTILINEAR)
 
 }  // namespace tenfold::detail

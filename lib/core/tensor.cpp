@@ -7,6 +7,7 @@
 #include "core/format.hpp"
 #include "core/layout.hpp"
 #include "core/parallel.hpp"
+#include "core/scalar.hpp"
 #include "tenfold/error.hpp"
 
 namespace tenfold {
@@ -95,9 +96,8 @@ Matrix<T>::Matrix(index_t rows, index_t cols, std::vector<T> data)
 template <class T>
 double norm(TensorView<const T> x) {
   const T* p = x.data();
-  return std::sqrt(detail::chunked_sum(static_cast<std::size_t>(x.numel()), [p](std::size_t i) {
-    return static_cast<double>(p[i]) * p[i];
-  }));
+  return std::sqrt(detail::chunked_sum(static_cast<std::size_t>(x.numel()),
+                                       [p](std::size_t i) { return detail::abs2(p[i]); }));
 }
 
 template <class T>
@@ -105,9 +105,10 @@ void check_finite(TensorView<const T> x, const char* what) {
   const T* p = x.data();
   const index_t n = x.numel();
   for (index_t i = 0; i < n; ++i) {
-    if (!std::isfinite(p[i])) {
+    if (!detail::finite_value(p[i])) {
+      const bool nan = !(p[i] == p[i]);  // a NaN part
       throw InvalidArgument(std::string(what) + " has a non-finite entry (" +
-                            (std::isnan(p[i]) ? "NaN" : "Inf") + ") at index " +
+                            (nan ? "NaN" : "Inf") + ") at index " +
                             detail::index_string(x.dims(), i));
     }
   }
@@ -128,6 +129,15 @@ Tensor<T> transpose(TensorView<const T> x) {
 template class Tensor<float>;
 template class Tensor<double>;
 template class Tensor<std::uint8_t>;  // masks of observed entries
+template class Tensor<std::complex<float>>;
+template class Tensor<std::complex<double>>;
+template class Matrix<std::complex<float>>;
+template class Matrix<std::complex<double>>;
+template double norm<std::complex<float>>(TensorView<const std::complex<float>>);
+template double norm<std::complex<double>>(TensorView<const std::complex<double>>);
+template void check_finite<std::complex<float>>(TensorView<const std::complex<float>>, const char*);
+template void check_finite<std::complex<double>>(TensorView<const std::complex<double>>,
+                                                 const char*);
 template class Matrix<float>;
 template class Matrix<double>;
 template double norm<float>(TensorView<const float>);

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <complex>
 #include <limits>
 #include <numeric>
 #include <optional>
 #include <string>
+#include <type_traits>
 
 #include "core/format.hpp"
 #include "core/instantiate.hpp"
@@ -74,8 +76,9 @@ void hadamard_of_grams(Compute<T>& c, AlsState<T>& s, int n) {
   }
 }
 
-// U = M V^{-1} for SPD V (Cholesky); if V is not numerically positive definite,
-// U = M V^+ with the eigenvalue-based pseudo-inverse. Returns true on fallback.
+// U = M V^{-1} for SPD (complex: Hermitian positive definite) V by Cholesky; if V is not
+// numerically positive definite, U = M V^+ with the eigenvalue-based pseudo-inverse.
+// Returns true on fallback.
 template <class T>
 bool solve_normal_equations(Compute<T>& c, AlsState<T>& s, index_t rows, T* u) {
   const index_t r = s.r;
@@ -85,17 +88,21 @@ bool solve_normal_equations(Compute<T>& c, AlsState<T>& s, index_t rows, T* u) {
     c.potrs_right(r, s.chol.get(), r, rows, u, rows);
     return false;
   }
-  // V = Q diag(w) Q^T; V^+ = Q diag(1/w_j for w_j > tol) Q^T.
-  std::vector<T> w(static_cast<std::size_t>(r));
+  // V = Q diag(w) Q^H; V^+ = Q diag(1/w_j for w_j > tol) Q^H (Q^H = conj(Q)^T).
+  using R = real_t<T>;
+  std::vector<R> w(static_cast<std::size_t>(r));
   c.copy(s.chol.get(), s.v.get(), s.rr);
   c.syevd(r, s.chol.get(), r, w.data());
   double wmax = 0.0;
-  for (T x : w) wmax = std::max(wmax, std::abs(static_cast<double>(x)));
-  const double tol = wmax * static_cast<double>(r) * std::numeric_limits<T>::epsilon();
-  for (T& x : w) x = static_cast<double>(x) > tol ? T(1) / x : T(0);
-  c.upload(s.scratch.get(), w.data(), w.size());
+  for (R x : w) wmax = std::max(wmax, std::abs(static_cast<double>(x)));
+  const double tol = wmax * static_cast<double>(r) * std::numeric_limits<R>::epsilon();
+  std::vector<T> inv(w.size());
+  for (std::size_t j = 0; j < w.size(); ++j)
+    inv[j] = static_cast<double>(w[j]) > tol ? T(R(1) / w[j]) : T(0);
+  c.upload(s.scratch.get(), inv.data(), inv.size());
   c.copy(s.pinv.get(), s.chol.get(), s.rr);
   c.scale_columns(r, r, s.pinv.get(), r, s.scratch.get());
+  c.conjugate(s.rr, s.chol.get());
   c.gemm(Op::none, Op::trans, r, r, r, T(1), s.pinv.get(), r, s.chol.get(), r, T(0), s.v.get(), r);
   c.gemm(Op::none, Op::none, rows, r, r, T(1), s.m.get(), rows, s.v.get(), r, T(0), u, rows);
   return true;
@@ -129,10 +136,10 @@ void initialise(CpOperand<T>& x, Compute<T>& c, const CpOptions& o,
     for (T& v : host) v = static_cast<T>(rng.uniform());
     c.upload(s.u[ni].get(), host.data(), size);
     if (init == CpInit::nvecs && n > 0) {
-      // Leading eigenvectors of X_(n) X_(n)^T, largest first (mode 0 is solved first
-      // and needs no start).
+      // Leading eigenvectors of X_(n) X_(n)^T (complex: X_(n) X_(n)^H), largest first
+      // (mode 0 is solved first and needs no start).
       Buffer<T> g(c, static_cast<std::size_t>(in * in));
-      std::vector<T> w(static_cast<std::size_t>(in));
+      std::vector<real_t<T>> w(static_cast<std::size_t>(in));
       x.mode_gram(n, g.get());
       if (!std::isfinite(c.sum_squares(static_cast<std::size_t>(in * in), g.get()))) {
         throw NumericalError("the nvecs start overflows: the Gram of mode " + std::to_string(n) +
@@ -197,31 +204,34 @@ std::vector<index_t> stuck_components(std::span<const Matrix<T>> factors, index_
                                       const std::vector<int>& read) {
   const index_t r = rank;
   const auto rr = static_cast<std::size_t>(r * r);
-  const auto compute = make_compute<double>(Backend::cpu);  // host memory
-  Compute<double>& c = *compute;
-  // C = *_m (unit columns of U_m)^T (unit columns of U_m): K^T K for K's columns scaled
-  // to unit norm (a zero column stays zero).
-  std::vector<double> cosines(rr, 1.0), unit, gram(rr);
+  // In double, or complex double for complex factors.
+  using D = std::conditional_t<is_complex_v<T>, std::complex<double>, double>;
+  const auto compute = make_compute<D>(Backend::cpu);  // host memory
+  Compute<D>& c = *compute;
+  // C = *_m (unit columns of U_m)^T conj(unit columns of U_m): conj(K^H K) for K's columns
+  // scaled to unit norm (a zero column stays zero); its pivots are those of K^H K.
+  std::vector<D> cosines(rr, D(1)), unit, gram(rr);
   std::vector<bool> zero(static_cast<std::size_t>(r), false);
   double rows = 1.0;  // rows of K, in double (the product can exceed index_t)
   for (int n : read) {
     const Matrix<T>& f = factors[static_cast<std::size_t>(n)];
-    unit.assign(static_cast<std::size_t>(f.size()), 0.0);
+    unit.assign(static_cast<std::size_t>(f.size()), D(0));
     for (index_t j = 0; j < r; ++j) {
       // Scaled by the largest magnitude first, so that no square overflows or underflows.
       double peak = 0.0;
-      for (index_t i = 0; i < f.rows(); ++i) peak = std::max(peak, std::abs(double{f(i, j)}));
+      for (index_t i = 0; i < f.rows(); ++i)
+        peak = std::max(peak, static_cast<double>(std::abs(f(i, j))));
       if (peak == 0.0) {
         zero[static_cast<std::size_t>(j)] = true;
         continue;
       }
       double s = 0.0;
-      for (index_t i = 0; i < f.rows(); ++i) s += (f(i, j) / peak) * (f(i, j) / peak);
+      for (index_t i = 0; i < f.rows(); ++i) s += abs2(D(f(i, j)) / peak);
       s = std::sqrt(s);
       for (index_t i = 0; i < f.rows(); ++i)
-        unit[static_cast<std::size_t>(i + j * f.rows())] = f(i, j) / peak / s;
+        unit[static_cast<std::size_t>(i + j * f.rows())] = D(f(i, j)) / peak / s;
     }
-    c.syrk(Op::trans, r, f.rows(), 1.0, unit.data(), f.rows(), 0.0, gram.data(), r);
+    c.syrk(Op::trans, r, f.rows(), D(1), unit.data(), f.rows(), D(0), gram.data(), r);
     c.hadamard(rr, gram.data(), cosines.data());
     rows *= static_cast<double>(f.rows());
   }
@@ -237,25 +247,25 @@ std::vector<index_t> stuck_components(std::span<const Matrix<T>> factors, index_
   // least the smallest eigenvalue of C, so a successful Cholesky of C - delta I (the
   // usual case, one LAPACK call) means that none is.
   const double delta = static_cast<double>(r) * 64.0 * std::numeric_limits<double>::epsilon();
-  std::vector<double> l = cosines;
-  c.add_diagonal(r, l.data(), r, -delta);
+  std::vector<D> l = cosines;
+  c.add_diagonal(r, l.data(), r, D(-delta));
   if (c.potrf(r, l.data(), r)) return stuck;
-  // Left-looking Cholesky of C that leaves a zero column for each dependent column.
+  // Left-looking Cholesky C = L L^H that leaves a zero column for each dependent column.
   l = cosines;
   const auto at = [r](index_t i, index_t j) { return static_cast<std::size_t>(i + j * r); };
   for (index_t j = 0; j < r; ++j) {
-    double d = l[at(j, j)];
-    for (index_t k = 0; k < j; ++k) d -= l[at(j, k)] * l[at(j, k)];
+    double d = real_part(l[at(j, j)]);
+    for (index_t k = 0; k < j; ++k) d -= abs2(l[at(j, k)]);
     if (d <= delta) {
       stuck.push_back(j);
-      for (index_t i = j; i < r; ++i) l[at(i, j)] = 0.0;
+      for (index_t i = j; i < r; ++i) l[at(i, j)] = D(0);
       continue;
     }
     const double ljj = std::sqrt(d);
-    l[at(j, j)] = ljj;
+    l[at(j, j)] = D(ljj);
     for (index_t i = j + 1; i < r; ++i) {
-      double v = l[at(i, j)];
-      for (index_t k = 0; k < j; ++k) v -= l[at(i, k)] * l[at(j, k)];
+      D v = l[at(i, j)];
+      for (index_t k = 0; k < j; ++k) v -= l[at(i, k)] * conj_value(l[at(j, k)]);
       l[at(i, j)] = v / ljj;
     }
   }
@@ -278,6 +288,17 @@ void validate_cp_options(const CpOptions& o, std::span<const Matrix<T>> initial_
   if (o.n_starts < 0) {
     throw InvalidOption("n_starts",
                         "must be at least 0 (0: automatic), got " + std::to_string(o.n_starts));
+  }
+  if constexpr (is_complex_v<T>) {
+    if (o.nonnegative) throw InvalidArgument("nonnegative has no meaning for a complex tensor");
+    if (o.compress == CpCompress::on) {
+      throw InvalidArgument(
+          "compress = on is not available for a complex tensor (its Tucker "
+          "compression is real only)");
+    }
+    if (o.solver == CpSolver::sampled) {
+      throw InvalidOption("solver", "sampled is not available for a complex tensor");
+    }
   }
   if (o.line_search && o.nonnegative) {
     throw InvalidArgument("line_search cannot be combined with nonnegative");
@@ -377,10 +398,12 @@ CpResult<T> run_cp_als(CpOperand<T>& x, Compute<T>& c, const CpOptions& o,
   initialise(x, c, o, initial_factors, res.init, s);
   std::vector<T> host;
   c.fill(s.lambda.get(), static_cast<std::size_t>(r), T(1));
-  if (o.nonnegative) {
-    for (int n = 0; n < order; ++n) {
-      make_nonnegative(c, static_cast<std::size_t>(dims[static_cast<std::size_t>(n)] * r),
-                       s.ptrs[static_cast<std::size_t>(n)], host);
+  if constexpr (!is_complex_v<T>) {  // complex: nonnegative is refused (validate_cp_options)
+    if (o.nonnegative) {
+      for (int n = 0; n < order; ++n) {
+        make_nonnegative(c, static_cast<std::size_t>(dims[static_cast<std::size_t>(n)] * r),
+                         s.ptrs[static_cast<std::size_t>(n)], host);
+      }
     }
   }
   std::vector<T*> gram_ptrs;
@@ -388,7 +411,7 @@ CpResult<T> run_cp_als(CpOperand<T>& x, Compute<T>& c, const CpOptions& o,
   std::optional<LineSearch<T>> line_search;
   if (o.line_search) line_search.emplace(c, dims, r);
   for (int n = 0; n < order; ++n) {
-    // G_n = U_n^T U_n
+    // G_n = U_n^T U_n (complex: U_n^T conj(U_n), see docs/algorithms.md)
     c.syrk(Op::trans, r, dims[static_cast<std::size_t>(n)], T(1),
            s.ptrs[static_cast<std::size_t>(n)], dims[static_cast<std::size_t>(n)], T(0),
            s.gram[static_cast<std::size_t>(n)].get(), r);
@@ -413,9 +436,11 @@ CpResult<T> run_cp_als(CpOperand<T>& x, Compute<T>& c, const CpOptions& o,
   for (int n : o.fixed_modes) fixed[static_cast<std::size_t>(n)] = true;
   int last_free = order - 1;
   while (fixed[static_cast<std::size_t>(last_free)]) --last_free;
-  // The current model for a callback that asks for it (CpProgress::model).
+  // The current model for a callback that asks for it (CpProgress::model, or
+  // complex_model for a complex tensor).
+  using Wide = std::conditional_t<is_complex_v<T>, std::complex<double>, double>;
   auto snapshot = [&] {
-    KTensor<double> m;
+    KTensor<Wide> m;
     std::vector<T> h(static_cast<std::size_t>(r));
     c.download(h.data(), s.lambda.get(), h.size());
     m.weights.assign(h.begin(), h.end());
@@ -423,7 +448,7 @@ CpResult<T> run_cp_als(CpOperand<T>& x, Compute<T>& c, const CpOptions& o,
       const index_t in = dims[static_cast<std::size_t>(n)];
       h.resize(static_cast<std::size_t>(in * r));
       c.download(h.data(), s.ptrs[static_cast<std::size_t>(n)], h.size());
-      Matrix<double> f(in, r);
+      Matrix<Wide> f(in, r);
       std::copy(h.begin(), h.end(), f.data());
       m.factors.push_back(std::move(f));
     }
@@ -456,9 +481,11 @@ CpResult<T> run_cp_als(CpOperand<T>& x, Compute<T>& c, const CpOptions& o,
         if (own) {
           x.update_factor(n, s.cptrs, r, o.ridge, s.ptrs[ni]);
         } else if (o.nonnegative) {
-          // Warm start at the current model: U_n diag(lambda) (lambda from mode n-1).
-          c.scale_columns(in, r, s.ptrs[ni], in, s.lambda.get());
-          hals_update(c, in, r, s.m.get(), s.v.get(), s.ptrs[ni], host);
+          if constexpr (!is_complex_v<T>) {
+            // Warm start at the current model: U_n diag(lambda) (lambda from mode n-1).
+            c.scale_columns(in, r, s.ptrs[ni], in, s.lambda.get());
+            hals_update(c, in, r, s.m.get(), s.v.get(), s.ptrs[ni], host);
+          }
         } else if (solve_normal_equations(c, s, in, s.ptrs[ni])) {
           ++res.eigen_fallbacks;
         }
@@ -508,7 +535,13 @@ CpResult<T> run_cp_als(CpOperand<T>& x, Compute<T>& c, const CpOptions& o,
     res.fit_history.push_back(fit);
     res.iterations = iter;
     const double elapsed = seconds_since(start);
-    const bool go_on = !o.callback || o.callback(CpProgress{iter, fit, delta, elapsed, snapshot});
+    CpProgress progress{iter, fit, delta, elapsed, {}, {}};
+    if constexpr (is_complex_v<T>) {
+      progress.complex_model = snapshot;
+    } else {
+      progress.model = snapshot;
+    }
+    const bool go_on = !o.callback || o.callback(progress);
     const auto stop = stop_after_iteration(iter > 1 && delta < o.tol, go_on, o.time_limit, elapsed);
     res.stop = stop.value_or(CpStop::max_iters);
     if (stop) break;
@@ -532,11 +565,11 @@ CpResult<T> run_cp_als(CpOperand<T>& x, Compute<T>& c, const CpOptions& o,
       Matrix<T>& f = res.model.factors[static_cast<std::size_t>(n)];
       for (index_t j = 0; j < r; ++j) {
         double ss = 0.0;
-        for (index_t i = 0; i < f.rows(); ++i) ss += static_cast<double>(f(i, j)) * f(i, j);
+        for (index_t i = 0; i < f.rows(); ++i) ss += abs2(f(i, j));
         const double norm = std::sqrt(ss);
         if (norm == 0.0) continue;
-        for (index_t i = 0; i < f.rows(); ++i) f(i, j) = static_cast<T>(f(i, j) / norm);
-        res.model.weights[static_cast<std::size_t>(j)] *= static_cast<T>(norm);
+        for (index_t i = 0; i < f.rows(); ++i) f(i, j) = divided(f(i, j), norm);
+        res.model.weights[static_cast<std::size_t>(j)] *= static_cast<real_t<T>>(norm);
       }
     }
   }
@@ -556,19 +589,20 @@ void arrange(KTensor<T>& model) {
   for (Matrix<T>& f : model.factors) {
     for (index_t j = 0; j < r; ++j) {
       double s = 0.0;
-      for (index_t i = 0; i < f.rows(); ++i) s += static_cast<double>(f(i, j)) * f(i, j);
+      for (index_t i = 0; i < f.rows(); ++i) s += abs2(f(i, j));
       s = std::sqrt(s);
       if (s > 0.0) {
-        for (index_t i = 0; i < f.rows(); ++i) f(i, j) = static_cast<T>(f(i, j) / s);
+        for (index_t i = 0; i < f.rows(); ++i) f(i, j) = divided(f(i, j), s);
       }
-      model.weights[static_cast<std::size_t>(j)] *= static_cast<T>(s);
+      model.weights[static_cast<std::size_t>(j)] *= static_cast<real_t<T>>(s);
     }
   }
   // Descending weights (stable, so ties keep their order).
   std::vector<index_t> perm(static_cast<std::size_t>(r));
   std::iota(perm.begin(), perm.end(), index_t{0});
   std::stable_sort(perm.begin(), perm.end(), [&](index_t a, index_t b) {
-    return model.weights[static_cast<std::size_t>(a)] > model.weights[static_cast<std::size_t>(b)];
+    return real_part(model.weights[static_cast<std::size_t>(a)]) >
+           real_part(model.weights[static_cast<std::size_t>(b)]);
   });
   std::vector<T> w(static_cast<std::size_t>(r));
   for (index_t j = 0; j < r; ++j)
@@ -581,33 +615,33 @@ void arrange(KTensor<T>& model) {
       std::copy_n(f.col(perm[static_cast<std::size_t>(j)]), f.rows(), g.col(j));
     f = std::move(g);
   }
-  // Signs: the largest-magnitude entry of each column positive, columns flipped in
-  // pairs so that the model is unchanged. With an odd count of negative ones, one
-  // column stays negative: the one whose largest entry is smallest over all modes
-  // (first mode on ties), so that the signs depend on the model only, not on those
-  // the iteration happened to reach.
+  // Signs: the largest-magnitude entry of each column positive, the phases p_n of those
+  // entries divided out of every mode and their product P put back into one, so that
+  // the model is unchanged. For real T that flips columns in pairs: with an odd count of
+  // negative ones (P = -1), one column stays negative. The mode that takes P is the one
+  // whose largest entry is smallest over all modes (first mode on ties), so that the
+  // phases depend on the model only, not on those the iteration happened to reach.
   const int order = model.order();
   for (index_t j = 0; j < r; ++j) {
-    std::vector<bool> flip(static_cast<std::size_t>(order));
+    std::vector<T> p(static_cast<std::size_t>(order));
     std::vector<double> peak(static_cast<std::size_t>(order));
-    bool odd = false;
+    T product(1);
     for (int n = 0; n < order; ++n) {
       const Matrix<T>& f = model.factors[static_cast<std::size_t>(n)];
       index_t imax = 0;
       for (index_t i = 1; i < f.rows(); ++i)
         if (std::abs(f(i, j)) > std::abs(f(imax, j))) imax = i;
-      peak[static_cast<std::size_t>(n)] = std::abs(static_cast<double>(f(imax, j)));
-      flip[static_cast<std::size_t>(n)] = f(imax, j) < 0;
-      odd ^= f(imax, j) < 0;
+      peak[static_cast<std::size_t>(n)] = static_cast<double>(std::abs(f(imax, j)));
+      p[static_cast<std::size_t>(n)] = phase(f(imax, j));
+      product *= p[static_cast<std::size_t>(n)];
     }
-    if (odd) {
-      const auto keep = std::min_element(peak.begin(), peak.end()) - peak.begin();
-      flip[static_cast<std::size_t>(keep)] = !flip[static_cast<std::size_t>(keep)];
-    }
+    const auto keep = std::min_element(peak.begin(), peak.end()) - peak.begin();
+    p[static_cast<std::size_t>(keep)] /= product;  // U_keep / (p_keep / P)
     for (int n = 0; n < order; ++n) {
-      if (!flip[static_cast<std::size_t>(n)]) continue;
+      const T pn = p[static_cast<std::size_t>(n)];
+      if (pn == T(1)) continue;
       Matrix<T>& f = model.factors[static_cast<std::size_t>(n)];
-      for (index_t i = 0; i < f.rows(); ++i) f(i, j) = -f(i, j);
+      for (index_t i = 0; i < f.rows(); ++i) f(i, j) /= pn;
     }
   }
 }
@@ -621,6 +655,7 @@ void arrange(KTensor<T>& model) {
                                      std::span<const Matrix<T>>, Clock::time_point);     \
   template void arrange<T>(KTensor<T>&);
 TENFOLD_INSTANTIATE_FOR_EACH_VALUE_TYPE(TENFOLD_INSTANTIATE_CP_ALS_STEPS)
+TENFOLD_INSTANTIATE_FOR_EACH_COMPLEX_TYPE(TENFOLD_INSTANTIATE_CP_ALS_STEPS)
 
 }  // namespace detail
 
@@ -684,13 +719,16 @@ CpResult<T> cp_als(TensorView<const T> x, const CpOptions& options, CpStart<T> i
     const TensorView<const T> xs = copy ? axis_order.view() : xb;
     res = detail::run_in_axis_order(
         options, initial_factors, [&](const CpOptions& o, std::span<const Matrix<T>> initial) {
-          if (o.solver == CpSolver::sampled) {
-            return detail::run_sampled_cp(xs, in_place, *c, o, initial, start);
-          }
-          // Compression first where it pays (cp/compressed.hpp).
           const std::vector<index_t> axes = in_place ? detail::reversed(xs.dims()) : xs.dims();
-          if (const auto ranks = detail::planned_compression(o, axes); !ranks.empty()) {
-            return detail::run_compressed_cp(xs, in_place, *c, o, initial, ranks, start);
+          // complex: neither the sampled solver nor compression (real Tucker only).
+          if constexpr (!detail::is_complex_v<T>) {
+            if (o.solver == CpSolver::sampled) {
+              return detail::run_sampled_cp(xs, in_place, *c, o, initial, start);
+            }
+            // Compression first where it pays (cp/compressed.hpp).
+            if (const auto ranks = detail::planned_compression(o, axes); !ranks.empty()) {
+              return detail::run_compressed_cp(xs, in_place, *c, o, initial, ranks, start);
+            }
           }
           detail::DenseOperand<T> op(*c, xs);
           return detail::run_in_axis_numbering(*c, op, in_place, [&](detail::CpOperand<T>& a) {
@@ -716,5 +754,8 @@ CpResult<T> cp_als(const KTensor<T>& x, const CpOptions& options, CpStart<T> ini
   template CpResult<T> cp_als<T>(TensorView<const T>, const CpOptions&, CpStart<T>); \
   template CpResult<T> cp_als<T>(const KTensor<T>&, const CpOptions&, CpStart<T>);
 TENFOLD_INSTANTIATE_FOR_EACH_VALUE_TYPE(TENFOLD_INSTANTIATE_CP_ALS)
+#define TENFOLD_INSTANTIATE_COMPLEX_CP_ALS(T) \
+  template CpResult<T> cp_als<T>(TensorView<const T>, const CpOptions&, CpStart<T>);
+TENFOLD_INSTANTIATE_FOR_EACH_COMPLEX_TYPE(TENFOLD_INSTANTIATE_COMPLEX_CP_ALS)
 
 }  // namespace tenfold

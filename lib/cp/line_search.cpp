@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <complex>
 
 namespace tenfold::detail {
 
@@ -64,7 +65,7 @@ double LineSearch<T>::jump(CpOperand<T>& x, int iter, double resid2, double norm
   std::vector<T> v(rr);
   c_.download(v.data(), v_.get(), rr);
   double norm_c2 = 0.0;
-  for (T e : v) norm_c2 += static_cast<double>(e);
+  for (T e : v) norm_c2 += static_cast<double>(real_part(e));  // 1^T V 1 is real
   const double cand_resid2 = norm_x2 + norm_c2 - 2.0 * inner;
   for (int n = 0; n < order; ++n) x.factor_changed(n);
   if (!(std::isfinite(cand_resid2) && cand_resid2 < resid2)) {
@@ -88,5 +89,7 @@ double LineSearch<T>::jump(CpOperand<T>& x, int iter, double resid2, double norm
 
 template class LineSearch<float>;
 template class LineSearch<double>;
+template class LineSearch<std::complex<float>>;
+template class LineSearch<std::complex<double>>;
 
 }  // namespace tenfold::detail

@@ -1,6 +1,7 @@
 // Best of several starts.
 #include <string>
 
+#include "core/instantiate.hpp"
 #include "cp/cp_als.hpp"
 
 namespace tenfold::detail {
@@ -45,11 +46,11 @@ CpResult<T> run_cp_starts(CpOperand<T>& x, Compute<T>& c, const CpOptions& optio
   return best;
 }
 
-template CpResult<float> run_cp_starts<float>(CpOperand<float>&, Compute<float>&, const CpOptions&,
-                                              std::span<const Matrix<float>>,
-                                              std::chrono::steady_clock::time_point);
-template CpResult<double> run_cp_starts<double>(CpOperand<double>&, Compute<double>&,
-                                                const CpOptions&, std::span<const Matrix<double>>,
-                                                std::chrono::steady_clock::time_point);
+#define TENFOLD_INSTANTIATE_CP_STARTS(T)                                              \
+  template CpResult<T> run_cp_starts<T>(CpOperand<T>&, Compute<T>&, const CpOptions&, \
+                                        std::span<const Matrix<T>>,                   \
+                                        std::chrono::steady_clock::time_point);
+TENFOLD_INSTANTIATE_FOR_EACH_VALUE_TYPE(TENFOLD_INSTANTIATE_CP_STARTS)
+TENFOLD_INSTANTIATE_FOR_EACH_COMPLEX_TYPE(TENFOLD_INSTANTIATE_CP_STARTS)
 
 }  // namespace tenfold::detail

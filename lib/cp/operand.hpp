@@ -26,7 +26,8 @@ class CpOperand {
   virtual double norm_squared() = 0;
 
   /// out (I_n x R) = X_(n) (U_{N-1} (.) ... U_{n+1} (.) U_{n-1} ... (.) U_0), the factors
-  /// U_m (I_m x R, backend memory) given for every mode (factors[n] is not read).
+  /// U_m (I_m x R, backend memory) given for every mode (factors[n] is not read). For
+  /// complex T the Khatri-Rao product is conjugated: out = X_(n) conj(K).
   /// Operands may cache partial contractions between calls: call factor_changed(m)
   /// whenever U_m (or R) changes.
   virtual void mttkrp(int n, std::span<const T* const> factors, index_t rank, T* out) = 0;
@@ -34,7 +35,7 @@ class CpOperand {
   /// Invalidates cached contractions that involve factor m.
   virtual void factor_changed(int m) = 0;
 
-  /// out (I_n x I_n) = X_(n) X_(n)^T.
+  /// out (I_n x I_n) = X_(n) X_(n)^T (complex T: X_(n) X_(n)^H).
   virtual void mode_gram(int n, T* out) = 0;
 
   /// Called after every sweep with the model [[lambda; U_0, ..., U_{N-1}]] (backend

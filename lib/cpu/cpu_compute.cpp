@@ -1,5 +1,10 @@
 #include "cpu/cpu_compute.hpp"
 
+#include <complex>
+
+// LAPACKE's complex types as std::complex (the same layout as C's _Complex).
+#define lapack_complex_float std::complex<float>
+#define lapack_complex_double std::complex<double>
 #include <cblas.h>
 #include <lapacke.h>
 
@@ -31,6 +36,56 @@ int blas_int(index_t v, const char* what) {
 
 CBLAS_TRANSPOSE blas_op(Op op) { return op == Op::trans ? CblasTrans : CblasNoTrans; }
 
+// The BLAS and LAPACK routine of each value type (s, d, c, z), with one signature.
+template <class T>
+struct Blas;
+
+template <>
+struct Blas<float> {
+  static constexpr auto gemm = cblas_sgemm;
+  static constexpr auto gemv = cblas_sgemv;
+  static constexpr auto trsm = cblas_strsm;
+  static constexpr auto potrf = LAPACKE_spotrf_work;
+  static constexpr auto syevd = LAPACKE_ssyevd;
+};
+
+template <>
+struct Blas<double> {
+  static constexpr auto gemm = cblas_dgemm;
+  static constexpr auto gemv = cblas_dgemv;
+  static constexpr auto trsm = cblas_dtrsm;
+  static constexpr auto potrf = LAPACKE_dpotrf_work;
+  static constexpr auto syevd = LAPACKE_dsyevd;
+};
+
+// Complex: scalars are passed by address; syevd is the Hermitian heevd.
+template <class T, auto Gemm, auto Gemv, auto Trsm, auto Potrf, auto Heevd>
+struct ComplexBlas {
+  static void gemm(CBLAS_ORDER o, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k,
+                   T alpha, const T* a, int lda, const T* b, int ldb, T beta, T* c, int ldc) {
+    Gemm(o, ta, tb, m, n, k, &alpha, a, lda, b, ldb, &beta, c, ldc);
+  }
+  static void gemv(CBLAS_ORDER o, CBLAS_TRANSPOSE t, int m, int n, T alpha, const T* a, int lda,
+                   const T* x, int incx, T beta, T* y, int incy) {
+    Gemv(o, t, m, n, &alpha, a, lda, x, incx, &beta, y, incy);
+  }
+  static void trsm(CBLAS_ORDER o, CBLAS_SIDE side, CBLAS_UPLO uplo, CBLAS_TRANSPOSE t,
+                   CBLAS_DIAG diag, int m, int n, T alpha, const T* a, int lda, T* b, int ldb) {
+    Trsm(o, side, uplo, t, diag, m, n, &alpha, a, lda, b, ldb);
+  }
+  static constexpr auto potrf = Potrf;
+  static constexpr auto syevd = Heevd;
+};
+
+template <>
+struct Blas<std::complex<float>> : ComplexBlas<std::complex<float>, cblas_cgemm, cblas_cgemv,
+                                               cblas_ctrsm, LAPACKE_cpotrf_work, LAPACKE_cheevd> {};
+
+template <>
+struct Blas<std::complex<double>> : ComplexBlas<std::complex<double>, cblas_zgemm, cblas_zgemv,
+                                                cblas_ztrsm, LAPACKE_zpotrf_work, LAPACKE_zheevd> {
+};
+
 // One single-threaded BLAS GEMM call, C = alpha op(A) op(B) + beta C (sizes checked by
 // the caller).
 template <class T>
@@ -38,16 +93,12 @@ void blas_gemm(Op ta, Op tb, index_t m, index_t n, index_t k, T alpha, const T* 
                const T* b, index_t ldb, T beta, T* c, index_t ldc) {
   const auto i = [](index_t v) { return static_cast<int>(v); };
   const SerialBlas serial;
-  if constexpr (std::is_same_v<T, double>) {
-    cblas_dgemm(CblasColMajor, blas_op(ta), blas_op(tb), i(m), i(n), i(k), alpha, a, i(lda), b,
+  Blas<T>::gemm(CblasColMajor, blas_op(ta), blas_op(tb), i(m), i(n), i(k), alpha, a, i(lda), b,
                 i(ldb), beta, c, i(ldc));
-  } else {
-    cblas_sgemm(CblasColMajor, blas_op(ta), blas_op(tb), i(m), i(n), i(k), alpha, a, i(lda), b,
-                i(ldb), beta, c, i(ldc));
-  }
 }
 
-// B = B op(L)^{-1}, L lower triangular n x n, B m x n, on the calling thread.
+// B = B op(L)^{-1}, L lower triangular n x n, B m x n, on the calling thread (op = trans:
+// the plain transpose, also for complex T).
 // Halving L = [L11 0; L21 L22] puts most of the work into GEMMs, which OpenBLAS runs
 // faster than its trsm (docs/performance.md): op = trans: X1 = B1 L11^{-T}, X2 = (B2 - X1 L21^T)
 // L22^{-T}; op = none: X2 = B2 L22^{-1}, X1 = (B1 - X2 L21) L11^{-1}.
@@ -56,13 +107,8 @@ void recursive_solve(Op op, index_t n, const T* l, index_t ldl, index_t m, T* b,
   if (n <= 32) {
     const auto i = [](index_t v) { return static_cast<int>(v); };
     const SerialBlas serial;
-    if constexpr (std::is_same_v<T, double>) {
-      cblas_dtrsm(CblasColMajor, CblasRight, CblasLower, blas_op(op), CblasNonUnit, i(m), i(n), 1.0,
-                  l, i(ldl), b, i(ldb));
-    } else {
-      cblas_strsm(CblasColMajor, CblasRight, CblasLower, blas_op(op), CblasNonUnit, i(m), i(n),
-                  1.0f, l, i(ldl), b, i(ldb));
-    }
+    Blas<T>::trsm(CblasColMajor, CblasRight, CblasLower, blas_op(op), CblasNonUnit, i(m), i(n),
+                  T(1), l, i(ldl), b, i(ldb));
     return;
   }
   const index_t n1 = (n / 2 + 7) / 8 * 8, n2 = n - n1;
@@ -77,6 +123,20 @@ void recursive_solve(Op op, index_t n, const T* l, index_t ldl, index_t m, T* b,
     recursive_solve(op, n2, l22, ldl, m, b2, ldb);
     blas_gemm(Op::none, Op::none, m, n1, n2, T(-1), b2, ldb, l21, ldl, T(1), b, ldb);
     recursive_solve(op, n1, l, ldl, m, b, ldb);
+  }
+}
+
+// B = B L^{-H} (L^{-T} for real T), on the calling thread: the first half of a solve with
+// V = L L^H. Complex T: one trsm (the halving above has no conjugate transpose of L21).
+template <class T>
+void solve_adjoint(index_t n, const T* l, index_t ldl, index_t m, T* b, index_t ldb) {
+  if constexpr (is_complex_v<T>) {
+    const SerialBlas serial;
+    Blas<T>::trsm(CblasColMajor, CblasRight, CblasLower, CblasConjTrans, CblasNonUnit,
+                  static_cast<int>(m), static_cast<int>(n), T(1), l, static_cast<int>(ldl), b,
+                  static_cast<int>(ldb));
+  } else {
+    recursive_solve(Op::trans, n, l, ldl, m, b, ldb);
   }
 }
 
@@ -127,6 +187,13 @@ void sum_over_inner(index_t m, index_t n, index_t k, index_t chunks, T alpha, T 
       });
 }
 
+// C = conj(C) on the lower triangle of the n x n C.
+template <class T>
+void conjugate_lower(index_t n, T* c, index_t ldc) {
+  for (index_t j = 0; j < n; ++j)
+    for (index_t i = j; i < n; ++i) c[i + j * ldc] = std::conj(c[i + j * ldc]);
+}
+
 }  // namespace
 
 template <class T>
@@ -142,11 +209,7 @@ void CpuCompute<T>::gemm(Op ta, Op tb, index_t m, index_t n, index_t k, T alpha,
     const int incb = tb == Op::none ? 1 : ib;
     const int rows = ta == Op::none ? im : ik, cols = ta == Op::none ? ik : im;
     const SerialBlas serial;
-    if constexpr (std::is_same_v<T, double>) {
-      cblas_dgemv(CblasColMajor, blas_op(ta), rows, cols, alpha, a, ia, b, incb, beta, c, 1);
-    } else {
-      cblas_sgemv(CblasColMajor, blas_op(ta), rows, cols, alpha, a, ia, b, incb, beta, c, 1);
-    }
+    Blas<T>::gemv(CblasColMajor, blas_op(ta), rows, cols, alpha, a, ia, b, incb, beta, c, 1);
     return;
   }
   const double flops =
@@ -219,49 +282,71 @@ void CpuCompute<T>::syrk(Op trans, index_t n, index_t k, T alpha, const T* a, in
   if (n == 0) return;
   const int in = blas_int(n, "syrk n"), ik = blas_int(k, "syrk k");
   const int ia = blas_int(lda, "syrk lda"), ic = blas_int(ldc, "syrk ldc");
-  const int threads = pool_threads();
-  // op == trans: C = A^T A with A k x n; rows k0.. of A (trans) or columns k0.. (none).
-  const CBLAS_TRANSPOSE t = trans == Op::trans ? CblasTrans : CblasNoTrans;
-  const index_t row_step = trans == Op::trans ? 1 : lda;
-  const auto serial_syrk = [&](index_t k0, index_t kc, T alpha_, T beta_, T* out, int ldo) {
-    const SerialBlas serial;
-    if constexpr (std::is_same_v<T, double>) {
-      cblas_dsyrk(CblasColMajor, CblasLower, t, in, static_cast<int>(kc), alpha_, a + k0 * row_step,
-                  ia, beta_, out, ldo);
-    } else {
-      cblas_ssyrk(CblasColMajor, CblasLower, t, in, static_cast<int>(kc), alpha_, a + k0 * row_step,
-                  ia, beta_, out, ldo);
+  if constexpr (is_complex_v<T>) {
+    // C = op(A)^T conj(op(A)): herk gives A A^H (none) directly and A^H A = conj(C) (trans),
+    // conjugated after. alpha and beta are real here (the Grams use 1 and 0 or 1).
+    {
+      const SerialBlas serial;
+      const auto herk = [](auto... args) {
+        if constexpr (std::is_same_v<T, std::complex<double>>) {
+          cblas_zherk(args...);
+        } else {
+          cblas_cherk(args...);
+        }
+      };
+      if (trans == Op::trans && beta != T(0)) conjugate_lower(n, c, ldc);
+      herk(CblasColMajor, CblasLower, trans == Op::trans ? CblasConjTrans : CblasNoTrans, in, ik,
+           alpha.real(), a, ia, beta.real(), c, ic);
+      if (trans == Op::trans) conjugate_lower(n, c, ldc);
     }
-  };
-  if (static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(k) < 4e6 ||
-      threads < 2) {
-    serial_syrk(0, ik, alpha, beta, c, ic);
-  } else if (const index_t chunks = 2 * threads; split_inner(n, n, k, chunks)) {
-    // A short, very wide A: partial Grams over ranges of k, summed in order.
-    sum_over_inner(
-        n, n, k, chunks, alpha, beta, c, ldc, true,
-        [&](index_t k0, index_t kc, T* part) { serial_syrk(k0, kc, T(1), T(0), part, in); });
+    for (index_t j = 0; j < n; ++j)
+      for (index_t i = 0; i < j; ++i) c[i + j * ldc] = std::conj(c[j + i * ldc]);
+    return;
   } else {
-    // Column blocks J = j0..j1 of the lower triangle, one GEMM each, taken by the pool's
-    // threads: C(j0:n, J) = op(A)(:, j0:n)^T op(A)(:, J), where op(A) = A (k x n) for
-    // trans and A^T for none. Four blocks per thread even out the triangle's work.
-    const index_t per_block = (n + 4 * threads - 1) / (4 * threads);
-    const index_t block = std::max<index_t>(32, (per_block + 15) / 16 * 16);
-    const index_t col = trans == Op::trans ? lda : 1;  // where column j of op(A) starts
-    parallel_for((n + block - 1) / block, [&](index_t part) {
-      const index_t j0 = part * block, width = std::min(block, n - j0);
-      const T* aj = a + j0 * col;
-      if (trans == Op::trans) {
-        blas_gemm(Op::trans, Op::none, n - j0, width, k, alpha, aj, lda, aj, lda, beta,
-                  c + j0 + j0 * ldc, ldc);
+    const int threads = pool_threads();
+    // op == trans: C = A^T A with A k x n; rows k0.. of A (trans) or columns k0.. (none).
+    const CBLAS_TRANSPOSE t = trans == Op::trans ? CblasTrans : CblasNoTrans;
+    const index_t row_step = trans == Op::trans ? 1 : lda;
+    const auto serial_syrk = [&](index_t k0, index_t kc, T alpha_, T beta_, T* out, int ldo) {
+      const SerialBlas serial;
+      if constexpr (std::is_same_v<T, double>) {
+        cblas_dsyrk(CblasColMajor, CblasLower, t, in, static_cast<int>(kc), alpha_,
+                    a + k0 * row_step, ia, beta_, out, ldo);
       } else {
-        blas_gemm(Op::none, Op::trans, n - j0, width, k, alpha, aj, lda, aj, lda, beta,
-                  c + j0 + j0 * ldc, ldc);
+        cblas_ssyrk(CblasColMajor, CblasLower, t, in, static_cast<int>(kc), alpha_,
+                    a + k0 * row_step, ia, beta_, out, ldo);
       }
-    });
+    };
+    if (static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(k) < 4e6 ||
+        threads < 2) {
+      serial_syrk(0, ik, alpha, beta, c, ic);
+    } else if (const index_t chunks = 2 * threads; split_inner(n, n, k, chunks)) {
+      // A short, very wide A: partial Grams over ranges of k, summed in order.
+      sum_over_inner(
+          n, n, k, chunks, alpha, beta, c, ldc, true,
+          [&](index_t k0, index_t kc, T* part) { serial_syrk(k0, kc, T(1), T(0), part, in); });
+    } else {
+      // Column blocks J = j0..j1 of the lower triangle, one GEMM each, taken by the pool's
+      // threads: C(j0:n, J) = op(A)(:, j0:n)^T op(A)(:, J), where op(A) = A (k x n) for
+      // trans and A^T for none. Four blocks per thread even out the triangle's work.
+      const index_t per_block = (n + 4 * threads - 1) / (4 * threads);
+      const index_t block = std::max<index_t>(32, (per_block + 15) / 16 * 16);
+      const index_t col = trans == Op::trans ? lda : 1;  // where column j of op(A) starts
+      parallel_for((n + block - 1) / block, [&](index_t part) {
+        const index_t j0 = part * block, width = std::min(block, n - j0);
+        const T* aj = a + j0 * col;
+        if (trans == Op::trans) {
+          blas_gemm(Op::trans, Op::none, n - j0, width, k, alpha, aj, lda, aj, lda, beta,
+                    c + j0 + j0 * ldc, ldc);
+        } else {
+          blas_gemm(Op::none, Op::trans, n - j0, width, k, alpha, aj, lda, aj, lda, beta,
+                    c + j0 + j0 * ldc, ldc);
+        }
+      });
+    }
+    for (index_t j = 0; j < n; ++j)
+      for (index_t i = 0; i < j; ++i) c[i + j * ldc] = c[j + i * ldc];
   }
-  for (index_t j = 0; j < n; ++j)
-    for (index_t i = 0; i < j; ++i) c[i + j * ldc] = c[j + i * ldc];
 }
 
 template <class T>
@@ -272,12 +357,7 @@ bool CpuCompute<T>::potrf(index_t n, T* a, index_t lda) {
   const SerialBlas serial;
   // The _work variant skips LAPACKE's NaN scan, which reports a NaN entry as an
   // invalid argument (info = -4).
-  lapack_int info;
-  if constexpr (std::is_same_v<T, double>) {
-    info = LAPACKE_dpotrf_work(LAPACK_COL_MAJOR, 'L', in, a, ia);
-  } else {
-    info = LAPACKE_spotrf_work(LAPACK_COL_MAJOR, 'L', in, a, ia);
-  }
+  const lapack_int info = Blas<T>::potrf(LAPACK_COL_MAJOR, 'L', in, a, ia);
   if (info < 0) throw InvalidArgument("potrf: argument " + std::to_string(-info) + " is invalid");
   if (info > 0) return false;
   // OpenBLAS does not stop at a NaN pivot, but a NaN entry of A always reaches the
@@ -298,8 +378,8 @@ template <class T>
 void CpuCompute<T>::potrs_right(index_t n, const T* l, index_t ldl, index_t m, T* b, index_t ldb) {
   if (m == 0 || n == 0) return;
   for (index_t v : {n, m, ldl, ldb}) blas_int(v, "potrs");
-  // B (L L^T)^{-1} = (B L^{-T}) L^{-1}. Rows of B are independent: the pool's threads
-  // take blocks of rows, each solved on one thread by recursive_solve. Small solves
+  // B (L L^H)^{-1} = (B L^{-H}) L^{-1} (L^H = L^T for real T). Rows of B are independent: the
+  // pool's threads take blocks of rows, each solved on one thread by recursive_solve. Small solves
   // stay on the calling thread.
   const double work = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(n);
   const auto threads = static_cast<index_t>(pool_threads());
@@ -307,24 +387,19 @@ void CpuCompute<T>::potrs_right(index_t n, const T* l, index_t ldl, index_t m, T
       work < 4e6 || threads < 2 ? m : std::max<index_t>(16, (m + threads - 1) / threads);
   parallel_for((m + block - 1) / block, [&](index_t part) {
     const index_t i0 = part * block, rows = std::min(block, m - i0);
-    recursive_solve(Op::trans, n, l, ldl, rows, b + i0, ldb);
+    solve_adjoint(n, l, ldl, rows, b + i0, ldb);
     recursive_solve(Op::none, n, l, ldl, rows, b + i0, ldb);
   });
 }
 
 template <class T>
-void CpuCompute<T>::syevd(index_t n, T* a, index_t lda, T* host_w) {
+void CpuCompute<T>::syevd(index_t n, T* a, index_t lda, real_t<T>* host_w) {
   if (n == 0) return;
   const int in = blas_int(n, "syevd n"), ia = blas_int(lda, "syevd lda");
   // On one thread: the tridiagonal reduction is n matrix-vector products, each a
   // synchronisation point for threaded BLAS (docs/performance.md).
   const SerialBlas serial;
-  lapack_int info;
-  if constexpr (std::is_same_v<T, double>) {
-    info = LAPACKE_dsyevd(LAPACK_COL_MAJOR, 'V', 'L', in, a, ia, host_w);
-  } else {
-    info = LAPACKE_ssyevd(LAPACK_COL_MAJOR, 'V', 'L', in, a, ia, host_w);
-  }
+  const lapack_int info = Blas<T>::syevd(LAPACK_COL_MAJOR, 'V', 'L', in, a, ia, host_w);
   if (info != 0) {
     // LAPACKE reports a NaN entry of A (its 5th argument) as info = -5.
     throw NumericalError(
@@ -396,15 +471,25 @@ void CpuCompute<T>::add_diagonal(index_t n, T* a, index_t lda, T value) {
 
 template <class T>
 double CpuCompute<T>::dot(std::size_t n, const T* x, const T* y) {
-  return chunked_sum(n, [&](std::size_t i) { return static_cast<double>(x[i]) * y[i]; });
+  return chunked_sum(n, [&](std::size_t i) {
+    if constexpr (is_complex_v<T>) {
+      // Re(conj(x) y) = Re x Re y + Im x Im y
+      return static_cast<double>(x[i].real()) * y[i].real() +
+             static_cast<double>(x[i].imag()) * y[i].imag();
+    } else {
+      return static_cast<double>(x[i]) * y[i];
+    }
+  });
 }
 
 template <class T>
 double CpuCompute<T>::sum_squares(std::size_t n, const T* x) {
-  return chunked_sum(n, [&](std::size_t i) { return static_cast<double>(x[i]) * x[i]; });
+  return chunked_sum(n, [&](std::size_t i) { return abs2(x[i]); });
 }
 
 template class CpuCompute<float>;
 template class CpuCompute<double>;
+template class CpuCompute<std::complex<float>>;
+template class CpuCompute<std::complex<double>>;
 
 }  // namespace tenfold::detail

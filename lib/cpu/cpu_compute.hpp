@@ -20,7 +20,7 @@ class CpuCompute final : public HostCompute<T> {
             index_t ldc) override;
   bool potrf(index_t n, T* a, index_t lda) override;
   void potrs_right(index_t n, const T* l, index_t ldl, index_t m, T* b, index_t ldb) override;
-  void syevd(index_t n, T* a, index_t lda, T* host_w) override;
+  void syevd(index_t n, T* a, index_t lda, real_t<T>* host_w) override;
   void solve_lower_right(Op op, index_t n, const T* l, index_t ldl, index_t m, T* b,
                          index_t ldb) override;
 
@@ -37,5 +37,7 @@ class CpuCompute final : public HostCompute<T> {
 
 extern template class CpuCompute<float>;
 extern template class CpuCompute<double>;
+extern template class CpuCompute<std::complex<float>>;
+extern template class CpuCompute<std::complex<double>>;
 
 }  // namespace tenfold::detail

@@ -1,6 +1,7 @@
 // NumPy arrays in (as views, no copy) and out (owning their memory).
 #include <algorithm>
 #include <cmath>
+#include <complex>
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -35,11 +36,27 @@ bool contiguous(const InArray& a, bool c_order) {
 template <class T>
 void check_dtype(const InArray& a, const char* what) {
   if (a.dtype() != nb::dtype<T>()) {
-    const char* name = std::is_same_v<T, float>    ? "float32"
-                       : std::is_same_v<T, double> ? "float64"
-                                                   : "uint8";
+    const char* name = std::is_same_v<T, float>                  ? "float32"
+                       : std::is_same_v<T, double>               ? "float64"
+                       : std::is_same_v<T, std::complex<float>>  ? "complex64"
+                       : std::is_same_v<T, std::complex<double>> ? "complex128"
+                                                                 : "uint8";
     throw InvalidArgument(std::string(what) + " must be " + name);
   }
+}
+
+// Whether x is finite (both parts for complex x), and whether it is (or has) a NaN.
+template <class T>
+bool finite(T x) {
+  if constexpr (nb::detail::is_complex_v<T>) {
+    return std::isfinite(x.real()) && std::isfinite(x.imag());
+  } else {
+    return std::isfinite(x);
+  }
+}
+template <class T>
+bool has_nan(T x) {
+  return !(x == x);
 }
 
 }  // namespace
@@ -66,7 +83,7 @@ template <class T>
 void check_finite_numpy(TensorView<const T> x, Layout layout, const char* what,
                         const std::uint8_t* observed) {
   for (index_t i = 0; i < x.numel(); ++i) {
-    if (std::isfinite(x[i]) || (observed != nullptr && observed[i] == 0)) continue;
+    if (finite(x[i]) || (observed != nullptr && observed[i] == 0)) continue;
     // Column-major multi-index of entry i; mode n is NumPy axis N-1-n in row_major.
     const int order = x.order();
     std::vector<index_t> idx(static_cast<std::size_t>(order));
@@ -80,7 +97,7 @@ void check_finite_numpy(TensorView<const T> x, Layout layout, const char* what,
     for (std::size_t a = 0; a < idx.size(); ++a) where += (a ? ", " : "") + std::to_string(idx[a]);
     throw InvalidArgument(std::string(what) + " has a non-finite " +
                           (observed != nullptr ? "observed " : "") + "entry (" +
-                          (std::isnan(x[i]) ? "NaN" : "Inf") + ") at NumPy index [" + where + "]" +
+                          (has_nan(x[i]) ? "NaN" : "Inf") + ") at NumPy index [" + where + "]" +
                           (observed != nullptr ? " (mark it missing in the mask)" : ""));
   }
 }
@@ -145,5 +162,14 @@ template void check_finite_numpy<double>(TensorView<const double>, Layout, const
 template Matrix<double> matrix_from<double>(const InArray&, const char*);
 template nb::object owned_array<double>(std::vector<double>&&, const std::vector<index_t>&, bool);
 template nb::object owned_matrix<double>(Matrix<double>&&);
+#define TENFOLD_PYTHON_COMPLEX_ARRAYS(T)                                                   \
+  template TensorView<const T> tensor_view<T>(const InArray&, const char*, Layout&);       \
+  template void check_finite_numpy<T>(TensorView<const T>, Layout, const char*,            \
+                                      const std::uint8_t*);                                \
+  template Matrix<T> matrix_from<T>(const InArray&, const char*);                          \
+  template nb::object owned_array<T>(std::vector<T>&&, const std::vector<index_t>&, bool); \
+  template nb::object owned_matrix<T>(Matrix<T> &&);
+TENFOLD_PYTHON_COMPLEX_ARRAYS(std::complex<float>)
+TENFOLD_PYTHON_COMPLEX_ARRAYS(std::complex<double>)
 
 }  // namespace tenfold::python

@@ -6,10 +6,12 @@
 #include <nanobind/stl/vector.h>
 
 #include <algorithm>
+#include <complex>
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -21,6 +23,9 @@
 namespace tenfold::python {
 
 namespace {
+
+template <class T>
+constexpr bool is_complex_v = nb::detail::is_complex_v<T>;
 
 nb::list factor_list(std::vector<nb::object> factors, bool reverse) {
   nb::list out;
@@ -75,20 +80,28 @@ nb::dict cp_als_typed(const InArray& tensor, index_t rank, int n_iter_max, const
     const std::string what = "init factor " + std::to_string(axis);
     start.push_back(matrix_from<T>(initial_factors[axis], what.c_str()));
   }
+  constexpr bool complex = is_complex_v<T>;
+  if (complex && mask) throw InvalidArgument("mask is not available for a complex tensor");
   // After every iteration: pending signals and the user's callback; either stops the run.
   // With callback_model the callback also gets the model, (weights, factors) in NumPy
-  // axis order (the sweep's), as float64.
+  // axis order (the sweep's), as float64 (complex128 for a complex tensor).
   Interruptible interrupt;
   o.callback = [&](const CpProgress& p) {
     return interrupt.check([&] {
       if (callback.is_none()) return true;
-      if (!callback_model || !p.model) {
+      if (!callback_model || !(complex ? bool(p.complex_model) : bool(p.model))) {
         return !nb::bool_(callback(p.iteration, p.fit, p.delta, p.seconds));
       }
-      KTensor<double> m = p.model();
+      auto m = [&p] {
+        if constexpr (is_complex_v<T>) {
+          return p.complex_model();
+        } else {
+          return p.model();
+        }
+      }();
       const index_t r = m.rank();
       std::vector<nb::object> factors;
-      for (Matrix<double>& f : m.factors) factors.push_back(owned_matrix(std::move(f)));
+      for (auto& f : m.factors) factors.push_back(owned_matrix(std::move(f)));
       nb::object weights = owned_array(std::move(m.weights), {r});
       return !nb::bool_(callback(p.iteration, p.fit, p.delta, p.seconds,
                                  nb::make_tuple(weights, factor_list(std::move(factors), false))));
@@ -96,7 +109,11 @@ nb::dict cp_als_typed(const InArray& tensor, index_t rank, int n_iter_max, const
   };
   CpResult<T> r = interrupt.run([&] {
     try {
-      return observed ? cp_als(x, *observed, o, start) : cp_als(x, o, start);
+      if constexpr (is_complex_v<T>) {
+        return cp_als(x, o, start);
+      } else {
+        return observed ? cp_als(x, *observed, o, start) : cp_als(x, o, start);
+      }
     } catch (const InvalidArgument&) {
       // The library names a NaN by its own mode order; say it in NumPy axes (with a
       // mask, NaN may stand in missing entries).
@@ -206,14 +223,21 @@ void register_decompositions(nb::module_& m) {
          const std::string& backend, bool line_search, double ridge,
          const std::optional<InArray>& mask, bool nonnegative, int n_starts,
          const std::string& compress, const std::vector<int>& fixed_axes, bool callback_model) {
-        return float_kind(tensor, "tensor") == 'f'
-                   ? cp_als_typed<float>(tensor, rank, n_iter_max, init, tol, seed, initial_factors,
-                                         callback, backend, line_search, ridge, mask, nonnegative,
-                                         n_starts, compress, fixed_axes, callback_model)
-                   : cp_als_typed<double>(tensor, rank, n_iter_max, init, tol, seed,
-                                          initial_factors, callback, backend, line_search, ridge,
-                                          mask, nonnegative, n_starts, compress, fixed_axes,
-                                          callback_model);
+        const auto typed = [&](auto type) {
+          using T = typename decltype(type)::type;
+          return cp_als_typed<T>(tensor, rank, n_iter_max, init, tol, seed, initial_factors,
+                                 callback, backend, line_search, ridge, mask, nonnegative, n_starts,
+                                 compress, fixed_axes, callback_model);
+        };
+        if (tensor.dtype() == nb::dtype<float>()) return typed(std::type_identity<float>{});
+        if (tensor.dtype() == nb::dtype<double>()) return typed(std::type_identity<double>{});
+        if (tensor.dtype() == nb::dtype<std::complex<float>>()) {
+          return typed(std::type_identity<std::complex<float>>{});
+        }
+        if (tensor.dtype() == nb::dtype<std::complex<double>>()) {
+          return typed(std::type_identity<std::complex<double>>{});
+        }
+        throw InvalidArgument("tensor must be float32, float64, complex64 or complex128");
       },
       nb::arg("tensor").noconvert(), nb::arg("rank"), nb::arg("n_iter_max"), nb::arg("init"),
       nb::arg("tol"), nb::arg("seed"), nb::arg("initial_factors"), nb::arg("callback").none(),

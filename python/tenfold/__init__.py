@@ -147,10 +147,12 @@ def _given_start(init, tensor, rank):
         weights, factors = init
     except (TypeError, ValueError):
         raise ValueError("init must be 'random', 'svd', 'nvecs', 'auto' or (weights, factors)")
-    factors = [_as_float_array(f, f"init factor {n}", tensor.dtype) for n, f in enumerate(factors)]
+    cplx = tensor.dtype.kind == "c"  # a complex tensor takes real or complex factors
+    factors = [_as_float_array(f, f"init factor {n}", tensor.dtype, cplx)
+               for n, f in enumerate(factors)]
     _validate.cp_factors(factors, tensor.shape, rank)
     if weights is not None:
-        w = _as_float_array(weights, "init weights", tensor.dtype)
+        w = _as_float_array(weights, "init weights", tensor.dtype, cplx)
         if w.shape != (rank,):
             raise ValueError(f"init weights have shape {w.shape}, expected ({rank},)")
         if not np.all(w == 1):
@@ -189,8 +191,11 @@ def parafac(
     Parameters
     ----------
     tensor : array_like, at least 2 axes, or sparse
-        Read in place when it is a C- or Fortran-contiguous float32/float64 array;
-        otherwise copied once (docs/python.md, "Copies"). A (coords, values, shape)
+        Read in place when it is a C- or Fortran-contiguous float32/float64 (or
+        complex64/complex128) array; otherwise copied once (docs/python.md, "Copies").
+        A complex tensor gets complex factors and real weights (stored as complex); it
+        runs on the cpu backend without mask, nonnegative or compression
+        (docs/algorithms.md, "Complex tensors"). A (coords, values, shape)
         tuple or a ``sparse.COO`` runs on the sparse entries (:func:`tenfold.sparse.parafac`).
     rank : int
         Number of components R, at most the smallest product of all sizes but one.
@@ -213,7 +218,7 @@ def parafac(
         Called as ``callback(progress)`` with a :class:`CpProgress` after every
         iteration; returning True stops the run.
     backend : {'cpu', 'cuda'}
-    dtype : {None, numpy.float32, numpy.float64}
+    dtype : {None, numpy.float32, numpy.float64, numpy.complex64, numpy.complex128}
         Precision to compute in; None keeps the input's (bool/integer input: float64).
     linesearch : bool
         Bro's extrapolation, as TensorLy's ``linesearch=True``.
@@ -254,7 +259,7 @@ def parafac(
         Bad shape, rank or option, or a NaN/Inf entry (the message names it by its
         keyword, NumPy axis or NumPy index).
     TypeError
-        A complex, object or other non-real dtype (also with `dtype`), a masked
+        An object or other non-numeric dtype (also with `dtype`), a masked
         array, or a non-integer rank or count (2.7, "2", True).
     MemoryError
         The run cannot fit in memory (checked before allocating).
@@ -352,7 +357,7 @@ def _cp(tensor, rank, n_iter_max, init, tol, random_state, normalize_factors, ca
         dtype, linesearch, l2_reg, mask, n_starts, compress, nonnegative, fixed_axes=(),
         callback_model=False):
     """CP-ALS in Tenfold's terms; `callback` sees (iteration, fit, delta, seconds[, model])."""
-    x = _as_float_array(tensor, "tensor", dtype)
+    x = _as_float_array(tensor, "tensor", dtype, complex_ok=True)
     _validate.tensor_axes(x)
     rank = _validate.cp_rank(rank, x.shape)
     if isinstance(init, str):

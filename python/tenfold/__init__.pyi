@@ -13,6 +13,7 @@ from ._gcp import gcp as gcp
 __version__: str
 
 _DType = Union[None, type[np.float32], type[np.float64], np.dtype[Any], str]
+_CpDType = Union[_DType, type[np.complex64], type[np.complex128]]  # parafac: complex too
 
 class CpProgress(NamedTuple):
     iteration: int
@@ -73,7 +74,7 @@ def parafac(
     normalize_factors: bool = True,
     callback: Optional[Callable[[CpProgress], Any]] = None,
     backend: str = "cpu",
-    dtype: _DType = None,
+    dtype: _CpDType = None,
     *,
     linesearch: bool = False,
     l2_reg: float = 0.0,

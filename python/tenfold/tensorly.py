@@ -222,15 +222,17 @@ def _record(name, reason=None):
             _counts["fallback"][f"{name}: {reason}"] += 1
 
 
-def _tensor_reason(tensor):
-    """Why Tenfold cannot take this tensor as TensorLy holds it, or None."""
+def _tensor_reason(tensor, complex_ok=False):
+    """Why Tenfold cannot take this tensor as TensorLy holds it, or None (complex64 and
+    complex128 only with `complex_ok`: CP-ALS)."""
     import tensorly as tl
 
     if tl.get_backend() != "numpy":
         return f"backend {tl.get_backend()}"
     if not isinstance(tensor, np.ndarray):
         return f"tensor type {type(tensor).__name__}"
-    if tensor.dtype not in (np.float32, np.float64):
+    if tensor.dtype not in (np.float32, np.float64) + ((np.complex64, np.complex128)
+                                                       if complex_ok else ()):
         return f"dtype {tensor.dtype}"
     if tensor.ndim < 2:
         return "tensor of order < 2"
@@ -254,8 +256,8 @@ def _every_mode_fixed(tensor, fixed_modes):
 
 
 def _cp_reason(tensor, n_iter_max, init, orthogonalise, sparsity, l2_reg, mask, linesearch,
-               cvg_criterion, fixed_modes):
-    reason = _tensor_reason(tensor)
+               cvg_criterion, fixed_modes, complex_ok=True):
+    reason = _tensor_reason(tensor, complex_ok)
     if reason:
         return reason
     if isinstance(n_iter_max, (bool, np.bool_)) or not isinstance(n_iter_max, (int, np.integer)):
@@ -286,13 +288,14 @@ def _cp_reason(tensor, n_iter_max, init, orthogonalise, sparsity, l2_reg, mask, 
 def _gram_svd_factors(tensor, rank, rng):
     """TensorLy's truncated-SVD start (left singular vectors of each unfolding, signs by
     svd_flip, the first scaled by the singular values, random columns past I_n drawn from
-    `rng` as TensorLy draws them) from the eigenvectors of each unfolding's Gram X_(n) X_(n)^T,
+    `rng` as TensorLy draws them) from the eigenvectors of each unfolding's Gram X_(n) X_(n)^H
+    (float64 or complex128),
     at a fraction of the SVD's cost; None where a kept singular value is within sqrt(eps)
     of its neighbours or of zero in relative terms, where the vectors are not determined to
     TensorLy's tolerances (TensorLy's own SVD then runs)."""
     import tensorly as tl
 
-    if tensor.dtype != np.float64:
+    if tensor.dtype not in (np.float64, np.complex128):
         return None
     gap = np.sqrt(np.finfo(np.float64).eps)
     factors = []
@@ -301,15 +304,16 @@ def _gram_svd_factors(tensor, rank, rng):
         if m.shape[0] > m.shape[1]:
             return None
         k = min(rank, m.shape[0])
-        # X_(n) = U S V^T  =>  X_(n) X_(n)^T = U S^2 U^T (eigenvalues ascending from eigh)
-        lam, vec = np.linalg.eigh(m @ m.T)
+        # X_(n) = U S V^H  =>  X_(n) X_(n)^H = U S^2 U^H (eigenvalues ascending from eigh)
+        lam, vec = np.linalg.eigh(m @ m.conj().T)
         lam, vec = lam[::-1], vec[:, ::-1]
         kept = np.append(lam[:k], lam[k] if k < len(lam) else 0.0)
         if not np.all(-np.diff(kept) > gap * lam[0]):
             return None
         u = vec[:, :k]
-        # svd_flip: the largest |entry| of each column positive
-        u = u * np.sign(u[np.argmax(np.abs(u), axis=0), np.arange(k)])
+        # svd_flip: the largest |entry| of each column real and positive (its phase
+        # sign(z) = z / |z| divided out; conj(sign) = sign for real entries)
+        u = u * np.conj(np.sign(u[np.argmax(np.abs(u), axis=0), np.arange(k)]))
         if mode == 0:
             u = u * np.sqrt(lam[:k])
         if m.shape[0] < rank:
@@ -432,7 +436,7 @@ def _non_negative_parafac_hals(tensor, rank, n_iter_max=100, init="svd", svd="tr
                                cvg_criterion="abs_rec_error"):
     args = dict(locals())
     reason = _cp_reason(tensor, n_iter_max, init, False, None, 0, None, False, cvg_criterion,
-                        fixed_modes)
+                        fixed_modes, complex_ok=False)
     if reason is None:
         if sparsity_coefficients is not None:
             reason = "sparsity_coefficients"

@@ -169,7 +169,7 @@ def test_bad_tensors():
     with pytest.raises(ValueError, match=r"Inf\) at NumPy index \[1, 2, 3\]"):
         tenfold.tucker(x, rank=1)
     with pytest.raises(TypeError, match="complex"):
-        tenfold.parafac(np.ones((3, 4), dtype=complex), 1)
+        tenfold.parafac(np.ones((3, 4), dtype=np.clongdouble), 1)
     with pytest.raises(TypeError, match="object"):
         tenfold.parafac(np.array([[1, None]], dtype=object), 1)
 

@@ -185,7 +185,6 @@ def test_linesearch_before_its_first_jump_runs_natively(fresh_patch):
 
 
 @pytest.mark.parametrize("tensor,reason", [
-    (np.random.default_rng(0).random((4, 3, 2)) + 1j, "dtype complex128"),
     (np.arange(24).reshape(4, 3, 2), "dtype int64"),
 ])
 def test_unserved_tensors_run_tensorly(fresh_patch, tensor, reason):
@@ -252,14 +251,18 @@ def test_start_weights_reach_no_normal_matrix(fixed_modes):
 @pytest.mark.parametrize("shape,rank,true_rank", [((30, 20, 10), 4, 6), ((6, 8, 7), 9, 3),
                                                   ((6, 8, 7), 4, 3)])
 @pytest.mark.parametrize("normalize_factors", [False, True])
-def test_svd_start_from_grams(shape, rank, true_rank, normalize_factors):
+@pytest.mark.parametrize("complex_", [False, True])
+def test_svd_start_from_grams(shape, rank, true_rank, normalize_factors, complex_):
     """The patch's SVD start (Gram eigenvectors) is TensorLy's initialize_cp to 1e-7, random
     columns past I_n drawn alike; TensorLy's own SVD runs where a kept singular value is
-    not separated (rank above the tensor's: 9 > 3 and 4 > 3)."""
+    not separated (rank above the tensor's: 9 > 3 and 4 > 3). Complex: the phases of
+    TensorLy's svd_flip (largest entry of each column real and positive)."""
     from tensorly.decomposition._cp import initialize_cp
 
     rng = np.random.default_rng(5)
-    x = tl.cp_to_tensor((None, [rng.standard_normal((s, true_rank)) for s in shape]))
+    x = tl.cp_to_tensor((None, [rng.standard_normal((s, true_rank))
+                                + (1j * rng.standard_normal((s, true_rank)) if complex_ else 0)
+                                for s in shape]))
     if rank < true_rank:
         assert tt._gram_svd_factors(x, rank, np.random.RandomState(0)) is not None
     else:
