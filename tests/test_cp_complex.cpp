@@ -486,6 +486,9 @@ TYPED_TEST(ComplexTest, OptionsWithoutMeaningForComplexTensorsAreRefused) {
   o.compress = CpCompress::on;
   expect_throw_with<InvalidArgument>([&] { cp_als(x, o); }, "compress = on");
   o.compress = CpCompress::automatic;
+  o.solver = CpSolver::sampled;
+  expect_throw_with<InvalidArgument>([&] { cp_als(x, o); }, "sampled is not available");
+  o.solver = CpSolver::exact;
   o.backend = Backend::reference;
   expect_throw_with<InvalidArgument>([&] { cp_als(x, o); }, "cpu backend only");
 }
