@@ -103,6 +103,14 @@ std::vector<std::pair<std::string, CpVariant<T>>> cp_variants() {
          o.n_starts = 1;
        })},
       {"row_major", with([](CpOptions& o) { o.layout = Layout::row_major; })},
+      // Its default samples exceed the rows of each Khatri-Rao product here, so every
+      // row is taken once: the sampled path's arithmetic without the draws. 15 sweeps,
+      // fewer than its stop after three stale checks takes (20), a threshold rounding
+      // decides.
+      {"sampled", with([](CpOptions& o) {
+         o.solver = CpSolver::sampled;
+         o.max_iters = 15;
+       })},
       {"masked em", masked(CpMissingSolver::em)},
       {"masked weighted", masked(CpMissingSolver::weighted)},
   };
