@@ -128,6 +128,11 @@ struct TENFOLD_API CpOptions {
   /// factors come back bit for bit, the others with unit 2-norm columns (the scale in the weights),
   /// components in the start's order and signs.
   std::vector<int> fixed_modes;
+  /// TensorLy's orthogonalise: each of the first `orthogonalise` sweeps (>= 0) starts by
+  /// replacing every factor with I_n >= R by the Q of its thin QR (Q^T Q = I) and the
+  /// weights by ones. Not with nonnegative, fixed_modes or compression (on is refused,
+  /// automatic is off).
+  int orthogonalise = 0;
   double ridge = 0.0;       ///< l2 regulariser added to the diagonal of each normal matrix
   double time_limit = 0.0;  ///< seconds; 0 means none (checked after each iteration)
   /// The NumPy-order entry. row_major: the input is a C-order array seen as its

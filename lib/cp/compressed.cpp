@@ -57,8 +57,17 @@ std::vector<index_t> planned_compression(const CpOptions& o, const std::vector<i
   if (o.compress == CpCompress::off) return {};
   if (!o.fixed_modes.empty()) {
     if (o.compress == CpCompress::on) {
-      throw InvalidArgument("compress = on cannot be combined with fixed modes (the core's "
-                            "factors would replace them)");
+      throw InvalidArgument(
+          "compress = on cannot be combined with fixed modes (the core's "
+          "factors would replace them)");
+    }
+    return {};
+  }
+  if (o.orthogonalise > 0) {
+    if (o.compress == CpCompress::on) {
+      throw InvalidArgument(
+          "compress = on cannot be combined with orthogonalise (the sweeps "
+          "on the core would orthogonalise the core's factors)");
     }
     return {};
   }

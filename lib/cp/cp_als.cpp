@@ -100,6 +100,34 @@ bool solve_normal_equations(Compute<T>& c, AlsState<T>& s, index_t rows, T* u) {
   return true;
 }
 
+// U = Q of the thin QR U = Q R (rows >= R), by CholeskyQR2: G = U^T U = L L^T, U <- U L^{-T},
+// twice (the second pass restores the orthogonality the first loses to cond(U)^2). A Gram
+// that is not numerically positive definite is shifted, G + sigma I, and a third pass
+// follows (shifted CholeskyQR3, Fukaya, Kannan, Nakatsukasa, Yamamoto and Yanagisawa
+// 2020; sigma bounds their 11 (m n + n (n + 1)) eps ||U||_2^2 by ||U||_F^2).
+template <class T>
+void orthonormalize(Compute<T>& c, AlsState<T>& s, index_t rows, T* u, int mode) {
+  const index_t r = s.r;
+  const auto size = static_cast<std::size_t>(rows * r);
+  int passes = 2;
+  for (int pass = 0; pass < passes; ++pass) {
+    c.syrk(Op::trans, r, rows, T(1), u, rows, T(0), s.chol.get(), r);
+    if (!c.potrf(r, s.chol.get(), r)) {
+      const double sigma = 11.0 *
+                           (static_cast<double>(rows) * r + static_cast<double>(r) * (r + 1)) *
+                           std::numeric_limits<T>::epsilon() * c.sum_squares(size, u);
+      c.syrk(Op::trans, r, rows, T(1), u, rows, T(0), s.chol.get(), r);
+      c.add_diagonal(r, s.chol.get(), r, static_cast<T>(sigma));
+      if (!(sigma > 0.0) || !c.potrf(r, s.chol.get(), r)) {
+        throw NumericalError("orthogonalise: the factor of mode " + std::to_string(mode) +
+                             " has no QR in this precision (it is zero or not finite)");
+      }
+      passes = 3;
+    }
+    c.solve_lower_right(Op::trans, r, s.chol.get(), r, rows, u, rows);
+  }
+}
+
 // automatic: nvecs while every Gram it forms (modes n >= 1) is at most
 // kCpNvecsMaxSize^2 entries, random otherwise.
 CpInit resolve_init(CpInit init, const std::vector<index_t>& dims) {
@@ -280,6 +308,20 @@ void validate_cp_options(const CpOptions& o, std::span<const Matrix<T>> initial_
   if (o.line_search && o.nonnegative) {
     throw InvalidArgument("line_search cannot be combined with nonnegative");
   }
+  if (o.orthogonalise < 0) {
+    throw InvalidOption("orthogonalise",
+                        "must be >= 0 (sweeps), got " + std::to_string(o.orthogonalise));
+  }
+  if (o.orthogonalise > 0 && o.nonnegative) {
+    throw InvalidArgument(
+        "orthogonalise cannot be combined with nonnegative (Q has negative "
+        "entries)");
+  }
+  if (o.orthogonalise > 0 && !o.fixed_modes.empty()) {
+    throw InvalidArgument(
+        "orthogonalise cannot be combined with fixed modes (the QR would "
+        "change the fixed factors)");
+  }
   if (!(o.time_limit >= 0.0)) {
     throw InvalidOption("time_limit", "must be >= 0, got " + number_string(o.time_limit));
   }
@@ -429,6 +471,20 @@ CpResult<T> run_cp_als(CpOperand<T>& x, Compute<T>& c, const CpOptions& o,
 
   double fit = 0.0;
   for (int iter = 1; iter <= o.max_iters; ++iter) {
+    if (iter <= o.orthogonalise) {
+      // U_n <- Q_n (U_n = Q_n R_n) where I_n >= R, lambda <- 1; G_n = U_n^T U_n
+      timed(t.other, [&] {
+        for (int n = 0; n < order; ++n) {
+          const auto ni = static_cast<std::size_t>(n);
+          const index_t in = dims[ni];
+          if (in < r) continue;
+          orthonormalize(c, s, in, s.ptrs[ni], n);
+          c.syrk(Op::trans, r, in, T(1), s.ptrs[ni], in, T(0), s.gram[ni].get(), r);
+          x.factor_changed(n);
+        }
+        c.fill(s.lambda.get(), static_cast<std::size_t>(r), T(1));
+      });
+    }
     const bool jump = line_search && LineSearch<T>::tries(iter);
     if (jump) timed(t.other, [&] { line_search->remember(s.ptrs, s.lambda.get(), order - 1); });
     double inner = 0.0;  // <X, model> after the sweep
