@@ -482,6 +482,22 @@ TEST(CpOrthogonalise, FollowsAlsWithQrOfTheFactorsInTheFirstSweeps) {
             1e-6);
 }
 
+TEST(CpOrthogonalise, RankDeficientFactorsStillConverge) {
+  // An exact rank-3 tensor at R = 4: after one sweep every factor has rank 3 (its Gram
+  // is singular to working precision) when the second and third sweeps take its QR; the
+  // run still reaches the exact model, as TensorLy's does.
+  const auto p = planted({6, 8, 7}, 3, 0.0, 0.0, 43);
+  CpOptions o;
+  o.rank = 4;
+  o.init = CpInit::random;
+  o.max_iters = 200;
+  o.tol = 1e-12;
+  o.orthogonalise = 3;
+  const CpResult<double> res = cp_als(p.tensor, o);
+  for (double f : res.fit_history) EXPECT_TRUE(std::isfinite(f));
+  EXPECT_LT(exact_relative_error(p.tensor, res.model), 1e-4);
+}
+
 TEST(CpOrthogonalise, Rejected) {
   Tensor<double> x = random_tensor<double>({3, 4, 2}, 5);
   CpOptions o;

@@ -233,9 +233,12 @@ def parafac(
         arguments"): ``return_errors=True`` returns ``(result, errors)``;
         ``fixed_modes`` keeps those axes' start factors (the last axis cannot be fixed,
         as in TensorLy); ``cvg_criterion='rec_error'`` stops when the error decreases
-        by less than `tol`; ``verbose`` prints the error per iteration. ``sparsity``
-        and ``orthogonalise`` need algorithms Tenfold does not have and raise
-        ValueError. A `callback` of two parameters is called TensorLy's way, as
+        by less than `tol`; ``verbose`` prints the error per iteration;
+        ``orthogonalise`` replaces the factors (those with at least `rank` rows) by the
+        Q of their QR before TensorLy's iterations 0..orthogonalise (True is 1; a true
+        value that is not an int: every iteration), not with ``fixed_modes``.
+        ``sparsity`` needs an algorithm Tenfold does not have and raises ValueError.
+        A `callback` of two parameters is called TensorLy's way, as
         ``callback((weights, factors), rec_error)`` after every iteration. A
         ``numpy.random.RandomState`` or ``Generator`` as `random_state` draws the
         random start from it as TensorLy does.
@@ -348,7 +351,7 @@ def _mask_like(mask, x):
 
 def _cp(tensor, rank, n_iter_max, init, tol, random_state, normalize_factors, callback, backend,
         dtype, linesearch, l2_reg, mask, n_starts, compress, nonnegative, fixed_axes=(),
-        callback_model=False):
+        callback_model=False, orthogonalise=0):
     """CP-ALS in Tenfold's terms; `callback` sees (iteration, fit, delta, seconds[, model])."""
     x = _as_float_array(tensor, "tensor", dtype)
     _validate.tensor_axes(x)
@@ -366,7 +369,7 @@ def _cp(tensor, rank, n_iter_max, init, tol, random_state, normalize_factors, ca
         bool(linesearch), _validate.nonnegative(l2_reg, "l2_reg"),
         None if mask is None else _mask_like(mask, x), bool(nonnegative),
         _validate.integer(n_starts, "n_starts", 1, _validate.INT_MAX), str(compress),
-        [int(a) for a in fixed_axes], bool(callback_model),
+        [int(a) for a in fixed_axes], bool(callback_model), int(orthogonalise),
     )
     weights, factors = r.pop("weights"), r.pop("factors")
     if not normalize_factors:

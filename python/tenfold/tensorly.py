@@ -73,14 +73,21 @@ def fixed_axes(fixed_modes, ndim):
 _SVD_NAMES = ("truncated_svd", "symeig_svd", "randomized_svd")
 
 
+def orthogonalised_sweeps(orthogonalise, n_iter_max):
+    """TensorLy's orthogonalise as a count of sweeps that start with the QR of the factors:
+    TensorLy orthogonalises at its 0-based iterations 0..k for an int k (True is 1), and at
+    every iteration for any other true value."""
+    if not orthogonalise:
+        return 0
+    k = orthogonalise if isinstance(orthogonalise, int) else n_iter_max
+    return max(0, min(k + 1, n_iter_max))
+
+
 def _refuse(extra, nonnegative):
     """ValueError for TensorLy arguments that need an algorithm Tenfold does not have."""
     if extra.get("sparsity"):
         raise ValueError("sparsity (a sparse component beside the CP model) is not supported "
                          "by Tenfold; use tensorly.decomposition.parafac")
-    if extra.get("orthogonalise"):
-        raise ValueError("orthogonalise (QR of the factors between sweeps) is not supported by "
-                         "Tenfold; use tensorly.decomposition.parafac")
     if extra.get("svd", "truncated_svd") not in _SVD_NAMES:
         raise ValueError(f"svd must be one of {', '.join(_SVD_NAMES)}, got {extra['svd']!r}")
     if extra.get("cvg_criterion", "abs_rec_error") not in ("abs_rec_error", "rec_error"):
@@ -154,10 +161,13 @@ def run_cp(cp, tensor, rank, n_iter_max, init, tol, random_state, normalize_fact
         return False
 
     use_hook = callback is not None or verbose or own_rule or extra.get("return_errors")
+    orthogonalise = extra.get("orthogonalise", False)
     res = cp(tensor, rank, n_iter_max, init, 0.0 if own_rule else tol, random_state,
              normalize_factors, hook if use_hook else None, backend, dtype,
              native["linesearch"], native["l2_reg"], native["mask"], native["n_starts"],
-             native["compress"], nonnegative, fixed, tensorly_callback)
+             native["compress"], nonnegative, fixed, tensorly_callback,
+             orthogonalised_sweeps(orthogonalise, n_iter_max)
+             if isinstance(n_iter_max, (int, np.integer)) else 0)
     if stopped:
         res.stop, res.converged = "converged", True
     if extra.get("return_errors"):
@@ -269,8 +279,8 @@ def _cp_reason(tensor, n_iter_max, init, orthogonalise, sparsity, l2_reg, mask, 
         return "sparsity"
     if _start_only(tensor, n_iter_max, fixed_modes):
         return None  # TensorLy's start is the answer, mask or not
-    if orthogonalise:
-        return "orthogonalise (QR of the factors before the first sweeps)"
+    if orthogonalise and fixed_modes:
+        return "orthogonalise with fixed_modes (TensorLy's QR changes the fixed factors)"
     if mask is not None:
         return "mask (TensorLy imputes the missing entries only after the first sweep)"
     if linesearch and n_iter_max >= _FIRST_JUMP_SWEEP:
@@ -472,7 +482,8 @@ def _native_cp(a, nonnegative):
     native = dict(linesearch=False, l2_reg=0.0, mask=None, n_starts=1, compress="off",
                   nonnegative=nonnegative)
     extra = dict(fixed_modes=fixed, return_errors=a["return_errors"],
-                 cvg_criterion=a["cvg_criterion"], verbose=a["verbose"])
+                 cvg_criterion=a["cvg_criterion"], verbose=a["verbose"],
+                 orthogonalise=a.get("orthogonalise", False))
     res = run_cp(_cp, tensor, rank, a["n_iter_max"], start, a["tol"] or 0.0, None,
                  a["normalize_factors"], callback, "cpu", None, native, extra,
                  start_callback=True, wrap=CPTensor)

@@ -95,8 +95,35 @@ def test_native_call_matches_tensorly_from_the_same_start(fresh_patch):
     np.testing.assert_allclose(tl.cp_to_tensor(cp), tl.cp_to_tensor(ref), rtol=0, atol=1e-8 * np.abs(x).max())
 
 
+@pytest.mark.parametrize("orthogonalise,qr_sweeps", [(True, 2), (3, 4), (0, 0), (1.0, 40)])
+def test_orthogonalise_matches_tensorly_from_the_same_start(fresh_patch, orthogonalise,
+                                                             qr_sweeps):
+    """TensorLy takes the QR of the factors at its iterations 0..orthogonalise (True is 1;
+    a true value that is not an int: every iteration); well-conditioned factors (rank
+    below the tensor's) make its Q, and so the run, determined to rounding."""
+    from tensorly.decomposition import parafac
+
+    assert tt.orthogonalised_sweeps(orthogonalise, 40) == qr_sweeps
+    rng = np.random.default_rng(4)
+    x = np.einsum("ir,jr,kr->ijk", *(rng.standard_normal((s, 4)) for s in (9, 8, 7)))
+    x = x + 0.1 * rng.standard_normal(x.shape)
+    kw = dict(init="random", random_state=5, tol=0, n_iter_max=40, return_errors=True,
+              orthogonalise=orthogonalise)
+    cp, errors = parafac(x, 3, **kw)
+    assert tt.calls()["native"] == 1
+    ref, ref_errors = parafac.__wrapped__(x, 3, **kw)
+    np.testing.assert_allclose(errors, ref_errors, rtol=1e-9)
+    np.testing.assert_allclose(tl.cp_to_tensor(cp), tl.cp_to_tensor(ref), rtol=0,
+                               atol=1e-8 * np.abs(x).max())
+    # Without the QR the errors differ while it is taken (TensorLy's errors may rise there).
+    plain = parafac.__wrapped__(x, 3, **dict(kw, orthogonalise=False))[1]
+    assert (qr_sweeps == 0) == np.allclose(plain[:max(qr_sweeps, 2)],
+                                           ref_errors[:max(qr_sweeps, 2)], rtol=1e-9)
+
+
 @pytest.mark.parametrize("kwargs,reason", [
-    (dict(orthogonalise=True), "orthogonalise"),
+    (dict(orthogonalise=True, init=(None, [np.ones((5, 2)), np.eye(4, 2), np.eye(3, 2)]),
+          fixed_modes=[1]), "orthogonalise with fixed_modes"),
     (dict(sparsity=0.9), "sparsity"),
     (dict(linesearch=True), "linesearch"),
     (dict(l2_reg=0.1), "l2_reg"),
@@ -197,8 +224,9 @@ def test_refused_arguments_direct_api():
     x = np.random.default_rng(1).random((6, 5, 4))
     with pytest.raises(ValueError, match="sparsity"):
         tenfold.parafac(x, 2, sparsity=0.5)
-    with pytest.raises(ValueError, match="orthogonalise"):
-        tenfold.parafac(x, 2, orthogonalise=True)
+    with pytest.raises(ValueError, match="orthogonalise cannot be combined with fixed modes"):
+        tenfold.parafac(x, 2, orthogonalise=True, init=(None, [np.ones((s, 2)) for s in x.shape]),
+                        fixed_modes=[0])
     with pytest.raises(ValueError, match="nn_modes"):
         tenfold.non_negative_parafac_hals(x, 2, nn_modes={0})
 
