@@ -376,15 +376,29 @@ std::vector<double> gram_schmidt_q(std::vector<double> u, index_t rows, index_t 
   return u;
 }
 
-// Plain ALS in double by definition (normal equations by Gaussian elimination on V^T),
-// the factors replaced by their Q where I_n >= R at the start of the first `orth` sweeps.
-// Returns the relative error after each sweep and leaves the last model in `u`.
+// The relative error of the model [[1; U_0, ..., U_{N-1}]] from its dense form.
+double model_error(const Tensor<double>& x, const std::vector<std::vector<double>>& u, index_t r) {
+  KTensor<double> model;
+  model.weights.assign(static_cast<std::size_t>(r), 1.0);
+  for (std::size_t n = 0; n < u.size(); ++n) model.factors.emplace_back(x.dims()[n], r, u[n]);
+  return exact_relative_error(x, model);
+}
+
+// Plain ALS in double by definition on unnormalised factors, as TensorLy's parafac
+// (normal equations by Gaussian elimination on V^T): the factors replaced by their Q
+// where I_n >= R at the start of the first `orth` sweeps; with line_search TensorLy's
+// jump at its iterations 6, 8, ... (0-based), kept when its error is below the previous
+// sweep's. Returns the relative error after each sweep and leaves the last model in `u`.
 std::vector<double> reference_als(const Tensor<double>& x, std::vector<std::vector<double>>& u,
-                                  index_t r, int sweeps, int orth) {
+                                  index_t r, int sweeps, int orth, bool line_search = false) {
   const auto& dims = x.dims();
   const int order = static_cast<int>(dims.size());
   std::vector<double> errors;
+  double power = 2.0;
+  int failures = 0;
   for (int it = 1; it <= sweeps; ++it) {
+    const bool jump = line_search && it > 6 && (it - 1) % 2 == 0;
+    const std::vector<std::vector<double>> before = u;
     for (int n = 0; n < order && it <= orth; ++n) {
       if (dims[static_cast<std::size_t>(n)] >= r)
         u[static_cast<std::size_t>(n)] =
@@ -433,12 +447,25 @@ std::vector<double> reference_als(const Tensor<double>& x, std::vector<std::vect
               y[static_cast<std::size_t>(j)];
       }
     }
-    KTensor<double> model;
-    model.weights.assign(static_cast<std::size_t>(r), 1.0);
-    for (int n = 0; n < order; ++n)
-      model.factors.emplace_back(dims[static_cast<std::size_t>(n)], r,
-                                 u[static_cast<std::size_t>(n)]);
-    errors.push_back(exact_relative_error(x, model));
+    double error = model_error(x, u, r);
+    if (jump) {
+      // C_n = P_n + j (U_n - P_n), j = (it - 1)^(1/power)
+      const double j = std::pow(static_cast<double>(it - 1), 1.0 / power);
+      std::vector<std::vector<double>> c = u;
+      for (std::size_t n = 0; n < c.size(); ++n)
+        for (std::size_t i = 0; i < c[n].size(); ++i)
+          c[n][i] = before[n][i] + j * (u[n][i] - before[n][i]);
+      const double jumped = model_error(x, c, r);
+      if (jumped < errors.back()) {
+        u = c;
+        error = jumped;
+        failures = 0;
+      } else if (++failures == 4) {
+        power += 1.0;
+        failures = 0;
+      }
+    }
+    errors.push_back(error);
   }
   return errors;
 }
@@ -496,6 +523,39 @@ TEST(CpOrthogonalise, RankDeficientFactorsStillConverge) {
   const CpResult<double> res = cp_als(p.tensor, o);
   for (double f : res.fit_history) EXPECT_TRUE(std::isfinite(f));
   EXPECT_LT(exact_relative_error(p.tensor, res.model), 1e-4);
+}
+
+TEST(CpLineSearch, TensorlyRuleFollowsTensorlysJumpsOnUnnormalisedFactors) {
+  // Collinear components: ALS crawls, and most jumps are taken.
+  const auto p = planted({9, 8, 7}, 3, 0.8, 0.02, 47);
+  const index_t r = 3;
+  std::vector<Matrix<double>> start;
+  for (std::size_t n = 0; n < 3; ++n)
+    start.push_back(random_matrix<double>(p.tensor.dims()[n], r, 60 + n));
+  std::vector<std::vector<double>> u;
+  for (const auto& f : start) u.emplace_back(f.data(), f.data() + f.size());
+  const std::vector<double> errors = reference_als(p.tensor, u, r, 40, 2, true);
+  CpOptions o;
+  o.rank = r;
+  o.max_iters = 40;
+  o.tol = 0.0;
+  o.orthogonalise = 2;
+  o.line_search = true;
+  o.line_search_rule = CpLineSearchRule::tensorly;
+  const CpResult<double> res = cp_als(p.tensor, o, start);
+  EXPECT_GE(res.line_search_accepted, 5);
+  ASSERT_EQ(res.fit_history.size(), errors.size());
+  for (std::size_t i = 0; i < errors.size(); ++i)
+    EXPECT_NEAR(res.fit_history[i], 1.0 - errors[i], 1e-9) << "sweep " << i + 1;
+  // Tenfold's rule (the weights in the last factor, the sweep's error to beat) jumps
+  // elsewhere.
+  o.line_search_rule = CpLineSearchRule::tenfold;
+  EXPECT_GT(std::abs(cp_als(p.tensor, o, start).fit_history[12] - res.fit_history[12]), 1e-7);
+  EXPECT_EQ(parse_cp_line_search_rule(to_string(CpLineSearchRule::tensorly)),
+            CpLineSearchRule::tensorly);
+  expect_throw_with<InvalidArgument>(
+      [] { parse_cp_line_search_rule("bro"); },
+      "unknown line search rule 'bro' (expected tenfold or tensorly)");
 }
 
 TEST(CpOrthogonalise, Rejected) {

@@ -68,6 +68,21 @@ TENFOLD_API std::string_view to_string(CpMissingSolver solver);
 /// Parses the names above; throws InvalidArgument otherwise.
 TENFOLD_API CpMissingSolver parse_cp_missing_solver(std::string_view name);
 
+/// Which rule CpOptions::line_search follows (docs/algorithms.md, "Line search").
+enum class CpLineSearchRule {
+  /// The jump is kept when it lowers the error of the sweep it extends.
+  tenfold,
+  /// TensorLy's parafac: kept when it lowers the previous sweep's error, the factors
+  /// extrapolated at the scales TensorLy's unnormalised factors have (its
+  /// normalize_factors=True rescales them between iterations, which leaves the jump as is).
+  tensorly,
+};
+
+/// "tenfold" or "tensorly".
+TENFOLD_API std::string_view to_string(CpLineSearchRule rule);
+/// Parses the names above; throws InvalidArgument otherwise.
+TENFOLD_API CpLineSearchRule parse_cp_line_search_rule(std::string_view name);
+
 /// Why the iteration stopped.
 enum class CpStop { converged, max_iters, time_limit, callback };
 TENFOLD_API std::string_view to_string(CpStop stop);
@@ -110,6 +125,8 @@ struct TENFOLD_API CpOptions {
   /// linesearch=True); accepted only when it lowers the error. Not with nonnegative or
   /// missing values.
   bool line_search = false;
+  /// The rule of line_search (ignored without it).
+  CpLineSearchRule line_search_rule = CpLineSearchRule::tenfold;
   /// Dense input only: ST-HOSVD of the tensor to the ranks cp_compression_ranks gives,
   /// CP-ALS of the small core (every start, n_starts included, runs there), the
   /// factors lifted back (U_n times the core's factors), then ALS sweeps on the full

@@ -425,7 +425,7 @@ CpResult<T> run_cp_als(CpOperand<T>& x, Compute<T>& c, const CpOptions& o,
   std::vector<T*> gram_ptrs;
   for (auto& g : s.gram) gram_ptrs.push_back(g.get());
   std::optional<LineSearch<T>> line_search;
-  if (o.line_search) line_search.emplace(c, dims, r);
+  if (o.line_search) line_search.emplace(c, dims, r, o.line_search_rule, o.fixed_modes);
   for (int n = 0; n < order; ++n) {
     // G_n = U_n^T U_n
     c.syrk(Op::trans, r, dims[static_cast<std::size_t>(n)], T(1),
@@ -470,6 +470,7 @@ CpResult<T> run_cp_als(CpOperand<T>& x, Compute<T>& c, const CpOptions& o,
   };
 
   double fit = 0.0;
+  double previous_resid2 = std::numeric_limits<double>::infinity();
   for (int iter = 1; iter <= o.max_iters; ++iter) {
     if (iter <= o.orthogonalise) {
       // U_n <- Q_n (U_n = Q_n R_n) where I_n >= R, lambda <- 1; G_n = U_n^T U_n
@@ -479,6 +480,7 @@ CpResult<T> run_cp_als(CpOperand<T>& x, Compute<T>& c, const CpOptions& o,
           const index_t in = dims[ni];
           if (in < r) continue;
           orthonormalize(c, s, in, s.ptrs[ni], n);
+          if (line_search) line_search->factor_updated(n, nullptr);
           c.syrk(Op::trans, r, in, T(1), s.ptrs[ni], in, T(0), s.gram[ni].get(), r);
           x.factor_changed(n);
         }
@@ -526,6 +528,7 @@ CpResult<T> run_cp_als(CpOperand<T>& x, Compute<T>& c, const CpOptions& o,
         }
         c.normalize_columns(iter == 1 ? ColumnNorm::two : ColumnNorm::max_or_one, in, r, s.ptrs[ni],
                             in, s.lambda.get());
+        if (line_search) line_search->factor_updated(n, s.lambda.get());
         x.factor_changed(n);
       });
       timed(t.gram,
@@ -545,10 +548,11 @@ CpResult<T> run_cp_als(CpOperand<T>& x, Compute<T>& c, const CpOptions& o,
     });
     if (jump) {
       timed(t.other, [&] {
-        resid2 = line_search->jump(x, iter, resid2, norm_x2, s.ptrs, gram_ptrs, s.lambda.get(),
-                                   order - 1);
+        resid2 = line_search->jump(x, iter, resid2, previous_resid2, norm_x2, s.ptrs, gram_ptrs,
+                                   s.lambda.get(), order - 1);
       });
     }
+    previous_resid2 = resid2;
     if (!std::isfinite(resid2)) {
       throw NumericalError(
           "CP-ALS produced a non-finite fit at iteration " + std::to_string(iter) +

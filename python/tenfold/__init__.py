@@ -216,7 +216,9 @@ def parafac(
     dtype : {None, numpy.float32, numpy.float64}
         Precision to compute in; None keeps the input's (bool/integer input: float64).
     linesearch : bool
-        Bro's extrapolation, as TensorLy's ``linesearch=True``.
+        Bro's extrapolation, as TensorLy's ``linesearch=True``, but a jump is kept when
+        it lowers the error of the sweep it extends (TensorLy: of the previous sweep), so
+        the fit never drops.
     l2_reg : float
         Ridge term added to each normal matrix (TensorLy's ``l2_reg``).
     mask : array_like of bool, optional
@@ -351,7 +353,7 @@ def _mask_like(mask, x):
 
 def _cp(tensor, rank, n_iter_max, init, tol, random_state, normalize_factors, callback, backend,
         dtype, linesearch, l2_reg, mask, n_starts, compress, nonnegative, fixed_axes=(),
-        callback_model=False, orthogonalise=0):
+        callback_model=False, orthogonalise=0, linesearch_rule="tenfold"):
     """CP-ALS in Tenfold's terms; `callback` sees (iteration, fit, delta, seconds[, model])."""
     x = _as_float_array(tensor, "tensor", dtype)
     _validate.tensor_axes(x)
@@ -370,6 +372,7 @@ def _cp(tensor, rank, n_iter_max, init, tol, random_state, normalize_factors, ca
         None if mask is None else _mask_like(mask, x), bool(nonnegative),
         _validate.integer(n_starts, "n_starts", 1, _validate.INT_MAX), str(compress),
         [int(a) for a in fixed_axes], bool(callback_model), int(orthogonalise),
+        str(linesearch_rule),
     )
     weights, factors = r.pop("weights"), r.pop("factors")
     if not normalize_factors:

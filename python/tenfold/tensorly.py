@@ -167,7 +167,8 @@ def run_cp(cp, tensor, rank, n_iter_max, init, tol, random_state, normalize_fact
              native["linesearch"], native["l2_reg"], native["mask"], native["n_starts"],
              native["compress"], nonnegative, fixed, tensorly_callback,
              orthogonalised_sweeps(orthogonalise, n_iter_max)
-             if isinstance(n_iter_max, (int, np.integer)) else 0)
+             if isinstance(n_iter_max, (int, np.integer)) else 0,
+             native.get("linesearch_rule", "tenfold"))
     if stopped:
         res.stop, res.converged = "converged", True
     if extra.get("return_errors"):
@@ -249,10 +250,6 @@ def _tensor_reason(tensor):
     return None
 
 
-# TensorLy's first line-search jump comes after its 7th sweep (0-based iteration 6).
-_FIRST_JUMP_SWEEP = 7
-
-
 def _start_only(tensor, n_iter_max, fixed_modes):
     """Whether TensorLy's parafac returns its start (no sweep, or every mode fixed)."""
     return n_iter_max == 0 or _every_mode_fixed(tensor, fixed_modes)
@@ -283,9 +280,6 @@ def _cp_reason(tensor, n_iter_max, init, orthogonalise, sparsity, l2_reg, mask, 
         return "orthogonalise with fixed_modes (TensorLy's QR changes the fixed factors)"
     if mask is not None:
         return "mask (TensorLy imputes the missing entries only after the first sweep)"
-    if linesearch and n_iter_max >= _FIRST_JUMP_SWEEP:
-        return ("linesearch (TensorLy keeps a jump that beats the previous sweep's error and "
-                "extrapolates its unnormalised factors)")
     if l2_reg:
         return "l2_reg (TensorLy regularises the unnormalised factors)"
     if cvg_criterion not in ("abs_rec_error", "rec_error"):
@@ -479,8 +473,10 @@ def _native_cp(a, nonnegative):
                            tl.ones(rank, **tl.context(tensor)), factors)),
                  _relative_error(tensor, weights, factors))
     start = _fold_weights(weights, factors, fixed)
-    native = dict(linesearch=False, l2_reg=0.0, mask=None, n_starts=1, compress="off",
-                  nonnegative=nonnegative)
+    # TensorLy's line search: its acceptance rule, at the scales of its factors.
+    native = dict(linesearch=bool(a.get("linesearch")), l2_reg=0.0, mask=None, n_starts=1,
+                  compress="off", nonnegative=nonnegative,
+                  linesearch_rule="tensorly")
     extra = dict(fixed_modes=fixed, return_errors=a["return_errors"],
                  cvg_criterion=a["cvg_criterion"], verbose=a["verbose"],
                  orthogonalise=a.get("orthogonalise", False))

@@ -125,7 +125,6 @@ def test_orthogonalise_matches_tensorly_from_the_same_start(fresh_patch, orthogo
     (dict(orthogonalise=True, init=(None, [np.ones((5, 2)), np.eye(4, 2), np.eye(3, 2)]),
           fixed_modes=[1]), "orthogonalise with fixed_modes"),
     (dict(sparsity=0.9), "sparsity"),
-    (dict(linesearch=True), "linesearch"),
     (dict(l2_reg=0.1), "l2_reg"),
 ])
 def test_unserved_arguments_run_tensorly(fresh_patch, kwargs, reason):
@@ -177,21 +176,34 @@ def test_start_returned_natively(fresh_patch, kwargs):
         assert abs(e - f) <= 1e-14
 
 
-def test_linesearch_before_its_first_jump_runs_natively(fresh_patch):
-    """TensorLy's line search tries its first jump after the 7th sweep: with fewer sweeps
-    the call is plain ALS and runs natively; with more it falls back."""
+@pytest.mark.parametrize("normalize_factors,orthogonalise", [(False, False), (True, False),
+                                                              (False, True)])
+def test_linesearch_matches_tensorly_from_the_same_start(fresh_patch, normalize_factors,
+                                                         orthogonalise):
+    """TensorLy's jumps (after its 7th sweep: kept when they beat the previous sweep's
+    error, its unnormalised factors extrapolated) natively, with its error list (none for
+    a line-search iteration)."""
     from tensorly.decomposition import parafac
 
-    x = np.random.default_rng(3).random((6, 5, 4))
-    out, errors = parafac(x, 2, n_iter_max=6, tol=0, linesearch=True, return_errors=True)
-    ref, ref_errors = parafac.__wrapped__(x, 2, n_iter_max=6, tol=0, linesearch=True,
-                                          return_errors=True)
+    rng = np.random.default_rng(7)
+    factors = [rng.standard_normal((s, 4)) for s in (12, 10, 9)]
+    factors = [f + 2 * f[:, :1] for f in factors]  # collinear components: many jumps taken
+    x = np.einsum("ir,jr,kr->ijk", *factors) + 0.01 * rng.standard_normal((12, 10, 9))
+    kw = dict(init="random", random_state=3, n_iter_max=40, tol=1e-12, linesearch=True,
+              normalize_factors=normalize_factors, orthogonalise=orthogonalise,
+              return_errors=True)
+    out, errors = parafac(x, 4, **kw)
     assert tt.calls()["native"] == 1
+    ref, ref_errors = parafac.__wrapped__(x, 4, **kw)
+    assert len(errors) == len(ref_errors) < 40
     np.testing.assert_allclose(errors, ref_errors, rtol=1e-9)
     np.testing.assert_allclose(tl.cp_to_tensor(out), tl.cp_to_tensor(ref), rtol=0,
-                               atol=1e-9 * np.abs(x).max())
-    parafac(x, 2, n_iter_max=7, tol=0, linesearch=True, return_errors=True)
-    assert tt.calls()["fallback"] == 1
+                               atol=1e-8 * np.abs(x).max())
+    # Tenfold's own rule takes other jumps.
+    own = tenfold.parafac(x, 4, init=(None, tl.decomposition._cp.initialize_cp(
+        x, 4, init="random", random_state=3)[1]), n_iter_max=40, tol=0, linesearch=True,
+        orthogonalise=orthogonalise, return_errors=True)[1]
+    assert not np.allclose(own[:len(ref_errors)], ref_errors, rtol=1e-6)
 
 
 @pytest.mark.parametrize("tensor,reason", [
