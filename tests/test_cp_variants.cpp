@@ -558,6 +558,82 @@ TEST(CpLineSearch, TensorlyRuleFollowsTensorlysJumpsOnUnnormalisedFactors) {
       "unknown line search rule 'bro' (expected tenfold or tensorly)");
 }
 
+// TensorLy's sparsity error by definition: ||R - S|| for R = X - M and S the entries of R
+// with |r| >= the k-th largest |r| (sorting all magnitudes).
+double sparsity_error(const Tensor<double>& x, const std::vector<std::vector<double>>& u, index_t r,
+                      std::size_t k) {
+  KTensor<double> model;
+  model.weights.assign(static_cast<std::size_t>(r), 1.0);
+  for (std::size_t n = 0; n < u.size(); ++n) model.factors.emplace_back(x.dims()[n], r, u[n]);
+  const std::vector<double> m = naive_full(model);
+  std::vector<double> mags;
+  for (index_t i = 0; i < x.numel(); ++i)
+    mags.push_back(std::abs(x[i] - m[static_cast<std::size_t>(i)]));
+  std::vector<double> sorted = mags;
+  std::sort(sorted.begin(), sorted.end());
+  const double bound = sorted[sorted.size() - k];
+  double e = 0.0, norm = 0.0;
+  for (index_t i = 0; i < x.numel(); ++i) {
+    norm += x[i] * x[i];
+    if (mags[static_cast<std::size_t>(i)] < bound)
+      e += mags[static_cast<std::size_t>(i)] * mags[static_cast<std::size_t>(i)];
+  }
+  return std::sqrt(e / norm);
+}
+
+TEST(CpSparsity, ErrorWithoutTheLargestResidualEntriesAlongPlainAlsSweeps) {
+  // Rank 3 plus 10 large outliers: the sweeps are plain ALS on X, the error of each
+  // is that of X - M - S.
+  auto p = planted({7, 6, 5}, 3, 0.3, 0.01, 49);
+  for (index_t i = 0; i < 10; ++i) p.tensor[i * 17] += 5.0 * (i % 2 == 0 ? 1.0 : -1.0);
+  const index_t r = 3;
+  std::vector<Matrix<double>> start;
+  for (std::size_t n = 0; n < 3; ++n)
+    start.push_back(random_matrix<double>(p.tensor.dims()[n], r, 70 + n));
+  CpOptions o;
+  o.rank = r;
+  o.max_iters = 8;
+  o.tol = 0.0;
+  o.sparsity = 12;
+  const CpResult<double> res = cp_als(p.tensor, o, start);
+  o.sparsity = 0;
+  const CpResult<double> plain = cp_als(p.tensor, o, start);
+  std::vector<std::vector<double>> u;
+  for (const auto& f : start) u.emplace_back(f.data(), f.data() + f.size());
+  ASSERT_EQ(res.fit_history.size(), 8U);
+  for (int it = 1; it <= 8; ++it) {
+    reference_als(p.tensor, u, r, 1, 0);
+    EXPECT_NEAR(res.fit_history[static_cast<std::size_t>(it - 1)],
+                1.0 - sparsity_error(p.tensor, u, r, 12), 1e-10)
+        << "sweep " << it;
+    EXPECT_GT(res.fit_history[static_cast<std::size_t>(it - 1)],
+              plain.fit_history[static_cast<std::size_t>(it - 1)] + 1e-3);
+  }
+  EXPECT_LT(rel_diff(naive_full(res.model), naive_full(plain.model)), 1e-12);
+  // As many sparse entries as the tensor has: S is the whole residual.
+  o.sparsity = p.tensor.numel();
+  EXPECT_EQ(cp_als(p.tensor, o, start).fit, 1.0);
+}
+
+TEST(CpSparsity, Rejected) {
+  Tensor<double> x = random_tensor<double>({3, 4, 2}, 5);
+  CpOptions o;
+  o.rank = 2;
+  o.sparsity = -1;
+  expect_throw_with<InvalidArgument>([&] { cp_als(x, o); }, "sparsity must be >= 0");
+  o.sparsity = 3;
+  o.compress = CpCompress::on;
+  expect_throw_with<InvalidArgument>([&] { cp_als(x, o); },
+                                     "compress = on cannot be combined with sparsity");
+  o.compress = CpCompress::automatic;
+  std::vector<std::uint8_t> mask(static_cast<std::size_t>(x.numel()), 1);
+  expect_throw_with<InvalidArgument>(
+      [&] { cp_als(x, TensorView<const std::uint8_t>(mask.data(), x.dims()), o); },
+      "sparsity applies to dense tensors without a mask, not to a tensor with missing entries");
+  expect_throw_with<InvalidArgument>([&] { cp_als(random_ktensor<double>(x.dims(), 2, 3), o); },
+                                     "not to a tensor given in CP or Tucker form");
+}
+
 TEST(CpOrthogonalise, Rejected) {
   Tensor<double> x = random_tensor<double>({3, 4, 2}, 5);
   CpOptions o;

@@ -150,6 +150,12 @@ struct TENFOLD_API CpOptions {
   /// weights by ones. Not with nonnegative, fixed_modes or compression (on is refused,
   /// automatic is off).
   int orthogonalise = 0;
+  /// TensorLy's sparsity (robust CP; dense input without a mask only): the error the loop
+  /// measures (fit, stopping rule, line search) is that of X - M - S, S the `sparsity`
+  /// largest-magnitude entries of the residual X - M (every entry at least as large as
+  /// the sparsity-th largest), while the sweeps fit X itself, as TensorLy 0.10's do.
+  /// 0: off. Not with compression (on is refused, automatic is off).
+  index_t sparsity = 0;
   double ridge = 0.0;       ///< l2 regulariser added to the diagonal of each normal matrix
   double time_limit = 0.0;  ///< seconds; 0 means none (checked after each iteration)
   /// The NumPy-order entry. row_major: the input is a C-order array seen as its

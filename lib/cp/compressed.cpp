@@ -63,6 +63,14 @@ std::vector<index_t> planned_compression(const CpOptions& o, const std::vector<i
     }
     return {};
   }
+  if (o.sparsity > 0) {
+    if (o.compress == CpCompress::on) {
+      throw InvalidArgument(
+          "compress = on cannot be combined with sparsity (the core's sweeps would measure "
+          "the plain error)");
+    }
+    return {};
+  }
   if (o.orthogonalise > 0) {
     if (o.compress == CpCompress::on) {
       throw InvalidArgument(

@@ -21,6 +21,7 @@
 #include "cp/line_search.hpp"
 #include "cp/masked_operand.hpp"
 #include "cp/reversed_operand.hpp"
+#include "cp/sparsity_operand.hpp"
 #include "cp/stop.hpp"
 #include "tenfold/error.hpp"
 
@@ -311,6 +312,9 @@ void validate_cp_options(const CpOptions& o, std::span<const Matrix<T>> initial_
   if (o.orthogonalise < 0) {
     throw InvalidOption("orthogonalise",
                         "must be >= 0 (sweeps), got " + std::to_string(o.orthogonalise));
+  }
+  if (o.sparsity < 0) {
+    throw InvalidOption("sparsity", "must be >= 0 (entries), got " + std::to_string(o.sparsity));
   }
   if (o.orthogonalise > 0 && o.nonnegative) {
     throw InvalidArgument(
@@ -746,10 +750,17 @@ CpResult<T> cp_als(TensorView<const T> x, const CpOptions& options, CpStart<T> i
           if (const auto ranks = detail::planned_compression(o, axes); !ranks.empty()) {
             return detail::run_compressed_cp(xs, in_place, *c, o, initial, ranks, start);
           }
+          const auto run = [&](detail::CpOperand<T>& op) {
+            return detail::run_in_axis_numbering(*c, op, in_place, [&](detail::CpOperand<T>& a) {
+              return detail::run_cp_starts(a, *c, o, initial, start);
+            });
+          };
+          if (o.sparsity > 0) {
+            detail::SparsityOperand<T> op(*c, xs, o.sparsity);
+            return run(op);
+          }
           detail::DenseOperand<T> op(*c, xs);
-          return detail::run_in_axis_numbering(*c, op, in_place, [&](detail::CpOperand<T>& a) {
-            return detail::run_cp_starts(a, *c, o, initial, start);
-          });
+          return run(op);
         });
   }
   detail::scale_back(std::span<T>(res.model.weights), b.exponent, b, "the CP weights");

@@ -26,6 +26,13 @@ template <class T>
 void validate_cp_options(const CpOptions& options, std::span<const Matrix<T>> initial_factors,
                          const std::vector<index_t>& dims);
 
+/// CpOptions::sparsity is for a dense tensor without a mask: `input` names any other.
+inline void refuse_sparsity(const CpOptions& options, const std::string& input) {
+  if (options.sparsity > 0) {
+    throw InvalidArgument("sparsity applies to dense tensors without a mask, not to " + input);
+  }
+}
+
 /// Components of a start that CP-ALS cannot move, ascending. The first update reads
 /// only the factors of the modes `read` (all but the first mode swept), through the
 /// normal matrix V = *_m U_m^T U_m, the Gram of their Khatri-Rao product K. Component j
@@ -88,6 +95,7 @@ CpResult<T> cp_als_of_model(const Model& x, const CpOptions& options,
                           std::to_string(x.order()));
   }
   validate_cp_options(options, initial_factors, x.dims());
+  refuse_sparsity(options, "a tensor given in CP or Tucker form");
   auto c = make_compute<T>(options.backend);
   const bool reverse = options.layout == Layout::row_major;
   const Model axis_order = reverse ? reverse_modes(x) : Model();

@@ -49,6 +49,7 @@ CpResult<T> cp_als(TensorView<const T> x, TensorView<const std::uint8_t> observe
     throw InvalidArgument("compress = on cannot be combined with missing values");
   }
   detail::validate_cp_options(options, initial_factors, x.dims());
+  detail::refuse_sparsity(options, "a tensor with missing entries");
   auto c = detail::make_compute<T>(options.backend);
   // Magnitudes far from 1: the problem scaled by a power of two (core/scaling.hpp).
   const detail::Balancing b = detail::balancing(x, observed.data());

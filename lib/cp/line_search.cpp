@@ -113,16 +113,20 @@ double LineSearch<T>::jump(CpOperand<T>& x, int iter, double resid2, double prev
     if (n > 0) c_.hadamard(rr, gram_.get(), v_.get());
     x.factor_changed(n);
   }
-  // ||X - C||^2 = ||X||^2 + 1^T V 1 - 2 <MTTKRP_last(C), C_last>
-  const auto lastu = static_cast<std::size_t>(last);
-  const index_t il = dims_[lastu];
-  x.mttkrp(last, cand_ptrs_, r_, m_.get());
-  const double inner = c_.dot(static_cast<std::size_t>(il * r_), m_.get(), cand_[lastu].get());
-  std::vector<T> v(rr);
-  c_.download(v.data(), v_.get(), rr);
-  double norm_c2 = 0.0;
-  for (T e : v) norm_c2 += static_cast<double>(e);
-  const double cand_resid2 = norm_x2 + norm_c2 - 2.0 * inner;
+  // The operand's own error of C, or ||X - C||^2 = ||X||^2 + 1^T V 1 - 2 <MTTKRP_last(C), C_last>
+  c_.fill(scale_.get(), static_cast<std::size_t>(r_), T(1));
+  double cand_resid2 = x.model_error2(cand_ptrs_, scale_.get(), r_);
+  if (cand_resid2 < 0.0) {
+    const auto lastu = static_cast<std::size_t>(last);
+    const index_t il = dims_[lastu];
+    x.mttkrp(last, cand_ptrs_, r_, m_.get());
+    const double inner = c_.dot(static_cast<std::size_t>(il * r_), m_.get(), cand_[lastu].get());
+    std::vector<T> v(rr);
+    c_.download(v.data(), v_.get(), rr);
+    double norm_c2 = 0.0;
+    for (T e : v) norm_c2 += static_cast<double>(e);
+    cand_resid2 = norm_x2 + norm_c2 - 2.0 * inner;
+  }
   for (int n = 0; n < order; ++n) x.factor_changed(n);
   const double reference = tensorly() ? previous_resid2 : resid2;
   if (!(std::isfinite(cand_resid2) && cand_resid2 < reference)) {

@@ -238,9 +238,12 @@ def parafac(
         by less than `tol`; ``verbose`` prints the error per iteration;
         ``orthogonalise`` replaces the factors (those with at least `rank` rows) by the
         Q of their QR before TensorLy's iterations 0..orthogonalise (True is 1; a true
-        value that is not an int: every iteration), not with ``fixed_modes``.
-        ``sparsity`` needs an algorithm Tenfold does not have and raises ValueError.
-        A `callback` of two parameters is called TensorLy's way, as
+        value that is not an int: every iteration), not with ``fixed_modes``;
+        ``sparsity`` (a count of entries, or a float: that fraction of the tensor's) is
+        TensorLy's robust CP: the sweeps fit the tensor, the error (stopping rule, line
+        search, errors) leaves out the residual's `sparsity` largest entries, and the
+        call returns ``(result, sparse_component)``, those entries of the final residual
+        (dense arrays without a mask only). A `callback` of two parameters is called TensorLy's way, as
         ``callback((weights, factors), rec_error)`` after every iteration. A
         ``numpy.random.RandomState`` or ``Generator`` as `random_state` draws the
         random start from it as TensorLy does.
@@ -353,7 +356,7 @@ def _mask_like(mask, x):
 
 def _cp(tensor, rank, n_iter_max, init, tol, random_state, normalize_factors, callback, backend,
         dtype, linesearch, l2_reg, mask, n_starts, compress, nonnegative, fixed_axes=(),
-        callback_model=False, orthogonalise=0, linesearch_rule="tenfold"):
+        callback_model=False, orthogonalise=0, linesearch_rule="tenfold", sparsity=0):
     """CP-ALS in Tenfold's terms; `callback` sees (iteration, fit, delta, seconds[, model])."""
     x = _as_float_array(tensor, "tensor", dtype)
     _validate.tensor_axes(x)
@@ -372,7 +375,7 @@ def _cp(tensor, rank, n_iter_max, init, tol, random_state, normalize_factors, ca
         None if mask is None else _mask_like(mask, x), bool(nonnegative),
         _validate.integer(n_starts, "n_starts", 1, _validate.INT_MAX), str(compress),
         [int(a) for a in fixed_axes], bool(callback_model), int(orthogonalise),
-        str(linesearch_rule),
+        str(linesearch_rule), int(sparsity),
     )
     weights, factors = r.pop("weights"), r.pop("factors")
     if not normalize_factors:

@@ -83,11 +83,33 @@ def orthogonalised_sweeps(orthogonalise, n_iter_max):
     return max(0, min(k + 1, n_iter_max))
 
 
+def sparse_entries(sparsity, shape):
+    """TensorLy's sparsity as a count of entries: a float is a fraction of the tensor's
+    (rounded down), anything else a count; a false value (or a count of 0) is none."""
+    if not sparsity:
+        return 0
+    if isinstance(sparsity, float):
+        return int(sparsity * np.prod(shape))
+    return int(sparsity)
+
+
+def _full(weights, factors):
+    """The dense tensor of a CP model (NumPy axis order)."""
+    letters = "abcdefghijklmnopqrstuvwxy"[:len(factors)]
+    return np.einsum(",".join(a + "z" for a in letters) + ",z->" + letters, *factors, weights)
+
+
+def sparsify(residual, count):
+    """TensorLy's sparsify_tensor: the entries of `residual` at least as large in magnitude
+    as its count-th largest (all of it when count >= its size), zeros elsewhere."""
+    if count >= residual.size:
+        return residual
+    bound = np.sort(np.abs(residual), axis=None)[-count]
+    return np.where(np.abs(residual) < bound, np.zeros_like(residual), residual)
+
+
 def _refuse(extra, nonnegative):
     """ValueError for TensorLy arguments that need an algorithm Tenfold does not have."""
-    if extra.get("sparsity"):
-        raise ValueError("sparsity (a sparse component beside the CP model) is not supported "
-                         "by Tenfold; use tensorly.decomposition.parafac")
     if extra.get("svd", "truncated_svd") not in _SVD_NAMES:
         raise ValueError(f"svd must be one of {', '.join(_SVD_NAMES)}, got {extra['svd']!r}")
     if extra.get("cvg_criterion", "abs_rec_error") not in ("abs_rec_error", "rec_error"):
@@ -133,6 +155,7 @@ def run_cp(cp, tensor, rank, n_iter_max, init, tol, random_state, normalize_fact
     verbose = extra.get("verbose", 0)
     linesearch = native["linesearch"]
     tensorly_callback = callback is not None and _takes_model(callback)
+    card = sparse_entries(extra.get("sparsity"), np.shape(tensor))
     # TensorLy's stopping rule in Python where it differs from Tenfold's |change| < tol:
     # the signed decrease, or a start_callback run (the patch) that records errors as TensorLy.
     own_rule = cvg == "rec_error" or start_callback is not None
@@ -148,7 +171,11 @@ def run_cp(cp, tensor, rank, n_iter_max, init, tol, random_state, normalize_fact
             if tensorly_callback:
                 weights, factors = model
                 x_dtype = np.result_type(np.asarray(tensor).dtype, np.float32)
-                cp_model = wrap((weights.astype(x_dtype), [f.astype(x_dtype) for f in factors]))
+                weights, factors = weights.astype(x_dtype), [f.astype(x_dtype) for f in factors]
+                cp_model = wrap((weights, factors))
+                if card:  # TensorLy's robust CP: the model and the sparse component
+                    cp_model = (cp_model, sparsify(
+                        np.asarray(tensor, dtype=x_dtype) - _full(weights, factors), card))
                 if callback(cp_model, errors[-1]) is True:
                     return True
             elif callback(_progress(iteration, fit, delta, seconds)):
@@ -168,15 +195,18 @@ def run_cp(cp, tensor, rank, n_iter_max, init, tol, random_state, normalize_fact
              native["compress"], nonnegative, fixed, tensorly_callback,
              orthogonalised_sweeps(orthogonalise, n_iter_max)
              if isinstance(n_iter_max, (int, np.integer)) else 0,
-             native.get("linesearch_rule", "tenfold"))
+             native.get("linesearch_rule", "tenfold"), card)
     if stopped:
         res.stop, res.converged = "converged", True
+    out = res
+    if card:  # TensorLy returns the model and the sparse component of its residual
+        out = (res, sparsify(np.asarray(tensor, dtype=res.weights.dtype) - _full(*res), card))
     if extra.get("return_errors"):
         if not use_hook:
             errors = [np.float64(1.0 - f) for i, f in enumerate(res.fit_history, 1)
                       if not _line_search_iteration(i, linesearch)]
-        return res, errors
-    return res
+        return out, errors
+    return out
 
 
 def _progress(iteration, fit, delta, seconds):
@@ -272,9 +302,9 @@ def _cp_reason(tensor, n_iter_max, init, orthogonalise, sparsity, l2_reg, mask, 
     if not (isinstance(init, str) or isinstance(init, (tuple, list))
             or type(init).__name__ == "CPTensor"):
         return "init type"
-    if sparsity:
-        return "sparsity"
     if _start_only(tensor, n_iter_max, fixed_modes):
+        if sparsity:
+            return "sparsity with TensorLy's start as the answer"
         return None  # TensorLy's start is the answer, mask or not
     if orthogonalise and fixed_modes:
         return "orthogonalise with fixed_modes (TensorLy's QR changes the fixed factors)"
@@ -468,10 +498,16 @@ def _native_cp(a, nonnegative):
                               a["normalize_factors"], non_negative=nonnegative)
     if nonnegative and any(np.any(f < 0) for f in factors):
         raise ValueError("a start with negative entries (TensorLy's HALS keeps them)")
+    card = sparse_entries(a.get("sparsity"), tensor.shape)
     if callback is not None:
-        callback(CPTensor((weights if weights is not None else
-                           tl.ones(rank, **tl.context(tensor)), factors)),
-                 _relative_error(tensor, weights, factors))
+        cp_start = CPTensor((weights if weights is not None else
+                             tl.ones(rank, **tl.context(tensor)), factors))
+        if card:  # TensorLy's robust CP: the error without the sparse component
+            sparse = sparsify(tensor - tl.cp_to_tensor(cp_start), card)
+            callback((cp_start, sparse), np.linalg.norm(tensor - tl.cp_to_tensor(cp_start) - sparse)
+                     / np.linalg.norm(tensor))
+        else:
+            callback(cp_start, _relative_error(tensor, weights, factors))
     start = _fold_weights(weights, factors, fixed)
     # TensorLy's line search: its acceptance rule, at the scales of its factors.
     native = dict(linesearch=bool(a.get("linesearch")), l2_reg=0.0, mask=None, n_starts=1,
@@ -479,7 +515,7 @@ def _native_cp(a, nonnegative):
                   linesearch_rule="tensorly")
     extra = dict(fixed_modes=fixed, return_errors=a["return_errors"],
                  cvg_criterion=a["cvg_criterion"], verbose=a["verbose"],
-                 orthogonalise=a.get("orthogonalise", False))
+                 orthogonalise=a.get("orthogonalise", False), sparsity=card)
     res = run_cp(_cp, tensor, rank, a["n_iter_max"], start, a["tol"] or 0.0, None,
                  a["normalize_factors"], callback, "cpu", None, native, extra,
                  start_callback=True, wrap=CPTensor)
@@ -487,8 +523,11 @@ def _native_cp(a, nonnegative):
         res, errors = res
         if nonnegative and not a["tol"]:
             errors = []  # TensorLy's HALS records errors only with a tolerance
+    res, sparse = res if card else (res, None)
     weights, factors = res
     out = CPTensor((weights, list(factors)))
+    if card:
+        out = (out, sparse)
     return (out, errors) if a["return_errors"] else out
 
 

@@ -121,10 +121,58 @@ def test_orthogonalise_matches_tensorly_from_the_same_start(fresh_patch, orthogo
                                            ref_errors[:max(qr_sweeps, 2)], rtol=1e-9)
 
 
+@pytest.mark.parametrize("sparsity,linesearch", [(0.9, False), (0.05, True), (20, False)])
+def test_sparsity_matches_tensorly_from_the_same_start(fresh_patch, sparsity, linesearch):
+    """TensorLy's robust CP: sweeps on the tensor itself, the error (stopping rule, line
+    search, errors, callback) without the residual's largest entries, and the sparse
+    component of the final residual returned beside the model."""
+    from tensorly.decomposition import parafac
+
+    rng = np.random.default_rng(4)
+    x = np.einsum("ir,jr,kr->ijk", *(rng.standard_normal((s, 4)) for s in (9, 8, 7)))
+    x = x + 0.1 * rng.standard_normal(x.shape)
+    x.flat[::37] += 5  # outliers
+    seen = {"out": [], "ref": []}
+    runs = {}
+    for key, fn in (("out", parafac), ("ref", parafac.__wrapped__)):
+        runs[key] = fn(x, 3, init="random", random_state=5, tol=1e-10, n_iter_max=60,
+                       sparsity=sparsity, linesearch=linesearch, return_errors=True,
+                       callback=lambda cp, e, key=key: seen[key].append((cp[1], e)))
+    assert tt.calls()["native"] == 1
+    ((cp, sparse), errors), ((ref, ref_sparse), ref_errors) = runs["out"], runs["ref"]
+    np.testing.assert_allclose(errors, ref_errors, rtol=1e-9)
+    np.testing.assert_allclose(tl.cp_to_tensor(cp), tl.cp_to_tensor(ref), rtol=0,
+                               atol=1e-9 * np.abs(x).max())
+    np.testing.assert_allclose(sparse, ref_sparse, rtol=0, atol=1e-9 * np.abs(x).max())
+    assert np.count_nonzero(ref_sparse) == tt.sparse_entries(sparsity, x.shape)
+    assert len(seen["out"]) == len(seen["ref"])
+    for (s, e), (t, f) in zip(seen["out"], seen["ref"]):
+        assert abs(e - f) <= 1e-9 * f
+        np.testing.assert_allclose(s, t, rtol=0, atol=1e-9 * np.abs(x).max())
+    # Without sparsity the errors are those of the plain residual.
+    plain = parafac.__wrapped__(x, 3, init="random", random_state=5, tol=1e-10, n_iter_max=60,
+                                linesearch=linesearch, return_errors=True)[1]
+    assert plain[-1] > 1.5 * ref_errors[-1]
+
+
+def test_sparsity_direct_api():
+    rng = np.random.default_rng(1)
+    x = rng.random((6, 5, 4))
+    (r, sparse), errors = tenfold.parafac(x, 2, sparsity=0.25, return_errors=True, tol=0,
+                                          n_iter_max=5)
+    assert np.count_nonzero(sparse) == 30
+    residual = x - tl.cp_to_tensor(r)
+    np.testing.assert_allclose(errors[-1], np.linalg.norm(residual - sparse) / np.linalg.norm(x),
+                               rtol=1e-10)
+    assert tenfold.parafac(x, 2, sparsity=0.001, n_iter_max=2).fit > 0  # no entry: plain CP
+    with pytest.raises(ValueError, match="sparsity applies to dense tensors without a mask"):
+        tenfold.parafac(x, 2, sparsity=3, mask=x > 0.1)
+
+
 @pytest.mark.parametrize("kwargs,reason", [
     (dict(orthogonalise=True, init=(None, [np.ones((5, 2)), np.eye(4, 2), np.eye(3, 2)]),
           fixed_modes=[1]), "orthogonalise with fixed_modes"),
-    (dict(sparsity=0.9), "sparsity"),
+    (dict(sparsity=0.9, n_iter_max=0), "sparsity with TensorLy's start"),
     (dict(l2_reg=0.1), "l2_reg"),
 ])
 def test_unserved_arguments_run_tensorly(fresh_patch, kwargs, reason):
@@ -234,8 +282,6 @@ def test_fixed_modes_kept_bit_for_bit_direct_api():
 
 def test_refused_arguments_direct_api():
     x = np.random.default_rng(1).random((6, 5, 4))
-    with pytest.raises(ValueError, match="sparsity"):
-        tenfold.parafac(x, 2, sparsity=0.5)
     with pytest.raises(ValueError, match="orthogonalise cannot be combined with fixed modes"):
         tenfold.parafac(x, 2, orthogonalise=True, init=(None, [np.ones((s, 2)) for s in x.shape]),
                         fixed_modes=[0])
