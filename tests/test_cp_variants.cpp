@@ -291,6 +291,45 @@ TEST(CpMissingWeighted, Il2ResponseTensor) {
 
 // --- non-negative factors ----------------------------------------------------------------
 
+TEST(CpNonnegative, SomeModesOnlyLeavesTheOthersSigned) {
+  // Modes 0 and 2 non-negative, mode 1 signed (TensorLy's nn_modes={0, 2}), from a start
+  // near the truth (mode 1's signed start is kept: only constrained modes are made
+  // non-negative).
+  auto p = planted({8, 9, 10}, 3, 0.0, 0.0, 24);
+  for (std::size_t n : {0U, 2U})
+    for (double& v : p.truth.factors[n].values()) v = std::abs(v);
+  const Tensor<double> x = p.truth.full();
+  std::vector<Matrix<double>> start;
+  for (std::size_t n = 0; n < 3; ++n) {
+    Matrix<double> f = p.truth.factors[n];
+    const std::vector<double> e = random_values<double>(static_cast<std::size_t>(f.size()), 80 + n);
+    for (std::size_t i = 0; i < e.size(); ++i) f.values()[i] += 0.2 * e[i];
+    start.push_back(f);
+  }
+  CpOptions o;
+  o.rank = 3;
+  o.nonnegative = true;
+  o.max_iters = 3000;
+  o.tol = 1e-13;
+  const CpResult<double> all = cp_als(x, o, start);
+  o.nonnegative_modes = {0, 2};
+  const CpResult<double> some = cp_als(x, o, start);
+  for (std::size_t n : {0U, 2U})
+    for (double v : some.model.factors[n].values()) EXPECT_GE(v, 0.0);
+  const auto& signed_factor = some.model.factors[1].values();
+  EXPECT_LT(*std::min_element(signed_factor.begin(), signed_factor.end()), -0.05);
+  EXPECT_GT(some.fit, 0.999);
+  EXPECT_GE(factor_match_score(some.model, p.truth), 0.99);
+  EXPECT_LT(all.fit, 0.95);  // every mode constrained cannot fit the signed mode
+  expect_monotone(some.fit_history, 2.0 * fit_resolution<double>(0.0, 1.0, 2.0));
+  o.nonnegative_modes = {0, 3};
+  expect_throw_with<InvalidArgument>([&] { cp_als(x, o); },
+                                     "nonnegative mode 3 is not a mode of a tensor of order 3");
+  o.nonnegative = false;
+  o.nonnegative_modes = {0};
+  expect_throw_with<InvalidArgument>([&] { cp_als(x, o); }, "nonnegative_modes need nonnegative");
+}
+
 TEST(CpNonnegative, RecoversPlantedNonnegativeFactors) {
   for (std::uint64_t seed : {21, 22, 23}) {
     // Non-negative truth: |factors| of a planted problem.

@@ -121,6 +121,10 @@ struct TENFOLD_API CpOptions {
   /// the columns) instead of the normal-equation solve. The start is made non-negative
   /// (absolute values).
   bool nonnegative = false;
+  /// With nonnegative: the modes constrained, numbered as the initial factors (TensorLy's
+  /// nn_modes); the others take the plain normal-equation update and keep their start's
+  /// signs. Empty: every mode.
+  std::vector<int> nonnegative_modes;
   /// Bro's extrapolation every second iteration after the fifth (as TensorLy's
   /// linesearch=True); accepted only when it lowers the error. Not with nonnegative or
   /// missing values.

@@ -313,6 +313,20 @@ void validate_cp_options(const CpOptions& o, std::span<const Matrix<T>> initial_
     throw InvalidOption("orthogonalise",
                         "must be >= 0 (sweeps), got " + std::to_string(o.orthogonalise));
   }
+  if (!o.nonnegative_modes.empty()) {
+    if (!o.nonnegative) throw InvalidArgument("nonnegative_modes need nonnegative");
+    std::vector<bool> seen(dims.size(), false);
+    for (int n : o.nonnegative_modes) {
+      if (n < 0 || n >= static_cast<int>(dims.size())) {
+        throw InvalidArgument("nonnegative mode " + std::to_string(n) +
+                              " is not a mode of a tensor of order " + std::to_string(dims.size()));
+      }
+      if (seen[static_cast<std::size_t>(n)]) {
+        throw InvalidArgument("nonnegative mode " + std::to_string(n) + " is given twice");
+      }
+      seen[static_cast<std::size_t>(n)] = true;
+    }
+  }
   if (o.sparsity < 0) {
     throw InvalidOption("sparsity", "must be >= 0 (entries), got " + std::to_string(o.sparsity));
   }
@@ -420,11 +434,16 @@ CpResult<T> run_cp_als(CpOperand<T>& x, Compute<T>& c, const CpOptions& o,
   initialise(x, c, o, initial_factors, res.init, s);
   std::vector<T> host;
   c.fill(s.lambda.get(), static_cast<std::size_t>(r), T(1));
-  if (o.nonnegative) {
-    for (int n = 0; n < order; ++n) {
-      make_nonnegative(c, static_cast<std::size_t>(dims[static_cast<std::size_t>(n)] * r),
-                       s.ptrs[static_cast<std::size_t>(n)], host);
-    }
+  // Modes under the non-negativity constraint (HALS updates), their start made non-negative.
+  std::vector<bool> constrained(static_cast<std::size_t>(order), o.nonnegative);
+  if (!o.nonnegative_modes.empty()) {
+    constrained.assign(static_cast<std::size_t>(order), false);
+    for (int n : o.nonnegative_modes) constrained[static_cast<std::size_t>(n)] = true;
+  }
+  for (int n = 0; n < order; ++n) {
+    if (!constrained[static_cast<std::size_t>(n)]) continue;
+    make_nonnegative(c, static_cast<std::size_t>(dims[static_cast<std::size_t>(n)] * r),
+                     s.ptrs[static_cast<std::size_t>(n)], host);
   }
   std::vector<T*> gram_ptrs;
   for (auto& g : s.gram) gram_ptrs.push_back(g.get());
@@ -514,7 +533,7 @@ CpResult<T> run_cp_als(CpOperand<T>& x, Compute<T>& c, const CpOptions& o,
       timed(t.solve, [&] {
         if (own) {
           x.update_factor(n, s.cptrs, r, o.ridge, s.ptrs[ni]);
-        } else if (o.nonnegative) {
+        } else if (constrained[ni]) {
           // Warm start at the current model: U_n diag(lambda) (lambda from mode n-1).
           c.scale_columns(in, r, s.ptrs[ni], in, s.lambda.get());
           hals_update(c, in, r, s.m.get(), s.v.get(), s.ptrs[ni], host);
@@ -585,7 +604,7 @@ CpResult<T> run_cp_als(CpOperand<T>& x, Compute<T>& c, const CpOptions& o,
     res.model.factors.push_back(std::move(f));
   }
   if (o.fixed_modes.empty()) {
-    arrange(res.model);
+    arrange(res.model, constrained);
   } else {
     // Free factors to unit 2-norm columns (scale into the weights); fixed ones as given.
     for (int n = 0; n < order; ++n) {
@@ -611,7 +630,7 @@ CpResult<T> run_cp_als(CpOperand<T>& x, Compute<T>& c, const CpOptions& o,
 }
 
 template <class T>
-void arrange(KTensor<T>& model) {
+void arrange(KTensor<T>& model, const std::vector<bool>& nonnegative) {
   const index_t r = model.rank();
   // Unit 2-norm columns, scale into the weights.
   for (Matrix<T>& f : model.factors) {
@@ -662,6 +681,9 @@ void arrange(KTensor<T>& model) {
       odd ^= f(imax, j) < 0;
     }
     if (odd) {
+      // (a non-negative mode's peak counts as infinite: its columns keep their signs)
+      for (std::size_t n = 0; n < nonnegative.size(); ++n)
+        if (nonnegative[n]) peak[n] = std::numeric_limits<double>::infinity();
       const auto keep = std::min_element(peak.begin(), peak.end()) - peak.begin();
       flip[static_cast<std::size_t>(keep)] = !flip[static_cast<std::size_t>(keep)];
     }
@@ -680,7 +702,7 @@ void arrange(KTensor<T>& model) {
                                        const std::vector<index_t>&);                     \
   template CpResult<T> run_cp_als<T>(CpOperand<T>&, Compute<T>&, const CpOptions&,       \
                                      std::span<const Matrix<T>>, Clock::time_point);     \
-  template void arrange<T>(KTensor<T>&);
+  template void arrange<T>(KTensor<T>&, const std::vector<bool>&);
 TENFOLD_INSTANTIATE_FOR_EACH_VALUE_TYPE(TENFOLD_INSTANTIATE_CP_ALS_STEPS)
 
 }  // namespace detail
@@ -744,7 +766,8 @@ CpResult<T> cp_als(TensorView<const T> x, const CpOptions& options, CpStart<T> i
     const Tensor<T> axis_order = copy ? detail::reverse_modes(xb) : Tensor<T>();
     const TensorView<const T> xs = copy ? axis_order.view() : xb;
     res = detail::run_in_axis_order(
-        options, initial_factors, [&](const CpOptions& o, std::span<const Matrix<T>> initial) {
+        options, x.order(), initial_factors,
+        [&](const CpOptions& o, std::span<const Matrix<T>> initial) {
           // Compression first where it pays (cp/compressed.hpp).
           const std::vector<index_t> axes = in_place ? detail::reversed(xs.dims()) : xs.dims();
           if (const auto ranks = detail::planned_compression(o, axes); !ranks.empty()) {

@@ -61,17 +61,18 @@ CpResult<T> run_cp_starts(CpOperand<T>& x, Compute<T>& c, const CpOptions& optio
                           std::span<const Matrix<T>> initial_factors,
                           std::chrono::steady_clock::time_point start);
 /// CP-ALS in the array's axis order: for Layout::row_major, `run` receives the options
-/// (layout col_major) and the initial factors in NumPy axis order, must run on the
+/// (layout col_major, mode numbers of a tensor of order `order` in NumPy axis order) and
+/// the initial factors in NumPy axis order, must run on the
 /// operand in that order, and its model's factors are returned in the caller's mode
 /// order again.
 template <class T, class Run>
-CpResult<T> run_in_axis_order(const CpOptions& options, std::span<const Matrix<T>> initial_factors,
-                              Run&& run) {
+CpResult<T> run_in_axis_order(const CpOptions& options, int order,
+                              std::span<const Matrix<T>> initial_factors, Run&& run) {
   if (options.layout == Layout::col_major) return run(options, initial_factors);
   CpOptions axis_order = options;
   axis_order.layout = Layout::col_major;
-  const auto order = static_cast<int>(initial_factors.size());
-  for (int& n : axis_order.fixed_modes) n = order - 1 - n;  // fixed modes need a start
+  for (int& n : axis_order.fixed_modes) n = order - 1 - n;
+  for (int& n : axis_order.nonnegative_modes) n = order - 1 - n;
   const std::vector<Matrix<T>> factors_in_axis_order =
       reversed(std::vector<Matrix<T>>(initial_factors.begin(), initial_factors.end()));
   CpResult<T> res = run(axis_order, std::span<const Matrix<T>>(factors_in_axis_order));
@@ -99,7 +100,7 @@ CpResult<T> cp_als_of_model(const Model& x, const CpOptions& options,
   auto c = make_compute<T>(options.backend);
   const bool reverse = options.layout == Layout::row_major;
   const Model axis_order = reverse ? reverse_modes(x) : Model();
-  return run_in_axis_order(options, initial_factors,
+  return run_in_axis_order(options, x.order(), initial_factors,
                            [&](const CpOptions& o, std::span<const Matrix<T>> initial) {
                              Operand<T> op(*c, reverse ? axis_order : x);
                              return run_cp_starts(op, *c, o, initial, start);
@@ -111,8 +112,9 @@ CpResult<T> cp_als_of_model(const Model& x, const CpOptions& options,
 /// made positive in pairs of modes, so the model is unchanged; with an odd count of
 /// negative ones, the mode whose largest magnitude is smallest keeps a negative one.
 /// The signs are thus a function of the model (the Tensor Toolbox's fixsigns flips
-/// the first negatives in mode order, which depends on the signs it is given).
+/// the first negatives in mode order, which depends on the signs it is given). Modes
+/// marked in `nonnegative` (non-negative factors) are never the one left negative.
 template <class T>
-void arrange(KTensor<T>& model);
+void arrange(KTensor<T>& model, const std::vector<bool>& nonnegative = {});
 
 }  // namespace tenfold::detail

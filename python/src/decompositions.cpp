@@ -43,7 +43,7 @@ nb::dict cp_als_typed(const InArray& tensor, index_t rank, int n_iter_max, const
                       double ridge, const std::optional<InArray>& mask, bool nonnegative,
                       int n_starts, const std::string& compress, const std::vector<int>& fixed_axes,
                       bool callback_model, int orthogonalise, const std::string& line_search_rule,
-                      index_t sparsity) {
+                      index_t sparsity, const std::vector<int>& nonnegative_axes) {
   CpOptions o;
   const TensorView<const T> x = tensor_view<T>(tensor, "tensor", o.layout);
   const bool reverse = o.layout == Layout::row_major;
@@ -61,6 +61,10 @@ nb::dict cp_als_typed(const InArray& tensor, index_t rank, int n_iter_max, const
   o.orthogonalise = orthogonalise;
   o.line_search_rule = parse_cp_line_search_rule(line_search_rule);
   o.sparsity = sparsity;
+  for (int axis : nonnegative_axes) {
+    o.nonnegative_modes.push_back(reverse && axis >= 0 && axis < x.order() ? x.order() - 1 - axis
+                                                                           : axis);
+  }
   // Fixed axes are NumPy axes; the view's mode n is axis N-1-n.
   for (int axis : fixed_axes) {
     o.fixed_modes.push_back(reverse && axis >= 0 && axis < x.order() ? x.order() - 1 - axis : axis);
@@ -210,23 +214,26 @@ void register_decompositions(nb::module_& m) {
          const std::string& backend, bool line_search, double ridge,
          const std::optional<InArray>& mask, bool nonnegative, int n_starts,
          const std::string& compress, const std::vector<int>& fixed_axes, bool callback_model,
-         int orthogonalise, const std::string& line_search_rule, index_t sparsity) {
+         int orthogonalise, const std::string& line_search_rule, index_t sparsity,
+         const std::vector<int>& nonnegative_axes) {
         return float_kind(tensor, "tensor") == 'f'
                    ? cp_als_typed<float>(tensor, rank, n_iter_max, init, tol, seed, initial_factors,
                                          callback, backend, line_search, ridge, mask, nonnegative,
                                          n_starts, compress, fixed_axes, callback_model,
-                                         orthogonalise, line_search_rule, sparsity)
-                   : cp_als_typed<double>(
-                         tensor, rank, n_iter_max, init, tol, seed, initial_factors, callback,
-                         backend, line_search, ridge, mask, nonnegative, n_starts, compress,
-                         fixed_axes, callback_model, orthogonalise, line_search_rule, sparsity);
+                                         orthogonalise, line_search_rule, sparsity,
+                                         nonnegative_axes)
+                   : cp_als_typed<double>(tensor, rank, n_iter_max, init, tol, seed,
+                                          initial_factors, callback, backend, line_search, ridge,
+                                          mask, nonnegative, n_starts, compress, fixed_axes,
+                                          callback_model, orthogonalise, line_search_rule, sparsity,
+                                          nonnegative_axes);
       },
       nb::arg("tensor").noconvert(), nb::arg("rank"), nb::arg("n_iter_max"), nb::arg("init"),
       nb::arg("tol"), nb::arg("seed"), nb::arg("initial_factors"), nb::arg("callback").none(),
       nb::arg("backend"), nb::arg("line_search"), nb::arg("ridge"), nb::arg("mask").none(),
       nb::arg("nonnegative"), nb::arg("n_starts"), nb::arg("compress"), nb::arg("fixed_axes"),
       nb::arg("callback_model"), nb::arg("orthogonalise"), nb::arg("line_search_rule"),
-      nb::arg("sparsity"));
+      nb::arg("sparsity"), nb::arg("nonnegative_axes"));
   m.def(
       "tucker",
       [](const InArray& tensor, const std::vector<index_t>& ranks, std::optional<double> eps,

@@ -319,10 +319,12 @@ def non_negative_parafac_hals(
     """Non-negative CP by HALS, like ``tensorly.decomposition.non_negative_parafac_hals``.
 
     The same arguments and result as :func:`parafac` (no line search, mask or
-    compression); every factor entry is >= 0. The start is made non-negative
-    (absolute values of the nvecs start; random starts are uniform in [0, 1)).
-    TensorLy's arguments as in :func:`parafac`; ``nn_modes`` must be 'all' (or
-    every axis), and ``sparsity_coefficients`` and ``exact=True`` raise ValueError.
+    compression); every entry of a constrained factor is >= 0. The start is made
+    non-negative there (absolute values of the nvecs start; random starts are uniform
+    in [0, 1)). TensorLy's arguments as in :func:`parafac`; ``nn_modes`` ('all', None
+    or axis numbers) are the constrained axes, the others take the plain
+    least-squares update; ``sparsity_coefficients`` and ``exact=True`` raise
+    ValueError.
 
     Examples
     --------
@@ -356,7 +358,8 @@ def _mask_like(mask, x):
 
 def _cp(tensor, rank, n_iter_max, init, tol, random_state, normalize_factors, callback, backend,
         dtype, linesearch, l2_reg, mask, n_starts, compress, nonnegative, fixed_axes=(),
-        callback_model=False, orthogonalise=0, linesearch_rule="tenfold", sparsity=0):
+        callback_model=False, orthogonalise=0, linesearch_rule="tenfold", sparsity=0,
+        nonnegative_axes=()):
     """CP-ALS in Tenfold's terms; `callback` sees (iteration, fit, delta, seconds[, model])."""
     x = _as_float_array(tensor, "tensor", dtype)
     _validate.tensor_axes(x)
@@ -375,7 +378,7 @@ def _cp(tensor, rank, n_iter_max, init, tol, random_state, normalize_factors, ca
         None if mask is None else _mask_like(mask, x), bool(nonnegative),
         _validate.integer(n_starts, "n_starts", 1, _validate.INT_MAX), str(compress),
         [int(a) for a in fixed_axes], bool(callback_model), int(orthogonalise),
-        str(linesearch_rule), int(sparsity),
+        str(linesearch_rule), int(sparsity), [int(a) for a in nonnegative_axes],
     )
     weights, factors = r.pop("weights"), r.pop("factors")
     if not normalize_factors:

@@ -123,10 +123,24 @@ def _refuse(extra, nonnegative):
                              "Tenfold's HALS")
 
 
-def _all_axes_nonnegative(nn_modes, ndim):
+def nonnegative_axes(nn_modes, ndim):
+    """TensorLy's nn_modes as a sorted tuple of axes: 'all', None (none) or axis numbers
+    (TensorLy tests membership, so a number outside 0..ndim-1 would constrain nothing:
+    ValueError here)."""
     if isinstance(nn_modes, str):
-        return nn_modes == "all"
-    return nn_modes is not None and set(int(m) % ndim for m in nn_modes) == set(range(ndim))
+        if nn_modes != "all":
+            raise ValueError(f"nn_modes must be 'all', None or axis numbers, got {nn_modes!r}")
+        return tuple(range(ndim))
+    if nn_modes is None:
+        return ()
+    axes = set()
+    for m in nn_modes:
+        if isinstance(m, (bool, np.bool_)) or not isinstance(m, (int, np.integer)):
+            raise TypeError(f"nn_modes must hold axis numbers, got {m!r}")
+        if not 0 <= m < ndim:
+            raise ValueError(f"nn_modes: {m} is not an axis of a tensor with {ndim} axes")
+        axes.add(int(m))
+    return tuple(sorted(axes))
 
 
 def run_cp(cp, tensor, rank, n_iter_max, init, tol, random_state, normalize_factors, callback,
@@ -137,9 +151,12 @@ def run_cp(cp, tensor, rank, n_iter_max, init, tol, random_state, normalize_fact
     nonnegative = native["nonnegative"]
     _refuse(extra, nonnegative)
     ndim = np.ndim(tensor)
-    if nonnegative and not _all_axes_nonnegative(extra.get("nn_modes", "all"), ndim):
-        raise ValueError("nn_modes must be 'all' (or every axis): Tenfold's HALS constrains every "
-                         "factor")
+    # Non-negative axes (TensorLy's nn_modes): all of them, some (the others take the plain
+    # update), or none (plain ALS).
+    nn_axes = nonnegative_axes(extra.get("nn_modes", "all"), ndim) if nonnegative else ()
+    constrained = nonnegative and bool(nn_axes)
+    if len(nn_axes) == ndim:
+        nn_axes = ()
     fixed = fixed_axes(extra.get("fixed_modes"), ndim)
     if _is_generator(random_state):
         if isinstance(init, str) and init == "random":
@@ -192,10 +209,10 @@ def run_cp(cp, tensor, rank, n_iter_max, init, tol, random_state, normalize_fact
     res = cp(tensor, rank, n_iter_max, init, 0.0 if own_rule else tol, random_state,
              normalize_factors, hook if use_hook else None, backend, dtype,
              native["linesearch"], native["l2_reg"], native["mask"], native["n_starts"],
-             native["compress"], nonnegative, fixed, tensorly_callback,
+             native["compress"], constrained, fixed, tensorly_callback,
              orthogonalised_sweeps(orthogonalise, n_iter_max)
              if isinstance(n_iter_max, (int, np.integer)) else 0,
-             native.get("linesearch_rule", "tenfold"), card)
+             native.get("linesearch_rule", "tenfold"), card, nn_axes)
     if stopped:
         res.stop, res.converged = "converged", True
     out = res
@@ -358,12 +375,13 @@ def _start(tensor, rank, init, svd, random_state, normalize_factors, non_negativ
     from tensorly.cp_tensor import CPTensor, cp_normalize
     from tensorly.decomposition._cp import initialize_cp
 
-    if isinstance(init, str) and init == "svd" and svd == "truncated_svd":
+    # (non_negative: TensorLy's SVD start is NNDSVD of each unfolding, from its own SVD)
+    if isinstance(init, str) and init == "svd" and svd == "truncated_svd" and not non_negative:
         rng = tl.check_random_state(random_state)
         state = rng.get_state()
         factors = _gram_svd_factors(tensor, rank, rng)
         if factors is not None:
-            kt = CPTensor((None, [np.abs(f) for f in factors] if non_negative else factors))
+            kt = CPTensor((None, factors))
             weights, factors = cp_normalize(kt) if normalize_factors else kt
             return (None if weights is None else np.asarray(weights)), list(factors)
         rng.set_state(state)
@@ -472,8 +490,11 @@ def _non_negative_parafac_hals(tensor, rank, n_iter_max=100, init="svd", svd="tr
             reason = "sparsity_coefficients"
         elif exact:
             reason = "exact"
-        elif not _all_axes_nonnegative(nn_modes, tensor.ndim):
-            reason = "nn_modes other than all"
+        else:
+            try:
+                nonnegative_axes(nn_modes, tensor.ndim)
+            except (TypeError, ValueError):
+                reason = "nn_modes other than 'all', None or axes"
 
     def native():
         return _native_cp(args, nonnegative=True)
@@ -496,7 +517,8 @@ def _native_cp(a, nonnegative):
     # vectors where singular values tie, e.g. rank above the tensor's).
     weights, factors = _start(tensor, rank, init, a["svd"], a["random_state"],
                               a["normalize_factors"], non_negative=nonnegative)
-    if nonnegative and any(np.any(f < 0) for f in factors):
+    if nonnegative and any(np.any(factors[axis] < 0)
+                           for axis in nonnegative_axes(a["nn_modes"], tensor.ndim)):
         raise ValueError("a start with negative entries (TensorLy's HALS keeps them)")
     card = sparse_entries(a.get("sparsity"), tensor.shape)
     if callback is not None:
@@ -515,7 +537,8 @@ def _native_cp(a, nonnegative):
                   linesearch_rule="tensorly")
     extra = dict(fixed_modes=fixed, return_errors=a["return_errors"],
                  cvg_criterion=a["cvg_criterion"], verbose=a["verbose"],
-                 orthogonalise=a.get("orthogonalise", False), sparsity=card)
+                 orthogonalise=a.get("orthogonalise", False), sparsity=card,
+                 nn_modes=a.get("nn_modes", "all"))
     res = run_cp(_cp, tensor, rank, a["n_iter_max"], start, a["tol"] or 0.0, None,
                  a["normalize_factors"], callback, "cpu", None, native, extra,
                  start_callback=True, wrap=CPTensor)

@@ -285,8 +285,36 @@ def test_refused_arguments_direct_api():
     with pytest.raises(ValueError, match="orthogonalise cannot be combined with fixed modes"):
         tenfold.parafac(x, 2, orthogonalise=True, init=(None, [np.ones((s, 2)) for s in x.shape]),
                         fixed_modes=[0])
-    with pytest.raises(ValueError, match="nn_modes"):
-        tenfold.non_negative_parafac_hals(x, 2, nn_modes={0})
+    with pytest.raises(ValueError, match="nn_modes: 3 is not an axis"):
+        tenfold.non_negative_parafac_hals(x, 2, nn_modes={0, 3})
+
+
+@pytest.mark.parametrize("nn_modes", [{0, 2}, None, "all"])
+def test_nn_modes_matches_tensorly_from_the_same_start(fresh_patch, nn_modes):
+    """TensorLy's nn_modes: HALS on those axes, the plain least-squares update on the others
+    (TensorLy's own test problem: axis 1 signed)."""
+    from tensorly.decomposition import non_negative_parafac_hals
+
+    rng = tl.check_random_state(1234)
+    weights = rng.uniform(size=3)
+    a, b, c = rng.uniform(size=(8, 3)), rng.standard_normal((9, 3)), rng.uniform(0.1, 1.1, (10, 3))
+    x = tl.cp_to_tensor((weights, (a, b, c)))
+    kw = dict(rank=3, n_iter_max=100, tol=1e-12, init="svd", nn_modes=nn_modes,
+              return_errors=True)
+    out, errors = non_negative_parafac_hals(x, **kw)
+    assert tt.calls()["native"] == 1
+    ref, ref_errors = non_negative_parafac_hals.__wrapped__(x, **kw)
+    for axis in tt.nonnegative_axes(nn_modes, 3):
+        assert out.factors[axis].min() >= 0
+    err = np.linalg.norm(x - tl.cp_to_tensor(out)) / np.linalg.norm(x)
+    ref_err = np.linalg.norm(x - tl.cp_to_tensor(ref)) / np.linalg.norm(x)
+    if nn_modes == "all":  # the signed axis cannot be fitted
+        assert err > 0.1 and ref_err > 0.1
+    else:
+        assert out.factors[1].min() < -0.05
+        assert err < 1e-3 and ref_err < 1e-3
+    # TensorLy's iterates (the closed-form error resolves about sqrt(eps) of the norm)
+    np.testing.assert_allclose(errors, ref_errors, rtol=1e-6, atol=1e-7)
 
 
 def test_tensorly_callback_and_errors_direct_api():
