@@ -282,6 +282,9 @@ def parafac(
     True
     """
     if sparse.is_sparse(tensor):  # a (coords, values, shape) tuple or a sparse.COO
+        if sparsity or orthogonalise:
+            raise ValueError("sparsity and orthogonalise apply to dense arrays, not to a sparse "
+                             "tensor")
         return sparse.parafac(tensor, rank, n_iter_max, init, tol, random_state, normalize_factors,
                               callback, backend, dtype, linesearch=linesearch, l2_reg=l2_reg,
                               mask=mask, n_starts=n_starts, compress=compress)

@@ -167,6 +167,9 @@ def test_sparsity_direct_api():
     assert tenfold.parafac(x, 2, sparsity=0.001, n_iter_max=2).fit > 0  # no entry: plain CP
     with pytest.raises(ValueError, match="sparsity applies to dense tensors without a mask"):
         tenfold.parafac(x, 2, sparsity=3, mask=x > 0.1)
+    with pytest.raises(ValueError, match="sparsity and orthogonalise apply to dense arrays"):
+        tenfold.parafac((np.array([[0, 1], [1, 2], [0, 3]]), np.array([1.0, 2.0]), (2, 3, 4)), 2,
+                        sparsity=1)
 
 
 @pytest.mark.parametrize("kwargs,reason", [
