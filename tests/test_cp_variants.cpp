@@ -649,6 +649,19 @@ TEST(CpSparsity, ErrorWithoutTheLargestResidualEntriesAlongPlainAlsSweeps) {
               plain.fit_history[static_cast<std::size_t>(it - 1)] + 1e-3);
   }
   EXPECT_LT(rel_diff(naive_full(res.model), naive_full(plain.model)), 1e-12);
+  // A C-order array read in place (its modes reversed behind a view): the errors of its
+  // column-major copy (the same sweeps in NumPy axis order).
+  o.sparsity = 12;
+  o.layout = Layout::row_major;
+  o.row_major_input = RowMajorInput::copy;
+  const CpResult<double> copied = cp_als(p.tensor, o, start);
+  o.row_major_input = RowMajorInput::in_place;
+  const CpResult<double> in_place = cp_als(p.tensor, o, start);
+  ASSERT_EQ(in_place.fit_history.size(), copied.fit_history.size());
+  for (std::size_t i = 0; i < copied.fit_history.size(); ++i)
+    EXPECT_NEAR(in_place.fit_history[i], copied.fit_history[i], 1e-10) << "sweep " << i + 1;
+  o.row_major_input = RowMajorInput::automatic;
+  o.layout = Layout::col_major;
   // As many sparse entries as the tensor has: S is the whole residual.
   o.sparsity = p.tensor.numel();
   EXPECT_EQ(cp_als(p.tensor, o, start).fit, 1.0);
