@@ -708,6 +708,33 @@ TEST(CpOrthogonalise, Rejected) {
                                      "orthogonalise cannot be combined with fixed modes");
 }
 
+TEST(CpNoSweep, ReturnsTheStartAndItsFit) {
+  const auto p = planted({7, 6, 5}, 3, 0.3, 0.05, 53);
+  std::vector<Matrix<double>> start;
+  for (std::size_t n = 0; n < 3; ++n)
+    start.push_back(random_matrix<double>(p.tensor.dims()[n], 3, 90 + n));
+  KTensor<double> given;
+  given.weights.assign(3, 1.0);
+  given.factors = start;
+  CpOptions o;
+  o.rank = 3;
+  o.max_iters = 0;
+  const CpResult<double> r = cp_als(p.tensor, o, start);
+  EXPECT_EQ(r.iterations, 0);
+  EXPECT_TRUE(r.fit_history.empty());
+  EXPECT_LT(rel_diff(naive_full(r.model), naive_full(given)), 1e-12);
+  EXPECT_NEAR(r.fit, 1.0 - exact_relative_error(p.tensor, given), 1e-10);
+  // With a mask: the fit over the observed entries.
+  std::vector<std::uint8_t> observed(static_cast<std::size_t>(p.tensor.numel()), 1);
+  for (std::size_t i = 0; i < observed.size(); i += 4) observed[i] = 0;
+  const CpResult<double> m =
+      cp_als(p.tensor, TensorView<const std::uint8_t>(observed.data(), p.tensor.dims()), o, start);
+  EXPECT_NEAR(m.fit, observed_fit(p.tensor, observed, given), 1e-10);
+  o.compress = CpCompress::on;
+  expect_throw_with<InvalidArgument>([&] { cp_als(p.tensor, o, start); },
+                                     "compress = on needs max_iters >= 1");
+}
+
 TEST(CpVariantOptions, Rejected) {
   Tensor<double> x({3, 4, 2});
   CpOptions o;

@@ -106,7 +106,7 @@ struct TENFOLD_API CpProgress {
 /// A start of one's own is not an option but cp_als's last argument (CpStart).
 struct TENFOLD_API CpOptions {
   index_t rank = 1;     ///< number of components R >= 1
-  int max_iters = 100;  ///< outer iterations (sweeps over all modes), >= 1
+  int max_iters = 100;  ///< outer iterations (sweeps over all modes), >= 0 (0: the start)
   /// Stop when |change of fit| < tol (>= 0; 0 runs max_iters sweeps). Below the fit's
   /// own resolution (docs/algorithms.md, "Limit of this formula") rounding decides.
   double tol = 1e-6;

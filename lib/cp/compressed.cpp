@@ -55,6 +55,12 @@ std::vector<Matrix<T>> core_start(const CpOptions& o, std::span<const Matrix<T>>
 
 std::vector<index_t> planned_compression(const CpOptions& o, const std::vector<index_t>& dims) {
   if (o.compress == CpCompress::off) return {};
+  if (o.max_iters == 0) {
+    if (o.compress == CpCompress::on) {
+      throw InvalidArgument("compress = on needs max_iters >= 1 (max_iters = 0 returns the start)");
+    }
+    return {};
+  }
   if (!o.fixed_modes.empty()) {
     if (o.compress == CpCompress::on) {
       throw InvalidArgument(

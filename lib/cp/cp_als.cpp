@@ -294,8 +294,8 @@ template <class T>
 void validate_cp_options(const CpOptions& o, std::span<const Matrix<T>> initial_factors,
                          const std::vector<index_t>& dims) {
   if (o.rank < 1) throw InvalidOption("rank", "must be at least 1, got " + std::to_string(o.rank));
-  if (o.max_iters < 1) {
-    throw InvalidOption("max_iters", "must be at least 1, got " + std::to_string(o.max_iters));
+  if (o.max_iters < 0) {
+    throw InvalidOption("max_iters", "must be >= 0, got " + std::to_string(o.max_iters));
   }
   if (!(o.tol >= 0.0) || !std::isfinite(o.tol)) {
     throw InvalidOption("tol", "must be finite and >= 0, got " + number_string(o.tol));
@@ -492,7 +492,28 @@ CpResult<T> run_cp_als(CpOperand<T>& x, Compute<T>& c, const CpOptions& o,
     return m;
   };
 
+  // ||X - model||^2 = ||X||^2 + lambda^T (*_n G_n) lambda - 2 <X, model>, unless the
+  // operand reports it (missing values: over the observed entries)
+  auto model_resid2 = [&](double inner) {
+    const double own = x.end_sweep(s.cptrs, s.lambda.get(), r);
+    if (own >= 0.0) return own;
+    hadamard_of_grams(c, s, -1);
+    c.gemm(Op::none, Op::none, r, 1, r, T(1), s.v.get(), r, s.lambda.get(), r, T(0),
+           s.scratch.get(), r);
+    const double norm_m2 = c.dot(static_cast<std::size_t>(r), s.lambda.get(), s.scratch.get());
+    return norm_x2 + norm_m2 - 2.0 * inner;
+  };
   double fit = 0.0;
+  if (o.max_iters == 0) {
+    // No sweep: the start (weights ones) and its fit, <X, start> = <MTTKRP_last, U_last>.
+    timed(t.other, [&] {
+      const int last = order - 1;
+      x.mttkrp(last, s.cptrs, r, s.m.get());
+      const double inner = c.dot(static_cast<std::size_t>(dims[static_cast<std::size_t>(last)] * r),
+                                 s.m.get(), s.ptrs[static_cast<std::size_t>(last)]);
+      fit = norm_x > 0.0 ? 1.0 - std::sqrt(std::max(0.0, model_resid2(inner))) / norm_x : 1.0;
+    });
+  }
   double previous_resid2 = std::numeric_limits<double>::infinity();
   for (int iter = 1; iter <= o.max_iters; ++iter) {
     if (iter <= o.orthogonalise) {
@@ -557,18 +578,8 @@ CpResult<T> run_cp_als(CpOperand<T>& x, Compute<T>& c, const CpOptions& o,
       timed(t.gram,
             [&] { c.syrk(Op::trans, r, in, T(1), s.ptrs[ni], in, T(0), s.gram[ni].get(), r); });
     }
-    // ||X - model||^2 = ||X||^2 + lambda^T (*_n G_n) lambda - 2 <X, model>, unless the
-    // operand reports it (missing values: over the observed entries)
     double resid2 = 0.0;
-    timed(t.other, [&] {
-      resid2 = x.end_sweep(s.cptrs, s.lambda.get(), r);
-      if (resid2 >= 0.0) return;
-      hadamard_of_grams(c, s, -1);
-      c.gemm(Op::none, Op::none, r, 1, r, T(1), s.v.get(), r, s.lambda.get(), r, T(0),
-             s.scratch.get(), r);
-      const double norm_m2 = c.dot(static_cast<std::size_t>(r), s.lambda.get(), s.scratch.get());
-      resid2 = norm_x2 + norm_m2 - 2.0 * inner;
-    });
+    timed(t.other, [&] { resid2 = model_resid2(inner); });
     if (jump) {
       timed(t.other, [&] {
         resid2 = line_search->jump(x, iter, resid2, previous_resid2, norm_x2, s.ptrs, gram_ptrs,

@@ -195,7 +195,8 @@ def parafac(
     rank : int
         Number of components R, at most the smallest product of all sizes but one.
     n_iter_max : int
-        Most iterations (sweeps over all axes).
+        Most iterations (sweeps over all axes); 0 returns the start (its fit in
+        ``fit``), as TensorLy does.
     init : {'svd', 'nvecs', 'random', 'auto'} or (weights, factors)
         'svd' and 'nvecs' (the same start): leading eigenvectors of each unfolding's
         Gram (random columns past I_n); 'random': uniform [0, 1) from `random_state`;
@@ -375,7 +376,7 @@ def _cp(tensor, rank, n_iter_max, init, tol, random_state, normalize_factors, ca
     else:
         init_name, given = "given", _given_start(init, x, rank)
     r = _tenfold.cp_als(
-        x, rank, _validate.integer(n_iter_max, "n_iter_max", 1, _validate.INT_MAX), init_name,
+        x, rank, _validate.integer(n_iter_max, "n_iter_max", 0, _validate.INT_MAX), init_name,
         _validate.nonnegative(tol, "tol"), _seed(random_state), given, callback, str(backend),
         bool(linesearch), _validate.nonnegative(l2_reg, "l2_reg"),
         None if mask is None else _mask_like(mask, x), bool(nonnegative),

@@ -320,6 +320,20 @@ def test_nn_modes_matches_tensorly_from_the_same_start(fresh_patch, nn_modes):
     np.testing.assert_allclose(errors, ref_errors, rtol=1e-6, atol=1e-7)
 
 
+def test_no_sweep_returns_the_start_direct_api():
+    """n_iter_max=0: the start itself (TensorLy returns its start too), its fit, no errors."""
+    rng = np.random.default_rng(3)
+    x = rng.random((6, 5, 4))
+    start = [rng.random((s, 2)) for s in x.shape]
+    r, errors = tenfold.parafac(x, 2, init=(None, start), n_iter_max=0, return_errors=True)
+    assert errors == [] and r.iterations == 0
+    np.testing.assert_allclose(tl.cp_to_tensor(r), tl.cp_to_tensor((None, start)), rtol=1e-12)
+    assert abs(r.fit - (1 - np.linalg.norm(x - tl.cp_to_tensor((None, start))) /
+                        np.linalg.norm(x))) < 1e-10
+    (r, sparse) = tenfold.parafac(x, 2, init=(None, start), n_iter_max=0, sparsity=3)
+    assert np.count_nonzero(sparse) == 3
+
+
 def test_tensorly_callback_and_errors_direct_api():
     x = np.random.default_rng(2).random((6, 5, 4))
     seen = []
