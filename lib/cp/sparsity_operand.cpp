@@ -16,7 +16,9 @@ SparsityOperand<T>::SparsityOperand(Compute<T>& c, TensorView<const T> x, index_
 
 template <class T>
 double SparsityOperand<T>::workspace_elements(index_t rank, bool mode_grams) const {
-  return dense_.workspace_elements(rank, mode_grams) + static_cast<double>(numel_) +
+  // (the residual on the backend, and its host copy and magnitudes, counted alike)
+  const double host = 1.0 + static_cast<double>(sizeof(double)) / static_cast<double>(sizeof(T));
+  return dense_.workspace_elements(rank, mode_grams) + (1.0 + host) * static_cast<double>(numel_) +
          full_.workspace_elements(rank);
 }
 

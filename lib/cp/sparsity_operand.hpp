@@ -30,7 +30,8 @@ class SparsityOperand final : public CpOperand<T> {
     return model_error2(factors, lambda, rank);
   }
   double model_error2(std::span<const T* const> factors, const T* lambda, index_t rank) override;
-  /// The dense MTTKRP's, the formed model and the Khatri-Rao products that form it.
+  /// The dense MTTKRP's, the formed model (and its host copy and magnitudes) and the
+  /// Khatri-Rao products that form it.
   double workspace_elements(index_t rank, bool mode_grams) const override;
 
  private:
