@@ -531,7 +531,7 @@ TEST(CpAlsErrors, Options) {
   };
   rejects([](auto& o) { o.rank = 0; }, "rank", "must be at least 1, got 0");
   rejects([](auto& o) { o.rank = -3; }, "rank", "must be at least 1, got -3");
-  rejects([](auto& o) { o.max_iters = 0; }, "max_iters", "must be at least 1, got 0");
+  rejects([](auto& o) { o.max_iters = -1; }, "max_iters", "must be >= 0, got -1");
   rejects([](auto& o) { o.tol = -1e-3; }, "tol", "must be finite and >= 0, got -0.001");
   rejects([](auto& o) { o.tol = kNaN; }, "tol", "must be finite and >= 0, got nan");
   rejects([](auto& o) { o.tol = HUGE_VAL; }, "tol", "got inf");

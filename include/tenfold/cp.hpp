@@ -96,6 +96,21 @@ TENFOLD_API CpSolver parse_cp_solver(std::string_view name);
 /// there are).
 inline constexpr index_t kCpSamplesPerRank = 64;
 
+/// Which rule CpOptions::line_search follows (docs/algorithms.md, "Line search").
+enum class CpLineSearchRule {
+  /// The jump is kept when it lowers the error of the sweep it extends.
+  tenfold,
+  /// TensorLy's parafac: kept when it lowers the previous sweep's error, the factors
+  /// extrapolated at the scales TensorLy's unnormalised factors have (its
+  /// normalize_factors=True rescales them between iterations, which leaves the jump as is).
+  tensorly,
+};
+
+/// "tenfold" or "tensorly".
+TENFOLD_API std::string_view to_string(CpLineSearchRule rule);
+/// Parses the names above; throws InvalidArgument otherwise.
+TENFOLD_API CpLineSearchRule parse_cp_line_search_rule(std::string_view name);
+
 /// Why the iteration stopped.
 enum class CpStop { converged, max_iters, time_limit, callback };
 TENFOLD_API std::string_view to_string(CpStop stop);
@@ -123,7 +138,7 @@ struct TENFOLD_API CpProgress {
 /// A start of one's own is not an option but cp_als's last argument (CpStart).
 struct TENFOLD_API CpOptions {
   index_t rank = 1;     ///< number of components R >= 1
-  int max_iters = 100;  ///< outer iterations (sweeps over all modes), >= 1
+  int max_iters = 100;  ///< outer iterations (sweeps over all modes), >= 0 (0: the start)
   /// Stop when |change of fit| < tol (>= 0; 0 runs max_iters sweeps). Below the fit's
   /// own resolution (docs/algorithms.md, "Limit of this formula") rounding decides.
   double tol = 1e-6;
@@ -141,10 +156,16 @@ struct TENFOLD_API CpOptions {
   /// the columns) instead of the normal-equation solve. The start is made non-negative
   /// (absolute values).
   bool nonnegative = false;
+  /// With nonnegative: the modes constrained, numbered as the initial factors (TensorLy's
+  /// nn_modes); the others take the plain normal-equation update and keep their start's
+  /// signs. Empty: every mode.
+  std::vector<int> nonnegative_modes;
   /// Bro's extrapolation every second iteration after the fifth (as TensorLy's
   /// linesearch=True); accepted only when it lowers the error. Not with nonnegative or
   /// missing values.
   bool line_search = false;
+  /// The rule of line_search (ignored without it).
+  CpLineSearchRule line_search_rule = CpLineSearchRule::tenfold;
   /// Dense input only: ST-HOSVD of the tensor to the ranks cp_compression_ranks gives,
   /// CP-ALS of the small core (every start, n_starts included, runs there), the
   /// factors lifted back (U_n times the core's factors), then ALS sweeps on the full
@@ -177,6 +198,17 @@ struct TENFOLD_API CpOptions {
   CpSolver solver = CpSolver::exact;
   index_t samples = 0;      ///< sampled: rows per solve (0: kCpSamplesPerRank R)
   int fit_check_every = 5;  ///< sampled: sweeps between exact fits (>= 1)
+  /// TensorLy's orthogonalise: each of the first `orthogonalise` sweeps (>= 0) starts by
+  /// replacing every factor with I_n >= R by the Q of its thin QR (Q^T Q = I) and the
+  /// weights by ones. Not with nonnegative, fixed_modes or compression (on is refused,
+  /// automatic is off).
+  int orthogonalise = 0;
+  /// TensorLy's sparsity (robust CP; dense input without a mask only): the error the loop
+  /// measures (fit, stopping rule, line search) is that of X - M - S, S the `sparsity`
+  /// largest-magnitude entries of the residual X - M (every entry at least as large as
+  /// the sparsity-th largest), while the sweeps fit X itself, as TensorLy 0.10's do.
+  /// 0: off. Not with compression (on is refused, automatic is off).
+  index_t sparsity = 0;
   double ridge = 0.0;       ///< l2 regulariser added to the diagonal of each normal matrix
   double time_limit = 0.0;  ///< seconds; 0 means none (checked after each iteration)
   /// The NumPy-order entry. row_major: the input is a C-order array seen as its

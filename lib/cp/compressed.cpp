@@ -55,10 +55,33 @@ std::vector<Matrix<T>> core_start(const CpOptions& o, std::span<const Matrix<T>>
 
 std::vector<index_t> planned_compression(const CpOptions& o, const std::vector<index_t>& dims) {
   if (o.compress == CpCompress::off) return {};
+  if (o.max_iters == 0) {
+    if (o.compress == CpCompress::on) {
+      throw InvalidArgument("compress = on needs max_iters >= 1 (max_iters = 0 returns the start)");
+    }
+    return {};
+  }
   if (!o.fixed_modes.empty()) {
     if (o.compress == CpCompress::on) {
-      throw InvalidArgument("compress = on cannot be combined with fixed modes (the core's "
-                            "factors would replace them)");
+      throw InvalidArgument(
+          "compress = on cannot be combined with fixed modes (the core's "
+          "factors would replace them)");
+    }
+    return {};
+  }
+  if (o.sparsity > 0) {
+    if (o.compress == CpCompress::on) {
+      throw InvalidArgument(
+          "compress = on cannot be combined with sparsity (the core's sweeps would measure "
+          "the plain error)");
+    }
+    return {};
+  }
+  if (o.orthogonalise > 0) {
+    if (o.compress == CpCompress::on) {
+      throw InvalidArgument(
+          "compress = on cannot be combined with orthogonalise (the sweeps "
+          "on the core would orthogonalise the core's factors)");
     }
     return {};
   }

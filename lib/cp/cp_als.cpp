@@ -24,6 +24,7 @@
 #include "cp/masked_operand.hpp"
 #include "cp/reversed_operand.hpp"
 #include "cp/sampled.hpp"
+#include "cp/sparsity_operand.hpp"
 #include "cp/stop.hpp"
 #include "tenfold/error.hpp"
 
@@ -106,6 +107,34 @@ bool solve_normal_equations(Compute<T>& c, AlsState<T>& s, index_t rows, T* u) {
   c.gemm(Op::none, Op::trans, r, r, r, T(1), s.pinv.get(), r, s.chol.get(), r, T(0), s.v.get(), r);
   c.gemm(Op::none, Op::none, rows, r, r, T(1), s.m.get(), rows, s.v.get(), r, T(0), u, rows);
   return true;
+}
+
+// U = Q of the thin QR U = Q R (rows >= R), by CholeskyQR2: G = U^T U = L L^T, U <- U L^{-T},
+// twice (the second pass restores the orthogonality the first loses to cond(U)^2). A Gram
+// that is not numerically positive definite is shifted, G + sigma I, and a third pass
+// follows (shifted CholeskyQR3, Fukaya, Kannan, Nakatsukasa, Yamamoto and Yanagisawa
+// 2020; sigma bounds their 11 (m n + n (n + 1)) eps ||U||_2^2 by ||U||_F^2).
+template <class T>
+void orthonormalize(Compute<T>& c, AlsState<T>& s, index_t rows, T* u, int mode) {
+  const index_t r = s.r;
+  const auto size = static_cast<std::size_t>(rows * r);
+  int passes = 2;
+  for (int pass = 0; pass < passes; ++pass) {
+    c.syrk(Op::trans, r, rows, T(1), u, rows, T(0), s.chol.get(), r);
+    if (!c.potrf(r, s.chol.get(), r)) {
+      const double sigma = 11.0 *
+                           (static_cast<double>(rows) * r + static_cast<double>(r) * (r + 1)) *
+                           std::numeric_limits<real_t<T>>::epsilon() * c.sum_squares(size, u);
+      c.syrk(Op::trans, r, rows, T(1), u, rows, T(0), s.chol.get(), r);
+      c.add_diagonal(r, s.chol.get(), r, static_cast<T>(sigma));
+      if (!(sigma > 0.0) || !c.potrf(r, s.chol.get(), r)) {
+        throw NumericalError("orthogonalise: the factor of mode " + std::to_string(mode) +
+                             " has no QR in this precision (it is zero or not finite)");
+      }
+      passes = 3;
+    }
+    c.solve_lower_right(Op::trans, r, s.chol.get(), r, rows, u, rows);
+  }
 }
 
 // automatic: nvecs while every Gram it forms (modes n >= 1) is at most
@@ -276,8 +305,8 @@ template <class T>
 void validate_cp_options(const CpOptions& o, std::span<const Matrix<T>> initial_factors,
                          const std::vector<index_t>& dims) {
   if (o.rank < 1) throw InvalidOption("rank", "must be at least 1, got " + std::to_string(o.rank));
-  if (o.max_iters < 1) {
-    throw InvalidOption("max_iters", "must be at least 1, got " + std::to_string(o.max_iters));
+  if (o.max_iters < 0) {
+    throw InvalidOption("max_iters", "must be >= 0, got " + std::to_string(o.max_iters));
   }
   if (!(o.tol >= 0.0) || !std::isfinite(o.tol)) {
     throw InvalidOption("tol", "must be finite and >= 0, got " + number_string(o.tol));
@@ -302,6 +331,37 @@ void validate_cp_options(const CpOptions& o, std::span<const Matrix<T>> initial_
   }
   if (o.line_search && o.nonnegative) {
     throw InvalidArgument("line_search cannot be combined with nonnegative");
+  }
+  if (o.orthogonalise < 0) {
+    throw InvalidOption("orthogonalise",
+                        "must be >= 0 (sweeps), got " + std::to_string(o.orthogonalise));
+  }
+  if (!o.nonnegative_modes.empty()) {
+    if (!o.nonnegative) throw InvalidArgument("nonnegative_modes need nonnegative");
+    std::vector<bool> seen(dims.size(), false);
+    for (int n : o.nonnegative_modes) {
+      if (n < 0 || n >= static_cast<int>(dims.size())) {
+        throw InvalidArgument("nonnegative mode " + std::to_string(n) +
+                              " is not a mode of a tensor of order " + std::to_string(dims.size()));
+      }
+      if (seen[static_cast<std::size_t>(n)]) {
+        throw InvalidArgument("nonnegative mode " + std::to_string(n) + " is given twice");
+      }
+      seen[static_cast<std::size_t>(n)] = true;
+    }
+  }
+  if (o.sparsity < 0) {
+    throw InvalidOption("sparsity", "must be >= 0 (entries), got " + std::to_string(o.sparsity));
+  }
+  if (o.orthogonalise > 0 && o.nonnegative) {
+    throw InvalidArgument(
+        "orthogonalise cannot be combined with nonnegative (Q has negative "
+        "entries)");
+  }
+  if (o.orthogonalise > 0 && !o.fixed_modes.empty()) {
+    throw InvalidArgument(
+        "orthogonalise cannot be combined with fixed modes (the QR would "
+        "change the fixed factors)");
   }
   validate_cp_solver(o);
   if (!(o.time_limit >= 0.0)) {
@@ -398,18 +458,23 @@ CpResult<T> run_cp_als(CpOperand<T>& x, Compute<T>& c, const CpOptions& o,
   initialise(x, c, o, initial_factors, res.init, s);
   std::vector<T> host;
   c.fill(s.lambda.get(), static_cast<std::size_t>(r), T(1));
+  // Modes under the non-negativity constraint (HALS updates), their start made non-negative.
+  std::vector<bool> constrained(static_cast<std::size_t>(order), o.nonnegative);
+  if (!o.nonnegative_modes.empty()) {
+    constrained.assign(static_cast<std::size_t>(order), false);
+    for (int n : o.nonnegative_modes) constrained[static_cast<std::size_t>(n)] = true;
+  }
   if constexpr (!is_complex_v<T>) {  // complex: nonnegative is refused (validate_cp_options)
-    if (o.nonnegative) {
-      for (int n = 0; n < order; ++n) {
-        make_nonnegative(c, static_cast<std::size_t>(dims[static_cast<std::size_t>(n)] * r),
-                         s.ptrs[static_cast<std::size_t>(n)], host);
-      }
+    for (int n = 0; n < order; ++n) {
+      if (!constrained[static_cast<std::size_t>(n)]) continue;
+      make_nonnegative(c, static_cast<std::size_t>(dims[static_cast<std::size_t>(n)] * r),
+                       s.ptrs[static_cast<std::size_t>(n)], host);
     }
   }
   std::vector<T*> gram_ptrs;
   for (auto& g : s.gram) gram_ptrs.push_back(g.get());
   std::optional<LineSearch<T>> line_search;
-  if (o.line_search) line_search.emplace(c, dims, r);
+  if (o.line_search) line_search.emplace(c, dims, r, o.line_search_rule, o.fixed_modes);
   for (int n = 0; n < order; ++n) {
     // G_n = U_n^T U_n (complex: U_n^T conj(U_n), see docs/algorithms.md)
     c.syrk(Op::trans, r, dims[static_cast<std::size_t>(n)], T(1),
@@ -455,8 +520,45 @@ CpResult<T> run_cp_als(CpOperand<T>& x, Compute<T>& c, const CpOptions& o,
     return m;
   };
 
+  // ||X - model||^2 = ||X||^2 + lambda^T (*_n G_n) lambda - 2 <X, model>, unless the
+  // operand reports it (missing values: over the observed entries)
+  auto model_resid2 = [&](double inner) {
+    const double own = x.end_sweep(s.cptrs, s.lambda.get(), r);
+    if (own >= 0.0) return own;
+    hadamard_of_grams(c, s, -1);
+    c.gemm(Op::none, Op::none, r, 1, r, T(1), s.v.get(), r, s.lambda.get(), r, T(0),
+           s.scratch.get(), r);
+    const double norm_m2 = c.dot(static_cast<std::size_t>(r), s.lambda.get(), s.scratch.get());
+    return norm_x2 + norm_m2 - 2.0 * inner;
+  };
   double fit = 0.0;
+  if (o.max_iters == 0) {
+    // No sweep: the start (weights ones) and its fit, <X, start> = <MTTKRP_last, U_last>.
+    timed(t.other, [&] {
+      const int last = order - 1;
+      x.mttkrp(last, s.cptrs, r, s.m.get());
+      const double inner = c.dot(static_cast<std::size_t>(dims[static_cast<std::size_t>(last)] * r),
+                                 s.m.get(), s.ptrs[static_cast<std::size_t>(last)]);
+      fit = norm_x > 0.0 ? 1.0 - std::sqrt(std::max(0.0, model_resid2(inner))) / norm_x : 1.0;
+    });
+  }
+  double previous_resid2 = std::numeric_limits<double>::infinity();
   for (int iter = 1; iter <= o.max_iters; ++iter) {
+    if (iter <= o.orthogonalise) {
+      // U_n <- Q_n (U_n = Q_n R_n) where I_n >= R, lambda <- 1; G_n = U_n^T U_n
+      timed(t.other, [&] {
+        for (int n = 0; n < order; ++n) {
+          const auto ni = static_cast<std::size_t>(n);
+          const index_t in = dims[ni];
+          if (in < r) continue;
+          orthonormalize(c, s, in, s.ptrs[ni], n);
+          if (line_search) line_search->factor_updated(n, nullptr);
+          c.syrk(Op::trans, r, in, T(1), s.ptrs[ni], in, T(0), s.gram[ni].get(), r);
+          x.factor_changed(n);
+        }
+        c.fill(s.lambda.get(), static_cast<std::size_t>(r), T(1));
+      });
+    }
     const bool jump = line_search && LineSearch<T>::tries(iter);
     if (jump) timed(t.other, [&] { line_search->remember(s.ptrs, s.lambda.get(), order - 1); });
     double inner = 0.0;  // <X, model> after the sweep
@@ -480,7 +582,7 @@ CpResult<T> run_cp_als(CpOperand<T>& x, Compute<T>& c, const CpOptions& o,
       timed(t.solve, [&] {
         if (own) {
           x.update_factor(n, s.cptrs, r, o.ridge, s.ptrs[ni]);
-        } else if (o.nonnegative) {
+        } else if (constrained[ni]) {
           if constexpr (!is_complex_v<T>) {
             // Warm start at the current model: U_n diag(lambda) (lambda from mode n-1).
             c.scale_columns(in, r, s.ptrs[ni], in, s.lambda.get());
@@ -500,29 +602,21 @@ CpResult<T> run_cp_als(CpOperand<T>& x, Compute<T>& c, const CpOptions& o,
         }
         c.normalize_columns(iter == 1 ? ColumnNorm::two : ColumnNorm::max_or_one, in, r, s.ptrs[ni],
                             in, s.lambda.get());
+        if (line_search) line_search->factor_updated(n, s.lambda.get());
         x.factor_changed(n);
       });
       timed(t.gram,
             [&] { c.syrk(Op::trans, r, in, T(1), s.ptrs[ni], in, T(0), s.gram[ni].get(), r); });
     }
-    // ||X - model||^2 = ||X||^2 + lambda^T (*_n G_n) lambda - 2 <X, model>, unless the
-    // operand reports it (missing values: over the observed entries)
     double resid2 = 0.0;
-    timed(t.other, [&] {
-      resid2 = x.end_sweep(s.cptrs, s.lambda.get(), r);
-      if (resid2 >= 0.0) return;
-      hadamard_of_grams(c, s, -1);
-      c.gemm(Op::none, Op::none, r, 1, r, T(1), s.v.get(), r, s.lambda.get(), r, T(0),
-             s.scratch.get(), r);
-      const double norm_m2 = c.dot(static_cast<std::size_t>(r), s.lambda.get(), s.scratch.get());
-      resid2 = norm_x2 + norm_m2 - 2.0 * inner;
-    });
+    timed(t.other, [&] { resid2 = model_resid2(inner); });
     if (jump) {
       timed(t.other, [&] {
-        resid2 = line_search->jump(x, iter, resid2, norm_x2, s.ptrs, gram_ptrs, s.lambda.get(),
-                                   order - 1);
+        resid2 = line_search->jump(x, iter, resid2, previous_resid2, norm_x2, s.ptrs, gram_ptrs,
+                                   s.lambda.get(), order - 1);
       });
     }
+    previous_resid2 = resid2;
     if (!std::isfinite(resid2)) {
       throw NumericalError(
           "CP-ALS produced a non-finite fit at iteration " + std::to_string(iter) +
@@ -557,7 +651,7 @@ CpResult<T> run_cp_als(CpOperand<T>& x, Compute<T>& c, const CpOptions& o,
     res.model.factors.push_back(std::move(f));
   }
   if (o.fixed_modes.empty()) {
-    arrange(res.model);
+    arrange(res.model, constrained);
   } else {
     // Free factors to unit 2-norm columns (scale into the weights); fixed ones as given.
     for (int n = 0; n < order; ++n) {
@@ -583,7 +677,7 @@ CpResult<T> run_cp_als(CpOperand<T>& x, Compute<T>& c, const CpOptions& o,
 }
 
 template <class T>
-void arrange(KTensor<T>& model) {
+void arrange(KTensor<T>& model, const std::vector<bool>& nonnegative) {
   const index_t r = model.rank();
   // Unit 2-norm columns, scale into the weights.
   for (Matrix<T>& f : model.factors) {
@@ -635,6 +729,10 @@ void arrange(KTensor<T>& model) {
       p[static_cast<std::size_t>(n)] = phase(f(imax, j));
       product *= p[static_cast<std::size_t>(n)];
     }
+    // (a non-negative mode's peak counts as infinite: its columns keep their signs)
+    for (std::size_t n = 0; n < nonnegative.size(); ++n) {
+      if (nonnegative[n]) peak[n] = std::numeric_limits<double>::infinity();
+    }
     const auto keep = std::min_element(peak.begin(), peak.end()) - peak.begin();
     p[static_cast<std::size_t>(keep)] /= product;  // U_keep / (p_keep / P)
     for (int n = 0; n < order; ++n) {
@@ -653,7 +751,7 @@ void arrange(KTensor<T>& model) {
                                        const std::vector<index_t>&);                     \
   template CpResult<T> run_cp_als<T>(CpOperand<T>&, Compute<T>&, const CpOptions&,       \
                                      std::span<const Matrix<T>>, Clock::time_point);     \
-  template void arrange<T>(KTensor<T>&);
+  template void arrange<T>(KTensor<T>&, const std::vector<bool>&);
 TENFOLD_INSTANTIATE_FOR_EACH_VALUE_TYPE(TENFOLD_INSTANTIATE_CP_ALS_STEPS)
 TENFOLD_INSTANTIATE_FOR_EACH_COMPLEX_TYPE(TENFOLD_INSTANTIATE_CP_ALS_STEPS)
 
@@ -718,7 +816,8 @@ CpResult<T> cp_als(TensorView<const T> x, const CpOptions& options, CpStart<T> i
     const Tensor<T> axis_order = copy ? detail::reverse_modes(xb) : Tensor<T>();
     const TensorView<const T> xs = copy ? axis_order.view() : xb;
     res = detail::run_in_axis_order(
-        options, initial_factors, [&](const CpOptions& o, std::span<const Matrix<T>> initial) {
+        options, x.order(), initial_factors,
+        [&](const CpOptions& o, std::span<const Matrix<T>> initial) {
           const std::vector<index_t> axes = in_place ? detail::reversed(xs.dims()) : xs.dims();
           // complex: neither the sampled solver nor compression (real Tucker only).
           if constexpr (!detail::is_complex_v<T>) {
@@ -730,10 +829,17 @@ CpResult<T> cp_als(TensorView<const T> x, const CpOptions& options, CpStart<T> i
               return detail::run_compressed_cp(xs, in_place, *c, o, initial, ranks, start);
             }
           }
+          const auto run = [&](detail::CpOperand<T>& op) {
+            return detail::run_in_axis_numbering(*c, op, in_place, [&](detail::CpOperand<T>& a) {
+              return detail::run_cp_starts(a, *c, o, initial, start);
+            });
+          };
+          if (o.sparsity > 0) {
+            detail::SparsityOperand<T> op(*c, xs, o.sparsity);
+            return run(op);
+          }
           detail::DenseOperand<T> op(*c, xs);
-          return detail::run_in_axis_numbering(*c, op, in_place, [&](detail::CpOperand<T>& a) {
-            return detail::run_cp_starts(a, *c, o, initial, start);
-          });
+          return run(op);
         });
   }
   detail::scale_back(std::span<T>(res.model.weights), b.exponent, b, "the CP weights");

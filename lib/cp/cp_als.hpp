@@ -26,6 +26,13 @@ template <class T>
 void validate_cp_options(const CpOptions& options, std::span<const Matrix<T>> initial_factors,
                          const std::vector<index_t>& dims);
 
+/// CpOptions::sparsity is for a dense tensor without a mask: `input` names any other.
+inline void refuse_sparsity(const CpOptions& options, const std::string& input) {
+  if (options.sparsity > 0) {
+    throw InvalidArgument("sparsity applies to dense tensors without a mask, not to " + input);
+  }
+}
+
 /// Components of a start that CP-ALS cannot move, ascending. The first update reads
 /// only the factors of the modes `read` (all but the first mode swept), through the
 /// normal matrix V = *_m U_m^T U_m, the Gram of their Khatri-Rao product K. Component j
@@ -59,17 +66,18 @@ CpResult<T> run_cp_starts(CpOperand<T>& x, Compute<T>& c, const CpOptions& optio
                           std::span<const Matrix<T>> initial_factors,
                           std::chrono::steady_clock::time_point start);
 /// CP-ALS in the array's axis order: for Layout::row_major, `run` receives the options
-/// (layout col_major) and the initial factors in NumPy axis order, must run on the
+/// (layout col_major, mode numbers of a tensor of order `order` in NumPy axis order) and
+/// the initial factors in NumPy axis order, must run on the
 /// operand in that order, and its model's factors are returned in the caller's mode
 /// order again.
 template <class T, class Run>
-CpResult<T> run_in_axis_order(const CpOptions& options, std::span<const Matrix<T>> initial_factors,
-                              Run&& run) {
+CpResult<T> run_in_axis_order(const CpOptions& options, int order,
+                              std::span<const Matrix<T>> initial_factors, Run&& run) {
   if (options.layout == Layout::col_major) return run(options, initial_factors);
   CpOptions axis_order = options;
   axis_order.layout = Layout::col_major;
-  const auto order = static_cast<int>(initial_factors.size());
-  for (int& n : axis_order.fixed_modes) n = order - 1 - n;  // fixed modes need a start
+  for (int& n : axis_order.fixed_modes) n = order - 1 - n;
+  for (int& n : axis_order.nonnegative_modes) n = order - 1 - n;
   const std::vector<Matrix<T>> factors_in_axis_order =
       reversed(std::vector<Matrix<T>>(initial_factors.begin(), initial_factors.end()));
   CpResult<T> res = run(axis_order, std::span<const Matrix<T>>(factors_in_axis_order));
@@ -94,10 +102,11 @@ CpResult<T> cp_als_of_model(const Model& x, const CpOptions& options,
   }
   validate_cp_options(options, initial_factors, x.dims());
   require_exact_solver(options, "a tensor given as a model");
+  refuse_sparsity(options, "a tensor given in CP or Tucker form");
   auto c = make_compute<T>(options.backend);
   const bool reverse = options.layout == Layout::row_major;
   const Model axis_order = reverse ? reverse_modes(x) : Model();
-  return run_in_axis_order(options, initial_factors,
+  return run_in_axis_order(options, x.order(), initial_factors,
                            [&](const CpOptions& o, std::span<const Matrix<T>> initial) {
                              Operand<T> op(*c, reverse ? axis_order : x);
                              return run_cp_starts(op, *c, o, initial, start);
@@ -109,8 +118,9 @@ CpResult<T> cp_als_of_model(const Model& x, const CpOptions& options,
 /// made positive in pairs of modes, so the model is unchanged; with an odd count of
 /// negative ones, the mode whose largest magnitude is smallest keeps a negative one.
 /// The signs are thus a function of the model (the Tensor Toolbox's fixsigns flips
-/// the first negatives in mode order, which depends on the signs it is given).
+/// the first negatives in mode order, which depends on the signs it is given). Modes
+/// marked in `nonnegative` (non-negative factors) are never the one left negative.
 template <class T>
-void arrange(KTensor<T>& model);
+void arrange(KTensor<T>& model, const std::vector<bool>& nonnegative = {});
 
 }  // namespace tenfold::detail

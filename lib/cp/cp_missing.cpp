@@ -50,6 +50,7 @@ CpResult<T> cp_als(TensorView<const T> x, TensorView<const std::uint8_t> observe
     throw InvalidArgument("compress = on cannot be combined with missing values");
   }
   detail::validate_cp_options(options, initial_factors, x.dims());
+  detail::refuse_sparsity(options, "a tensor with missing entries");
   auto c = detail::make_compute<T>(options.backend);
   // Magnitudes far from 1: the problem scaled by a power of two (core/scaling.hpp).
   const detail::Balancing b = detail::balancing(x, observed.data());
@@ -64,7 +65,8 @@ CpResult<T> cp_als(TensorView<const T> x, TensorView<const std::uint8_t> observe
   const Tensor<std::uint8_t> observed_axes =
       copy ? detail::reverse_modes(observed) : Tensor<std::uint8_t>();
   CpResult<T> res = detail::run_in_axis_order(
-      options, initial_factors, [&](const CpOptions& o, std::span<const Matrix<T>> initial) {
+      options, x.order(), initial_factors,
+      [&](const CpOptions& o, std::span<const Matrix<T>> initial) {
         detail::MaskedOperand<T> op(*c, copy ? x_axes.view() : xb,
                                     copy ? observed_axes.view() : observed, weighted);
         return detail::run_in_axis_numbering(*c, op, in_place, [&](detail::CpOperand<T>& a) {

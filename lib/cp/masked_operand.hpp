@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cp/dense_operand.hpp"
+#include "cp/full_model.hpp"
 
 namespace tenfold::detail {
 
@@ -44,18 +45,17 @@ class MaskedOperand final : public CpOperand<T> {
 
  private:
   std::size_t numel_ = 0;
-  int split_ = 1;         // the model is formed as KR(modes < split) diag(lambda) KR(rest)^T
   Buffer<T> observed_x_;  // W X (0 at missing entries)
   Buffer<T> weight_;      // W (1 observed, 0 missing)
   Buffer<T> filled_;      // F
   Buffer<T> model_;       // scratch: the full model
-  Buffer<T> kr_, kr_tmp_, lead_;
   double norm_observed2_ = 0.0;
   bool weighted_ = false;
   std::vector<index_t> observed_at_;  // weighted: linear indices of the observed entries
   std::vector<T> observed_values_;    // weighted: X at those entries
   T mean_ = 0;
   DenseOperand<T> filled_op_;  // views filled_
+  FullModel<T> full_;
 };
 
 }  // namespace tenfold::detail

@@ -48,6 +48,14 @@ class CpOperand {
     return -1.0;
   }
 
+  /// The squared error of the model [[lambda; U_0, ..., U_{N-1}]] (backend memory) for an
+  /// operand that measures it otherwise than ||X - model||^2 (TensorLy's sparsity), without
+  /// side effects; other operands return a negative value (the closed form applies).
+  virtual double model_error2(std::span<const T* const> /*factors*/, const T* /*lambda*/,
+                              index_t /*rank*/) {
+    return -1.0;
+  }
+
   /// Whether the operand computes each factor update itself (update_factor) instead of
   /// the loop's MTTKRP and normal equations.
   virtual bool updates_factors() const { return false; }

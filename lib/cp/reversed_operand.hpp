@@ -29,6 +29,9 @@ class ReversedOperand final : public CpOperand<T> {
   double end_sweep(std::span<const T* const> factors, const T* lambda, index_t rank) override {
     return inner_.end_sweep(flipped(factors), lambda, rank);
   }
+  double model_error2(std::span<const T* const> factors, const T* lambda, index_t rank) override {
+    return inner_.model_error2(flipped(factors), lambda, rank);
+  }
   bool updates_factors() const override { return inner_.updates_factors(); }
   void update_factor(int n, std::span<const T* const> factors, index_t rank, double ridge,
                      T* out) override {

@@ -441,6 +441,8 @@ void validate_cp_solver(const CpOptions& o) {
   if (o.n_starts > 1) refuse("n_starts > 1 (got " + std::to_string(o.n_starts) + ")");
   if (o.compress == CpCompress::on) refuse("compress = on");
   if (!o.fixed_modes.empty()) refuse("fixed modes");
+  if (o.orthogonalise > 0) refuse("orthogonalise");
+  if (o.sparsity > 0) refuse("sparsity");
   if (o.backend != Backend::cpu) {
     throw InvalidArgument("solver = sampled runs on the cpu backend only, got backend " +
                           std::string(to_string(o.backend)));

@@ -3,6 +3,7 @@ target_sources(tenfold_cp PRIVATE
   cp/cp_als.cpp
   cp/cp_missing.cpp
   cp/factor_match.cpp
+  cp/full_model.cpp
   cp/gcp.cpp
   cp/hals.cpp
   cp/kruskal_operand.cpp
@@ -11,4 +12,5 @@ target_sources(tenfold_cp PRIVATE
   cp/masked_weighted.cpp
   cp/multi_start.cpp
   cp/random_cp.cpp
-  cp/sampled.cpp)
+  cp/sampled.cpp
+  cp/sparsity_operand.cpp)

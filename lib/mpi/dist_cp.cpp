@@ -198,6 +198,7 @@ CpResult<T> cp_als(const DistTensor<T>& x, const CpOptions& options, CpStart<T> 
   tenfold::detail::validate_dense_shape(x.dims, "CP-ALS");
   tenfold::detail::validate_cp_options(options, initial_factors, x.dims);
   tenfold::detail::require_exact_solver(options, "a distributed tensor");
+  tenfold::detail::refuse_sparsity(options, "a distributed tensor");
   if (options.layout != Layout::col_major) {
     throw InvalidArgument(
         "the distributed CP-ALS takes its tensor in NumPy axis order: layout must be col_major");

@@ -26,6 +26,7 @@ CpResult<T> cp_als(const SparseTensor<T>& x, const CpOptions& options, CpStart<T
   }
   detail::validate_cp_options(options, initial_factors, x.dims());
   detail::require_exact_solver(options, "a sparse tensor");
+  detail::refuse_sparsity(options, "a sparse tensor");
   auto c = detail::make_compute<T>(options.backend);
   detail::SparseOperand<T> op(*c, x);
   CpResult<T> res = detail::run_cp_starts(op, *c, options, initial_factors, start);

@@ -47,7 +47,8 @@ nb::dict cp_als_typed(const InArray& tensor, index_t rank, int n_iter_max, const
                       nb::object callback, const std::string& backend, bool line_search,
                       double ridge, const std::optional<InArray>& mask, bool nonnegative,
                       int n_starts, const std::string& compress, const std::vector<int>& fixed_axes,
-                      bool callback_model) {
+                      bool callback_model, int orthogonalise, const std::string& line_search_rule,
+                      index_t sparsity, const std::vector<int>& nonnegative_axes) {
   CpOptions o;
   const TensorView<const T> x = tensor_view<T>(tensor, "tensor", o.layout);
   const bool reverse = o.layout == Layout::row_major;
@@ -62,6 +63,13 @@ nb::dict cp_als_typed(const InArray& tensor, index_t rank, int n_iter_max, const
   o.nonnegative = nonnegative;
   o.n_starts = n_starts;
   o.compress = parse_cp_compress(compress);
+  o.orthogonalise = orthogonalise;
+  o.line_search_rule = parse_cp_line_search_rule(line_search_rule);
+  o.sparsity = sparsity;
+  for (int axis : nonnegative_axes) {
+    o.nonnegative_modes.push_back(reverse && axis >= 0 && axis < x.order() ? x.order() - 1 - axis
+                                                                           : axis);
+  }
   // Fixed axes are NumPy axes; the view's mode n is axis N-1-n.
   for (int axis : fixed_axes) {
     o.fixed_modes.push_back(reverse && axis >= 0 && axis < x.order() ? x.order() - 1 - axis : axis);
@@ -222,12 +230,15 @@ void register_decompositions(nb::module_& m) {
          std::uint64_t seed, const std::vector<InArray>& initial_factors, nb::object callback,
          const std::string& backend, bool line_search, double ridge,
          const std::optional<InArray>& mask, bool nonnegative, int n_starts,
-         const std::string& compress, const std::vector<int>& fixed_axes, bool callback_model) {
+         const std::string& compress, const std::vector<int>& fixed_axes, bool callback_model,
+         int orthogonalise, const std::string& line_search_rule, index_t sparsity,
+         const std::vector<int>& nonnegative_axes) {
         const auto typed = [&](auto type) {
           using T = typename decltype(type)::type;
           return cp_als_typed<T>(tensor, rank, n_iter_max, init, tol, seed, initial_factors,
                                  callback, backend, line_search, ridge, mask, nonnegative, n_starts,
-                                 compress, fixed_axes, callback_model);
+                                 compress, fixed_axes, callback_model, orthogonalise,
+                                 line_search_rule, sparsity, nonnegative_axes);
         };
         if (tensor.dtype() == nb::dtype<float>()) return typed(std::type_identity<float>{});
         if (tensor.dtype() == nb::dtype<double>()) return typed(std::type_identity<double>{});
@@ -243,7 +254,8 @@ void register_decompositions(nb::module_& m) {
       nb::arg("tol"), nb::arg("seed"), nb::arg("initial_factors"), nb::arg("callback").none(),
       nb::arg("backend"), nb::arg("line_search"), nb::arg("ridge"), nb::arg("mask").none(),
       nb::arg("nonnegative"), nb::arg("n_starts"), nb::arg("compress"), nb::arg("fixed_axes"),
-      nb::arg("callback_model"));
+      nb::arg("callback_model"), nb::arg("orthogonalise"), nb::arg("line_search_rule"),
+      nb::arg("sparsity"), nb::arg("nonnegative_axes"));
   m.def(
       "tucker",
       [](const InArray& tensor, const std::vector<index_t>& ranks, std::optional<double> eps,

@@ -200,7 +200,8 @@ def parafac(
     rank : int
         Number of components R, at most the smallest product of all sizes but one.
     n_iter_max : int
-        Most iterations (sweeps over all axes).
+        Most iterations (sweeps over all axes); 0 returns the start (its fit in
+        ``fit``), as TensorLy does.
     init : {'svd', 'nvecs', 'random', 'auto'} or (weights, factors)
         'svd' and 'nvecs' (the same start): leading eigenvectors of each unfolding's
         Gram (random columns past I_n); 'random': uniform [0, 1) from `random_state`;
@@ -221,7 +222,9 @@ def parafac(
     dtype : {None, numpy.float32, numpy.float64, numpy.complex64, numpy.complex128}
         Precision to compute in; None keeps the input's (bool/integer input: float64).
     linesearch : bool
-        Bro's extrapolation, as TensorLy's ``linesearch=True``.
+        Bro's extrapolation, as TensorLy's ``linesearch=True``, but a jump is kept when
+        it lowers the error of the sweep it extends (TensorLy: of the previous sweep), so
+        the fit never drops.
     l2_reg : float
         Ridge term added to each normal matrix (TensorLy's ``l2_reg``).
     mask : array_like of bool, optional
@@ -240,9 +243,15 @@ def parafac(
         arguments"): ``return_errors=True`` returns ``(result, errors)``;
         ``fixed_modes`` keeps those axes' start factors (the last axis cannot be fixed,
         as in TensorLy); ``cvg_criterion='rec_error'`` stops when the error decreases
-        by less than `tol`; ``verbose`` prints the error per iteration. ``sparsity``
-        and ``orthogonalise`` need algorithms Tenfold does not have and raise
-        ValueError. A `callback` of two parameters is called TensorLy's way, as
+        by less than `tol`; ``verbose`` prints the error per iteration;
+        ``orthogonalise`` replaces the factors (those with at least `rank` rows) by the
+        Q of their QR before TensorLy's iterations 0..orthogonalise (True is 1; a true
+        value that is not an int: every iteration), not with ``fixed_modes``;
+        ``sparsity`` (a count of entries, or a float: that fraction of the tensor's) is
+        TensorLy's robust CP: the sweeps fit the tensor, the error (stopping rule, line
+        search, errors) leaves out the residual's `sparsity` largest entries, and the
+        call returns ``(result, sparse_component)``, those entries of the final residual
+        (dense arrays without a mask only). A `callback` of two parameters is called TensorLy's way, as
         ``callback((weights, factors), rec_error)`` after every iteration. A
         ``numpy.random.RandomState`` or ``Generator`` as `random_state` draws the
         random start from it as TensorLy does.
@@ -281,6 +290,9 @@ def parafac(
     True
     """
     if sparse.is_sparse(tensor):  # a (coords, values, shape) tuple or a sparse.COO
+        if sparsity or orthogonalise:
+            raise ValueError("sparsity and orthogonalise apply to dense arrays, not to a sparse "
+                             "tensor")
         return sparse.parafac(tensor, rank, n_iter_max, init, tol, random_state, normalize_factors,
                               callback, backend, dtype, linesearch=linesearch, l2_reg=l2_reg,
                               mask=mask, n_starts=n_starts, compress=compress)
@@ -318,10 +330,12 @@ def non_negative_parafac_hals(
     """Non-negative CP by HALS, like ``tensorly.decomposition.non_negative_parafac_hals``.
 
     The same arguments and result as :func:`parafac` (no line search, mask or
-    compression); every factor entry is >= 0. The start is made non-negative
-    (absolute values of the nvecs start; random starts are uniform in [0, 1)).
-    TensorLy's arguments as in :func:`parafac`; ``nn_modes`` must be 'all' (or
-    every axis), and ``sparsity_coefficients`` and ``exact=True`` raise ValueError.
+    compression); every entry of a constrained factor is >= 0. The start is made
+    non-negative there (absolute values of the nvecs start; random starts are uniform
+    in [0, 1)). TensorLy's arguments as in :func:`parafac`; ``nn_modes`` ('all', None
+    or axis numbers) are the constrained axes, the others take the plain
+    least-squares update; ``sparsity_coefficients`` and ``exact=True`` raise
+    ValueError.
 
     Examples
     --------
@@ -355,7 +369,8 @@ def _mask_like(mask, x):
 
 def _cp(tensor, rank, n_iter_max, init, tol, random_state, normalize_factors, callback, backend,
         dtype, linesearch, l2_reg, mask, n_starts, compress, nonnegative, fixed_axes=(),
-        callback_model=False):
+        callback_model=False, orthogonalise=0, linesearch_rule="tenfold", sparsity=0,
+        nonnegative_axes=()):
     """CP-ALS in Tenfold's terms; `callback` sees (iteration, fit, delta, seconds[, model])."""
     x = _as_float_array(tensor, "tensor", dtype, complex_ok=True)
     _validate.tensor_axes(x)
@@ -368,12 +383,13 @@ def _cp(tensor, rank, n_iter_max, init, tol, random_state, normalize_factors, ca
     else:
         init_name, given = "given", _given_start(init, x, rank)
     r = _tenfold.cp_als(
-        x, rank, _validate.integer(n_iter_max, "n_iter_max", 1, _validate.INT_MAX), init_name,
+        x, rank, _validate.integer(n_iter_max, "n_iter_max", 0, _validate.INT_MAX), init_name,
         _validate.nonnegative(tol, "tol"), _seed(random_state), given, callback, str(backend),
         bool(linesearch), _validate.nonnegative(l2_reg, "l2_reg"),
         None if mask is None else _mask_like(mask, x), bool(nonnegative),
         _validate.integer(n_starts, "n_starts", 0, _validate.INT_MAX), str(compress),
-        [int(a) for a in fixed_axes], bool(callback_model),
+        [int(a) for a in fixed_axes], bool(callback_model), int(orthogonalise),
+        str(linesearch_rule), int(sparsity), [int(a) for a in nonnegative_axes],
     )
     weights, factors = r.pop("weights"), r.pop("factors")
     if not normalize_factors:

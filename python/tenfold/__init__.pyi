@@ -81,7 +81,15 @@ def parafac(
     mask: Optional[npt.ArrayLike] = None,
     n_starts: int = 0,
     compress: str = "auto",
-) -> CPResult: ...
+    svd: str = "truncated_svd",
+    orthogonalise: Union[bool, int] = False,
+    verbose: int = 0,
+    return_errors: bool = False,
+    sparsity: Union[None, int, float] = None,
+    cvg_criterion: str = "abs_rec_error",
+    fixed_modes: Optional[Sequence[int]] = None,
+    svd_mask_repeats: int = 5,
+) -> Union[CPResult, tuple[Any, ...]]: ...
 def non_negative_parafac_hals(
     tensor: npt.ArrayLike,
     rank: int,
@@ -95,7 +103,15 @@ def non_negative_parafac_hals(
     dtype: _DType = None,
     *,
     n_starts: int = 1,
-) -> CPResult: ...
+    svd: str = "truncated_svd",
+    sparsity_coefficients: Optional[Any] = None,
+    fixed_modes: Optional[Sequence[int]] = None,
+    nn_modes: Union[None, str, Sequence[int]] = "all",
+    exact: bool = False,
+    verbose: bool = False,
+    return_errors: bool = False,
+    cvg_criterion: str = "abs_rec_error",
+) -> Union[CPResult, tuple[Any, ...]]: ...
 def tucker(
     tensor: npt.ArrayLike,
     rank: Union[None, int, Sequence[int]] = None,

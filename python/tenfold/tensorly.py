@@ -73,14 +73,43 @@ def fixed_axes(fixed_modes, ndim):
 _SVD_NAMES = ("truncated_svd", "symeig_svd", "randomized_svd")
 
 
+def orthogonalised_sweeps(orthogonalise, n_iter_max):
+    """TensorLy's orthogonalise as a count of sweeps that start with the QR of the factors:
+    TensorLy orthogonalises at its 0-based iterations 0..k for an int k (True is 1), and at
+    every iteration for any other true value."""
+    if not orthogonalise:
+        return 0
+    k = orthogonalise if isinstance(orthogonalise, int) else n_iter_max
+    return max(0, min(k + 1, n_iter_max))
+
+
+def sparse_entries(sparsity, shape):
+    """TensorLy's sparsity as a count of entries: a float is a fraction of the tensor's
+    (rounded down), anything else a count; a false value (or a count of 0) is none."""
+    if not sparsity:
+        return 0
+    if isinstance(sparsity, float):
+        return int(sparsity * np.prod(shape))
+    return int(sparsity)
+
+
+def _full(weights, factors):
+    """The dense tensor of a CP model (NumPy axis order)."""
+    letters = "abcdefghijklmnopqrstuvwxy"[:len(factors)]
+    return np.einsum(",".join(a + "z" for a in letters) + ",z->" + letters, *factors, weights)
+
+
+def sparsify(residual, count):
+    """TensorLy's sparsify_tensor: the entries of `residual` at least as large in magnitude
+    as its count-th largest (all of it when count >= its size), zeros elsewhere."""
+    if count >= residual.size:
+        return residual
+    bound = np.sort(np.abs(residual), axis=None)[-count]
+    return np.where(np.abs(residual) < bound, np.zeros_like(residual), residual)
+
+
 def _refuse(extra, nonnegative):
     """ValueError for TensorLy arguments that need an algorithm Tenfold does not have."""
-    if extra.get("sparsity"):
-        raise ValueError("sparsity (a sparse component beside the CP model) is not supported "
-                         "by Tenfold; use tensorly.decomposition.parafac")
-    if extra.get("orthogonalise"):
-        raise ValueError("orthogonalise (QR of the factors between sweeps) is not supported by "
-                         "Tenfold; use tensorly.decomposition.parafac")
     if extra.get("svd", "truncated_svd") not in _SVD_NAMES:
         raise ValueError(f"svd must be one of {', '.join(_SVD_NAMES)}, got {extra['svd']!r}")
     if extra.get("cvg_criterion", "abs_rec_error") not in ("abs_rec_error", "rec_error"):
@@ -94,10 +123,24 @@ def _refuse(extra, nonnegative):
                              "Tenfold's HALS")
 
 
-def _all_axes_nonnegative(nn_modes, ndim):
+def nonnegative_axes(nn_modes, ndim):
+    """TensorLy's nn_modes as a sorted tuple of axes: 'all', None (none) or axis numbers
+    (TensorLy tests membership, so a number outside 0..ndim-1 would constrain nothing:
+    ValueError here)."""
     if isinstance(nn_modes, str):
-        return nn_modes == "all"
-    return nn_modes is not None and set(int(m) % ndim for m in nn_modes) == set(range(ndim))
+        if nn_modes != "all":
+            raise ValueError(f"nn_modes must be 'all', None or axis numbers, got {nn_modes!r}")
+        return tuple(range(ndim))
+    if nn_modes is None:
+        return ()
+    axes = set()
+    for m in nn_modes:
+        if isinstance(m, (bool, np.bool_)) or not isinstance(m, (int, np.integer)):
+            raise TypeError(f"nn_modes must hold axis numbers, got {m!r}")
+        if not 0 <= m < ndim:
+            raise ValueError(f"nn_modes: {m} is not an axis of a tensor with {ndim} axes")
+        axes.add(int(m))
+    return tuple(sorted(axes))
 
 
 def run_cp(cp, tensor, rank, n_iter_max, init, tol, random_state, normalize_factors, callback,
@@ -108,9 +151,12 @@ def run_cp(cp, tensor, rank, n_iter_max, init, tol, random_state, normalize_fact
     nonnegative = native["nonnegative"]
     _refuse(extra, nonnegative)
     ndim = np.ndim(tensor)
-    if nonnegative and not _all_axes_nonnegative(extra.get("nn_modes", "all"), ndim):
-        raise ValueError("nn_modes must be 'all' (or every axis): Tenfold's HALS constrains every "
-                         "factor")
+    # Non-negative axes (TensorLy's nn_modes): all of them, some (the others take the plain
+    # update), or none (plain ALS).
+    nn_axes = nonnegative_axes(extra.get("nn_modes", "all"), ndim) if nonnegative else ()
+    constrained = nonnegative and bool(nn_axes)
+    if len(nn_axes) == ndim:
+        nn_axes = ()
     fixed = fixed_axes(extra.get("fixed_modes"), ndim)
     if _is_generator(random_state):
         if isinstance(init, str) and init == "random":
@@ -126,6 +172,7 @@ def run_cp(cp, tensor, rank, n_iter_max, init, tol, random_state, normalize_fact
     verbose = extra.get("verbose", 0)
     linesearch = native["linesearch"]
     tensorly_callback = callback is not None and _takes_model(callback)
+    card = sparse_entries(extra.get("sparsity"), np.shape(tensor))
     # TensorLy's stopping rule in Python where it differs from Tenfold's |change| < tol:
     # the signed decrease, or a start_callback run (the patch) that records errors as TensorLy.
     own_rule = cvg == "rec_error" or start_callback is not None
@@ -141,7 +188,11 @@ def run_cp(cp, tensor, rank, n_iter_max, init, tol, random_state, normalize_fact
             if tensorly_callback:
                 weights, factors = model
                 x_dtype = np.result_type(np.asarray(tensor).dtype, np.float32)
-                cp_model = wrap((weights.astype(x_dtype), [f.astype(x_dtype) for f in factors]))
+                weights, factors = weights.astype(x_dtype), [f.astype(x_dtype) for f in factors]
+                cp_model = wrap((weights, factors))
+                if card:  # TensorLy's robust CP: the model and the sparse component
+                    cp_model = (cp_model, sparsify(
+                        np.asarray(tensor, dtype=x_dtype) - _full(weights, factors), card))
                 if callback(cp_model, errors[-1]) is True:
                     return True
             elif callback(_progress(iteration, fit, delta, seconds)):
@@ -154,18 +205,25 @@ def run_cp(cp, tensor, rank, n_iter_max, init, tol, random_state, normalize_fact
         return False
 
     use_hook = callback is not None or verbose or own_rule or extra.get("return_errors")
+    orthogonalise = extra.get("orthogonalise", False)
     res = cp(tensor, rank, n_iter_max, init, 0.0 if own_rule else tol, random_state,
              normalize_factors, hook if use_hook else None, backend, dtype,
              native["linesearch"], native["l2_reg"], native["mask"], native["n_starts"],
-             native["compress"], nonnegative, fixed, tensorly_callback)
+             native["compress"], constrained, fixed, tensorly_callback,
+             orthogonalised_sweeps(orthogonalise, n_iter_max)
+             if isinstance(n_iter_max, (int, np.integer)) else 0,
+             native.get("linesearch_rule", "tenfold"), card, nn_axes)
     if stopped:
         res.stop, res.converged = "converged", True
+    out = res
+    if card:  # TensorLy returns the model and the sparse component of its residual
+        out = (res, sparsify(np.asarray(tensor, dtype=res.weights.dtype) - _full(*res), card))
     if extra.get("return_errors"):
         if not use_hook:
             errors = [np.float64(1.0 - f) for i, f in enumerate(res.fit_history, 1)
                       if not _line_search_iteration(i, linesearch)]
-        return res, errors
-    return res
+        return out, errors
+    return out
 
 
 def _progress(iteration, fit, delta, seconds):
@@ -241,10 +299,6 @@ def _tensor_reason(tensor, complex_ok=False):
     return None
 
 
-# TensorLy's first line-search jump comes after its 7th sweep (0-based iteration 6).
-_FIRST_JUMP_SWEEP = 7
-
-
 def _start_only(tensor, n_iter_max, fixed_modes):
     """Whether TensorLy's parafac returns its start (no sweep, or every mode fixed)."""
     return n_iter_max == 0 or _every_mode_fixed(tensor, fixed_modes)
@@ -267,17 +321,14 @@ def _cp_reason(tensor, n_iter_max, init, orthogonalise, sparsity, l2_reg, mask, 
     if not (isinstance(init, str) or isinstance(init, (tuple, list))
             or type(init).__name__ == "CPTensor"):
         return "init type"
-    if sparsity:
-        return "sparsity"
     if _start_only(tensor, n_iter_max, fixed_modes):
+        if sparsity:
+            return "sparsity with TensorLy's start as the answer"
         return None  # TensorLy's start is the answer, mask or not
-    if orthogonalise:
-        return "orthogonalise (QR of the factors before the first sweeps)"
+    if orthogonalise and fixed_modes:
+        return "orthogonalise with fixed_modes (TensorLy's QR changes the fixed factors)"
     if mask is not None:
         return "mask (TensorLy imputes the missing entries only after the first sweep)"
-    if linesearch and n_iter_max >= _FIRST_JUMP_SWEEP:
-        return ("linesearch (TensorLy keeps a jump that beats the previous sweep's error and "
-                "extrapolates its unnormalised factors)")
     if l2_reg:
         return "l2_reg (TensorLy regularises the unnormalised factors)"
     if cvg_criterion not in ("abs_rec_error", "rec_error"):
@@ -328,12 +379,13 @@ def _start(tensor, rank, init, svd, random_state, normalize_factors, non_negativ
     from tensorly.cp_tensor import CPTensor, cp_normalize
     from tensorly.decomposition._cp import initialize_cp
 
-    if isinstance(init, str) and init == "svd" and svd == "truncated_svd":
+    # (non_negative: TensorLy's SVD start is NNDSVD of each unfolding, from its own SVD)
+    if isinstance(init, str) and init == "svd" and svd == "truncated_svd" and not non_negative:
         rng = tl.check_random_state(random_state)
         state = rng.get_state()
         factors = _gram_svd_factors(tensor, rank, rng)
         if factors is not None:
-            kt = CPTensor((None, [np.abs(f) for f in factors] if non_negative else factors))
+            kt = CPTensor((None, factors))
             weights, factors = cp_normalize(kt) if normalize_factors else kt
             return (None if weights is None else np.asarray(weights)), list(factors)
         rng.set_state(state)
@@ -442,8 +494,11 @@ def _non_negative_parafac_hals(tensor, rank, n_iter_max=100, init="svd", svd="tr
             reason = "sparsity_coefficients"
         elif exact:
             reason = "exact"
-        elif not _all_axes_nonnegative(nn_modes, tensor.ndim):
-            reason = "nn_modes other than all"
+        else:
+            try:
+                nonnegative_axes(nn_modes, tensor.ndim)
+            except (TypeError, ValueError):
+                reason = "nn_modes other than 'all', None or axes"
 
     def native():
         return _native_cp(args, nonnegative=True)
@@ -466,17 +521,28 @@ def _native_cp(a, nonnegative):
     # vectors where singular values tie, e.g. rank above the tensor's).
     weights, factors = _start(tensor, rank, init, a["svd"], a["random_state"],
                               a["normalize_factors"], non_negative=nonnegative)
-    if nonnegative and any(np.any(f < 0) for f in factors):
+    if nonnegative and any(np.any(factors[axis] < 0)
+                           for axis in nonnegative_axes(a["nn_modes"], tensor.ndim)):
         raise ValueError("a start with negative entries (TensorLy's HALS keeps them)")
+    card = sparse_entries(a.get("sparsity"), tensor.shape)
     if callback is not None:
-        callback(CPTensor((weights if weights is not None else
-                           tl.ones(rank, **tl.context(tensor)), factors)),
-                 _relative_error(tensor, weights, factors))
+        cp_start = CPTensor((weights if weights is not None else
+                             tl.ones(rank, **tl.context(tensor)), factors))
+        if card:  # TensorLy's robust CP: the error without the sparse component
+            sparse = sparsify(tensor - tl.cp_to_tensor(cp_start), card)
+            callback((cp_start, sparse), np.linalg.norm(tensor - tl.cp_to_tensor(cp_start) - sparse)
+                     / np.linalg.norm(tensor))
+        else:
+            callback(cp_start, _relative_error(tensor, weights, factors))
     start = _fold_weights(weights, factors, fixed)
-    native = dict(linesearch=False, l2_reg=0.0, mask=None, n_starts=1, compress="off",
-                  nonnegative=nonnegative)
+    # TensorLy's line search: its acceptance rule, at the scales of its factors.
+    native = dict(linesearch=bool(a.get("linesearch")), l2_reg=0.0, mask=None, n_starts=1,
+                  compress="off", nonnegative=nonnegative,
+                  linesearch_rule="tensorly")
     extra = dict(fixed_modes=fixed, return_errors=a["return_errors"],
-                 cvg_criterion=a["cvg_criterion"], verbose=a["verbose"])
+                 cvg_criterion=a["cvg_criterion"], verbose=a["verbose"],
+                 orthogonalise=a.get("orthogonalise", False), sparsity=card,
+                 nn_modes=a.get("nn_modes", "all"))
     res = run_cp(_cp, tensor, rank, a["n_iter_max"], start, a["tol"] or 0.0, None,
                  a["normalize_factors"], callback, "cpu", None, native, extra,
                  start_callback=True, wrap=CPTensor)
@@ -484,8 +550,11 @@ def _native_cp(a, nonnegative):
         res, errors = res
         if nonnegative and not a["tol"]:
             errors = []  # TensorLy's HALS records errors only with a tolerance
+    res, sparse = res if card else (res, None)
     weights, factors = res
     out = CPTensor((weights, list(factors)))
+    if card:
+        out = (out, sparse)
     return (out, errors) if a["return_errors"] else out
 
 

@@ -190,10 +190,10 @@ def test_compress_file_and_analyze_file_check_their_integers(tmp_path):
 @pytest.mark.parametrize(
     "call, message",
     [
-        (lambda x, w: tenfold.parafac(x, 2, n_iter_max=0), "^n_iter_max must be at least 1, got 0$"),
+        (lambda x, w: tenfold.parafac(x, 2, n_iter_max=-1), "^n_iter_max must be at least 0, got -1$"),
         (lambda x, w: tenfold.parafac(x, 2, l2_reg=-1), "^l2_reg must be finite and >= 0, got -1.0$"),
         (lambda x, w: tenfold.parafac(x, 2, tol=float("nan")), "^tol must be finite and >= 0"),
-        (lambda x, w: tenfold.non_negative_parafac_hals(x, 2, n_iter_max=0), "^n_iter_max must be"),
+        (lambda x, w: tenfold.non_negative_parafac_hals(x, 2, n_iter_max=-1), "^n_iter_max must be"),
         (lambda x, w: tenfold.parafac(x, 2, n_starts=-1), "^n_starts must be at least 0"),
         (lambda x, w: tenfold.tucker(x, tol=2), r"^tol must be in \(0, 1\), got 2.0$"),
         (lambda x, w: tenfold.tucker(x, rank=2, method="hooi", n_iter_max=0), "^n_iter_max must be at least 1"),

@@ -142,7 +142,7 @@ def test_callback_sees_every_iteration_and_can_stop(covid):
     [
         (dict(rank=0), ValueError, "rank"),
         (dict(rank=10**6), ValueError, "rank"),
-        (dict(rank=2, n_iter_max=0), ValueError, "iter"),
+        (dict(rank=2, n_iter_max=-1), ValueError, "iter"),
         (dict(rank=2, tol=-1), ValueError, "tol"),
         (dict(rank=2, init="bogus"), ValueError, "init"),
         (dict(rank=2, backend="tpu"), ValueError, "tpu"),

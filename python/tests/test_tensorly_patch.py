@@ -112,10 +112,87 @@ def test_native_call_is_one_uncompressed_start_at_scale(fresh_patch):
     np.testing.assert_allclose(errors, ref_errors, rtol=1e-6)
 
 
+@pytest.mark.parametrize("orthogonalise,qr_sweeps", [(True, 2), (3, 4), (0, 0), (1.0, 40)])
+def test_orthogonalise_matches_tensorly_from_the_same_start(fresh_patch, orthogonalise,
+                                                             qr_sweeps):
+    """TensorLy takes the QR of the factors at its iterations 0..orthogonalise (True is 1;
+    a true value that is not an int: every iteration); well-conditioned factors (rank
+    below the tensor's) make its Q, and so the run, determined to rounding."""
+    from tensorly.decomposition import parafac
+
+    assert tt.orthogonalised_sweeps(orthogonalise, 40) == qr_sweeps
+    rng = np.random.default_rng(4)
+    x = np.einsum("ir,jr,kr->ijk", *(rng.standard_normal((s, 4)) for s in (9, 8, 7)))
+    x = x + 0.1 * rng.standard_normal(x.shape)
+    kw = dict(init="random", random_state=5, tol=0, n_iter_max=40, return_errors=True,
+              orthogonalise=orthogonalise)
+    cp, errors = parafac(x, 3, **kw)
+    assert tt.calls()["native"] == 1
+    ref, ref_errors = parafac.__wrapped__(x, 3, **kw)
+    np.testing.assert_allclose(errors, ref_errors, rtol=1e-9)
+    np.testing.assert_allclose(tl.cp_to_tensor(cp), tl.cp_to_tensor(ref), rtol=0,
+                               atol=1e-8 * np.abs(x).max())
+    # Without the QR the errors differ while it is taken (TensorLy's errors may rise there).
+    plain = parafac.__wrapped__(x, 3, **dict(kw, orthogonalise=False))[1]
+    assert (qr_sweeps == 0) == np.allclose(plain[:max(qr_sweeps, 2)],
+                                           ref_errors[:max(qr_sweeps, 2)], rtol=1e-9)
+
+
+@pytest.mark.parametrize("sparsity,linesearch", [(0.9, False), (0.05, True), (20, False)])
+def test_sparsity_matches_tensorly_from_the_same_start(fresh_patch, sparsity, linesearch):
+    """TensorLy's robust CP: sweeps on the tensor itself, the error (stopping rule, line
+    search, errors, callback) without the residual's largest entries, and the sparse
+    component of the final residual returned beside the model."""
+    from tensorly.decomposition import parafac
+
+    rng = np.random.default_rng(4)
+    x = np.einsum("ir,jr,kr->ijk", *(rng.standard_normal((s, 4)) for s in (9, 8, 7)))
+    x = x + 0.1 * rng.standard_normal(x.shape)
+    x.flat[::37] += 5  # outliers
+    seen = {"out": [], "ref": []}
+    runs = {}
+    for key, fn in (("out", parafac), ("ref", parafac.__wrapped__)):
+        runs[key] = fn(x, 3, init="random", random_state=5, tol=1e-10, n_iter_max=60,
+                       sparsity=sparsity, linesearch=linesearch, return_errors=True,
+                       callback=lambda cp, e, key=key: seen[key].append((cp[1], e)))
+    assert tt.calls()["native"] == 1
+    ((cp, sparse), errors), ((ref, ref_sparse), ref_errors) = runs["out"], runs["ref"]
+    np.testing.assert_allclose(errors, ref_errors, rtol=1e-9)
+    np.testing.assert_allclose(tl.cp_to_tensor(cp), tl.cp_to_tensor(ref), rtol=0,
+                               atol=1e-9 * np.abs(x).max())
+    np.testing.assert_allclose(sparse, ref_sparse, rtol=0, atol=1e-9 * np.abs(x).max())
+    assert np.count_nonzero(ref_sparse) == tt.sparse_entries(sparsity, x.shape)
+    assert len(seen["out"]) == len(seen["ref"])
+    for (s, e), (t, f) in zip(seen["out"], seen["ref"]):
+        assert abs(e - f) <= 1e-9 * f
+        np.testing.assert_allclose(s, t, rtol=0, atol=1e-9 * np.abs(x).max())
+    # Without sparsity the errors are those of the plain residual.
+    plain = parafac.__wrapped__(x, 3, init="random", random_state=5, tol=1e-10, n_iter_max=60,
+                                linesearch=linesearch, return_errors=True)[1]
+    assert plain[-1] > 1.5 * ref_errors[-1]
+
+
+def test_sparsity_direct_api():
+    rng = np.random.default_rng(1)
+    x = rng.random((6, 5, 4))
+    (r, sparse), errors = tenfold.parafac(x, 2, sparsity=0.25, return_errors=True, tol=0,
+                                          n_iter_max=5)
+    assert np.count_nonzero(sparse) == 30
+    residual = x - tl.cp_to_tensor(r)
+    np.testing.assert_allclose(errors[-1], np.linalg.norm(residual - sparse) / np.linalg.norm(x),
+                               rtol=1e-10)
+    assert tenfold.parafac(x, 2, sparsity=0.001, n_iter_max=2).fit > 0  # no entry: plain CP
+    with pytest.raises(ValueError, match="sparsity applies to dense tensors without a mask"):
+        tenfold.parafac(x, 2, sparsity=3, mask=x > 0.1)
+    with pytest.raises(ValueError, match="sparsity and orthogonalise apply to dense arrays"):
+        tenfold.parafac((np.array([[0, 1], [1, 2], [0, 3]]), np.array([1.0, 2.0]), (2, 3, 4)), 2,
+                        sparsity=1)
+
+
 @pytest.mark.parametrize("kwargs,reason", [
-    (dict(orthogonalise=True), "orthogonalise"),
-    (dict(sparsity=0.9), "sparsity"),
-    (dict(linesearch=True), "linesearch"),
+    (dict(orthogonalise=True, init=(None, [np.ones((5, 2)), np.eye(4, 2), np.eye(3, 2)]),
+          fixed_modes=[1]), "orthogonalise with fixed_modes"),
+    (dict(sparsity=0.9, n_iter_max=0), "sparsity with TensorLy's start"),
     (dict(l2_reg=0.1), "l2_reg"),
 ])
 def test_unserved_arguments_run_tensorly(fresh_patch, kwargs, reason):
@@ -167,21 +244,34 @@ def test_start_returned_natively(fresh_patch, kwargs):
         assert abs(e - f) <= 1e-14
 
 
-def test_linesearch_before_its_first_jump_runs_natively(fresh_patch):
-    """TensorLy's line search tries its first jump after the 7th sweep: with fewer sweeps
-    the call is plain ALS and runs natively; with more it falls back."""
+@pytest.mark.parametrize("normalize_factors,orthogonalise", [(False, False), (True, False),
+                                                              (False, True)])
+def test_linesearch_matches_tensorly_from_the_same_start(fresh_patch, normalize_factors,
+                                                         orthogonalise):
+    """TensorLy's jumps (after its 7th sweep: kept when they beat the previous sweep's
+    error, its unnormalised factors extrapolated) natively, with its error list (none for
+    a line-search iteration)."""
     from tensorly.decomposition import parafac
 
-    x = np.random.default_rng(3).random((6, 5, 4))
-    out, errors = parafac(x, 2, n_iter_max=6, tol=0, linesearch=True, return_errors=True)
-    ref, ref_errors = parafac.__wrapped__(x, 2, n_iter_max=6, tol=0, linesearch=True,
-                                          return_errors=True)
+    rng = np.random.default_rng(7)
+    factors = [rng.standard_normal((s, 4)) for s in (12, 10, 9)]
+    factors = [f + 2 * f[:, :1] for f in factors]  # collinear components: many jumps taken
+    x = np.einsum("ir,jr,kr->ijk", *factors) + 0.01 * rng.standard_normal((12, 10, 9))
+    kw = dict(init="random", random_state=3, n_iter_max=40, tol=1e-12, linesearch=True,
+              normalize_factors=normalize_factors, orthogonalise=orthogonalise,
+              return_errors=True)
+    out, errors = parafac(x, 4, **kw)
     assert tt.calls()["native"] == 1
+    ref, ref_errors = parafac.__wrapped__(x, 4, **kw)
+    assert len(errors) == len(ref_errors) < 40
     np.testing.assert_allclose(errors, ref_errors, rtol=1e-9)
     np.testing.assert_allclose(tl.cp_to_tensor(out), tl.cp_to_tensor(ref), rtol=0,
-                               atol=1e-9 * np.abs(x).max())
-    parafac(x, 2, n_iter_max=7, tol=0, linesearch=True, return_errors=True)
-    assert tt.calls()["fallback"] == 1
+                               atol=1e-8 * np.abs(x).max())
+    # Tenfold's own rule takes other jumps.
+    own = tenfold.parafac(x, 4, init=(None, tl.decomposition._cp.initialize_cp(
+        x, 4, init="random", random_state=3)[1]), n_iter_max=40, tol=0, linesearch=True,
+        orthogonalise=orthogonalise, return_errors=True)[1]
+    assert not np.allclose(own[:len(ref_errors)], ref_errors, rtol=1e-6)
 
 
 @pytest.mark.parametrize("tensor,reason", [
@@ -211,12 +301,53 @@ def test_fixed_modes_kept_bit_for_bit_direct_api():
 
 def test_refused_arguments_direct_api():
     x = np.random.default_rng(1).random((6, 5, 4))
-    with pytest.raises(ValueError, match="sparsity"):
-        tenfold.parafac(x, 2, sparsity=0.5)
-    with pytest.raises(ValueError, match="orthogonalise"):
-        tenfold.parafac(x, 2, orthogonalise=True)
-    with pytest.raises(ValueError, match="nn_modes"):
-        tenfold.non_negative_parafac_hals(x, 2, nn_modes={0})
+    with pytest.raises(ValueError, match="orthogonalise cannot be combined with fixed modes"):
+        tenfold.parafac(x, 2, orthogonalise=True, init=(None, [np.ones((s, 2)) for s in x.shape]),
+                        fixed_modes=[0])
+    with pytest.raises(ValueError, match="nn_modes: 3 is not an axis"):
+        tenfold.non_negative_parafac_hals(x, 2, nn_modes={0, 3})
+
+
+@pytest.mark.parametrize("nn_modes", [{0, 2}, None, "all"])
+def test_nn_modes_matches_tensorly_from_the_same_start(fresh_patch, nn_modes):
+    """TensorLy's nn_modes: HALS on those axes, the plain least-squares update on the others
+    (TensorLy's own test problem: axis 1 signed)."""
+    from tensorly.decomposition import non_negative_parafac_hals
+
+    rng = tl.check_random_state(1234)
+    weights = rng.uniform(size=3)
+    a, b, c = rng.uniform(size=(8, 3)), rng.standard_normal((9, 3)), rng.uniform(0.1, 1.1, (10, 3))
+    x = tl.cp_to_tensor((weights, (a, b, c)))
+    kw = dict(rank=3, n_iter_max=100, tol=1e-12, init="svd", nn_modes=nn_modes,
+              return_errors=True)
+    out, errors = non_negative_parafac_hals(x, **kw)
+    assert tt.calls()["native"] == 1
+    ref, ref_errors = non_negative_parafac_hals.__wrapped__(x, **kw)
+    for axis in tt.nonnegative_axes(nn_modes, 3):
+        assert out.factors[axis].min() >= 0
+    err = np.linalg.norm(x - tl.cp_to_tensor(out)) / np.linalg.norm(x)
+    ref_err = np.linalg.norm(x - tl.cp_to_tensor(ref)) / np.linalg.norm(x)
+    if nn_modes == "all":  # the signed axis cannot be fitted
+        assert err > 0.1 and ref_err > 0.1
+    else:
+        assert out.factors[1].min() < -0.05
+        assert err < 1e-3 and ref_err < 1e-3
+    # TensorLy's iterates (the closed-form error resolves about sqrt(eps) of the norm)
+    np.testing.assert_allclose(errors, ref_errors, rtol=1e-6, atol=1e-7)
+
+
+def test_no_sweep_returns_the_start_direct_api():
+    """n_iter_max=0: the start itself (TensorLy returns its start too), its fit, no errors."""
+    rng = np.random.default_rng(3)
+    x = rng.random((6, 5, 4))
+    start = [rng.random((s, 2)) for s in x.shape]
+    r, errors = tenfold.parafac(x, 2, init=(None, start), n_iter_max=0, return_errors=True)
+    assert errors == [] and r.iterations == 0
+    np.testing.assert_allclose(tl.cp_to_tensor(r), tl.cp_to_tensor((None, start)), rtol=1e-12)
+    assert abs(r.fit - (1 - np.linalg.norm(x - tl.cp_to_tensor((None, start))) /
+                        np.linalg.norm(x))) < 1e-10
+    (r, sparse) = tenfold.parafac(x, 2, init=(None, start), n_iter_max=0, sparsity=3)
+    assert np.count_nonzero(sparse) == 3
 
 
 def test_tensorly_callback_and_errors_direct_api():
