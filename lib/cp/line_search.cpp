@@ -155,7 +155,9 @@ double LineSearch<T>::jump(CpOperand<T>& x, int iter, double resid2, double prev
     }
     std::vector<T> l(static_cast<std::size_t>(r_));
     c_.download(l.data(), lambda, l.size());
-    d_[ni].assign(l.begin(), l.end());
+    d_[ni].resize(l.size());
+    std::transform(l.begin(), l.end(), d_[ni].begin(),
+                   [](T w) { return static_cast<double>(real_part(w)); });  // norms: real
   }
   return cand_resid2;
 }
