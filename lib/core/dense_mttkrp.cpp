@@ -132,6 +132,19 @@ void DenseMttkrp<T>::mttkrp(int n, std::span<const T* const> factors, index_t ra
   const int order = this->order();
   if (rank != cached_rank_) cached_ = Cached::none;
   cached_rank_ = rank;
+  if (order == 3 && n == 2) {
+    // Last mode of a 3-way tensor: V(:, i2, r) = X(:, :, i2) U_1(:, r), one GEMM per
+    // contiguous slab i2, all with the same U_1 (the tensor is read in memory order, and
+    // every product is tall and thin), then out(:, r) = V_r^T U_0(:, r) with V_r = V(:, :, r).
+    const index_t i0 = dims()[0], i1 = dims()[1], i2 = dims()[2];
+    T* v = ensure(c, y_, static_cast<std::size_t>(i0 * i2 * rank));
+    cached_ = Cached::none;  // y_ held the leading block's partial product
+    c.gemm_strided_batched(Op::none, Op::none, i0, rank, i1, T(1), x_.data(), i0, i0 * i1,
+                           factors[1], i1, 0, T(0), v, i0 * i2, i0, i2);
+    c.gemm_strided_batched(Op::trans, Op::none, i2, 1, i0, T(1), v, i0, i0 * i2, factors[0], i0, i0,
+                           T(0), out, i2, i2, rank);
+    return;
+  }
   if (n < lead_end_) {
     // Leading block: Y = X_(lead x trail) * KR(U_{N-1}, ..., U_{lead_end}).
     const index_t il = prod(0, lead_end_), ir = prod(lead_end_, order);
@@ -168,8 +181,12 @@ double DenseMttkrp<T>::workspace_elements(index_t rank) const {
   const auto finish = [&](int lo, int hi) { return hi - lo > 2 ? size(lo, hi) : 0.0; };
   // y_: X contracted with the other block; kr_, kr_tmp_: the Khatri-Rao products of
   // the contracted block (or of sub-ranges); v_: the partial result within a block.
-  const double y = std::max(lead_end_ > 1 ? size(0, lead_end_) : 0.0,
-                            trail_begin_ < order - 1 ? size(trail_begin_, order) : 0.0);
+  // Order 3: y_ holds either the leading partial (I_0 I_1 x R) or the last mode's
+  // slab products (I_0 I_2 x R); there is no trailing partial.
+  const double y = order == 3
+                       ? std::max(size(0, 2), size(0, 1) * size(2, 3))
+                       : std::max(lead_end_ > 1 ? size(0, lead_end_) : 0.0,
+                                  trail_begin_ < order - 1 ? size(trail_begin_, order) : 0.0);
   const double kr = std::max({order - lead_end_ > 1 ? size(lead_end_, order) : 0.0,
                               trail_begin_ > 1 ? size(0, trail_begin_) : 0.0, finish(0, lead_end_),
                               finish(trail_begin_, order)});
