@@ -83,14 +83,25 @@ constexpr int kVectors = 3;
 // A packed (k x MR, row p = column p of the tile's rows), Bp the panel of op(B) (k x
 // kPanel, row-major, zero-padded). out(i, j) = sum_p Ap(p, i) Bp(p, j): per p, the first
 // V vectors of row p of Ap times the kPanel broadcasts of row p of Bp (V < 3 for the last
-// rows of A, so that a short tile costs no more than its rows). `next`, when set, is a
-// later tile of A in place (leading dimension lda), fetched into L2 meanwhile. Not
-// inlined: inside its caller the compiler ran out of vector registers and spilled A.
+// rows of A, so that a short tile costs no more than its rows). Alongside, when `copy`
+// names them, the next tile of A is copied (masked rows) into its packed buffer, and a
+// later tile is fetched into L2, so that memory latency overlaps the multiplications.
+// Not inlined: inside its caller the compiler ran out of vector registers and spilled A.
+struct NextTiles {
+  const void* copy_from = nullptr;  // the next tile in place (leading dimension lda)
+  void* copy_to = nullptr;          // its packed buffer
+  unsigned mask[3] = {0, 0, 0};     // its rows, per vector
+  const void* fetch = nullptr;      // the tile after it, in place
+};
+
 template <class T, int V>
 __attribute__((noinline)) TENFOLD_AVX512 void tile(index_t k, const T* ap, const T* bp, T* out,
-                                                   const T* next, index_t lda) {
+                                                   index_t lda, const NextTiles& next) {
   using L = Lanes<T>;
   constexpr unsigned full = (1u << L::W) - 1u;
+  const T* copy_from = static_cast<const T*>(next.copy_from);
+  T* copy_to = static_cast<T*>(next.copy_to);
+  const T* fetch = static_cast<const T*>(next.fetch);
   TENFOLD_TILE_ZERO(0)
   TENFOLD_TILE_ZERO(1)
   TENFOLD_TILE_ZERO(2)
@@ -104,8 +115,15 @@ __attribute__((noinline)) TENFOLD_AVX512 void tile(index_t k, const T* ap, const
     const typename L::V a0 = L::load(a);
     const typename L::V a1 = V > 1 ? L::load(a + L::W) : a0;
     const typename L::V a2 = V > 2 ? L::load(a + 2 * L::W) : a0;
-    if (next != nullptr) {
-      const char* np = reinterpret_cast<const char*>(next + p * lda);
+    if (copy_from != nullptr) {
+      const T* src = copy_from + p * lda;
+      T* dst = copy_to + p * kVectors * L::W;
+      L::store(full, dst, L::load(next.mask[0], src));
+      L::store(full, dst + L::W, L::load(next.mask[1], src + L::W));
+      L::store(full, dst + 2 * L::W, L::load(next.mask[2], src + 2 * L::W));
+    }
+    if (fetch != nullptr) {
+      const char* np = reinterpret_cast<const char*>(fetch + p * lda);
       _mm_prefetch(np, _MM_HINT_T1);
       _mm_prefetch(np + 64, _MM_HINT_T1);
       _mm_prefetch(np + 128, _MM_HINT_T1);
@@ -137,41 +155,55 @@ __attribute__((noinline)) TENFOLD_AVX512 void tile(index_t k, const T* ap, const
 // Lanes [0, n) of a vector set, n in [0, W].
 constexpr unsigned lanes_mask(index_t n) { return (1u << n) - 1u; }
 
+// The rows of the tile starting `left` rows before the end, per vector.
+template <class T>
+void tile_masks(index_t left, unsigned (&mask)[kVectors]) {
+  constexpr index_t w = Lanes<T>::W;
+  for (int v = 0; v < kVectors; ++v) {
+    const index_t n_v = left - v * w;
+    mask[v] = lanes_mask(n_v <= 0 ? 0 : n_v >= w ? w : n_v);
+  }
+}
+
 // Rows [r0, r1) of C = alpha A op(B) + beta C (A and C with m rows), tile by tile. Each
 // tile of A (MR rows, all k columns, one page per column when lda is large) is copied
-// once into `ap` (k x MR, contiguous, rows past r1 zero), where the panels find it in the
-// core's cache; meanwhile the tile two ahead is fetched (one ahead arrived too late).
-// `out` holds one tile of one panel (MR x kPanel).
+// once into a packed buffer (k x MR, rows past r1 zero), where all panels of op(B) find
+// it in the core's cache: the first tile here, the others during the first panel of the
+// tile before (two buffers, `ap` and `ap + k MR`). `out` holds one tile of one panel.
 template <class T>
 TENFOLD_AVX512 void rows(index_t r0, index_t r1, index_t m, index_t n, index_t k, T alpha,
                          const T* a, index_t lda, const T* bp, T beta, T* c, index_t ldc, T* ap,
                          T* out) {
   using L = Lanes<T>;
   constexpr index_t w = L::W, mr = kVectors * w;
+  unsigned mask[kVectors];
+  tile_masks<T>(r1 - r0, mask);
+  for (index_t p = 0; p < k; ++p) {
+    for (int v = 0; v < kVectors; ++v)
+      L::store(lanes_mask(w), ap + p * mr + v * w, L::load(mask[v], a + r0 + p * lda + v * w));
+  }
+  const typename L::V va = L::set1(alpha), vb = L::set1(beta);
+  int current = 0;
   for (index_t i = r0; i < r1; i += mr) {
-    const index_t left = r1 - i;
-    unsigned mask[kVectors];
-    for (int v = 0; v < kVectors; ++v) {
-      const index_t n_v = left - v * w;
-      mask[v] = lanes_mask(n_v <= 0 ? 0 : n_v >= w ? w : n_v);
+    const index_t rows_here = r1 - i < mr ? r1 - i : mr;
+    tile_masks<T>(r1 - i, mask);
+    T* packed = ap + current * k * mr;
+    NextTiles next;
+    if (i + mr < r1) {
+      next.copy_from = a + i + mr;
+      next.copy_to = ap + (1 - current) * k * mr;
+      tile_masks<T>(r1 - i - mr, next.mask);
     }
-    for (index_t p = 0; p < k; ++p) {
-      const T* src = a + i + p * lda;
-      T* dst = ap + p * mr;
-      for (int v = 0; v < kVectors; ++v)
-        L::store((1u << w) - 1u, dst + v * w, L::load(mask[v], src + v * w));
-    }
-    const T* next = i + 2 * mr < m ? a + i + 2 * mr : nullptr;
-    const index_t rows_here = left < mr ? left : mr;
-    const typename L::V va = L::set1(alpha), vb = L::set1(beta);
+    if (i + 2 * mr < m) next.fetch = a + i + 2 * mr;
+    const NextTiles none;
     for (index_t j0 = 0; j0 < n; j0 += kPanel) {
-      const T* pf = j0 == 0 ? next : nullptr;
+      const NextTiles& along = j0 == 0 ? next : none;
       if (rows_here > 2 * w) {
-        tile<T, 3>(k, ap, bp + j0 * k, out, pf, lda);
+        tile<T, 3>(k, packed, bp + j0 * k, out, lda, along);
       } else if (rows_here > w) {
-        tile<T, 2>(k, ap, bp + j0 * k, out, pf, lda);
+        tile<T, 2>(k, packed, bp + j0 * k, out, lda, along);
       } else {
-        tile<T, 1>(k, ap, bp + j0 * k, out, pf, lda);
+        tile<T, 1>(k, packed, bp + j0 * k, out, lda, along);
       }
       // C(i.., j0..) = alpha out + beta C, the columns and rows that exist.
       const index_t cols = n - j0 < kPanel ? n - j0 : kPanel;
@@ -185,6 +217,7 @@ TENFOLD_AVX512 void rows(index_t r0, index_t r1, index_t m, index_t n, index_t k
         }
       }
     }
+    current = 1 - current;
   }
 }
 
@@ -224,10 +257,10 @@ void tall_gemm(index_t m, index_t n, index_t k, T alpha, const T* a, index_t lda
   const index_t block = kTilesPerTask * tile_rows<T>();
   const index_t per_product = (m + block - 1) / block;
   parallel_for(per_product * batch, [&](index_t t) {
-    // This task's packed tile of A and tile of C (64-byte aligned for the vector loads).
+    // This task's two packed tiles of A and tile of C (64-byte aligned for the loads).
     alignas(64) T out[tile_rows<T>() * kPanel];
     thread_local std::vector<T> ap_buffer;
-    const auto ap_size = static_cast<std::size_t>(k * tile_rows<T>()) + 64 / sizeof(T);
+    const auto ap_size = static_cast<std::size_t>(2 * k * tile_rows<T>()) + 64 / sizeof(T);
     if (ap_buffer.size() < ap_size) ap_buffer.resize(ap_size);
     T* ap = ap_buffer.data();
     ap += (64 - reinterpret_cast<std::uintptr_t>(ap) % 64) % 64 / sizeof(T);
