@@ -234,8 +234,8 @@ template <class T>
 bool tall_gemm_suits(index_t m, index_t n, index_t k) {
   static const bool avx512 = __builtin_cpu_supports("avx512f");
   const index_t padded = (n + kPanel - 1) / kPanel * kPanel;
-  // A tile of A (MR x k) stays in the core's L2 cache (about 96 KB at most) while the
-  // panels of op(B) pass over it.
+  // A tile of A (MR x k, at most 96 KB) and the next one being copied stay in the
+  // core's L2 cache while the panels of op(B) pass over the first.
   return avx512 && m >= tile_rows<T>() && n >= 1 && n <= 128 && 5 * padded <= 6 * n && k >= 1 &&
          k * tile_rows<T>() * static_cast<index_t>(sizeof(T)) <= 98304;
 }
