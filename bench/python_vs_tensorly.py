@@ -35,6 +35,7 @@ CASES = [
     ("cp", (200, 200, 200), 64, 10, 3.0),
     ("tucker", (200, 200, 200), 20, 0, None),
     ("tucker", (300, 300, 300), 30, 0, 20.0),
+    ("cp", (400, 400, 400), 32, 5, None),
 ]
 
 
@@ -44,9 +45,9 @@ def timed(f):
     return time.perf_counter() - t, r
 
 
-def cp_case(dims, rank, iters, reps, rng):
-    x = rng.random(dims)
-    start = [rng.random((n, rank)) for n in dims]
+def cp_case(dims, rank, iters, reps, rng, dtype):
+    x = rng.random(dims).astype(dtype)
+    start = [rng.random((n, rank)).astype(dtype) for n in dims]
     ours, theirs, overhead = [], [], []
     for _ in range(reps):
         # Plain ALS on both sides: compression first would time another algorithm.
@@ -60,8 +61,8 @@ def cp_case(dims, rank, iters, reps, rng):
     return statistics.median(ours), statistics.median(theirs), statistics.median(overhead), "s/it"
 
 
-def tucker_case(dims, rank, reps, rng):
-    x = rng.random(dims)
+def tucker_case(dims, rank, reps, rng, dtype):
+    x = rng.random(dims).astype(dtype)
     ranks = [rank] * len(dims)
     ours, theirs, overhead = [], [], []
     for _ in range(reps):
@@ -73,7 +74,7 @@ def tucker_case(dims, rank, reps, rng):
     return statistics.median(ours), statistics.median(theirs), statistics.median(overhead), "s"
 
 
-def speed(reps, only):
+def speed(reps, only, dtype):
     rng = np.random.default_rng(0)
     print(f"tenfold {tenfold.__version__} ({tenfold.num_threads()} threads), "
           f"tensorly {tl.__version__}, numpy {np.__version__}, Python {sys.version.split()[0]}")
@@ -85,11 +86,11 @@ def speed(reps, only):
             continue
         shape = "x".join(map(str, dims))
         if kind == "cp":
-            label = f"parafac {shape} R{rank} float64, {iters} iterations"
-            t, tl_t, over, unit = cp_case(dims, rank, iters, reps, rng)
+            label = f"parafac {shape} R{rank} {dtype}, {iters} iterations"
+            t, tl_t, over, unit = cp_case(dims, rank, iters, reps, rng, dtype)
         else:
-            label = f"tucker ST-HOSVD {shape} ranks {rank} float64"
-            t, tl_t, over, unit = tucker_case(dims, rank, reps, rng)
+            label = f"tucker ST-HOSVD {shape} ranks {rank} {dtype}"
+            t, tl_t, over, unit = tucker_case(dims, rank, reps, rng, dtype)
         ratio = tl_t / t
         mark = "" if target is None else f">= {target:g} " + ("✓" if ratio >= target else "✗")
         print(f"| {label} | {unit} | {t:.4f} | {tl_t:.4f} | {ratio:.1f} | {mark} | "
@@ -128,9 +129,11 @@ def main():
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--cases", type=int, nargs="*", default=[],
                    help="indices into CASES to run (default: all)")
+    p.add_argument("--dtype", choices=("float64", "float32"), default="float64",
+                   help="precision of the tensor and the start (both libraries)")
     p.add_argument("--memory", action="store_true", help="peak memory on a 1 GB tensor")
     a = p.parse_args()
-    memory() if a.memory else speed(a.reps, set(a.cases))
+    memory() if a.memory else speed(a.reps, set(a.cases), a.dtype)
 
 
 if __name__ == "__main__":

@@ -70,6 +70,15 @@ index_t DenseMttkrp<T>::prod(int lo, int hi) const {
 }
 
 template <class T>
+bool DenseMttkrp<T>::slab_products(index_t rank) const {
+  // Worth a call per slab when each slab's product is large: otherwise the transposed
+  // contraction of the trailing block (one call) costs less.
+  if (order() != 3) return false;
+  const index_t i0 = dims()[0], i1 = dims()[1];
+  return i0 >= 32 && i0 * i1 * rank >= 65536;
+}
+
+template <class T>
 void DenseMttkrp<T>::factor_changed(int m) {
   if ((cached_ == Cached::leading && m >= lead_end_) ||
       (cached_ == Cached::trailing && m < trail_begin_)) {
@@ -132,6 +141,19 @@ void DenseMttkrp<T>::mttkrp(int n, std::span<const T* const> factors, index_t ra
   const int order = this->order();
   if (rank != cached_rank_) cached_ = Cached::none;
   cached_rank_ = rank;
+  if (n == 2 && slab_products(rank)) {
+    // Last mode of a 3-way tensor: V(:, i2, r) = X(:, :, i2) U_1(:, r), one GEMM per
+    // contiguous slab i2, all with the same U_1 (the tensor is read in memory order, and
+    // every product is tall and thin), then out(:, r) = V_r^T U_0(:, r) with V_r = V(:, :, r).
+    const index_t i0 = dims()[0], i1 = dims()[1], i2 = dims()[2];
+    T* v = ensure(c, y_, static_cast<std::size_t>(i0 * i2 * rank));
+    cached_ = Cached::none;  // y_ held the leading block's partial product
+    c.gemm_strided_batched(Op::none, Op::none, i0, rank, i1, T(1), x_.data(), i0, i0 * i1,
+                           factors[1], i1, 0, T(0), v, i0 * i2, i0, i2);
+    c.gemm_strided_batched(Op::trans, Op::none, i2, 1, i0, T(1), v, i0, i0 * i2, factors[0], i0, i0,
+                           T(0), out, i2, i2, rank);
+    return;
+  }
   if (n < lead_end_) {
     // Leading block: Y = X_(lead x trail) * KR(U_{N-1}, ..., U_{lead_end}).
     const index_t il = prod(0, lead_end_), ir = prod(lead_end_, order);
@@ -168,8 +190,10 @@ double DenseMttkrp<T>::workspace_elements(index_t rank) const {
   const auto finish = [&](int lo, int hi) { return hi - lo > 2 ? size(lo, hi) : 0.0; };
   // y_: X contracted with the other block; kr_, kr_tmp_: the Khatri-Rao products of
   // the contracted block (or of sub-ranges); v_: the partial result within a block.
-  const double y = std::max(lead_end_ > 1 ? size(0, lead_end_) : 0.0,
-                            trail_begin_ < order - 1 ? size(trail_begin_, order) : 0.0);
+  // y_ also holds the last mode's slab products (I_0 I_2 x R) where they are used.
+  const double y = std::max({lead_end_ > 1 ? size(0, lead_end_) : 0.0,
+                             trail_begin_ < order - 1 ? size(trail_begin_, order) : 0.0,
+                             slab_products(rank) ? size(0, 1) * size(2, 3) : 0.0});
   const double kr = std::max({order - lead_end_ > 1 ? size(lead_end_, order) : 0.0,
                               trail_begin_ > 1 ? size(0, trail_begin_) : 0.0, finish(0, lead_end_),
                               finish(trail_begin_, order)});

@@ -4,6 +4,9 @@
 // finished from that partial result with small batched products. A sweep thus
 // costs two passes over the tensor, never permutes it, and never forms the
 // Khatri-Rao product of all but one mode (except for order 2, where it is a factor).
+// For a large 3-way tensor the second pass contracts the middle mode slab by slab
+// instead of the first one, so that both passes are tall and thin products that read
+// the tensor in place (see mttkrp).
 #pragma once
 
 #include <span>
@@ -78,6 +81,8 @@ class DenseMttkrp {
   enum class Cached { none, leading, trailing };
 
   void choose_blocks();
+  // Whether the last mode of a 3-way tensor is contracted slab by slab (see mttkrp).
+  bool slab_products(index_t rank) const;
   index_t prod(int lo, int hi) const;  // prod of dims()[lo..hi)
   // out = MTTKRP of local mode j of the partial tensor y (modes lo..hi of X, then R).
   void finish(const T* y, int lo, int hi, int n, std::span<const T* const> factors, index_t rank,

@@ -1,0 +1,33 @@
+// Tall and thin products C = A op(B) (A m x k with m large, n small), the shape of the
+// MTTKRP's tensor-sized contractions.
+//
+// OpenBLAS packs each block of A into a buffer and then multiplies it, and with beta = 0
+// first zeroes C in a pass of its own; with n = R columns each element of A takes part
+// in only 2n flops, so those memory-bound steps, not overlapped with the arithmetic,
+// were a third of the product's time (docs/performance.md). This kernel packs op(B)
+// (k x n, small) once per call, copies A a tile of 3 vectors of rows at a time into a
+// buffer that stays in the core's cache for all panels of op(B), prefetches the tile
+// two ahead while it multiplies, and writes each element of C once.
+#pragma once
+
+#include "core/compute.hpp"
+
+namespace tenfold::detail {
+
+/// Whether tall_gemm<T> is worth calling for this shape on this processor: AVX-512F
+/// present, m at least one tile, n small (columns of op(B) padded to 8 waste at most a
+/// fifth), k short enough that a tile of A stays in the core's cache.
+template <class T>
+bool tall_gemm_suits(index_t m, index_t n, index_t k);
+
+/// C_i = alpha A_i op(B) + beta C_i for i < batch, with A_i = a + i stride_a (m x k,
+/// column-major, leading dimension lda), one op(B) (k x n) for all, C_i = c + i stride_c
+/// (m x n, leading dimension ldc); with beta = 0, C is not read. Each element of C is
+/// summed over k in order on one thread (the pool's threads take blocks of rows), so the
+/// result does not depend on the thread count. Call only where tall_gemm_suits.
+template <class T>
+void tall_gemm(index_t m, index_t n, index_t k, T alpha, const T* a, index_t lda, index_t stride_a,
+               Op tb, const T* b, index_t ldb, T beta, T* c, index_t ldc, index_t stride_c,
+               index_t batch);
+
+}  // namespace tenfold::detail
