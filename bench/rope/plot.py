@@ -9,9 +9,11 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-METHODS = [("rotary", 1, "shared rotary keys (tenfold)", "C0"), ("rotary", 4, "shared keys, bands of 4 (tenfold)", "C1"),
+METHODS = [("rotary", 1, "shared rotary keys (tenfold)", "C0"),
+           ("rotary", 4, "shared keys, bands of 4 (tenfold)", "C1"),
            ("rotary", 8, "shared keys, bands of 8 (tenfold)", "C4"),
-           ("svd", 0, "whitened SVD of keys (Palu/SVD-LLM)", "C3"), ("partial", 0, "partial RoPE (MHA2MLA), no fine-tune", "C2")]
+           ("svd", 0, "whitened SVD of keys (Palu/SVD-LLM)", "C3"),
+           ("partial", 0, "partial RoPE (MHA2MLA), no fine-tune", "C2")]
 
 
 def main():

@@ -159,8 +159,8 @@ def costs(method, cfg, budget, keep=0):
     query = heads * d * dim
     if method == "original":
         return query + g * d * dim, 2 * heads * d * n
-    if method == "svd":  # every cached latent is expanded to G d keys, rotated, then scored
-        return query + budget * dim + g * d * budget, 2 * g * d * budget * n + 2 * heads * d * n
+    if method == "svd":  # every cached latent is expanded to G d keys, rotated (3 flops a value), then scored
+        return query + budget * dim + g * d * budget, (2 * g * d * budget + 3 * g * d + 2 * heads * d) * n
     latent = budget - 2 * g * keep  # partial RoPE: rotated pairs as usual, latent absorbed into the query
     return query + 2 * g * keep * dim + latent * dim + g * (d - 2 * keep) * latent, 2 * heads * (2 * keep + latent) * n
 

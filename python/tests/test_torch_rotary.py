@@ -168,7 +168,8 @@ def test_band_keys_beat_a_brute_force_fit():
     # latent x expand factors of the same sizes, data-aware, on a tiny layer.
     model = make_rotary("llama", seed=3)
     ids, _ = inputs()
-    moment = tt.rotary.rotary_moments(model, tt.rotary.rotary_layers(model), [ids], False)["model.layers.0.self_attn"][0]
+    layers = tt.rotary.rotary_layers(model)
+    moment = tt.rotary.rotary_moments(model, layers, [ids], False)["model.layers.0.self_attn"][0]
     layer, theta, p, s = _band_weights(model, moment, 0.01)
     weight = layer.k_proj.weight.detach().double()
     ranks = [3, 1]
