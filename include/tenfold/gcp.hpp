@@ -43,6 +43,9 @@ TENFOLD_API GcpLoss parse_gcp_loss(std::string_view name);
 /// Whether the loss's model must be nonnegative (gamma, rayleigh): the factors are then
 /// bounded below by zero.
 TENFOLD_API bool gcp_loss_is_bounded(GcpLoss loss);
+/// What the loss needs that the data value v is not ("nonnegative counts", "binary data
+/// (0 or 1)", "nonnegative data"), or nullptr when the loss can model v.
+TENFOLD_API const char* gcp_value_requirement(GcpLoss loss, double v);
 
 /// Stochastic GCP of a sparse tensor (the Tensor Toolbox's gcp_opt with a sparse tensor
 /// and Adam): every iteration estimates the gradient from a fresh stratified sample,

@@ -55,7 +55,7 @@ double validate_data(TensorView<const T> x, TensorView<const std::uint8_t> obser
                             (std::isnan(v) ? "NaN" : "Inf") + ") at " + entry_name(x.dims(), i) +
                             (masked ? " that the mask marks observed" : ""));
     }
-    if (const char* why = detail::gcp_value_refusal(loss, v))
+    if (const char* why = gcp_value_requirement(loss, v))
       detail::refuse_gcp_value(loss, why, entry_name(x.dims(), i), v);
     sum += v;
     ++count;
@@ -126,6 +126,22 @@ GcpLoss parse_gcp_loss(std::string_view name) {
 
 bool gcp_loss_is_bounded(GcpLoss loss) {
   return loss == GcpLoss::gamma || loss == GcpLoss::rayleigh;
+}
+
+const char* gcp_value_requirement(GcpLoss loss, double v) {
+  switch (loss) {
+    case GcpLoss::poisson:
+      return v < 0.0 ? "nonnegative counts" : nullptr;
+    case GcpLoss::bernoulli:
+      return v != 0.0 && v != 1.0 ? "binary data (0 or 1)" : nullptr;
+    case GcpLoss::gamma:
+    case GcpLoss::rayleigh:
+      return v < 0.0 ? "nonnegative data" : nullptr;
+    case GcpLoss::gaussian:
+    case GcpLoss::huber:
+      break;
+  }
+  return nullptr;
 }
 
 template <class T>

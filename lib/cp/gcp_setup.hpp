@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/random.hpp"
@@ -12,37 +13,44 @@
 
 namespace tenfold::detail {
 
+// Throws InvalidOption naming the first field of GcpOptions out of its range.
 inline void validate_gcp_options(const GcpOptions& o) {
-  if (o.rank < 1) throw InvalidArgument("rank must be at least 1, got " + std::to_string(o.rank));
-  if (o.max_iters < 1) {
-    throw InvalidArgument("max_iters must be at least 1, got " + std::to_string(o.max_iters));
-  }
-  if (!(o.gtol >= 0.0) || !(o.ftol >= 0.0)) {
-    throw InvalidArgument("gtol and ftol must be >= 0, got " + std::to_string(o.gtol) + " and " +
-                          std::to_string(o.ftol));
-  }
-  if (o.memory < 1)
-    throw InvalidArgument("memory must be at least 1, got " + std::to_string(o.memory));
+  const auto at_least = [](const char* name, long long v, long long low) {
+    if (v < low) {
+      throw InvalidOption(name,
+                          "must be at least " + std::to_string(low) + ", got " + std::to_string(v));
+    }
+  };
+  at_least("rank", o.rank, 1);
+  at_least("max_iters", o.max_iters, 1);
+  at_least("memory", o.memory, 1);
+  if (!(o.gtol >= 0.0)) throw InvalidOption("gtol", "must be >= 0, got " + std::to_string(o.gtol));
+  if (!(o.ftol >= 0.0)) throw InvalidOption("ftol", "must be >= 0, got " + std::to_string(o.ftol));
   if (o.loss == GcpLoss::huber && !(o.huber_delta > 0.0 && std::isfinite(o.huber_delta))) {
-    throw InvalidArgument("huber_delta must be positive, got " + std::to_string(o.huber_delta));
+    throw InvalidOption("huber_delta", "must be positive, got " + std::to_string(o.huber_delta));
+  }
+  if (!(o.time_limit >= 0.0)) {
+    throw InvalidOption("time_limit", "must be >= 0, got " + std::to_string(o.time_limit));
   }
 }
 
-// Why the loss cannot model the value v, or nullptr when it can.
-inline const char* gcp_value_refusal(GcpLoss loss, double v) {
-  switch (loss) {
-    case GcpLoss::poisson:
-      return v < 0.0 ? "nonnegative counts" : nullptr;
-    case GcpLoss::bernoulli:
-      return v != 0.0 && v != 1.0 ? "binary data (0 or 1)" : nullptr;
-    case GcpLoss::gamma:
-    case GcpLoss::rayleigh:
-      return v < 0.0 ? "nonnegative data" : nullptr;
-    case GcpLoss::gaussian:
-    case GcpLoss::huber:
-      break;
+// The same for GcpSampling (sparse tensors).
+inline void validate_gcp_sampling(const GcpSampling& s) {
+  const std::pair<const char*, index_t> counts[] = {{"gradient_nonzeros", s.gradient_nonzeros},
+                                                    {"gradient_zeros", s.gradient_zeros},
+                                                    {"function_nonzeros", s.function_nonzeros},
+                                                    {"function_zeros", s.function_zeros}};
+  for (const auto& [name, v] : counts)
+    if (v < 0) throw InvalidOption(name, "must be >= 0, got " + std::to_string(v));
+  if (s.epoch_iters < 1) {
+    throw InvalidOption("epoch_iters", "must be at least 1, got " + std::to_string(s.epoch_iters));
   }
-  return nullptr;
+  if (!(s.rate > 0.0 && std::isfinite(s.rate)))
+    throw InvalidOption("rate", "must be positive, got " + std::to_string(s.rate));
+  if (!(s.decay > 0.0 && s.decay <= 1.0))
+    throw InvalidOption("decay", "must be in (0, 1], got " + std::to_string(s.decay));
+  if (s.max_fails < 0)
+    throw InvalidOption("max_fails", "must be >= 0, got " + std::to_string(s.max_fails));
 }
 
 // Throws "GCP with the <loss> loss needs <what>; the entry at <where> is <v>".

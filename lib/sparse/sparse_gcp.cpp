@@ -159,23 +159,12 @@ GcpResult<T> gcp(const SparseTensor<T>& x, const GcpOptions& o, CpStart<T> initi
   if (x.nnz() == 0) throw InvalidArgument("GCP of a sparse tensor needs at least one nonzero");
   detail::validate_gcp_options(o);
   const GcpSampling& sp = o.sampling;
-  if (sp.gradient_nonzeros < 0 || sp.gradient_zeros < 0 || sp.function_nonzeros < 0 ||
-      sp.function_zeros < 0) {
-    throw InvalidArgument("sample counts must be >= 0");
-  }
-  if (sp.epoch_iters < 1) {
-    throw InvalidArgument("epoch_iters must be at least 1, got " + std::to_string(sp.epoch_iters));
-  }
-  if (!(sp.rate > 0.0) || !(sp.decay > 0.0 && sp.decay <= 1.0) || sp.max_fails < 0) {
-    throw InvalidArgument("sampling needs rate > 0, decay in (0, 1] and max_fails >= 0, got " +
-                          std::to_string(sp.rate) + ", " + std::to_string(sp.decay) + " and " +
-                          std::to_string(sp.max_fails));
-  }
+  detail::validate_gcp_sampling(sp);
   const int order = x.order();
   double sum = 0.0;
   for (index_t k = 0; k < x.nnz(); ++k) {
     const double v = static_cast<double>(x.values()[static_cast<std::size_t>(k)]);
-    if (const char* why = detail::gcp_value_refusal(o.loss, v)) {
+    if (const char* why = gcp_value_requirement(o.loss, v)) {
       std::string at = "(";
       for (int n = 0; n < order; ++n)
         at += (n > 0 ? ", " : "") + std::to_string(x.indices(n)[static_cast<std::size_t>(k)]);
