@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/dense_mttkrp.hpp"
+#include "core/thread_pool.hpp"
 #include "cp/gcp_setup.hpp"
 #include "tenfold/gcp.hpp"
 #include "tenfold/ktensor.hpp"
@@ -76,18 +77,29 @@ class GcpObjective {
   double evaluate(const std::vector<double>& u, std::vector<double>& grad) {
     const KTensor<T> k = gcp_model<T>(x_.dims(), r_, u);
     const Tensor<T> m = k.full();
-    double f = 0.0;
+    // F and Y in fixed blocks of entries on the thread pool; F the blocks' sums in block
+    // order (the same bits for any thread count).
     const bool masked = observed_.data() != nullptr;
-    for (index_t i = 0; i < x_.numel(); ++i) {
-      if (masked && observed_[i] == 0) {
-        y_[i] = T(0);
-        continue;
+    constexpr index_t block = 1 << 15;
+    const index_t n_blocks = (x_.numel() + block - 1) / block;
+    std::vector<double> partial(static_cast<std::size_t>(n_blocks));
+    parallel_for(n_blocks, [&](index_t b) {
+      double sum = 0.0;
+      const index_t end = std::min(x_.numel(), (b + 1) * block);
+      for (index_t i = b * block; i < end; ++i) {
+        if (masked && observed_[i] == 0) {
+          y_[i] = T(0);
+          continue;
+        }
+        const LossAt l =
+            loss_at(loss_, static_cast<double>(x_[i]), static_cast<double>(m[i]), huber_delta_);
+        sum += l.f;
+        y_[i] = static_cast<T>(l.d);
       }
-      const LossAt l =
-          loss_at(loss_, static_cast<double>(x_[i]), static_cast<double>(m[i]), huber_delta_);
-      f += l.f;
-      y_[i] = static_cast<T>(l.d);
-    }
+      partial[static_cast<std::size_t>(b)] = sum;
+    });
+    double f = 0.0;
+    for (double p : partial) f += p;
     if (!std::isfinite(f)) return f;
     DenseMttkrp<T> y(c_, y_.view());
     std::vector<const T*> ptrs;
