@@ -82,7 +82,7 @@ struct TENFOLD_API GcpOptions {
   index_t rank = 1;  ///< number of components R >= 1
   GcpLoss loss = GcpLoss::gaussian;
   int max_iters = 1000;  ///< L-BFGS iterations, >= 1
-  /// Stop when the gradient norm falls below gtol times its norm at the start (>= 0).
+  /// Stop when the projected gradient norm falls below gtol times its start value (>= 0).
   double gtol = 1e-6;
   /// Stop when the objective changes by less than ftol (1 + |objective|) (>= 0).
   double ftol = 1e-10;
