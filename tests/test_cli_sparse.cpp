@@ -1,7 +1,9 @@
 // `tenfold cp` on sparse files and `tenfold cp-apr`, run as a user runs them.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "cli_run.hpp"
@@ -75,6 +77,37 @@ TEST(CliSparse, GcpOfCountsWritesTheModelOnTheLinkScale) {
   EXPECT_TRUE(std::filesystem::exists(dir / "g" / "factor_2.npy"));
 }
 
+// The sparse file through stochastic GCP (epochs), the dense one with NaN as missing
+// entries, and the gamma loss's nonnegative factors.
+TEST(CliSparse, GcpOfASparseFileAndOfADenseOneWithMissingEntries) {
+  TempDir dir;
+  write_counts(dir);
+  const CliRun s = tenfold_cli(dir, "gcp " + (dir / "x.tns").string() +
+                                        " --rank 2 --loss poisson --max-iters 5 --epoch-iters 50 "
+                                        "--gradient-samples 100 -q -o " +
+                                        (dir / "s").string());
+  ASSERT_EQ(s.code, 0) << s.err;
+  const nlohmann::json js = report(dir, "s");
+  const tenfold::Tensor<double> dense = tenfold::io::load_npy<double>(dir / "x.npy");
+  EXPECT_EQ(js["nnz"], tenfold::SparseTensor<double>::from_dense(dense.view()).nnz());
+  EXPECT_LE(js["iterations"].get<int>(), 5);
+  EXPECT_NE(s.out.find("objective estimate"), std::string::npos) << s.out;
+  EXPECT_TRUE(std::filesystem::exists(dir / "s" / "factor_2.npy"));
+
+  tenfold::Tensor<double> x = dense;
+  x(1, 2, 3) = std::numeric_limits<double>::quiet_NaN();
+  tenfold::io::save_npy<double>(dir / "nan.npy", x.view());
+  const CliRun m =
+      tenfold_cli(dir, "gcp " + (dir / "nan.npy").string() +
+                           " --rank 2 --loss gamma --missing nan -q -o " + (dir / "m").string());
+  ASSERT_EQ(m.code, 0) << m.err;
+  const nlohmann::json jm = report(dir, "m");
+  EXPECT_EQ(jm["observed"], 8 * 7 * 6 - 1);
+  EXPECT_TRUE(std::isfinite(jm["objective"].get<double>()));
+  const auto f = tenfold::io::load_npy<double>(dir / "m" / "factor_0.npy");
+  for (tenfold::index_t i = 0; i < f.numel(); ++i) EXPECT_GE(f[i], 0.0);
+}
+
 TEST(CliSparse, BadInputGetsOneLine) {
   TempDir dir;
   std::ofstream(dir / "cols.tns") << "1 1 1 2\n1 2 3\n";
@@ -95,6 +128,13 @@ TEST(CliSparse, BadInputGetsOneLine) {
       // C order: tenfold's (0, 1, 2) is NumPy's [2, 1, 0]
       {"gcp " + (dir / "half.npy").string() + " --rank 1 --loss bernoulli",
        "--loss bernoulli needs binary data (0 or 1); the entry at NumPy index [2, 1, 0]"},
+      {"gcp " + (dir / "neg.tns").string() + " --rank 1 --loss rayleigh",
+       "rayleigh loss needs nonnegative data; the entry at (0, 1, 2) is -4"},
+      {"gcp " + (dir / "neg.tns").string() + " --rank 1 --missing nan",
+       "--missing does not apply to a sparse input"},
+      {"gcp " + (dir / "half.npy").string() + " --rank 1 --loss huber --huber-delta 0",
+       "--huber-delta must be positive, got 0"},
+      {"gcp " + (dir / "cols.tns").string() + " --rank 1", "line 2: 3 columns, expected 4"},
   };
   for (const auto& [args, needle] : cases) {
     const CliRun r = tenfold_cli(dir, args + " -o " + (dir / "o").string());

@@ -238,16 +238,9 @@ int run_cp(const CpArgs& a, const io::NpyHeader& header) {
           : load_input<T>(a.input, header,
                           {missing, "pass --missing nan to treat NaN entries as missing values"});
   // With --missing nan, the NaN entries are the missing ones.
-  std::vector<std::uint8_t> observed;
   index_t n_observed = checked_numel(header.shape);
-  if (missing) {
-    observed.resize(static_cast<std::size_t>(x.numel()));
-    n_observed = 0;
-    for (index_t i = 0; i < x.numel(); ++i) {
-      observed[static_cast<std::size_t>(i)] = std::isnan(x[i]) ? 0 : 1;
-      n_observed += observed[static_cast<std::size_t>(i)];
-    }
-  }
+  const std::vector<std::uint8_t> observed =
+      missing ? observed_entries(x, n_observed) : std::vector<std::uint8_t>();
 
   CpOptions o = cp_options(a);
   o.layout = header.fortran_order ? Layout::col_major : Layout::row_major;
@@ -296,10 +289,8 @@ int run_sparse_cp(const CpArgs& a) {
     throw InvalidArgument("--solver sampled applies to dense .npy inputs only");
   }
   check_outputs({{"--out", a.out, true}}, {a.input});
-  const SparseTensor<T> x = io::load_sparse_file<T>(a.input);
-  io::NpyHeader header;  // the axes as a Fortran-order array's
-  header.fortran_order = true;
-  header.shape = x.dims();
+  io::NpyHeader header;
+  const SparseTensor<T> x = load_sparse_input<T>(a.input, header);
   check_rank(a, header);
   CpOptions o = cp_options(a);
   std::vector<Matrix<T>> initial_factors;

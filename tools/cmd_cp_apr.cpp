@@ -5,7 +5,6 @@
 
 #include "commands.hpp"
 #include "common.hpp"
-#include "distributed.hpp"
 #include "tenfold/cp_apr.hpp"
 #include "tenfold/error.hpp"
 #include "tenfold/sparse.hpp"
@@ -23,10 +22,7 @@ struct CpAprArgs {
 
 template <class T>
 int run_cp_apr(const CpAprArgs& a, const io::NpyHeader* npy) {
-  if (distributed()) throw InvalidArgument("cp-apr does not run under mpirun");
-  if (a.common.backend != "cpu") {
-    throw InvalidArgument("cp-apr runs on --backend cpu only, got --backend " + a.common.backend);
-  }
+  require_single_cpu_process("cp-apr", a.common.backend);
   check_outputs({{"--out", a.out, true}}, {a.input});
   CpAprOptions o = a.options;
   o.rank = a.rank;
@@ -42,9 +38,7 @@ int run_cp_apr(const CpAprArgs& a, const io::NpyHeader* npy) {
   CpAprResult<T> res;
   index_t nnz = 0;
   if (npy == nullptr) {
-    const SparseTensor<T> x = io::load_sparse_file<T>(a.input);
-    header.fortran_order = true;
-    header.shape = x.dims();
+    const SparseTensor<T> x = load_sparse_input<T>(a.input, header);
     nnz = x.nnz();
     res = cp_apr(x, o);
   } else {
@@ -132,16 +126,13 @@ Command add_cp_apr_command(CLI::App& app) {
                   "Stop after this many seconds (0: no limit)")
       ->capture_default_str();
   add_common_options(*cmd, a->common);
-  return {cmd, [a] {
-            if (io::is_sparse_file(a->input)) {
-              return a->common.dtype == "float32" ? run_cp_apr<float>(*a, nullptr)
-                                                  : run_cp_apr<double>(*a, nullptr);
-            }
-            const io::NpyHeader header = read_input_header(a->input);
-            return choose_dtype(a->common.dtype, header.dtype) == io::DType::float32
-                       ? run_cp_apr<float>(*a, &header)
-                       : run_cp_apr<double>(*a, &header);
-          }};
+  return {cmd,
+          [a] {
+            return run_on_input(a->input, a->common.dtype, [&]<class T>(const io::NpyHeader* npy) {
+              return run_cp_apr<T>(*a, npy);
+            });
+          },
+          {}};
 }
 
 }  // namespace tenfold::cli

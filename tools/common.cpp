@@ -11,6 +11,7 @@
 #include <regex>
 #include <type_traits>
 
+#include "distributed.hpp"
 #include "tenfold/error.hpp"
 
 namespace tenfold::cli {
@@ -266,26 +267,58 @@ io::NpyHeader read_input_header(const std::string& path) {
   return header;
 }
 
+std::string numpy_index_text(const io::NpyHeader& header, const std::vector<index_t>& dims,
+                             index_t linear) {
+  // Column-major multi-index in tenfold's modes, printed in NumPy axis order.
+  std::vector<index_t> idx;
+  for (index_t d : dims) {
+    idx.push_back(linear % d);
+    linear /= d;
+  }
+  std::string where = "[";
+  for (std::size_t ax = 0; ax < idx.size(); ++ax) {
+    where +=
+        (ax ? ", " : "") +
+        std::to_string(idx[static_cast<std::size_t>(numpy_axis(header, static_cast<int>(ax)))]);
+  }
+  return where + "]";
+}
+
+template <class T>
+std::vector<std::uint8_t> observed_entries(const Tensor<T>& x, index_t& n_observed) {
+  std::vector<std::uint8_t> observed(static_cast<std::size_t>(x.numel()));
+  n_observed = 0;
+  for (index_t i = 0; i < x.numel(); ++i) {
+    observed[static_cast<std::size_t>(i)] = std::isnan(x[i]) ? 0 : 1;
+    n_observed += observed[static_cast<std::size_t>(i)];
+  }
+  return observed;
+}
+
+template <class T>
+SparseTensor<T> load_sparse_input(const std::string& path, io::NpyHeader& header) {
+  SparseTensor<T> x = io::load_sparse_file<T>(path);
+  header = io::NpyHeader();
+  header.fortran_order = true;
+  header.shape = x.dims();
+  return x;
+}
+
+void require_single_cpu_process(const std::string& command, const std::string& backend) {
+  if (distributed()) throw InvalidArgument(command + " does not run under mpirun");
+  if (backend != "cpu") {
+    throw InvalidArgument(command + " runs on --backend cpu only, got --backend " + backend);
+  }
+}
+
 template <class T>
 Tensor<T> load_input(const std::string& path, const io::NpyHeader& header, const NanPolicy& nan) {
   Tensor<T> x = io::load_npy<T>(path);
   for (index_t i = 0; i < x.numel(); ++i) {
     if (std::isfinite(x[i]) || (nan.keep && std::isnan(x[i]))) continue;
-    // Column-major multi-index in tenfold's modes, printed in NumPy axis order.
-    std::vector<index_t> idx(static_cast<std::size_t>(x.order()));
-    index_t rest = i;
-    for (int n = 0; n < x.order(); ++n) {
-      idx[static_cast<std::size_t>(n)] = rest % x.dim(n);
-      rest /= x.dim(n);
-    }
-    std::string where;
-    for (int ax = 0; ax < x.order(); ++ax) {
-      where +=
-          (ax ? ", " : "") + std::to_string(idx[static_cast<std::size_t>(numpy_axis(header, ax))]);
-    }
     const bool is_nan = std::isnan(x[i]);
     throw InvalidArgument(std::string("input has a non-finite entry (") + (is_nan ? "NaN" : "Inf") +
-                          ") at NumPy index [" + where + "]" +
+                          ") at NumPy index " + numpy_index_text(header, x.dims(), i) +
                           (is_nan && !nan.hint.empty() ? "; " + nan.hint : ""));
   }
   return x;
@@ -306,6 +339,10 @@ template Tensor<float> load_input<float>(const std::string&, const io::NpyHeader
                                          const NanPolicy&);
 template Tensor<double> load_input<double>(const std::string&, const io::NpyHeader&,
                                            const NanPolicy&);
+template std::vector<std::uint8_t> observed_entries<float>(const Tensor<float>&, index_t&);
+template std::vector<std::uint8_t> observed_entries<double>(const Tensor<double>&, index_t&);
+template SparseTensor<float> load_sparse_input<float>(const std::string&, io::NpyHeader&);
+template SparseTensor<double> load_sparse_input<double>(const std::string&, io::NpyHeader&);
 template void save_factors<float>(const std::filesystem::path&, const io::NpyHeader&,
                                   const std::vector<Matrix<float>>&);
 template void save_factors<double>(const std::filesystem::path&, const io::NpyHeader&,

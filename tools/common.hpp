@@ -2,6 +2,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <limits>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "tenfold/io.hpp"
+#include "tenfold/sparse.hpp"
 #include "tenfold/tensor.hpp"
 
 namespace tenfold::cli {
@@ -94,6 +96,23 @@ template <class T>
 Tensor<T> load_input(const std::string& path, const io::NpyHeader& header,
                      const NanPolicy& nan = {});
 
+/// "[i, j, ...]": the NumPy index of the entry at column-major `linear` (in tenfold's
+/// modes, `dims`) of an input read with `header`.
+std::string numpy_index_text(const io::NpyHeader& header, const std::vector<index_t>& dims,
+                             index_t linear);
+
+/// The mask of --missing nan: 1 where x is not NaN; `n_observed` counts them.
+template <class T>
+std::vector<std::uint8_t> observed_entries(const Tensor<T>& x, index_t& n_observed);
+
+/// Loads a sparse input file (.tns, .tns.gz, .tfsparse) and sets `header` to name its
+/// axes as a Fortran-order array's: axis n is coordinate column n.
+template <class T>
+SparseTensor<T> load_sparse_input(const std::string& path, io::NpyHeader& header);
+
+/// Throws InvalidArgument unless `command` runs as one process on --backend cpu.
+void require_single_cpu_process(const std::string& command, const std::string& backend);
+
 /// Writes dir/factor_<a>.npy (I_a x R) for each NumPy axis a of the input.
 template <class T>
 void save_factors(const std::filesystem::path& dir, const io::NpyHeader& header,
@@ -110,5 +129,20 @@ constexpr const char* dtype_name() {
 
 /// Resolves --dtype against the stored dtype; throws InvalidArgument for other names.
 io::DType choose_dtype(const std::string& requested, io::DType stored);
+
+/// run.template operator()<T>(npy) with T float or double: for a sparse file npy is
+/// null and T float64 unless --dtype float32; for a .npy, its header and the dtype that
+/// choose_dtype picks.
+template <class Run>
+int run_on_input(const std::string& input, const std::string& dtype, const Run& run) {
+  if (io::is_sparse_file(input)) {
+    return dtype == "float32" ? run.template operator()<float>(nullptr)
+                              : run.template operator()<double>(nullptr);
+  }
+  const io::NpyHeader header = read_input_header(input);
+  return choose_dtype(dtype, header.dtype) == io::DType::float32
+             ? run.template operator()<float>(&header)
+             : run.template operator()<double>(&header);
+}
 
 }  // namespace tenfold::cli

@@ -7,6 +7,7 @@ target_sources(tenfold_cp PRIVATE
   cp/gcp.cpp
   cp/hals.cpp
   cp/kruskal_operand.cpp
+  cp/lbfgs.cpp
   cp/line_search.cpp
   cp/masked_operand.cpp
   cp/masked_weighted.cpp

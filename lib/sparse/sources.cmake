@@ -3,6 +3,7 @@ target_sources(tenfold_sparse PRIVATE
   sparse/csf.cpp
   sparse/entry_order.cpp
   sparse/sparse_cp.cpp
+  sparse/sparse_gcp.cpp
   sparse/sparse_io.cpp
   sparse/sparse_operand.cpp
   sparse/sparse_tensor.cpp)

@@ -148,6 +148,45 @@ nb::object owned_matrix(Matrix<T>&& m) {
   return owned_array(std::move(m.values()), dims);
 }
 
+nb::list factor_list(std::vector<nb::object> factors, bool reverse) {
+  nb::list out;
+  if (reverse) std::reverse(factors.begin(), factors.end());
+  for (nb::object& f : factors) out.append(std::move(f));
+  return out;
+}
+
+template <class T>
+std::vector<Matrix<T>> given_factors(const std::vector<InArray>& given, bool reverse) {
+  std::vector<Matrix<T>> start;
+  for (std::size_t k = 0; k < given.size(); ++k) {
+    const std::size_t axis = reverse ? given.size() - 1 - k : k;
+    const std::string what = "init factor " + std::to_string(axis);
+    start.push_back(matrix_from<T>(given[axis], what.c_str()));
+  }
+  return start;
+}
+
+template <class T>
+void put_model(nb::dict& d, KTensor<T>&& model, bool reverse) {
+  std::vector<nb::object> factors;
+  for (Matrix<T>& f : model.factors) factors.push_back(owned_matrix(std::move(f)));
+  const index_t rank = model.rank();
+  d["weights"] = owned_array(std::move(model.weights), {rank});
+  d["factors"] = factor_list(std::move(factors), reverse);
+}
+
+std::optional<TensorView<const std::uint8_t>> mask_view(const std::optional<InArray>& mask,
+                                                        const std::vector<index_t>& dims,
+                                                        Layout layout) {
+  if (!mask) return std::nullopt;
+  Layout mask_layout = layout;
+  const TensorView<const std::uint8_t> m = tensor_view<std::uint8_t>(*mask, "mask", mask_layout);
+  if (mask_layout != layout || m.dims() != dims) {
+    throw DimensionMismatch("mask must have the tensor's shape and memory order");
+  }
+  return m;
+}
+
 template TensorView<const std::uint8_t> tensor_view<std::uint8_t>(const InArray&, const char*,
                                                                   Layout&);
 template TensorView<const float> tensor_view<float>(const InArray&, const char*, Layout&);
@@ -156,19 +195,25 @@ template void check_finite_numpy<float>(TensorView<const float>, Layout, const c
 template Matrix<float> matrix_from<float>(const InArray&, const char*);
 template nb::object owned_array<float>(std::vector<float>&&, const std::vector<index_t>&, bool);
 template nb::object owned_matrix<float>(Matrix<float>&&);
+template std::vector<Matrix<float>> given_factors<float>(const std::vector<InArray>&, bool);
+template void put_model<float>(nb::dict&, KTensor<float>&&, bool);
 template TensorView<const double> tensor_view<double>(const InArray&, const char*, Layout&);
 template void check_finite_numpy<double>(TensorView<const double>, Layout, const char*,
                                          const std::uint8_t*);
 template Matrix<double> matrix_from<double>(const InArray&, const char*);
 template nb::object owned_array<double>(std::vector<double>&&, const std::vector<index_t>&, bool);
 template nb::object owned_matrix<double>(Matrix<double>&&);
+template std::vector<Matrix<double>> given_factors<double>(const std::vector<InArray>&, bool);
+template void put_model<double>(nb::dict&, KTensor<double>&&, bool);
 #define TENFOLD_PYTHON_COMPLEX_ARRAYS(T)                                                   \
   template TensorView<const T> tensor_view<T>(const InArray&, const char*, Layout&);       \
   template void check_finite_numpy<T>(TensorView<const T>, Layout, const char*,            \
                                       const std::uint8_t*);                                \
   template Matrix<T> matrix_from<T>(const InArray&, const char*);                          \
   template nb::object owned_array<T>(std::vector<T>&&, const std::vector<index_t>&, bool); \
-  template nb::object owned_matrix<T>(Matrix<T> &&);
+  template nb::object owned_matrix<T>(Matrix<T> &&);                                       \
+  template std::vector<Matrix<T>> given_factors<T>(const std::vector<InArray>&, bool);     \
+  template void put_model<T>(nb::dict&, KTensor<T> &&, bool);
 TENFOLD_PYTHON_COMPLEX_ARRAYS(std::complex<float>)
 TENFOLD_PYTHON_COMPLEX_ARRAYS(std::complex<double>)
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "tenfold/error.hpp"
+#include "tenfold/ktensor.hpp"
 #include "tenfold/tensor.hpp"
 
 namespace tenfold::python {
@@ -55,6 +56,25 @@ nb::object owned_array(std::vector<T>&& values, const std::vector<index_t>& dims
 /// A factor matrix as an (rows, cols) NumPy array owning its memory.
 template <class T>
 nb::object owned_matrix(Matrix<T>&& m);
+
+/// The list of factor arrays in NumPy axis order: `factors` in the view's modes,
+/// reversed when the view is (a C-order tensor).
+nb::list factor_list(std::vector<nb::object> factors, bool reverse);
+
+/// The start's factors, given in NumPy axis order, in the view's modes (reversed with
+/// `reverse`); errors name "init factor <axis>".
+template <class T>
+std::vector<Matrix<T>> given_factors(const std::vector<InArray>& given, bool reverse);
+
+/// d["weights"] and d["factors"] (NumPy axis order) of a model, its memory moved out.
+template <class T>
+void put_model(nb::dict& d, KTensor<T>&& model, bool reverse);
+
+/// The view of a mask (uint8, the tensor's shape and memory order: the Python layer
+/// makes it so) of a tensor viewed with `dims` and `layout`; nullopt without one.
+std::optional<TensorView<const std::uint8_t>> mask_view(const std::optional<InArray>& mask,
+                                                        const std::vector<index_t>& dims,
+                                                        Layout layout);
 
 /// Ctrl-C for a library call that runs without the GIL. check() serves the library's
 /// progress callbacks: with the GIL for a moment, it runs pending signal handlers

@@ -27,13 +27,6 @@ namespace {
 template <class T>
 constexpr bool is_complex_v = nb::detail::is_complex_v<T>;
 
-nb::list factor_list(std::vector<nb::object> factors, bool reverse) {
-  nb::list out;
-  if (reverse) std::reverse(factors.begin(), factors.end());
-  for (nb::object& f : factors) out.append(std::move(f));
-  return out;
-}
-
 // Seconds per phase, as a dict.
 nb::dict timings_dict(std::initializer_list<std::pair<const char*, double>> phases) {
   nb::dict t;
@@ -74,20 +67,10 @@ nb::dict cp_als_typed(const InArray& tensor, index_t rank, int n_iter_max, const
   for (int axis : fixed_axes) {
     o.fixed_modes.push_back(reverse && axis >= 0 && axis < x.order() ? x.order() - 1 - axis : axis);
   }
-  // The mask has the tensor's shape and memory order (the Python layer makes it so).
-  Layout mask_layout = o.layout;
   const std::optional<TensorView<const std::uint8_t>> observed =
-      mask ? std::optional(tensor_view<std::uint8_t>(*mask, "mask", mask_layout)) : std::nullopt;
-  if (observed && (mask_layout != o.layout || observed->dims() != x.dims())) {
-    throw DimensionMismatch("mask must have the tensor's shape and memory order");
-  }
+      mask_view(mask, x.dims(), o.layout);
   // Given factors come in NumPy axis order; the library takes them in the view's.
-  std::vector<Matrix<T>> start;
-  for (std::size_t k = 0; k < initial_factors.size(); ++k) {
-    const std::size_t axis = reverse ? initial_factors.size() - 1 - k : k;
-    const std::string what = "init factor " + std::to_string(axis);
-    start.push_back(matrix_from<T>(initial_factors[axis], what.c_str()));
-  }
+  const std::vector<Matrix<T>> start = given_factors<T>(initial_factors, reverse);
   constexpr bool complex = is_complex_v<T>;
   if (complex && mask) throw InvalidArgument("mask is not available for a complex tensor");
   // After every iteration: pending signals and the user's callback; either stops the run.
@@ -130,11 +113,7 @@ nb::dict cp_als_typed(const InArray& tensor, index_t rank, int n_iter_max, const
     }
   });
   nb::dict d;
-  std::vector<nb::object> factors;
-  for (Matrix<T>& f : r.model.factors) factors.push_back(owned_matrix(std::move(f)));
-  const index_t rank_out = r.model.rank();
-  d["weights"] = owned_array(std::move(r.model.weights), {rank_out});
-  d["factors"] = factor_list(std::move(factors), reverse);
+  put_model(d, std::move(r.model), reverse);
   d["fit"] = r.fit;
   d["relative_error"] = r.relative_error;
   d["iterations"] = r.iterations;

@@ -16,6 +16,7 @@
 #include "tenfold/cp.hpp"
 #include "tenfold/cp_apr.hpp"
 #include "tenfold/error.hpp"
+#include "tenfold/gcp.hpp"
 
 namespace tenfold::python {
 
@@ -59,11 +60,7 @@ nb::dict sparse_cp_als_typed(const Coords& coords, const Values<T>& values,
   o.ridge = ridge;
   o.n_starts = n_starts;
   o.compress = parse_cp_compress(compress);
-  std::vector<Matrix<T>> start;
-  for (std::size_t n = 0; n < initial_factors.size(); ++n) {
-    const std::string what = "init factor " + std::to_string(n);
-    start.push_back(matrix_from<T>(initial_factors[n], what.c_str()));
-  }
+  const std::vector<Matrix<T>> start = given_factors<T>(initial_factors, false);
   Interruptible interrupt;
   o.callback = [&](const CpProgress& p) {
     return interrupt.check([&] {
@@ -72,11 +69,7 @@ nb::dict sparse_cp_als_typed(const Coords& coords, const Values<T>& values,
   };
   CpResult<T> r = interrupt.run([&] { return cp_als(x, o, start); });
   nb::dict d;
-  nb::list factors;
-  for (Matrix<T>& f : r.model.factors) factors.append(owned_matrix(std::move(f)));
-  const index_t rank_out = r.model.rank();
-  d["weights"] = owned_array(std::move(r.model.weights), {rank_out});
-  d["factors"] = factors;
+  put_model(d, std::move(r.model), false);
   d["fit"] = r.fit;
   d["relative_error"] = r.relative_error;
   d["iterations"] = r.iterations;
@@ -108,11 +101,7 @@ nb::dict sparse_cp_apr_typed(const Coords& coords, const Values<T>& values,
                              std::uint64_t seed, const std::vector<InArray>& initial_factors,
                              nb::object callback) {
   const SparseTensor<T> x = sparse_from(coords, values, shape);
-  std::vector<Matrix<T>> start;
-  for (std::size_t n = 0; n < initial_factors.size(); ++n) {
-    const std::string what = "init factor " + std::to_string(n);
-    start.push_back(matrix_from<T>(initial_factors[n], what.c_str()));
-  }
+  const std::vector<Matrix<T>> start = given_factors<T>(initial_factors, false);
   CpAprOptions o;
   o.rank = rank;
   o.max_iters = n_iter_max;
@@ -130,11 +119,7 @@ nb::dict sparse_cp_apr_typed(const Coords& coords, const Values<T>& values,
   };
   CpAprResult<T> r = interrupt.run([&] { return cp_apr(x, o, start); });
   nb::dict d;
-  nb::list factors;
-  for (Matrix<T>& f : r.model.factors) factors.append(owned_matrix(std::move(f)));
-  const index_t rank_out = r.model.rank();
-  d["weights"] = owned_array(std::move(r.model.weights), {rank_out});
-  d["factors"] = factors;
+  put_model(d, std::move(r.model), false);
   d["iterations"] = r.iterations;
   d["inner_iterations"] = r.inner_iterations;
   d["converged"] = r.converged;
@@ -143,6 +128,45 @@ nb::dict sparse_cp_apr_typed(const Coords& coords, const Values<T>& values,
   d["kkt_history"] = r.kkt_history;
   d["inadmissible_zero_fixes"] = r.inadmissible_zero_fixes;
   d["log_likelihood"] = r.log_likelihood;
+  d["seconds"] = r.seconds;
+  d["nnz"] = x.nnz();
+  return d;
+}
+
+template <class T>
+nb::dict sparse_gcp_typed(const Coords& coords, const Values<T>& values,
+                          const std::vector<index_t>& shape, index_t rank, const std::string& loss,
+                          double huber_delta, int n_iter_max, std::uint64_t seed,
+                          const std::vector<InArray>& initial_factors, nb::object callback,
+                          int epoch_iters, double rate, index_t gradient_samples,
+                          index_t function_samples) {
+  const SparseTensor<T> x = sparse_from(coords, values, shape);
+  const std::vector<Matrix<T>> start = given_factors<T>(initial_factors, false);
+  GcpOptions o;
+  o.rank = rank;
+  o.loss = parse_gcp_loss(loss);
+  o.huber_delta = huber_delta;
+  o.max_iters = n_iter_max;
+  o.seed = seed;
+  o.sampling.epoch_iters = epoch_iters;
+  o.sampling.rate = rate;
+  o.sampling.gradient_nonzeros = o.sampling.gradient_zeros = gradient_samples;
+  o.sampling.function_nonzeros = o.sampling.function_zeros = function_samples;
+  Interruptible interrupt;
+  o.callback = [&](const GcpProgress& p) {
+    return interrupt.check([&] {
+      return callback.is_none() ||
+             !nb::bool_(callback(p.iteration, p.objective, p.gradient_norm, p.seconds));
+    });
+  };
+  GcpResult<T> r = interrupt.run([&] { return gcp(x, o, start); });
+  nb::dict d;
+  put_model(d, std::move(r.model), false);
+  d["iterations"] = r.iterations;
+  d["converged"] = r.converged;
+  d["stop"] = std::string(to_string(r.stop));
+  d["objective"] = r.objective;
+  d["objective_history"] = r.objective_history;
   d["seconds"] = r.seconds;
   d["nnz"] = x.nnz();
   return d;
@@ -178,6 +202,15 @@ void register_sparse(nb::module_& m) {
         nb::arg("values").noconvert(), nb::arg("shape"), nb::arg("rank"), nb::arg("n_iter_max"),
         nb::arg("n_inner_iter_max"), nb::arg("tol"), nb::arg("kappa"), nb::arg("kappa_tol"),
         nb::arg("seed"), nb::arg("initial_factors"), nb::arg("callback").none());
+  const auto def_sparse_gcp = [&](auto f) {
+    m.def("sparse_gcp", f, nb::arg("coords").noconvert(), nb::arg("values").noconvert(),
+          nb::arg("shape"), nb::arg("rank"), nb::arg("loss"), nb::arg("huber_delta"),
+          nb::arg("n_iter_max"), nb::arg("seed"), nb::arg("initial_factors"),
+          nb::arg("callback").none(), nb::arg("epoch_iters"), nb::arg("rate"),
+          nb::arg("gradient_samples"), nb::arg("function_samples"));
+  };
+  def_sparse_gcp(&sparse_gcp_typed<double>);
+  def_sparse_gcp(&sparse_gcp_typed<float>);
   m.def(
       "load_sparse",
       [](const std::string& path) {

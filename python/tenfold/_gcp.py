@@ -1,4 +1,4 @@
-"""Generalized CP (other losses than least squares) of dense arrays."""
+"""Generalized CP (other losses than least squares) of dense arrays and sparse tensors."""
 
 import numpy as np
 
@@ -20,27 +20,51 @@ class GcpResult(_TwoPartResult):
         )
 
 
+# What each loss needs of the data (the library's gcp_value_requirement, in NumPy terms).
+_NEEDS = {
+    "poisson": (lambda v: v < 0, "nonnegative counts"),
+    "bernoulli": (lambda v: (v != 0) & (v != 1), "binary data (0 or 1)"),
+    "gamma": (lambda v: v < 0, "nonnegative data"),
+    "rayleigh": (lambda v: v < 0, "nonnegative data"),
+}
+
+
 def gcp(tensor, rank, loss="gaussian", n_iter_max=1000, random_state=None, callback=None,
-        dtype=None, *, init=None, gtol=1e-6, ftol=1e-10, memory=5):
-    """Generalized CP (Hong, Kolda and Duersch 2020) of a dense array by L-BFGS.
+        dtype=None, *, init=None, gtol=1e-6, ftol=1e-10, memory=5, mask=None,
+        huber_delta=0.25, epoch_iters=1000, rate=1e-3, gradient_samples=0,
+        function_samples=0):
+    """Generalized CP (Hong, Kolda and Duersch 2020): of a dense array by L-BFGS, of a
+    sparse tensor by stochastic gradients on sampled nonzeros and zeros (Adam).
 
     Parameters
     ----------
-    tensor : array_like, at least 2 axes (dense)
+    tensor : array_like or sparse, at least 2 axes
+        A dense array, or a ``(coords, values, shape)`` tuple / ``sparse.COO`` (never
+        made dense: the objective and gradient are estimated from stratified samples,
+        as the Tensor Toolbox's ``gcp_opt`` does).
     rank : int
-    loss : {'gaussian', 'poisson', 'bernoulli'}
+    loss : {'gaussian', 'poisson', 'bernoulli', 'gamma', 'rayleigh', 'huber'}
         (x - m)^2; exp(m) - x m for counts (log link; x >= 0); log(1 + exp(m)) - x m
-        for binary data (logit link; x in {0, 1}).
+        for binary data (logit link; x in {0, 1}); x / m + log m (gamma) and
+        2 log m + (pi / 4) (x / m)^2 (rayleigh) for nonnegative data, with nonnegative
+        factors; huber: (x - m)^2 within `huber_delta` of x, linear beyond.
     n_iter_max : int
-        Most L-BFGS iterations.
+        Most L-BFGS iterations (sparse: epochs).
     random_state : int or None
-        Seed of the random start.
+        Seed of the random start (and of the samples).
     callback : callable, optional
         ``callback(iteration, objective, gradient_norm, seconds)``; True stops the run.
     init : sequence of arrays, optional
         The start: one (I_n, rank) factor per axis.
-    gtol, ftol, memory : stopping tolerances (gradient norm relative to the start's;
-        objective change relative to 1 + |objective|) and L-BFGS pairs kept.
+    gtol, ftol, memory : stopping tolerances (projected gradient norm relative to the
+        start's; objective change relative to 1 + |objective|) and L-BFGS pairs kept.
+    mask : array_like of bool, optional (dense only)
+        True where an entry is observed; the others (NaN allowed) are left out.
+    huber_delta : float
+        The huber loss's threshold.
+    epoch_iters, rate, gradient_samples, function_samples : sparse only
+        Adam steps per epoch and their step; nonzeros and zeros sampled per step and for
+        the objective's estimate, each (0: the Toolbox's defaults).
 
     Returns
     -------
@@ -57,23 +81,45 @@ def gcp(tensor, rank, loss="gaussian", n_iter_max=1000, random_state=None, callb
     from . import _seed, _tenfold
     from ._arrays import as_float_array
 
-    if _is_sparse(tensor):
-        raise ValueError("gcp takes dense arrays only (sparse GCP, with sampled zeros, is not "
-                         "available yet)")
-    x = as_float_array(tensor, "tensor", dtype)
-    # The data the loss cannot model, named by its NumPy index (NaN is the library's to name).
-    bad = {"poisson": (x < 0, "nonnegative counts"),
-           "bernoulli": ((x != 0) & (x != 1) & ~np.isnan(x), "binary data (0 or 1)")}.get(loss)
-    if bad is not None and bad[0].any():
-        at = tuple(int(i) for i in np.argwhere(bad[0])[0])
-        raise ValueError(f"gcp with loss={loss!r} needs {bad[1]}; the entry at NumPy index "
-                         f"{list(at)} is {x[at]:g}")
-    given = [] if init is None else [np.asarray(f, dtype=x.dtype) for f in init]
     progress = None
     if callback is not None:
         def progress(iteration, objective, gradient_norm, seconds):
             return bool(callback(iteration, objective, gradient_norm, seconds))
-    r = _tenfold.gcp(x, int(rank), str(loss), int(n_iter_max), float(gtol), float(ftol),
-                     int(memory), _seed(random_state), given, progress)
+    if _is_sparse(tensor):
+        if mask is not None:
+            raise ValueError("mask does not apply to a sparse tensor (its absent entries are zeros)")
+        from .sparse import as_coo
+
+        coords, values, shape = as_coo(tensor, dtype)
+        _check_data(values, loss, lambda k: f"coordinates {[int(c) for c in coords[:, k]]}")
+        given = [] if init is None else [np.asarray(f, dtype=values.dtype) for f in init]
+        r = _tenfold.sparse_gcp(coords, values, shape, int(rank), str(loss), float(huber_delta),
+                                int(n_iter_max), _seed(random_state), given, progress,
+                                int(epoch_iters), float(rate), int(gradient_samples),
+                                int(function_samples))
+    else:
+        from . import _mask_like
+
+        x = as_float_array(tensor, "tensor", dtype)
+        m = None if mask is None else _mask_like(mask, x)
+        observed = ~np.isnan(x) if m is None else (m != 0) & ~np.isnan(x)
+        _check_data(np.where(observed, x, 0), loss,
+                    lambda k: f"NumPy index {[int(i) for i in np.unravel_index(k, x.shape)]}")
+        given = [] if init is None else [np.asarray(f, dtype=x.dtype) for f in init]
+        r = _tenfold.gcp(x, int(rank), str(loss), float(huber_delta), m, int(n_iter_max),
+                         float(gtol), float(ftol), int(memory), _seed(random_state), given,
+                         progress)
     weights, factors = r.pop("weights"), r.pop("factors")
     return GcpResult(weights, factors, **r)
+
+
+def _check_data(values, loss, where):
+    """ValueError naming the first value the loss cannot model (where(k): its place)."""
+    need = _NEEDS.get(loss)
+    if need is None:
+        return
+    bad = np.flatnonzero(need[0](np.ravel(values)))
+    if bad.size:
+        k = int(bad[0])
+        raise ValueError(f"gcp with loss={loss!r} needs {need[1]}; the entry at {where(k)} is "
+                         f"{np.ravel(values)[k]:g}")

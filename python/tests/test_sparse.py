@@ -138,14 +138,60 @@ def test_gcp_bernoulli_and_poisson_in_numpy_axis_order():
 @pytest.mark.parametrize("loss, value, message", [
     ("poisson", -2.0, r"loss='poisson' needs nonnegative counts; the entry at NumPy index \[1, 2, 3\] is -2"),
     ("bernoulli", 0.5, r"loss='bernoulli' needs binary data \(0 or 1\); the entry at NumPy index \[1, 2, 3\] is 0.5"),
+    ("gamma", -1.0, r"loss='gamma' needs nonnegative data; the entry at NumPy index \[1, 2, 3\] is -1"),
+    ("rayleigh", -1.0, r"loss='rayleigh' needs nonnegative data; the entry at NumPy index \[1, 2, 3\] is -1"),
 ])
 def test_gcp_refuses_data_the_loss_cannot_model(loss, value, message):
     x = np.zeros((4, 5, 6))
     x[1, 2, 3] = value
     with pytest.raises(ValueError, match=message):
         tenfold.gcp(x, 1, loss=loss)
-    with pytest.raises(ValueError, match="unknown loss 'huber'"):
-        tenfold.gcp(x, 1, loss="huber")
+    with pytest.raises(ValueError, match="unknown loss 'beta'"):
+        tenfold.gcp(x, 1, loss="beta")
+    # The same on a sparse tensor, by its coordinates.
+    coords = np.array([[0, 1], [0, 2], [0, 3]])
+    with pytest.raises(ValueError, match=message.split("; the entry")[0] + r"; the entry at coordinates \[1, 2, 3\]"):
+        tenfold.gcp((coords, np.array([1.0, value]), (4, 5, 6)), 1, loss=loss)
+
+
+def test_gcp_mask_leaves_missing_entries_out_and_bounded_losses_stay_nonnegative():
+    rng = np.random.default_rng(12)
+    a, b, c = (rng.uniform(0.5, 1.5, (n, 2)) for n in (9, 8, 7))
+    m = np.einsum("ir,jr,kr->ijk", a, b, c)
+    x = rng.gamma(4.0, m / 4.0)
+    mask = rng.random(x.shape) > 0.3
+    holes = np.where(mask, x, np.nan)
+    res = tenfold.gcp(holes, 2, loss="gamma", mask=mask, random_state=0)
+    assert all(np.all(f >= 0) for f in res.factors)
+    # The objective is over the observed entries: it is what the result gives there.
+    model = np.einsum("r,ir,jr,kr->ijk", res.weights, *res.factors)
+    mo = model[mask] + 1e-10
+    assert res.objective == pytest.approx(np.sum(x[mask] / mo + np.log(mo)), rel=1e-8)
+    with pytest.raises(ValueError, match=r"non-finite entry \(NaN\)"):
+        tenfold.gcp(holes, 2, loss="gamma")
+    with pytest.raises(ValueError, match="mask has shape"):
+        tenfold.gcp(holes, 2, loss="gamma", mask=mask[:, :, :3])
+    with pytest.raises(ValueError, match="mask does not apply to a sparse tensor"):
+        tenfold.gcp(triple(np.nan_to_num(holes)), 2, mask=mask)
+    h = tenfold.gcp(x, 2, loss="huber", huber_delta=0.5, random_state=0)
+    assert h.objective < tenfold.gcp(x, 2, loss="huber", n_iter_max=1, random_state=0).objective
+
+
+def test_sparse_gcp_fits_sampled_bits_without_densifying():
+    rng = np.random.default_rng(13)
+    shape = (40, 30, 20)
+    m = -4.0 + 6.0 * np.einsum("i,j,k->ijk", *(np.arange(n) < n // 3 for n in shape))
+    bits = (rng.random(shape) < 1 / (1 + np.exp(-m))).astype(float)
+    res = tenfold.gcp(triple(bits), 2, loss="bernoulli", n_iter_max=20, epoch_iters=200,
+                      rate=1e-2, random_state=1)
+    assert res.nnz == np.count_nonzero(bits)
+    assert [f.shape for f in res.factors] == [(40, 2), (30, 2), (20, 2)]
+    model = np.einsum("r,ir,jr,kr->ijk", res.weights, *res.factors)
+    # The fitted log-odds separate the planted block from the rest.
+    block = m > 0
+    assert model[block].mean() > 0 > model[~block].mean()
+    with pytest.raises(ValueError, match="epoch_iters must be at least 1"):
+        tenfold.gcp(triple(bits), 2, loss="bernoulli", epoch_iters=0)
 
 
 def test_a_dense_tensor_written_as_a_tuple_stays_dense():
