@@ -42,7 +42,8 @@ nb::dict cp_als_typed(const InArray& tensor, index_t rank, int n_iter_max, const
                       nb::object callback, const std::string& backend, bool line_search,
                       double ridge, const std::optional<InArray>& mask, bool nonnegative,
                       int n_starts, const std::string& compress, const std::vector<int>& fixed_axes,
-                      bool callback_model) {
+                      bool callback_model, const std::string& solver, index_t samples,
+                      int fit_check_every) {
   CpOptions o;
   const TensorView<const T> x = tensor_view<T>(tensor, "tensor", o.layout);
   const bool reverse = o.layout == Layout::row_major;
@@ -57,6 +58,9 @@ nb::dict cp_als_typed(const InArray& tensor, index_t rank, int n_iter_max, const
   o.nonnegative = nonnegative;
   o.n_starts = n_starts;
   o.compress = parse_cp_compress(compress);
+  o.solver = parse_cp_solver(solver);
+  o.samples = samples;
+  o.fit_check_every = fit_check_every;
   // Fixed axes are NumPy axes; the view's mode n is axis N-1-n.
   for (int axis : fixed_axes) {
     o.fixed_modes.push_back(reverse && axis >= 0 && axis < x.order() ? x.order() - 1 - axis : axis);
@@ -205,21 +209,23 @@ void register_decompositions(nb::module_& m) {
          std::uint64_t seed, const std::vector<InArray>& initial_factors, nb::object callback,
          const std::string& backend, bool line_search, double ridge,
          const std::optional<InArray>& mask, bool nonnegative, int n_starts,
-         const std::string& compress, const std::vector<int>& fixed_axes, bool callback_model) {
+         const std::string& compress, const std::vector<int>& fixed_axes, bool callback_model,
+         const std::string& solver, index_t samples, int fit_check_every) {
         return float_kind(tensor, "tensor") == 'f'
                    ? cp_als_typed<float>(tensor, rank, n_iter_max, init, tol, seed, initial_factors,
                                          callback, backend, line_search, ridge, mask, nonnegative,
-                                         n_starts, compress, fixed_axes, callback_model)
+                                         n_starts, compress, fixed_axes, callback_model, solver,
+                                         samples, fit_check_every)
                    : cp_als_typed<double>(tensor, rank, n_iter_max, init, tol, seed,
                                           initial_factors, callback, backend, line_search, ridge,
                                           mask, nonnegative, n_starts, compress, fixed_axes,
-                                          callback_model);
+                                          callback_model, solver, samples, fit_check_every);
       },
       nb::arg("tensor").noconvert(), nb::arg("rank"), nb::arg("n_iter_max"), nb::arg("init"),
       nb::arg("tol"), nb::arg("seed"), nb::arg("initial_factors"), nb::arg("callback").none(),
       nb::arg("backend"), nb::arg("line_search"), nb::arg("ridge"), nb::arg("mask").none(),
       nb::arg("nonnegative"), nb::arg("n_starts"), nb::arg("compress"), nb::arg("fixed_axes"),
-      nb::arg("callback_model"));
+      nb::arg("callback_model"), nb::arg("solver"), nb::arg("samples"), nb::arg("fit_check_every"));
   m.def(
       "tucker",
       [](const InArray& tensor, const std::vector<index_t>& ranks, std::optional<double> eps,

@@ -80,6 +80,9 @@ def parafac(
     mask: Optional[npt.ArrayLike] = None,
     n_starts: int = 0,
     compress: str = "auto",
+    solver: str = "exact",
+    samples: int = 0,
+    fit_check_every: int = 5,
 ) -> CPResult: ...
 def non_negative_parafac_hals(
     tensor: npt.ArrayLike,

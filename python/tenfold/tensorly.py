@@ -157,7 +157,9 @@ def run_cp(cp, tensor, rank, n_iter_max, init, tol, random_state, normalize_fact
     res = cp(tensor, rank, n_iter_max, init, 0.0 if own_rule else tol, random_state,
              normalize_factors, hook if use_hook else None, backend, dtype,
              native["linesearch"], native["l2_reg"], native["mask"], native["n_starts"],
-             native["compress"], nonnegative, fixed, tensorly_callback)
+             native["compress"], nonnegative, fixed, tensorly_callback,
+             native.get("solver", "exact"), native.get("samples", 0),
+             native.get("fit_check_every", 5))
     if stopped:
         res.stop, res.converged = "converged", True
     if extra.get("return_errors"):
