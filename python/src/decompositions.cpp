@@ -41,7 +41,8 @@ nb::dict cp_als_typed(const InArray& tensor, index_t rank, int n_iter_max, const
                       double ridge, const std::optional<InArray>& mask, bool nonnegative,
                       int n_starts, const std::string& compress, const std::vector<int>& fixed_axes,
                       bool callback_model, int orthogonalise, const std::string& line_search_rule,
-                      index_t sparsity, const std::vector<int>& nonnegative_axes) {
+                      index_t sparsity, const std::vector<int>& nonnegative_axes,
+                      const std::string& solver, index_t samples, int fit_check_every) {
   CpOptions o;
   const TensorView<const T> x = tensor_view<T>(tensor, "tensor", o.layout);
   const bool reverse = o.layout == Layout::row_major;
@@ -63,6 +64,9 @@ nb::dict cp_als_typed(const InArray& tensor, index_t rank, int n_iter_max, const
     o.nonnegative_modes.push_back(reverse && axis >= 0 && axis < x.order() ? x.order() - 1 - axis
                                                                            : axis);
   }
+  o.solver = parse_cp_solver(solver);
+  o.samples = samples;
+  o.fit_check_every = fit_check_every;
   // Fixed axes are NumPy axes; the view's mode n is axis N-1-n.
   for (int axis : fixed_axes) {
     o.fixed_modes.push_back(reverse && axis >= 0 && axis < x.order() ? x.order() - 1 - axis : axis);
@@ -211,13 +215,15 @@ void register_decompositions(nb::module_& m) {
          const std::optional<InArray>& mask, bool nonnegative, int n_starts,
          const std::string& compress, const std::vector<int>& fixed_axes, bool callback_model,
          int orthogonalise, const std::string& line_search_rule, index_t sparsity,
-         const std::vector<int>& nonnegative_axes) {
+         const std::vector<int>& nonnegative_axes, const std::string& solver, index_t samples,
+         int fit_check_every) {
         const auto typed = [&](auto type) {
           using T = typename decltype(type)::type;
           return cp_als_typed<T>(tensor, rank, n_iter_max, init, tol, seed, initial_factors,
                                  callback, backend, line_search, ridge, mask, nonnegative, n_starts,
                                  compress, fixed_axes, callback_model, orthogonalise,
-                                 line_search_rule, sparsity, nonnegative_axes);
+                                 line_search_rule, sparsity, nonnegative_axes, solver, samples,
+                                 fit_check_every);
         };
         if (tensor.dtype() == nb::dtype<float>()) return typed(std::type_identity<float>{});
         if (tensor.dtype() == nb::dtype<double>()) return typed(std::type_identity<double>{});
@@ -234,7 +240,8 @@ void register_decompositions(nb::module_& m) {
       nb::arg("backend"), nb::arg("line_search"), nb::arg("ridge"), nb::arg("mask").none(),
       nb::arg("nonnegative"), nb::arg("n_starts"), nb::arg("compress"), nb::arg("fixed_axes"),
       nb::arg("callback_model"), nb::arg("orthogonalise"), nb::arg("line_search_rule"),
-      nb::arg("sparsity"), nb::arg("nonnegative_axes"));
+      nb::arg("sparsity"), nb::arg("nonnegative_axes"), nb::arg("solver"), nb::arg("samples"),
+      nb::arg("fit_check_every"));
   m.def(
       "tucker",
       [](const InArray& tensor, const std::vector<index_t>& ranks, std::optional<double> eps,

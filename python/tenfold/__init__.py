@@ -185,6 +185,9 @@ def parafac(
     cvg_criterion="abs_rec_error",
     fixed_modes=None,
     svd_mask_repeats=5,
+    solver="exact",
+    samples=0,
+    fit_check_every=5,
 ):
     """CP decomposition by alternating least squares (CP-ALS), like ``tensorly.decomposition.parafac``.
 
@@ -238,6 +241,17 @@ def parafac(
     compress : {'auto', 'on', 'off'}
         CP of the ST-HOSVD core first, then sweeps on the full tensor ('auto': where
         the core is at least 8x smaller and the tensor has at least 2^20 entries).
+    solver : {'exact', 'sampled'}
+        'sampled': each least-squares solve from `samples` rows of the Khatri-Rao
+        product drawn by leverage score (CP-ARLS-LEV; deterministic given
+        `random_state`), the exact fit every `fit_check_every` sweeps and after the
+        last, the best checked model returned (docs/algorithms.md). Dense tensors on
+        the cpu backend, without mask, linesearch, fixed_modes, compress='on' or
+        n_starts > 1.
+    samples : int
+        Sampled solver: rows per solve (0: 64 x rank).
+    fit_check_every : int
+        Sampled solver: sweeps between exact fits (at least 1).
     svd, orthogonalise, verbose, return_errors, sparsity, cvg_criterion, fixed_modes, svd_mask_repeats
         TensorLy's arguments with TensorLy's meaning (docs/python.md, "TensorLy's
         arguments"): ``return_errors=True`` returns ``(result, errors)``;
@@ -289,6 +303,10 @@ def parafac(
     >>> bool(tenfold.parafac(x, 3, tol=1e-12, n_iter_max=500).fit > 0.9999)
     True
     """
+    solver, samples, fit_check_every = _validate.cp_solver(
+        solver, samples, fit_check_every, linesearch=linesearch, mask=mask, n_starts=n_starts,
+        compress=compress, fixed_modes=fixed_modes, backend=backend,
+        sparse=sparse.is_sparse(tensor))
     if sparse.is_sparse(tensor):  # a (coords, values, shape) tuple or a sparse.COO
         if sparsity or orthogonalise:
             raise ValueError("sparsity and orthogonalise apply to dense arrays, not to a sparse "
@@ -299,7 +317,8 @@ def parafac(
     return _tensorly.run_cp(
         _cp, tensor, rank, n_iter_max, init, tol, random_state, normalize_factors, callback,
         backend, dtype, dict(linesearch=linesearch, l2_reg=l2_reg, mask=mask, n_starts=n_starts,
-                             compress=compress, nonnegative=False),
+                             compress=compress, nonnegative=False, solver=solver,
+                             samples=samples, fit_check_every=fit_check_every),
         dict(svd=svd, orthogonalise=orthogonalise, verbose=verbose, return_errors=return_errors,
              sparsity=sparsity, cvg_criterion=cvg_criterion, fixed_modes=fixed_modes,
              svd_mask_repeats=svd_mask_repeats))
@@ -370,7 +389,7 @@ def _mask_like(mask, x):
 def _cp(tensor, rank, n_iter_max, init, tol, random_state, normalize_factors, callback, backend,
         dtype, linesearch, l2_reg, mask, n_starts, compress, nonnegative, fixed_axes=(),
         callback_model=False, orthogonalise=0, linesearch_rule="tenfold", sparsity=0,
-        nonnegative_axes=()):
+        nonnegative_axes=(), solver="exact", samples=0, fit_check_every=5):
     """CP-ALS in Tenfold's terms; `callback` sees (iteration, fit, delta, seconds[, model])."""
     x = _as_float_array(tensor, "tensor", dtype, complex_ok=True)
     _validate.tensor_axes(x)
@@ -390,6 +409,7 @@ def _cp(tensor, rank, n_iter_max, init, tol, random_state, normalize_factors, ca
         _validate.integer(n_starts, "n_starts", 0, _validate.INT_MAX), str(compress),
         [int(a) for a in fixed_axes], bool(callback_model), int(orthogonalise),
         str(linesearch_rule), int(sparsity), [int(a) for a in nonnegative_axes],
+        solver, samples, fit_check_every,
     )
     weights, factors = r.pop("weights"), r.pop("factors")
     if not normalize_factors:

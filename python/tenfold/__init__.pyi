@@ -89,6 +89,9 @@ def parafac(
     cvg_criterion: str = "abs_rec_error",
     fixed_modes: Optional[Sequence[int]] = None,
     svd_mask_repeats: int = 5,
+    solver: str = "exact",
+    samples: int = 0,
+    fit_check_every: int = 5,
 ) -> Union[CPResult, tuple[Any, ...]]: ...
 def non_negative_parafac_hals(
     tensor: npt.ArrayLike,

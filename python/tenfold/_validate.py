@@ -85,6 +85,27 @@ def cp_rank(rank, shape):
     return r
 
 
+def cp_solver(solver, samples, fit_check_every, *, linesearch, mask, n_starts, compress,
+              fixed_modes, backend, sparse):
+    """(solver, samples, fit_check_every) of parafac, the sampled solver's exclusions
+    named by their keywords."""
+    if not isinstance(solver, str) or solver not in ("exact", "sampled"):
+        raise ValueError(f"solver must be 'exact' or 'sampled', got {solver!r}")
+    samples = integer(samples, "samples", 0)
+    fit_check_every = integer(fit_check_every, "fit_check_every", 1, INT_MAX)
+    if solver == "sampled":
+        refused = [(sparse, "a sparse tensor"), (mask is not None, "mask"),
+                   (bool(linesearch), "linesearch=True"), (fixed_modes, "fixed_modes"),
+                   (str(compress) == "on", "compress='on'"),
+                   (not isinstance(n_starts, (bool, np.bool_)) and isinstance(n_starts, int)
+                    and n_starts > 1, f"n_starts={n_starts}"),
+                   (str(backend) != "cpu", f"backend={backend!r} (it runs on the cpu)")]
+        for refuse, what in refused:
+            if refuse:
+                raise ValueError(f"solver='sampled' cannot be combined with {what}")
+    return solver, samples, fit_check_every
+
+
 def cp_factors(factors, shape, rank):
     """Start factors in NumPy axis order: one (shape[n], rank) matrix per axis."""
     if len(factors) != len(shape):

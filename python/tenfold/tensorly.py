@@ -212,7 +212,9 @@ def run_cp(cp, tensor, rank, n_iter_max, init, tol, random_state, normalize_fact
              native["compress"], constrained, fixed, tensorly_callback,
              orthogonalised_sweeps(orthogonalise, n_iter_max)
              if isinstance(n_iter_max, (int, np.integer)) else 0,
-             native.get("linesearch_rule", "tenfold"), card, nn_axes)
+             native.get("linesearch_rule", "tenfold"), card, nn_axes,
+             native.get("solver", "exact"), native.get("samples", 0),
+             native.get("fit_check_every", 5))
     if stopped:
         res.stop, res.converged = "converged", True
     out = res

@@ -93,3 +93,38 @@ def test_starts_and_compression_report_what_ran(covid):
         tenfold.parafac(x, 4, compress="sometimes")
     with pytest.raises(ValueError, match="n_starts"):
         tenfold.parafac(x, 4, n_starts=-1)  # 0 is automatic
+
+
+def test_sampled_solver_equals_the_programs(cli, tmp_path):
+    # A planted 30 x 25 x 20 rank-3 tensor with 1 % noise: S = 64 rows of the 500 to 750
+    # of each Khatri-Rao product, so the solves are sampled; the same draws as the
+    # program's, and within 1e-3 of exact ALS's fit (its error is about 0.01).
+    x, _ = planted((30, 25, 20), 3, 4, noise=0.01)
+    r = tenfold.parafac(x, 3, n_iter_max=200, random_state=2, solver="sampled", samples=64,
+                        fit_check_every=3, compress="off")
+    assert_same_model(r, *run_cli(cli, tmp_path, x, "--rank", "3", "--max-iters", "200",
+                                  "--seed", "2", "--solver", "sampled", "--samples", "64",
+                                  "--fit-check-every", "3", "--compress", "off"))
+    exact = tenfold.parafac(x, 3, n_iter_max=200, random_state=2, compress="off")
+    assert abs(r.fit - exact.fit) < 1e-3
+    # Another seed draws other rows.
+    other = tenfold.parafac(x, 3, n_iter_max=200, random_state=3, solver="sampled", samples=64,
+                            compress="off")
+    assert not np.array_equal(other.factors[0], r.factors[0])
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(solver="fast"), "solver must be 'exact' or 'sampled', got 'fast'"),
+    (dict(solver="sampled", samples=-1), "samples must be at least 0, got -1"),
+    (dict(solver="sampled", fit_check_every=0), "fit_check_every must be at least 1, got 0"),
+    (dict(solver="sampled", linesearch=True), "cannot be combined with linesearch=True"),
+    (dict(solver="sampled", n_starts=2), "cannot be combined with n_starts=2"),
+    (dict(solver="sampled", compress="on"), "cannot be combined with compress='on'"),
+    (dict(solver="sampled", mask=np.ones((4, 3, 2), dtype=bool)), "cannot be combined with mask"),
+    (dict(solver="sampled", backend="cuda"), "cannot be combined with backend='cuda'"),
+])
+def test_sampled_solver_errors(kwargs, message):
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        tenfold.parafac(np.ones((4, 3, 2)), 1, **kwargs)
+    with pytest.raises(TypeError, match="samples must be an int"):
+        tenfold.parafac(np.ones((4, 3, 2)), 1, solver="sampled", samples=2.5)
