@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Tests the binary wheel as a user gets it: a fresh virtual environment (no build tree,
 # no source folder on sys.path), `pip install dist/tenfold-*.whl` with the test suite's
-# pinned packages (scripts/test.sh; not torch, so tenfold.torch's tests are skipped
-# here), then the Python suite against the installed package, test_wheel.py included
+# pinned packages (python/requirements-test.txt; not torch, so tenfold.torch's tests are
+# skipped here), then the Python suite against the installed package, test_wheel.py included
 # (the libraries the process loads, the OpenBLAS the wheel carries). Builds the wheel
 # first when dist/ has none (scripts/build_wheel.sh).
 set -euo pipefail
@@ -15,10 +15,10 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 "$python" -m venv "$work/venv"
 start=$(date +%s%N)
-"$work/venv/bin/pip" install -q --disable-pip-version-check "${wheels[0]}" "numpy==2.4.6"
+"$work/venv/bin/pip" install -q --disable-pip-version-check "${wheels[0]}" \
+  "$(grep '^numpy==' "$root/python/requirements-test.txt")"
 echo "pip install of the wheel (and NumPy): $(( ($(date +%s%N) - start) / 1000000 )) ms"
-"$work/venv/bin/pip" install -q --disable-pip-version-check \
-  "pytest==8.4.2" "scipy==1.17.1" "tensorly==0.10.0"
+"$work/venv/bin/pip" install -q --disable-pip-version-check -r "$root/python/requirements-test.txt"
 cd "$work"
 "$work/venv/bin/python" - <<'PY'
 import ctypes, os, sys, tenfold

@@ -1,2 +1,3 @@
 target_sources(tenfold_cpu PRIVATE
+  cpu/blas_info.cpp
   cpu/cpu_compute.cpp)
