@@ -2,9 +2,6 @@
 // Compiled in every configuration.
 #include <gtest/gtest.h>
 
-#include <algorithm>
-#include <cctype>
-#include <cstdlib>
 #include <string>
 
 #include "tenfold/backend.hpp"
@@ -38,22 +35,16 @@ TEST(Backend, UnknownNameIsRejected) {
   EXPECT_THROW(tenfold::parse_backend("CPU"), tenfold::InvalidArgument);
 }
 
-std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return s;
-}
-
 TEST(Backend, BlasInfoNamesTheBuildsBlasAndTheKernelsInUse) {
   const tenfold::BlasInfo info = tenfold::blas_info();
   EXPECT_EQ(info.library, TENFOLD_BLAS_CHOICE);  // cmake/blas.cmake
   EXPECT_FALSE(info.kernel.empty());
   const bool openblas = info.library != "blis";
   EXPECT_EQ(info.version.rfind(openblas ? "OpenBLAS " : "BLIS ", 0), 0u) << info.version;
-  // OpenBLAS takes its kernels from OPENBLAS_CORETYPE where set (scripts/
-  // test_blas_kernels.sh runs this suite under each), and the report follows.
-  const char* forced = std::getenv("OPENBLAS_CORETYPE");
-  if (openblas && forced != nullptr) EXPECT_EQ(lower(info.kernel), lower(forced));
+  // A DYNAMIC_ARCH OpenBLAS names the kernels it loaded in its build description too:
+  // both answers come from the library in use (python/tests/test_runtime.py forces
+  // other kernels and reads the report).
+  if (openblas) EXPECT_NE(info.version.find(" " + info.kernel + " "), std::string::npos);
 }
 
 TEST(Backend, AvailableImpliesCompiled) {

@@ -103,12 +103,12 @@ def probe(request):
 
 
 def system_library(path):
-    """glibc's libraries and the C++ runtime, which the manylinux policy leaves to the
-    system."""
+    """glibc's libraries, the C++ runtime and zlib (the sparse reader's .tns.gz), which
+    the manylinux policy leaves to the system."""
     name = os.path.basename(path)
     return name.startswith(
         ("libc.so", "libm.so", "libpthread.so", "libdl.so", "librt.so", "ld-linux",
-         "libstdc++.so", "libgcc_s.so")
+         "libstdc++.so", "libgcc_s.so", "libz.so")
     )
 
 
