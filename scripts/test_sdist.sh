@@ -28,4 +28,5 @@ cd "$work"
 "$work/venv/bin/python" -c 'import sys, tenfold; assert tenfold.__file__.startswith(sys.prefix); tenfold.show_config()'
 "$work/venv/bin/python" -m pytest -q -p no:cacheprovider \
   src/python/tests/test_parafac.py src/python/tests/test_tucker.py \
-  src/python/tests/test_arguments.py
+  src/python/tests/test_arguments.py \
+  src/python/tests/test_runtime.py::test_show_config_reports_the_blas_and_the_kernels_it_runs

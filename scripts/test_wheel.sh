@@ -28,13 +28,14 @@ hidden=()
 if unshare -m true 2>/dev/null; then
   mkdir "$work/empty"
   lib=/usr/lib/x86_64-linux-gnu
-  hide=""
-  for dir in "$lib"/openblas-* "$lib"/blis-*; do
-    [ -d "$dir" ] && hide+="mount --bind $work/empty $dir; "
-  done
+  hide="set -e; "
+  # The files first: most lie inside the folders.
   for name in libblas.so.3 liblapack.so.3 liblapacke.so.3 libopenblas.so.0 libblis.so.4; do
     file=$(readlink -f "$lib/$name" || true)
     [ -f "$file" ] && hide+="mount --bind /dev/null $file; "
+  done
+  for dir in "$lib"/openblas-* "$lib"/blis-*; do
+    [ -d "$dir" ] && hide+="mount --bind $work/empty $dir; "
   done
   hidden=(unshare -m sh -c "$hide"'exec "$@"' sh)
   "${hidden[@]}" "$work/venv/bin/python" -c '
