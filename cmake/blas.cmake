@@ -3,6 +3,7 @@
 # the code which library it calls:
 #   TENFOLD_BLAS_OPENBLAS  OpenBLAS's own entry points (openblas_get_corename, ...) exist;
 #   TENFOLD_BLAS_BLIS      BLIS's own entry points (bli_thread_set_num_threads) exist;
+#   TENFOLD_BLAS_CHOICE    the choice below, as a string (tenfold::blas_info);
 #   <name>=scipy_<name>    for every BLAS, LAPACKE and OpenBLAS function the project calls,
 #                          where the library's symbols carry a prefix (scipy-openblas).
 #
@@ -63,7 +64,7 @@ elseif(TENFOLD_BLAS STREQUAL "scipy-openblas")
       cblas_dgemm cblas_sgemm cblas_dgemv cblas_sgemv cblas_dtrsm cblas_strsm
       cblas_dsyrk cblas_ssyrk
       LAPACKE_dpotrf_work LAPACKE_spotrf_work LAPACKE_dsyevd LAPACKE_ssyevd
-      openblas_get_corename openblas_get_parallel openblas_set_num_threads)
+      openblas_get_config openblas_get_corename openblas_get_parallel openblas_set_num_threads)
     target_compile_definitions(tenfold_blas INTERFACE ${name}=scipy_${name})
   endforeach()
 elseif(TENFOLD_BLAS STREQUAL "blis")
@@ -81,3 +82,4 @@ elseif(TENFOLD_BLAS STREQUAL "blis")
 else()
   message(FATAL_ERROR "TENFOLD_BLAS=${TENFOLD_BLAS}: expected openblas, scipy-openblas or blis")
 endif()
+target_compile_definitions(tenfold_blas INTERFACE TENFOLD_BLAS_CHOICE="${TENFOLD_BLAS}")

@@ -6,15 +6,9 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/install-deps.sh"
 # The test environment's Python packages, pinned (README, "Dependencies").
-python_packages=(
-  "numpy==2.4.6"
-  "pytest==8.4.2"
-  "scipy==1.17.1"
-  "tensorly==0.10.0"
-)
 venv="$root/.venv-test"
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-"$venv/bin/pip" install -q --disable-pip-version-check "${python_packages[@]}"
+"$venv/bin/pip" install -q --disable-pip-version-check -r "$root/python/requirements-test.txt"
 # --- tenfold.torch (docs/torch.md): torch on the CPU, transformers, the MiniLM model ---
 # Two steps: torch without its declared CUDA stack (python/requirements-torch-nodeps.txt
 # says why), then the rest with their dependencies.

@@ -5,6 +5,7 @@
 # the default), scipy-openblas (the wheel's OpenBLAS, the pip package scipy-openblas32 at
 # the version pyproject.toml pins, installed into the wheel tools' environment, WHEEL_VENV)
 # and blis (Debian's BLIS, libblis-openmp-dev). Extra CMake arguments: CMAKE_ARGS.
+# The last run's results: docs/performance.md, "BLAS choices".
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 choices=("$@")

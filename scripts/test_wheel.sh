@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Tests the binary wheel as a user gets it: a fresh virtual environment (no build tree,
 # no source folder on sys.path), `pip install dist/tenfold-*.whl` with the test suite's
-# pinned packages (scripts/test.sh; not torch, so tenfold.torch's tests are skipped
-# here), then the Python suite against the installed package, test_wheel.py included
-# (the libraries the process loads, the OpenBLAS the wheel carries). Builds the wheel
-# first when dist/ has none (scripts/build_wheel.sh).
+# pinned packages (python/requirements-test.txt; not torch, so tenfold.torch's tests are
+# skipped here), then the Python suite against the installed package, test_wheel.py included
+# (the libraries the process loads, the OpenBLAS the wheel carries), with the Debian
+# BLAS packages hidden where a mount namespace can be made. Builds the wheel first when
+# dist/ has none (scripts/build_wheel.sh).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 python=${PYTHON:-python3}
@@ -15,20 +16,45 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 "$python" -m venv "$work/venv"
 start=$(date +%s%N)
-"$work/venv/bin/pip" install -q --disable-pip-version-check "${wheels[0]}" "numpy==2.4.6"
+"$work/venv/bin/pip" install -q --disable-pip-version-check "${wheels[0]}" \
+  "$(grep '^numpy==' "$root/python/requirements-test.txt")"
 echo "pip install of the wheel (and NumPy): $(( ($(date +%s%N) - start) / 1000000 )) ms"
-"$work/venv/bin/pip" install -q --disable-pip-version-check \
-  "pytest==8.4.2" "scipy==1.17.1" "tensorly==0.10.0"
+"$work/venv/bin/pip" install -q --disable-pip-version-check -r "$root/python/requirements-test.txt"
 cd "$work"
-"$work/venv/bin/python" - <<'PY'
-import ctypes, os, sys, tenfold
+# Where this runs as root and may make a mount namespace of its own: the Debian BLAS
+# packages' libraries hidden for the rest (an empty folder over each of their folders,
+# /dev/null over each library file), so that the package shows it needs none of them.
+hidden=()
+if unshare -m true 2>/dev/null; then
+  mkdir "$work/empty"
+  lib=/usr/lib/x86_64-linux-gnu
+  hide="set -e; "
+  # The files first: most lie inside the folders.
+  for name in libblas.so.3 liblapack.so.3 liblapacke.so.3 libopenblas.so.0 libblis.so.4; do
+    file=$(readlink -f "$lib/$name" || true)
+    [ -f "$file" ] && hide+="mount --bind /dev/null $file; "
+  done
+  for dir in "$lib"/openblas-* "$lib"/blis-*; do
+    [ -d "$dir" ] && hide+="mount --bind $work/empty $dir; "
+  done
+  hidden=(unshare -m sh -c "$hide"'exec "$@"' sh)
+  "${hidden[@]}" "$work/venv/bin/python" -c '
+import ctypes
+for name in ("libopenblas.so.0", "liblapacke.so.3", "libblas.so.3", "liblapack.so.3"):
+    try:
+        ctypes.CDLL(name)
+    except OSError:
+        continue
+    raise SystemExit(name + " is still loadable")
+print("Debian BLAS packages hidden for the tests")'
+else
+  echo "no mount namespace here: the tests run with the Debian BLAS packages present"
+fi
+"${hidden[@]}" "$work/venv/bin/python" - <<'PY'
+import os, sys, tenfold
 where = os.path.dirname(tenfold.__file__)
 assert where.startswith(sys.prefix), where  # the installed package, not the source tree
-blas = ctypes.CDLL(os.path.join(where, "libscipy_openblas.so"))
-blas.scipy_openblas_get_corename.restype = ctypes.c_char_p
-blas.scipy_openblas_get_config.restype = ctypes.c_char_p
 print("tenfold from", where)
-print("OpenBLAS:", blas.scipy_openblas_get_config().decode(), "kernel:",
-      blas.scipy_openblas_get_corename().decode())
+tenfold.show_config()
 PY
-"$work/venv/bin/python" -m pytest -q -p no:cacheprovider "$root/python/tests"
+"${hidden[@]}" "$work/venv/bin/python" -m pytest -q -p no:cacheprovider "$root/python/tests"

@@ -35,6 +35,18 @@ TEST(Backend, UnknownNameIsRejected) {
   EXPECT_THROW(tenfold::parse_backend("CPU"), tenfold::InvalidArgument);
 }
 
+TEST(Backend, BlasInfoNamesTheBuildsBlasAndTheKernelsInUse) {
+  const tenfold::BlasInfo info = tenfold::blas_info();
+  EXPECT_EQ(info.library, TENFOLD_BLAS_CHOICE);  // cmake/blas.cmake
+  EXPECT_FALSE(info.kernel.empty());
+  const bool openblas = info.library != "blis";
+  EXPECT_EQ(info.version.rfind(openblas ? "OpenBLAS " : "BLIS ", 0), 0u) << info.version;
+  // A DYNAMIC_ARCH OpenBLAS names the kernels it loaded in its build description too:
+  // both answers come from the library in use (python/tests/test_runtime.py forces
+  // other kernels and reads the report).
+  if (openblas) EXPECT_NE(info.version.find(" " + info.kernel + " "), std::string::npos);
+}
+
 TEST(Backend, AvailableImpliesCompiled) {
   EXPECT_TRUE(tenfold::cuda_compiled() || !tenfold::cuda_available());
 }

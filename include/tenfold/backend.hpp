@@ -25,4 +25,17 @@ TENFOLD_API bool cuda_compiled();
 /// True when the CUDA backend is compiled and at least one device can be used.
 TENFOLD_API bool cuda_available();
 
+/// The BLAS and LAPACK the cpu backend calls, as the library itself reports them.
+struct BlasInfo {
+  std::string library;  ///< The build's choice (CMake TENFOLD_BLAS): "openblas",
+                        ///< "scipy-openblas" or "blis".
+  std::string version;  ///< The library's own description of its build
+                        ///< (openblas_get_config, bli_info_get_version_str).
+  std::string kernel;   ///< The kernels it chose for this processor when it was loaded
+                        ///< (openblas_get_corename; BLIS: the configuration it selected).
+};
+
+/// The BLAS of this build and the kernels it runs on this processor.
+TENFOLD_API BlasInfo blas_info();
+
 }  // namespace tenfold

@@ -44,6 +44,11 @@ NB_MODULE(_tenfold, m) {
   m.def("cuda_available", &tenfold::cuda_available);
   m.def("num_threads", &tenfold::num_threads);
   m.def("set_num_threads", &tenfold::set_num_threads, nb::arg("threads"));
+  m.def("blas_info", [] {
+    const tenfold::BlasInfo info = tenfold::blas_info();
+    const auto str = [](const std::string& s) { return nb::str(s.data(), s.size()); };
+    return nb::make_tuple(str(info.library), str(info.version), str(info.kernel));
+  });
   tenfold::python::register_decompositions(m);
   tenfold::python::register_attention(m);
   tenfold::python::register_sparse(m);

@@ -41,6 +41,7 @@ __all__ = [
     "cuda_compiled",
     "num_threads",
     "set_num_threads",
+    "show_config",
 ]
 
 from . import sparse  # noqa: E402  (after _tenfold: it calls into it)
@@ -135,6 +136,33 @@ def set_num_threads(threads):
     RuntimeWarning: more threads than that only add switching.
     """
     _tenfold.set_num_threads(_validate.thread_count(threads))
+
+
+def show_config(mode="stdout"):
+    """The build of the package: its version, the BLAS it calls and the kernels that BLAS
+    chose for this processor when it loaded, the thread count and CUDA.
+
+    mode="stdout" prints it; mode="dicts" returns it as a dict instead (as
+    ``numpy.show_config``).
+    """
+    if mode not in ("stdout", "dicts"):
+        raise ValueError(f"show_config: mode must be 'stdout' or 'dicts', not {mode!r}")
+    library, version, kernel = _tenfold.blas_info()
+    config = {
+        "version": __version__,
+        "blas": {"library": library, "version": version, "kernel": kernel},
+        "threads": num_threads(),
+        "cuda": {"compiled": cuda_compiled(), "available": cuda_available()},
+    }
+    if mode == "dicts":
+        return config
+    cuda = "available" if config["cuda"]["available"] else (
+        "compiled, no device" if config["cuda"]["compiled"] else "not compiled")
+    print(f"tenfold {__version__}\n"
+          f"BLAS: {library} ({version})\n"
+          f"BLAS kernels: {kernel}\n"
+          f"threads: {config['threads']}\n"
+          f"CUDA: {cuda}")
 
 
 def _seed(random_state):

@@ -1,15 +1,16 @@
 """The environment in which the extension loads its OpenBLAS.
 
-The wheel (and ``pip install`` from source) carries its own OpenBLAS, scipy-openblas
+The binary wheel (scripts/build_wheel.sh) carries its own OpenBLAS, scipy-openblas
 (``libscipy_openblas.so`` beside the extension): a pthreads build that starts one thread
 per processor as it loads, although the library runs every BLAS call on its own threads,
 one at a time. It is loaded with OPENBLAS_NUM_THREADS=1, so that it starts none; the
 variable is set back right after (the library's own thread count reads it later). Its
 kernels know current processors (DYNAMIC_ARCH), so nothing else is done.
 
-A build linked to the system's OpenBLAS (a CMake build of the extension) gets its
-kernels chosen as the tenfold program chooses them. OpenBLAS picks its kernels when it loads, from the processor model; a processor newer
-than the OpenBLAS build (Debian 12's 0.3.21 on recent Intel models) gets the generic
+A build linked to the system's OpenBLAS (``pip install .``, a CMake build of the
+extension) gets its kernels chosen as the tenfold program chooses them. OpenBLAS picks
+its kernels when it loads, from the processor model; a processor newer than the
+OpenBLAS build (Debian 12's 0.3.21 on recent Intel models) gets the generic
 kernels of an old one, at a quarter to a half of the speed its Haswell (AVX2) kernels
 reach there. The program (tools/main.cpp) then runs itself again with
 OPENBLAS_CORETYPE=Haswell; a Python process cannot, so before the extension loads
