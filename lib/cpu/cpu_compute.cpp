@@ -213,10 +213,12 @@ void CpuCompute<T>::gemm(Op ta, Op tb, index_t m, index_t n, index_t k, T alpha,
     Blas<T>::gemv(CblasColMajor, blas_op(ta), rows, cols, alpha, a, ia, b, incb, beta, c, 1);
     return;
   }
-  if (ta == Op::none && tall_gemm_suits<T>(m, n, k)) {
-    // Tall and thin: A read in place, no packing pass (lib/cpu/tall_gemm.hpp).
-    tall_gemm(m, n, k, alpha, a, lda, 0, tb, b, ldb, beta, c, ldc, 0, 1);
-    return;
+  if constexpr (!is_complex_v<T>) {  // (the tall kernel is real)
+    if (ta == Op::none && tall_gemm_suits<T>(m, n, k)) {
+      // Tall and thin: A read in place, no packing pass (lib/cpu/tall_gemm.hpp).
+      tall_gemm(m, n, k, alpha, a, lda, 0, tb, b, ldb, beta, c, ldc, 0, 1);
+      return;
+    }
   }
   const double flops =
       2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
@@ -269,10 +271,12 @@ void CpuCompute<T>::gemm_strided_batched(Op ta, Op tb, index_t m, index_t n, ind
   // cut into blocks by gemm. Tiny batches stay serial. Sizes are checked here, before
   // any task starts.
   for (index_t v : {m, n, k, lda, ldb, ldc}) blas_int(v, "batched gemm");
-  if (ta == Op::none && stride_b == 0 && batch > 1 && tall_gemm_suits<T>(m, n, k)) {
-    // Tall and thin products with one op(B): one kernel call packs op(B) once.
-    tall_gemm(m, n, k, alpha, a, lda, stride_a, tb, b, ldb, beta, c, ldc, stride_c, batch);
-    return;
+  if constexpr (!is_complex_v<T>) {
+    if (ta == Op::none && stride_b == 0 && batch > 1 && tall_gemm_suits<T>(m, n, k)) {
+      // Tall and thin products with one op(B): one kernel call packs op(B) once.
+      tall_gemm(m, n, k, alpha, a, lda, stride_a, tb, b, ldb, beta, c, ldc, stride_c, batch);
+      return;
+    }
   }
   const double work = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   const auto product = [&](index_t i) {
