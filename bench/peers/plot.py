@@ -1,0 +1,51 @@
+"""Bar chart of bench/peers/run.py's results: the peer's time over Tenfold's (median
+over the repetitions; above 1: Tenfold is faster), one bar per case.
+
+    python bench/peers/plot.py RESULTS.json OUT.png
+"""
+
+import json
+import statistics
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def main():
+    if len(sys.argv) != 3:
+        sys.exit("usage: plot.py RESULTS.json OUT.png")
+    with open(sys.argv[1]) as f:
+        data = json.load(f)
+    labels, ratios, colors = [], [], []
+    for r in data["results"]:
+        key = "per_iteration" if r["kind"] == "cp" else "seconds"
+        ours = statistics.median(x[key] for x in r["tenfold"])
+        theirs = statistics.median(x[key] for x in r["peer"])
+        if r["kind"] == "cp":
+            labels.append(f"{r['label']}\nvs GenTen")
+            colors.append("tab:blue")
+        else:
+            where = f"MPI {r['procs']}p" if r["procs"] else "on-node"
+            labels.append(f"{r['label']}\nvs TuckerMPI, {where}")
+            colors.append("tab:orange")
+        ratios.append(theirs / ours)
+    fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(labels)), 4.5))
+    ax.bar(range(len(ratios)), ratios, color=colors)
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_yscale("log")
+    ax.set_xticks(range(len(labels)), labels, rotation=35, ha="right", fontsize=7)
+    ax.set_ylabel("peer time / Tenfold time (median)")
+    meta = data["meta"]
+    ax.set_title(f"{meta['threads']} threads, {meta['reps']} repetitions; load {meta['load_averages'][0]}",
+                 fontsize=9)
+    for i, v in enumerate(ratios):
+        ax.text(i, v, f"{v:.2g}x", ha="center", va="bottom", fontsize=7)
+    fig.tight_layout()
+    fig.savefig(sys.argv[2], dpi=110)
+
+
+if __name__ == "__main__":
+    main()
