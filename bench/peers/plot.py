@@ -23,15 +23,15 @@ def main():
     for r in data["results"]:
         key = "per_iteration" if r["kind"] == "cp" else "seconds"
         ours = statistics.median(x[key] for x in r["tenfold"])
-        theirs = statistics.median(x[key] for x in r["peer"])
         if r["kind"] == "cp":
-            labels.append(f"{r['label']}\nvs GenTen")
-            colors.append("tab:blue")
+            peers = [("peer", "GenTen default", "tab:blue"), ("peer_phan", "GenTen phan", "tab:cyan")]
         else:
             where = f"MPI {r['procs']}p" if r["procs"] else "on-node"
-            labels.append(f"{r['label']}\nvs TuckerMPI, {where}")
-            colors.append("tab:orange")
-        ratios.append(theirs / ours)
+            peers = [("peer", f"TuckerMPI, {where}", "tab:orange")]
+        for side, name, color in peers:
+            labels.append(f"{r['label']}\nvs {name}")
+            colors.append(color)
+            ratios.append(statistics.median(x[key] for x in r[side]) / ours)
     fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(labels)), 4.5))
     ax.bar(range(len(ratios)), ratios, color=colors)
     ax.axhline(1.0, color="black", linewidth=0.8)

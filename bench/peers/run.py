@@ -3,7 +3,8 @@
     python bench/peers/run.py --out DIR [--quick] [--reps N] [--threads 2] [--mpi 1,2]
 
 Dense CP-ALS (`tenfold cp --compress off`, one start) against GenTen's driver
-(`genten --method cp-als`), and ST-HOSVD (`tenfold tucker --method sthosvd`) against
+(`genten --method cp-als`, with its default dense MTTKRP and with its GEMM-based
+`--mttkrp-method phan`), and ST-HOSVD (`tenfold tucker --method sthosvd`) against
 TuckerMPI's drivers (on-node `Tucker_sthosvd`; distributed `sthosvd` under mpirun
 against `mpirun tenfold tucker`). Every measurement is its own process; the two sides
 alternate (which one goes first alternates with the repetition) with the same thread
@@ -151,9 +152,11 @@ def run(cmd, env, cwd=None, log=None):
     return out, wall, usage.ru_maxrss / 1024.0
 
 
-def env_with(threads):
+def env_with(threads, wait_policy=None):
     env = dict(os.environ)
     env["OMP_NUM_THREADS"] = str(threads)
+    if wait_policy:
+        env["OMP_WAIT_POLICY"] = wait_policy
     return env
 
 
@@ -185,10 +188,14 @@ def tenfold_cp(a, base, start, rank, iters, work, env, log):
             "phases": t}
 
 
-def genten_cp(a, base, gstart, rank, iters, work, env, log):
+def genten_cp(a, base, gstart, rank, iters, work, env, log, mttkrp=None):
+    """GenTen's CP-ALS; mttkrp None: its default dense MTTKRP (row-based, a Kokkos loop
+    over the tensor's entries), or "phan": its GEMM-based one (--mttkrp-method phan)."""
     cmd = [a.genten, "--input", base + ".genten", "--dense", "--method", "cp-als",
            "--rank", str(rank), "--maxiters", str(iters), "--tol", "0", "--printitn", "1",
            "--timings", "--initial-file", gstart]
+    if mttkrp:
+        cmd += ["--mttkrp-method", mttkrp]
     out, wall, rss = run(cmd, env, cwd=work, log=log)
     m = re.search(r"CP-ALS completed (\d+) iterations in (\S+) seconds", out)
     fit = re.findall(r"Final fit = \s*(\S+)", out)
@@ -268,17 +275,20 @@ def table(results, load):
     lines = []
     cp = [r for r in results if r["kind"] == "cp"]
     if cp:
-        lines += ["| case | Tenfold s/it (min, median) | GenTen s/it (min, median) | GenTen / Tenfold "
-                  "(median) | fit Tenfold | fit GenTen | peak RSS Tenfold | peak RSS GenTen |",
+        lines += ["| case | Tenfold s/it (min, median) | GenTen default s/it (min, median) | ratio | "
+                  "GenTen phan s/it (min, median) | ratio | fit Tenfold / GenTen / GenTen phan "
+                  "| peak RSS Tenfold / GenTen / GenTen phan |",
                   "| --- | --- | --- | --- | --- | --- | --- | --- |"]
         for r in cp:
-            t, g = r["tenfold"], r["peer"]
+            t, g, h = r["tenfold"], r["peer"], r["peer_phan"]
             tm, tmed = summarize(t, "per_iteration")
             gm, gmed = summarize(g, "per_iteration")
+            hm, hmed = summarize(h, "per_iteration")
+            rss = " / ".join(f"{max(x['rss_mib'] for x in side):.0f}" for side in (t, g, h))
             lines.append(
                 f"| {r['label']} | {tm:.4g}, {tmed:.4g} | {gm:.4g}, {gmed:.4g} | {gmed / tmed:.2f}x "
-                f"| {t[0]['fit']:.6f} | {g[0]['fit']:.6f} | {max(x['rss_mib'] for x in t):.0f} MiB "
-                f"| {max(x['rss_mib'] for x in g):.0f} MiB |")
+                f"| {hm:.4g}, {hmed:.4g} | {hmed / tmed:.2f}x "
+                f"| {t[0]['fit']:.6f} / {g[0]['fit']:.6f} / {h[0]['fit']:.6f} | {rss} MiB |")
         lines.append("")
     tk = [r for r in results if r["kind"] == "tucker"]
     if tk:
@@ -320,6 +330,9 @@ def main():
     p.add_argument("--only", choices=["cp", "tucker"], help="run one kind of case")
     p.add_argument("--data", default="/tmp/peers-data")
     p.add_argument("--prepare", action="store_true", help="only write the tensors and starts")
+    p.add_argument("--peer-wait-policy", choices=["passive"],
+                   help="OMP_WAIT_POLICY for the peers' processes only (their OpenMP threads, "
+                        "and Debian's OpenMP OpenBLAS's, spin while idle by default)")
     p.add_argument("--tenfold", default=os.path.join(ROOT, "build/release/tools/tenfold"))
     p.add_argument("--genten", default=os.path.join(ROOT, "build/peers/genten-double/bin/genten"))
     p.add_argument("--tucker-dir", default=os.path.join(ROOT, "build/peers/tuckermpi"))
@@ -327,7 +340,9 @@ def main():
     reps = a.reps or (1 if a.quick else 3)
     iters = a.iters or (5 if a.quick else 20)
     procs_list = [int(v) for v in a.mpi.split(",") if v]
-    for exe in [] if a.prepare else [a.tenfold, a.genten, os.path.join(a.tucker_dir, "serial/drivers/bin/Tucker_sthosvd")]:
+    needed = [a.tenfold] + ([a.genten] if a.only in (None, "cp") else []) + (
+        [os.path.join(a.tucker_dir, "serial/drivers/bin/Tucker_sthosvd")] if a.only in (None, "tucker") else [])
+    for exe in [] if a.prepare else needed:
         if not os.access(exe, os.X_OK):
             sys.exit(f"run.py: {exe} is missing; build it first (bench/peers/README.md)")
     os.makedirs(a.out, exist_ok=True)
@@ -343,7 +358,7 @@ def main():
                           "label": f"CP {shape_label(dims)} R{rank}"})
     if a.only in (None, "tucker"):
         for dims, planted, ranks, tol in [((300, 300, 300), (30, 30, 30), (30, 30, 30), None),
-                                          ((600, 600, 600), (40, 40, 40), None, 1e-2)]:
+                                          ((600, 600, 600), (40, 40, 40), None, 0.05)]:
             sel = f"ranks {ranks[0]}" if ranks else f"tol {tol:g}"
             for procs in [0] + procs_list:
                 cases.append({"kind": "tucker", "dims": dims, "planted": planted, "ranks": ranks,
@@ -360,6 +375,8 @@ def main():
             name += f"_t{c['planted'][0]}"
             c["base"] = ensure_tensor(a.data, name, lambda c=c: planted_tucker(c["dims"], c["planted"], 0.01, 1), "tucker")
         c["tenfold"], c["peer"] = [], []
+        if c["kind"] == "cp":
+            c["peer_phan"] = []
     if a.prepare:
         return
 
@@ -367,14 +384,16 @@ def main():
     for rep in range(reps):
         for c in cases:
             a.dims = c["dims"]
+            threads = max(1, a.threads // c["procs"]) if c.get("procs") else a.threads
+            env, penv = env_with(threads), env_with(threads, a.peer_wait_policy)
             if c["kind"] == "cp":
-                env = env_with(a.threads)
                 sides = [("tenfold", lambda: tenfold_cp(a, c["base"], c["start"], c["rank"], iters, work, env, log)),
-                         ("peer", lambda: genten_cp(a, c["base"], c["gstart"], c["rank"], iters, work, env, log))]
+                         ("peer", lambda: genten_cp(a, c["base"], c["gstart"], c["rank"], iters, work, penv, log)),
+                         ("peer_phan", lambda: genten_cp(a, c["base"], c["gstart"], c["rank"], iters, work, penv, log,
+                                                         "phan"))]
             else:
-                env = env_with(max(1, a.threads // c["procs"]) if c["procs"] else a.threads)
                 sides = [("tenfold", lambda: tenfold_tucker(a, c["base"], c["ranks"], c["tol"], c["procs"], work, env, log)),
-                         ("peer", lambda: tucker_peer(a, c["base"], c["ranks"], c["tol"], c["procs"], work, env, log))]
+                         ("peer", lambda: tucker_peer(a, c["base"], c["ranks"], c["tol"], c["procs"], work, penv, log))]
             if rep % 2:
                 sides.reverse()
             for side, fn in sides:
@@ -387,7 +406,7 @@ def main():
     results = [{k: v for k, v in c.items() if k not in ("base", "start", "gstart")} for c in cases]
     meta = {"date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "machine": platform.processor()
             or platform.machine(), "cpus": os.cpu_count(), "threads": a.threads, "reps": reps,
-            "cp_iterations": iters, "load_averages": loads,
+            "cp_iterations": iters, "load_averages": loads, "peer_wait_policy": a.peer_wait_policy,
             "versions": {n: open(v).read() for n, v in [
                 ("genten", os.path.join(os.path.dirname(os.path.dirname(a.genten)), "versions.txt")),
                 ("tuckermpi", os.path.join(a.tucker_dir, "versions.txt"))] if os.path.exists(v)}}
