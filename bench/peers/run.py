@@ -202,7 +202,9 @@ def genten_cp(a, base, gstart, rank, iters, work, env, log, mttkrp=None):
     mt = re.search(r"MTTKRP total time = (\S+) seconds", out)
     if not m or not fit:
         raise RuntimeError("unexpected GenTen output:\n" + out[-3000:])
-    its, secs = int(m.group(1)), float(m.group(2))
+    # The "completed" count is one more than the sweeps run (GenTen increments it after
+    # the loop); the progress lines count the sweeps.
+    its, secs = len(re.findall(r"^Iter\s+\d+: fit", out, re.M)), float(m.group(2))
     return {"iterations": its, "fit": float(fit[-1]), "seconds": secs,
             "per_iteration": secs / its, "wall": wall, "rss_mib": rss,
             "phases": {"mttkrp": float(mt.group(1)) if mt else None}}
