@@ -1,7 +1,7 @@
 """Bar chart of bench/peers/run.py's results: the peer's time over Tenfold's (median
-over the repetitions; above 1: Tenfold is faster), one bar per case.
+over the repetitions; above 1: Tenfold is faster), one bar per case and peer.
 
-    python bench/peers/plot.py RESULTS.json OUT.png
+    python bench/peers/plot.py OUT.png RESULTS.json [RESULTS.json ...]
 """
 
 import json
@@ -15,12 +15,14 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 
 def main():
-    if len(sys.argv) != 3:
-        sys.exit("usage: plot.py RESULTS.json OUT.png")
-    with open(sys.argv[1]) as f:
-        data = json.load(f)
+    if len(sys.argv) < 3:
+        sys.exit("usage: plot.py OUT.png RESULTS.json [RESULTS.json ...]")
+    runs = []
+    for path in sys.argv[2:]:
+        with open(path) as f:
+            runs.append(json.load(f))
     labels, ratios, colors = [], [], []
-    for r in data["results"]:
+    for r in [r for data in runs for r in data["results"]]:
         key = "per_iteration" if r["kind"] == "cp" else "seconds"
         ours = statistics.median(x[key] for x in r["tenfold"])
         if r["kind"] == "cp":
@@ -38,13 +40,14 @@ def main():
     ax.set_yscale("log")
     ax.set_xticks(range(len(labels)), labels, rotation=35, ha="right", fontsize=7)
     ax.set_ylabel("peer time / Tenfold time (median)")
-    meta = data["meta"]
-    ax.set_title(f"{meta['threads']} threads, {meta['reps']} repetitions; load {meta['load_averages'][0]}",
+    meta = runs[0]["meta"]
+    loads = ", ".join(data["meta"]["load_averages"][0].split()[0] for data in runs)
+    ax.set_title(f"{meta['threads']} threads, {meta['reps']} repetition(s); load average {loads}",
                  fontsize=9)
     for i, v in enumerate(ratios):
         ax.text(i, v, f"{v:.2g}x", ha="center", va="bottom", fontsize=7)
     fig.tight_layout()
-    fig.savefig(sys.argv[2], dpi=110)
+    fig.savefig(sys.argv[1], dpi=110)
 
 
 if __name__ == "__main__":

@@ -193,7 +193,7 @@ def genten_cp(a, base, gstart, rank, iters, work, env, log, mttkrp=None):
     over the tensor's entries), or "phan": its GEMM-based one (--mttkrp-method phan)."""
     cmd = [a.genten, "--input", base + ".genten", "--dense", "--method", "cp-als",
            "--rank", str(rank), "--maxiters", str(iters), "--tol", "0", "--printitn", "1",
-           "--timings", "--initial-file", gstart]
+           "--timings", "--initial-file", gstart, "--history-file", "genten_history.txt"]
     if mttkrp:
         cmd += ["--mttkrp-method", mttkrp]
     out, wall, rss = run(cmd, env, cwd=work, log=log)
@@ -205,8 +205,13 @@ def genten_cp(a, base, gstart, rank, iters, work, env, log, mttkrp=None):
     # The "completed" count is one more than the sweeps run (GenTen increments it after
     # the loop); the progress lines count the sweeps.
     its, secs = len(re.findall(r"^Iter\s+\d+: fit", out, re.M)), float(m.group(2))
+    # Its history (iteration, ..., cumulative seconds in column 7): the sweeps are the time
+    # from iteration 0 (after the start's fit, an elementwise pass over the tensor) to
+    # iteration `its`.
+    with open(os.path.join(work, "genten_history.txt")) as f:
+        hist = {int(r[0]): float(r[6]) for r in (line.split() for line in f.readlines()[1:])}
     return {"iterations": its, "fit": float(fit[-1]), "seconds": secs,
-            "per_iteration": secs / its, "wall": wall, "rss_mib": rss,
+            "per_iteration": (hist[its] - hist[0]) / its, "wall": wall, "rss_mib": rss,
             "phases": {"mttkrp": float(mt.group(1)) if mt else None}}
 
 
