@@ -264,7 +264,7 @@ TEST(Cli, OptionErrorsNameTheFlag) {
     std::string message;
   };
   const std::vector<Case> cases = {
-      {cp + "--max-iters 0", 1, "tenfold cp: error: --max-iters must be at least 1, got 0"},
+      {cp + "--max-iters -1", 1, "tenfold cp: error: --max-iters must be >= 0, got -1"},
       {cp + "--tol -1", 1, "tenfold cp: error: --tol must be finite and >= 0, got -1"},
       {cp + "--tol nan", 1, "--tol must be finite and >= 0, got nan"},
       {cp + "--ridge -1", 1, "tenfold cp: error: --ridge must be finite and >= 0, got -1"},
@@ -315,6 +315,9 @@ TEST(Cli, OptionErrorsNameTheFlag) {
                                  (dir / "a").string() + " --out " + (dir / "b").string())
                 .code,
             0);
+  // --max-iters 0 writes the start itself.
+  EXPECT_EQ(tenfold_cli(dir, cp + "--max-iters 0 --out " + (dir / "s").string()).code, 0);
+  EXPECT_TRUE(fs::exists(dir / "s" / "weights.npy"));
 }
 
 TEST(Cli, AttentionCompressRewritesQueryKeyAndCopiesTheRest) {
