@@ -63,7 +63,10 @@ elseif(TENFOLD_BLAS STREQUAL "scipy-openblas")
   foreach(name IN ITEMS
       cblas_dgemm cblas_sgemm cblas_dgemv cblas_sgemv cblas_dtrsm cblas_strsm
       cblas_dsyrk cblas_ssyrk
+      cblas_zgemm cblas_cgemm cblas_zgemv cblas_cgemv cblas_ztrsm cblas_ctrsm
+      cblas_zherk cblas_cherk
       LAPACKE_dpotrf_work LAPACKE_spotrf_work LAPACKE_dsyevd LAPACKE_ssyevd
+      LAPACKE_zpotrf_work LAPACKE_cpotrf_work LAPACKE_zheevd LAPACKE_cheevd
       openblas_get_config openblas_get_corename openblas_get_parallel openblas_set_num_threads)
     target_compile_definitions(tenfold_blas INTERFACE ${name}=scipy_${name})
   endforeach()
