@@ -336,7 +336,8 @@ CompressResult<T> compress_impl(const QueryKeyLayer<T>& layer, const CompressOpt
         "rank", "must be in [1, H d] = [1, " + std::to_string(s) + "], got " + std::to_string(r));
   }
   if (options.max_iters < 1) {
-    throw InvalidOption("max_iters", "must be at least 1, got " + std::to_string(options.max_iters));
+    throw InvalidOption("max_iters",
+                        "must be at least 1, got " + std::to_string(options.max_iters));
   }
   // Below H d the ALS runs on the H x D x D tensor, whose rank is at most
   // min(H D, D^2) (max_cp_rank); only the exact form may have more components.

@@ -213,7 +213,7 @@ template void put_model<double>(nb::dict&, KTensor<double>&&, bool);
   template nb::object owned_array<T>(std::vector<T>&&, const std::vector<index_t>&, bool); \
   template nb::object owned_matrix<T>(Matrix<T> &&);                                       \
   template std::vector<Matrix<T>> given_factors<T>(const std::vector<InArray>&, bool);     \
-  template void put_model<T>(nb::dict&, KTensor<T> &&, bool);
+  template void put_model<T>(nb::dict&, KTensor<T>&&, bool);
 TENFOLD_PYTHON_COMPLEX_ARRAYS(std::complex<float>)
 TENFOLD_PYTHON_COMPLEX_ARRAYS(std::complex<double>)
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "tenfold/error.hpp"
+#include "tenfold/gcp.hpp"
 #include "tenfold/ktensor.hpp"
 #include "tenfold/tensor.hpp"
 
@@ -117,6 +118,16 @@ class Interruptible {
  private:
   std::optional<nb::python_error> raised_;
 };
+
+/// The GCP options the dense and the sparse binding share (python/src/gcp.cpp). The
+/// callback (iteration, objective, gradient norm, seconds) stops the run when it returns
+/// a true value; Ctrl-C through `interrupt`. Both must outlive the run.
+GcpOptions gcp_options(index_t rank, const std::string& loss, double huber_delta, int n_iter_max,
+                       std::uint64_t seed, Interruptible& interrupt, const nb::object& callback);
+
+/// A GCP result as the Python layer reads it, the model in NumPy axis order.
+template <class T>
+nb::dict gcp_dict(GcpResult<T>&& r, bool reverse);
 
 void register_decompositions(nb::module_& m);
 void register_attention(nb::module_& m);

@@ -27,23 +27,12 @@ nb::dict gcp_typed(const InArray& tensor, index_t rank, const std::string& loss,
   const TensorView<const T> x = tensor_view<T>(tensor, "tensor", layout);
   const bool reverse = layout == Layout::row_major;
   const std::optional<TensorView<const std::uint8_t>> observed = mask_view(mask, x.dims(), layout);
-  GcpOptions o;
-  o.rank = rank;
-  o.loss = parse_gcp_loss(loss);
-  o.huber_delta = huber_delta;
-  o.max_iters = n_iter_max;
+  Interruptible interrupt;
+  GcpOptions o = gcp_options(rank, loss, huber_delta, n_iter_max, seed, interrupt, callback);
   o.gtol = gtol;
   o.ftol = ftol;
   o.memory = memory;
-  o.seed = seed;
   const std::vector<Matrix<T>> start = given_factors<T>(initial_factors, reverse);
-  Interruptible interrupt;
-  o.callback = [&](const GcpProgress& p) {
-    return interrupt.check([&] {
-      return callback.is_none() ||
-             !nb::bool_(callback(p.iteration, p.objective, p.gradient_norm, p.seconds));
-    });
-  };
   GcpResult<T> r = interrupt.run([&] {
     try {
       return observed ? gcp(x, *observed, o, start) : gcp(x, o, start);
@@ -53,6 +42,30 @@ nb::dict gcp_typed(const InArray& tensor, index_t rank, const std::string& loss,
       throw;
     }
   });
+  return gcp_dict(std::move(r), reverse);
+}
+
+}  // namespace
+
+GcpOptions gcp_options(index_t rank, const std::string& loss, double huber_delta, int n_iter_max,
+                       std::uint64_t seed, Interruptible& interrupt, const nb::object& callback) {
+  GcpOptions o;
+  o.rank = rank;
+  o.loss = parse_gcp_loss(loss);
+  o.huber_delta = huber_delta;
+  o.max_iters = n_iter_max;
+  o.seed = seed;
+  o.callback = [&interrupt, &callback](const GcpProgress& p) {
+    return interrupt.check([&] {
+      return callback.is_none() ||
+             !nb::bool_(callback(p.iteration, p.objective, p.gradient_norm, p.seconds));
+    });
+  };
+  return o;
+}
+
+template <class T>
+nb::dict gcp_dict(GcpResult<T>&& r, bool reverse) {
   nb::dict d;
   put_model(d, std::move(r.model), reverse);
   d["iterations"] = r.iterations;
@@ -64,7 +77,8 @@ nb::dict gcp_typed(const InArray& tensor, index_t rank, const std::string& loss,
   return d;
 }
 
-}  // namespace
+template nb::dict gcp_dict<float>(GcpResult<float>&&, bool);
+template nb::dict gcp_dict<double>(GcpResult<double>&&, bool);
 
 void register_gcp(nb::module_& m) {
   m.def(

@@ -142,32 +142,14 @@ nb::dict sparse_gcp_typed(const Coords& coords, const Values<T>& values,
                           index_t function_samples) {
   const SparseTensor<T> x = sparse_from(coords, values, shape);
   const std::vector<Matrix<T>> start = given_factors<T>(initial_factors, false);
-  GcpOptions o;
-  o.rank = rank;
-  o.loss = parse_gcp_loss(loss);
-  o.huber_delta = huber_delta;
-  o.max_iters = n_iter_max;
-  o.seed = seed;
+  Interruptible interrupt;
+  GcpOptions o = gcp_options(rank, loss, huber_delta, n_iter_max, seed, interrupt, callback);
   o.sampling.epoch_iters = epoch_iters;
   o.sampling.rate = rate;
   o.sampling.gradient_nonzeros = o.sampling.gradient_zeros = gradient_samples;
   o.sampling.function_nonzeros = o.sampling.function_zeros = function_samples;
-  Interruptible interrupt;
-  o.callback = [&](const GcpProgress& p) {
-    return interrupt.check([&] {
-      return callback.is_none() ||
-             !nb::bool_(callback(p.iteration, p.objective, p.gradient_norm, p.seconds));
-    });
-  };
   GcpResult<T> r = interrupt.run([&] { return gcp(x, o, start); });
-  nb::dict d;
-  put_model(d, std::move(r.model), false);
-  d["iterations"] = r.iterations;
-  d["converged"] = r.converged;
-  d["stop"] = std::string(to_string(r.stop));
-  d["objective"] = r.objective;
-  d["objective_history"] = r.objective_history;
-  d["seconds"] = r.seconds;
+  nb::dict d = gcp_dict(std::move(r), false);
   d["nnz"] = x.nnz();
   return d;
 }
