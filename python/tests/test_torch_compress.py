@@ -55,6 +55,17 @@ def test_calibration_moments_are_the_layer_inputs():
     assert all(r["data_error"] is not None and r["calibration_tokens"] == 2 * moments[name][1] for r in report)
 
 
+def test_a_batch_without_a_mask_counts_every_token():
+    # A tensor batch after a dict batch with padding: none of its tokens is masked.
+    model = make_model("bert")
+    inputs = make_inputs("bert")
+    ids = inputs["input_ids"]
+    name = "encoder.layer.0.attention.self"
+    masked = tt.input_moments(model, [inputs])[name][1]
+    both = tt.input_moments(model, [inputs, ids])[name][1]
+    assert masked < ids.numel() and both == masked + ids.numel()
+
+
 def test_bad_shared_dim_names_the_layer_and_leaves_the_model():
     model = make_model("distilbert")
     kinds = [type(m) for m in model.modules()]

@@ -290,18 +290,27 @@ def input_moments(model: nn.Module, calibration: Iterable) -> dict:
 
 def _moments(model: nn.Module, layers: list, calibration: Iterable) -> dict:
     """Per-layer uncentred second moments E[x x^T] of the attention inputs over the
-    calibration batches (padding tokens excluded when a batch has an attention_mask),
-    collected with forward pre-hooks; float64 NumPy (D, D) and the token count."""
+    calibration batches (padding tokens excluded when a batch has an attention_mask);
+    float64 NumPy (D, D) and the token count."""
+    return {name: (m.numpy(), c) for name, (m, c) in moment_sums(model, layers, calibration).items()}
+
+
+def moment_sums(model: nn.Module, layers: list, calibration: Iterable, append_one: bool = False) -> dict:
+    """Per layer of `layers` ((name, module) pairs): (E[x x^T] as a float64 CPU tensor
+    (D, D), token count) of the inputs x the module sees on the calibration batches,
+    collected with forward pre-hooks, padding excluded when a batch has an
+    attention_mask; with `append_one` x is [x; 1] (D + 1), for a bias."""
     sums, counts, token_mask = {}, {}, [None]
 
     def hook_for(name):
         def hook(module, args, kwargs):
-            x = args[0] if args else kwargs["hidden_states"]
-            x = x.detach().to(torch.float64)
+            x = (args[0] if args else kwargs["hidden_states"]).detach().to(torch.float64)
             m = token_mask[0]
             if m is not None and m.shape == x.shape[:2]:
                 x = x[m.to(torch.bool)]
             x = x.reshape(-1, x.shape[-1])
+            if append_one:
+                x = torch.cat((x, torch.ones_like(x[:, :1])), dim=1)
             sums[name] = sums.get(name, 0) + x.T @ x
             counts[name] = counts.get(name, 0) + x.shape[0]
 
@@ -313,8 +322,9 @@ def _moments(model: nn.Module, layers: list, calibration: Iterable) -> dict:
     try:
         with torch.no_grad():
             for batch in calibration:
+                # (a batch without a mask must not reuse the previous batch's)
+                token_mask[0] = batch.get("attention_mask") if isinstance(batch, Mapping) else None
                 if isinstance(batch, Mapping):
-                    token_mask[0] = batch.get("attention_mask")
                     model(**batch)
                 elif isinstance(batch, (tuple, list)):
                     model(*batch)
@@ -328,7 +338,7 @@ def _moments(model: nn.Module, layers: list, calibration: Iterable) -> dict:
     for name, _ in layers:
         if not counts.get(name):
             raise ValueError(f"{name}: the calibration batches reached no token of this layer")
-        out[name] = ((sums[name] / counts[name]).cpu().numpy(), counts[name])
+        out[name] = (sums[name].cpu() / counts[name], counts[name])
     return out
 
 

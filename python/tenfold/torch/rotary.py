@@ -28,13 +28,14 @@ from __future__ import annotations
 import math
 import os
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import torch
 from torch import nn
 
 from ._attention import _apply_mask
+from ._convert import moment_sums
 
 #: model_type -> the attention class the converter replaces.
 ROTARY_FAMILIES = {"llama": "LlamaAttention", "qwen2": "Qwen2Attention", "mistral": "MistralAttention"}
@@ -525,45 +526,7 @@ def rotary_moments(model: nn.Module, layers: list, calibration: Iterable, biases
     """Per layer: (E[x' x'^T] as float64 (D', D'), token count) of the attention inputs
     x' = [x; 1] (just x when `biases` is False) over the calibration batches, padding
     excluded when a batch has an attention_mask."""
-    sums, counts, token_mask = {}, {}, [None]
-
-    def hook_for(name):
-        def hook(module, args, kwargs):
-            x = (args[0] if args else kwargs["hidden_states"]).detach().to(torch.float64)
-            m = token_mask[0]
-            if m is not None and m.shape == x.shape[:2]:
-                x = x[m.to(torch.bool)]
-            x = x.reshape(-1, x.shape[-1])
-            if biases:
-                x = torch.cat((x, torch.ones_like(x[:, :1])), dim=1)
-            sums[name] = sums.get(name, 0) + x.T @ x
-            counts[name] = counts.get(name, 0) + x.shape[0]
-
-        return hook
-
-    handles = [m.register_forward_pre_hook(hook_for(n), with_kwargs=True) for n, m in layers]
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            for batch in calibration:
-                token_mask[0] = batch.get("attention_mask") if isinstance(batch, Mapping) else None
-                if isinstance(batch, Mapping):
-                    model(**batch)
-                elif isinstance(batch, (tuple, list)):
-                    model(*batch)
-                else:
-                    model(batch)
-    finally:
-        for h in handles:
-            h.remove()
-        model.train(was_training)
-    out = {}
-    for name, _ in layers:
-        if not counts.get(name):
-            raise ValueError(f"{name}: the calibration batches reached no token of this layer")
-        out[name] = (sums[name].cpu() / counts[name], counts[name])
-    return out
+    return moment_sums(model, layers, calibration, append_one=biases)
 
 
 def _rope_frequencies(model: nn.Module, where: str) -> tuple[torch.Tensor, float]:
