@@ -85,6 +85,7 @@ def main():
         result = json.loads((d / "results.json").read_text())
         print(f"## {result['task']}\n\n{table(result)}\n")
         if args.svg_dir is not None:
+            args.svg_dir.mkdir(parents=True, exist_ok=True)
             (args.svg_dir / f"from-scratch-{result['task']}.svg").write_text(svg(result))
 
 
