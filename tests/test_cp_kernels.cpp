@@ -231,13 +231,15 @@ TYPED_TEST(Kernels, GemmTallAndThin) {
 }
 
 TYPED_TEST(Kernels, GemmStridedBatchedWithOneB) {
-  // stride_b = 0: every product takes the same B (the MTTKRP's slab products).
+  // stride_b = 0: every product takes the same B (the MTTKRP's slab products). The tall
+  // kernel's tasks are runs of tiles that cross from one product to the next.
   using T = typename TypeParam::type;
   const ThreeThreads threads;
   std::uint64_t seed = 120;
   for (const auto [m, n, k, batch] :
        {std::tuple<index_t, index_t, index_t, index_t>{203, 64, 30, 5},
         {50, 16, 9, 33},
+        {96, 16, 17, 120},
         {3, 4, 5, 2}})
     for (double beta : {0.0, 2.0}) {
       // C_i at c + i m inside C of leading dimension m batch (the slabs side by side).

@@ -6,8 +6,9 @@
 // in only 2n flops, so those memory-bound steps, not overlapped with the arithmetic,
 // were a third of the product's time (docs/performance.md). This kernel packs op(B)
 // (k x n, small) once per call, copies A a tile of 3 vectors of rows at a time into a
-// buffer that stays in the core's cache for all panels of op(B), prefetches the tile
-// two ahead while it multiplies, and writes each element of C once.
+// buffer that stays in the core's cache for all panels of op(B), fetches the tile three
+// ahead while it multiplies (across the products of a batch), and writes each element of
+// C once, from registers.
 #pragma once
 
 #include "core/compute.hpp"
