@@ -47,6 +47,7 @@ struct Lanes<double> {
   TENFOLD_AVX512 static void store(unsigned mask, double* p, V v) {
     _mm512_mask_storeu_pd(p, static_cast<__mmask8>(mask), v);
   }
+  TENFOLD_AVX512 static void store(double* p, V v) { _mm512_storeu_pd(p, v); }
 };
 
 template <>
@@ -64,6 +65,7 @@ struct Lanes<float> {
   TENFOLD_AVX512 static void store(unsigned mask, float* p, V v) {
     _mm512_mask_storeu_ps(p, static_cast<__mmask16>(mask), v);
   }
+  TENFOLD_AVX512 static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
 };
 
 // A tile is MR = 3 W rows (24 doubles or 48 floats): 3 x 8 = 24 accumulators, which
@@ -91,8 +93,10 @@ struct NextTiles {
   const void* fetch = nullptr;      // the later tile, in place
 };
 
-// Where a tile of one panel lands: C(i.., j0..) = alpha out + beta C for the `cols`
-// columns and the rows (per vector `mask`) that exist; with beta = 0, C is not read.
+// Where a tile of one panel lands, for the `cols` columns and the rows (per vector
+// `mask`) that exist: C(i.., j0..) = alpha out + beta C (with beta = 0, C is not read);
+// or, when `w` is set, only the column dots: dots(j) += sum_i alpha out(i, j) W(i, j) (W
+// at the tile's rows and panel's columns).
 template <class T>
 struct TileOut {
   T* c;
@@ -100,15 +104,38 @@ struct TileOut {
   index_t cols;
   unsigned mask[3];
   T alpha, beta;
+  const T* w = nullptr;
+  index_t ldw = 0;
+  T* dots = nullptr;
+  index_t ldd = 0;
 };
 
-template <class T>
-TENFOLD_AVX512 inline void put(const TileOut<T>& o, index_t j, int v, typename Lanes<T>::V x) {
+// Column j of a tile's result, vectors 0 .. V-1, to where `o` says.
+template <class T, int V>
+TENFOLD_AVX512 inline void put(const TileOut<T>& o, index_t j, typename Lanes<T>::V x0,
+                               typename Lanes<T>::V x1, typename Lanes<T>::V x2) {
   using L = Lanes<T>;
-  T* p = o.c + j * o.ldc + v * L::W;
-  x = L::mul(L::set1(o.alpha), x);
-  if (o.beta != T(0)) x = L::fma(L::set1(o.beta), L::load(o.mask[v], p), x);
-  L::store(o.mask[v], p, x);
+  const typename L::V va = L::set1(o.alpha);
+  const typename L::V x[3] = {L::mul(va, x0), L::mul(va, x1), L::mul(va, x2)};
+  if (o.w != nullptr) {
+    const T* wj = o.w + j * o.ldw;
+    typename L::V s = L::mul(x[0], L::load(o.mask[0], wj));
+    if constexpr (V > 1) s = L::fma(x[1], L::load(o.mask[1], wj + L::W), s);
+    if constexpr (V > 2) s = L::fma(x[2], L::load(o.mask[2], wj + 2 * L::W), s);
+    // The lanes summed in order (GCC 12's _mm512_reduce_add warns of undefined lanes).
+    T lanes[L::W];
+    L::store(lanes, s);
+    T sum = lanes[0];
+    for (int i = 1; i < L::W; ++i) sum += lanes[i];
+    o.dots[j * o.ldd] += sum;
+    return;
+  }
+  for (int v = 0; v < V; ++v) {
+    T* p = o.c + j * o.ldc + v * L::W;
+    typename L::V y = x[v];
+    if (o.beta != T(0)) y = L::fma(L::set1(o.beta), L::load(o.mask[v], p), y);
+    L::store(o.mask[v], p, y);
+  }
 }
 
 // The tile of C (MR x kPanel) = Ap Bp for one tile and one panel, written to C through
@@ -118,12 +145,8 @@ TENFOLD_AVX512 inline void put(const TileOut<T>& o, index_t j, int v, typename L
 // < 3 for the last rows of A, so that a short tile costs no more than its rows).
 // Alongside, the copy and the fetches of `next`. Not inlined: inside its caller the
 // compiler ran out of vector registers and spilled A.
-#define TENFOLD_TILE_OUT(j)                   \
-  if ((j) < o.cols) {                         \
-    put(o, j, 0, c0##j);                      \
-    if constexpr (V > 1) put(o, j, 1, c1##j); \
-    if constexpr (V > 2) put(o, j, 2, c2##j); \
-  }
+#define TENFOLD_TILE_OUT(j) \
+  if ((j) < o.cols) put<T, V>(o, j, c0##j, c1##j, c2##j);
 
 template <class T, int V>
 __attribute__((noinline)) TENFOLD_AVX512 void tile(index_t k, const T* ap, const T* bp, index_t lda,
@@ -198,7 +221,8 @@ void tile_masks(index_t left, unsigned (&mask)[kVectors]) {
 
 // The products C_i = alpha A_i op(B) + beta C_i of a call, cut into tiles of MR rows:
 // tile g is tile g % per_product of product g / per_product (the last tile of each
-// product may be short).
+// product may be short). With `w` set, C is not written: dots(i, j) = sum_r alpha (A_i
+// op(B))(r, j) W(r, j) instead (dots zero on entry).
 template <class T>
 struct Tiles {
   index_t m, n, k;
@@ -209,15 +233,28 @@ struct Tiles {
   T* c;
   index_t ldc, stride_c;
   index_t per_product;
-  const T* a_of(index_t g) const {
-    return a + (g / per_product) * stride_a + (g % per_product) * kVectors * Lanes<T>::W;
-  }
-  T* c_of(index_t g) const {
-    return c + (g / per_product) * stride_c + (g % per_product) * kVectors * Lanes<T>::W;
-  }
+  const T* w;
+  index_t ldw;
+  T* dots;
+  index_t ldd;
+  index_t row_of(index_t g) const { return (g % per_product) * kVectors * Lanes<T>::W; }
+  const T* a_of(index_t g) const { return a + (g / per_product) * stride_a + row_of(g); }
   index_t rows_of(index_t g) const {
-    const index_t r0 = (g % per_product) * kVectors * Lanes<T>::W;
-    return m - r0 < kVectors * Lanes<T>::W ? m - r0 : kVectors * Lanes<T>::W;
+    return m - row_of(g) < kVectors * Lanes<T>::W ? m - row_of(g) : kVectors * Lanes<T>::W;
+  }
+  // Where tile g's panel starting at column j0 lands.
+  TileOut<T> out(index_t g, index_t j0) const {
+    TileOut<T> o{nullptr, ldc, n - j0 < kPanel ? n - j0 : kPanel, {}, alpha, beta};
+    tile_masks<T>(rows_of(g), o.mask);
+    if (w != nullptr) {
+      o.w = w + row_of(g) + j0 * ldw;
+      o.ldw = ldw;
+      o.dots = dots + g / per_product + j0 * ldd;
+      o.ldd = ldd;
+    } else {
+      o.c = c + (g / per_product) * stride_c + row_of(g) + j0 * ldc;
+    }
+    return o;
   }
 };
 
@@ -241,8 +278,6 @@ TENFOLD_AVX512 void run_tiles(const Tiles<T>& t, index_t g0, index_t g1, T* ap) 
   int current = 0;
   for (index_t g = g0; g < g1; ++g) {
     const index_t rows_here = t.rows_of(g);
-    TileOut<T> o{t.c_of(g), t.ldc, 0, {}, t.alpha, t.beta};
-    tile_masks<T>(rows_here, o.mask);
     const T* packed = ap + current * k * mr;
     NextTiles next;
     if (g + 1 < g1) {
@@ -254,8 +289,7 @@ TENFOLD_AVX512 void run_tiles(const Tiles<T>& t, index_t g0, index_t g1, T* ap) 
     const NextTiles none;
     for (index_t j0 = 0; j0 < t.n; j0 += kPanel) {
       const NextTiles& along = j0 == 0 ? next : none;
-      o.cols = t.n - j0 < kPanel ? t.n - j0 : kPanel;
-      o.c = t.c_of(g) + j0 * t.ldc;
+      const TileOut<T> o = t.out(g, j0);
       if (rows_here > 2 * w) {
         tile<T, 3>(k, packed, t.bp + j0 * k, t.lda, along, o);
       } else if (rows_here > w) {
@@ -287,11 +321,13 @@ bool tall_gemm_suits(index_t m, index_t n, index_t k) {
          k * tile_rows<T>() * static_cast<index_t>(sizeof(T)) <= 98304;
 }
 
+namespace {
+
+// tall_gemm (w null) or tall_gemm_dots (see Tiles).
 template <class T>
-void tall_gemm(index_t m, index_t n, index_t k, T alpha, const T* a, index_t lda, index_t stride_a,
-               Op tb, const T* b, index_t ldb, T beta, T* c, index_t ldc, index_t stride_c,
-               index_t batch) {
-  if (m == 0 || n == 0 || batch == 0) return;
+void tall_products(index_t m, index_t n, index_t k, T alpha, const T* a, index_t lda,
+                   index_t stride_a, Op tb, const T* b, index_t ldb, T beta, T* c, index_t ldc,
+                   index_t stride_c, const T* w, index_t ldw, T* dots, index_t ldd, index_t batch) {
   // Bp: op(B) in panels of kPanel columns, each k x kPanel row-major, zero-padded.
   const index_t panels = (n + kPanel - 1) / kPanel;
   std::vector<T> bp(static_cast<std::size_t>(panels * k * kPanel), T(0));
@@ -301,14 +337,15 @@ void tall_gemm(index_t m, index_t n, index_t k, T alpha, const T* a, index_t lda
       dst[p * kPanel] = tb == Op::none ? b[p + j * ldb] : b[j + p * ldb];
   }
   // Tasks: runs of consecutive tiles of the whole batch (a run may span products, so
-  // that the copies and fetches run ahead across them), several per thread.
+  // that the copies and fetches run ahead across them), several per thread. The column
+  // dots of a product are summed by one task, tile after tile: runs of whole products.
   const index_t per_product = (m + tile_rows<T>() - 1) / tile_rows<T>();
   const index_t total = per_product * batch;
   const auto threads = static_cast<index_t>(pool_threads());
-  const index_t run =
-      std::clamp<index_t>(total / (8 * threads), kMinTilesPerTask, kMaxTilesPerTask);
-  const Tiles<T> tiles{m,        n,         k, alpha, beta,     a,          lda,
-                       stride_a, bp.data(), c, ldc,   stride_c, per_product};
+  index_t run = std::clamp<index_t>(total / (8 * threads), kMinTilesPerTask, kMaxTilesPerTask);
+  if (w != nullptr) run = (run + per_product - 1) / per_product * per_product;
+  const Tiles<T> tiles{m, n,   k,        alpha,       beta, a,   lda,  stride_a, bp.data(),
+                       c, ldc, stride_c, per_product, w,    ldw, dots, ldd};
   parallel_for((total + run - 1) / run, [&](index_t task) {
     // This task's two packed tiles of A (64-byte aligned for the loads).
     thread_local std::vector<T> ap_buffer;
@@ -320,6 +357,29 @@ void tall_gemm(index_t m, index_t n, index_t k, T alpha, const T* a, index_t lda
   });
 }
 
+}  // namespace
+
+template <class T>
+void tall_gemm(index_t m, index_t n, index_t k, T alpha, const T* a, index_t lda, index_t stride_a,
+               Op tb, const T* b, index_t ldb, T beta, T* c, index_t ldc, index_t stride_c,
+               index_t batch) {
+  if (m == 0 || n == 0 || batch == 0) return;
+  tall_products(m, n, k, alpha, a, lda, stride_a, tb, b, ldb, beta, c, ldc, stride_c,
+                static_cast<const T*>(nullptr), 0, static_cast<T*>(nullptr), 0, batch);
+}
+
+template <class T>
+void tall_gemm_dots(index_t m, index_t n, index_t k, T alpha, const T* a, index_t lda,
+                    index_t stride_a, Op tb, const T* b, index_t ldb, const T* w, index_t ldw,
+                    T* dots, index_t ldd, index_t batch) {
+  if (n == 0 || batch == 0) return;
+  for (index_t j = 0; j < n; ++j)
+    for (index_t i = 0; i < batch; ++i) dots[i + j * ldd] = T(0);
+  if (m == 0) return;
+  tall_products(m, n, k, alpha, a, lda, stride_a, tb, b, ldb, T(0), static_cast<T*>(nullptr), 0, 0,
+                w, ldw, dots, ldd, batch);
+}
+
 template bool tall_gemm_suits<float>(index_t, index_t, index_t);
 template bool tall_gemm_suits<double>(index_t, index_t, index_t);
 template void tall_gemm<float>(index_t, index_t, index_t, float, const float*, index_t, index_t, Op,
@@ -327,5 +387,11 @@ template void tall_gemm<float>(index_t, index_t, index_t, float, const float*, i
 template void tall_gemm<double>(index_t, index_t, index_t, double, const double*, index_t, index_t,
                                 Op, const double*, index_t, double, double*, index_t, index_t,
                                 index_t);
+template void tall_gemm_dots<float>(index_t, index_t, index_t, float, const float*, index_t,
+                                    index_t, Op, const float*, index_t, const float*, index_t,
+                                    float*, index_t, index_t);
+template void tall_gemm_dots<double>(index_t, index_t, index_t, double, const double*, index_t,
+                                     index_t, Op, const double*, index_t, const double*, index_t,
+                                     double*, index_t, index_t);
 
 }  // namespace tenfold::detail

@@ -31,4 +31,14 @@ void tall_gemm(index_t m, index_t n, index_t k, T alpha, const T* a, index_t lda
                Op tb, const T* b, index_t ldb, T beta, T* c, index_t ldc, index_t stride_c,
                index_t batch);
 
+/// dots(i, j) = sum_r alpha (A_i op(B))(r, j) W(r, j) for i < batch, j < n (dots batch x
+/// n, leading dimension ldd; W m x n, leading dimension ldw, the same for every i): the
+/// columns of each product dotted with those of W, without writing the products. Each
+/// dot is summed tile after tile on one thread, so the result does not depend on the
+/// thread count. Call only where tall_gemm_suits.
+template <class T>
+void tall_gemm_dots(index_t m, index_t n, index_t k, T alpha, const T* a, index_t lda,
+                    index_t stride_a, Op tb, const T* b, index_t ldb, const T* w, index_t ldw,
+                    T* dots, index_t ldd, index_t batch);
+
 }  // namespace tenfold::detail
