@@ -273,9 +273,10 @@ TYPED_TEST(Kernels, GemmColumnDots) {
   // and the same bits on one thread as on three.
   using T = typename TypeParam::type;
   std::uint64_t seed = 150;
-  for (const auto [m, n, k, batch] : {std::tuple<index_t, index_t, index_t, index_t>{203, 64, 30, 5},
-                                      {50, 16, 9, 33},
-                                      {96, 40, 17, 70}}) {
+  for (const auto [m, n, k, batch] :
+       {std::tuple<index_t, index_t, index_t, index_t>{203, 64, 30, 5},
+        {50, 16, 9, 33},
+        {96, 40, 17, 70}}) {
     const index_t lda = m + 1, sa = lda * k + 3, ldw = m + 2, ldd = batch + 1;
     const auto a = random_values<T>(static_cast<std::size_t>(sa * batch), ++seed);
     const auto b = random_values<T>(static_cast<std::size_t>(k * n), ++seed);
