@@ -16,8 +16,15 @@
 #include "expect_throw.hpp"
 #include "tenfold/ktensor.hpp"
 #include "tenfold/tensor.hpp"
+#include "tenfold/threads.hpp"
 
 namespace tenfold::test {
+
+// Three worker threads whatever the machine, so that the parallel paths run.
+struct ThreeThreads {
+  ThreeThreads() { tenfold::set_num_threads(3); }
+  ~ThreeThreads() { tenfold::set_num_threads(0); }
+};
 
 /// Relative tolerance of a kernel result against a double reference: a few
 /// hundred units in the last place of T.

@@ -124,12 +124,6 @@ TYPED_TEST(Kernels, GemmTallOrWideInBlocks) {
       }
 }
 
-// Three worker threads whatever the machine, so that the parallel paths run.
-struct ThreeThreads {
-  ThreeThreads() { tenfold::set_num_threads(3); }
-  ~ThreeThreads() { tenfold::set_num_threads(0); }
-};
-
 TYPED_TEST(Kernels, GemmOverALongInnerDimensionInRanges) {
   // k much longer than m and n: partial products over ranges of k, summed in order.
   // beta = 0 must not read C (NaN there), beta != 0 must scale it.
@@ -231,13 +225,15 @@ TYPED_TEST(Kernels, GemmTallAndThin) {
 }
 
 TYPED_TEST(Kernels, GemmStridedBatchedWithOneB) {
-  // stride_b = 0: every product takes the same B (the MTTKRP's slab products).
+  // stride_b = 0: every product takes the same B (the MTTKRP's slab products). The tall
+  // kernel's tasks are runs of tiles that cross from one product to the next.
   using T = typename TypeParam::type;
   const ThreeThreads threads;
   std::uint64_t seed = 120;
   for (const auto [m, n, k, batch] :
        {std::tuple<index_t, index_t, index_t, index_t>{203, 64, 30, 5},
         {50, 16, 9, 33},
+        {96, 16, 17, 120},
         {3, 4, 5, 2}})
     for (double beta : {0.0, 2.0}) {
       // C_i at c + i m inside C of leading dimension m batch (the slabs side by side).
@@ -268,6 +264,67 @@ TYPED_TEST(Kernels, GemmStridedBatchedWithOneB) {
                                    k, 0, T(beta), cm.data(), ldc, m, batch);
       EXPECT_LT(rel_diff(cm, expect), this->tol) << m << "x" << n << "x" << k << " beta " << beta;
     }
+}
+
+TYPED_TEST(Kernels, GemmColumnDots) {
+  // dots(i, j) = alpha (A_i B)(:, j) . W(:, j): where the backend has the kernel (the cpu
+  // backend on a processor with AVX-512), against the products formed by the reference
+  // backend; rows that end inside a tile, columns inside a panel, tasks of whole products,
+  // and the same bits on one thread as on three.
+  using T = typename TypeParam::type;
+  std::uint64_t seed = 150;
+  for (const auto [m, n, k, batch] :
+       {std::tuple<index_t, index_t, index_t, index_t>{203, 64, 30, 5},
+        {50, 16, 9, 33},
+        {96, 40, 17, 70}}) {
+    const index_t lda = m + 1, sa = lda * k + 3, ldw = m + 2, ldd = batch + 1;
+    const auto a = random_values<T>(static_cast<std::size_t>(sa * batch), ++seed);
+    const auto b = random_values<T>(static_cast<std::size_t>(k * n), ++seed);
+    const auto w = random_values<T>(static_cast<std::size_t>(ldw * n), ++seed);
+    std::vector<T> dots(static_cast<std::size_t>(ldd * n), std::numeric_limits<T>::quiet_NaN());
+    std::vector<T> serial = dots;
+    bool done = false;
+    {
+      const ThreeThreads threads;
+      done = this->c.gemm_column_dots(m, n, k, T(0.5), a.data(), lda, sa, b.data(), k, w.data(),
+                                      ldw, dots.data(), ldd, batch);
+    }
+    if (TypeParam::backend == Backend::cpu && __builtin_cpu_supports("avx512f")) {
+      EXPECT_TRUE(done);
+    }
+    if (!done) {
+      EXPECT_TRUE(std::isnan(dots[0])) << "dots written by a backend that declined";
+      continue;
+    }
+    set_num_threads(1);
+    this->c.gemm_column_dots(m, n, k, T(0.5), a.data(), lda, sa, b.data(), k, w.data(), ldw,
+                             serial.data(), ldd, batch);
+    set_num_threads(0);
+    std::vector<double> expect(dots.size(), std::numeric_limits<double>::quiet_NaN());
+    std::vector<T> got;
+    for (index_t i = 0; i < batch; ++i) {
+      const std::vector<T> ai(a.begin() + i * sa, a.begin() + (i + 1) * sa);
+      const auto ci = ref_gemm(Op::none, Op::none, m, n, k, 0.5, ai, lda, b, k, 0.0,
+                               std::vector<T>(static_cast<std::size_t>(m * n)), m);
+      for (index_t j = 0; j < n; ++j) {
+        double sum = 0.0;
+        for (index_t r = 0; r < m; ++r)
+          sum += ci[static_cast<std::size_t>(r + j * m)] *
+                 static_cast<double>(w[static_cast<std::size_t>(r + j * ldw)]);
+        expect[static_cast<std::size_t>(i + j * ldd)] = sum;
+      }
+    }
+    std::vector<double> want;
+    for (index_t j = 0; j < n; ++j)
+      for (index_t i = 0; i < batch; ++i) {
+        got.push_back(dots[static_cast<std::size_t>(i + j * ldd)]);
+        want.push_back(expect[static_cast<std::size_t>(i + j * ldd)]);
+        EXPECT_EQ(dots[static_cast<std::size_t>(i + j * ldd)],
+                  serial[static_cast<std::size_t>(i + j * ldd)])
+            << "thread count changed dot " << i << ", " << j;
+      }
+    EXPECT_LT(rel_diff(got, want), this->tol) << m << "x" << n << "x" << k << " batch " << batch;
+  }
 }
 
 // Relative difference of syrk (both triangles of C) from its definition, for A of

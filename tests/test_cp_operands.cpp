@@ -89,6 +89,26 @@ TYPED_TEST(Operands, DenseMttkrpInAlsOrder) {
   }
 }
 
+TYPED_TEST(Operands, DenseMttkrpOfALargeThreeWayTensor) {
+  // Large enough for the tall products and for the last mode's slab products, whose
+  // dots with U_0 the cpu backend forms without writing the products (gemm_column_dots):
+  // rows that end inside a tile, on several threads, in ALS order.
+  using T = TypeParam;
+  const ThreeThreads threads;
+  const std::vector<index_t> dims = {53, 40, 31};
+  const Tensor<T> x = random_tensor<T>(dims, 7);
+  DenseOperand<T> op(this->c, x.view());
+  const index_t rank = 40;
+  Factors<T> f(dims, rank, 8);
+  std::uint64_t seed = 300;
+  for (int sweep = 0; sweep < 2; ++sweep)
+    for (int n = 0; n < x.order(); ++n) {
+      expect_mttkrp(op, x, f, rank, n, shape_name(dims) + " sweep " + std::to_string(sweep));
+      f.replace(n, ++seed);
+      op.factor_changed(n);
+    }
+}
+
 TYPED_TEST(Operands, DenseMttkrpInArbitraryOrder) {
   using T = TypeParam;
   for (const auto& dims : kShapes) {

@@ -146,6 +146,12 @@ void DenseMttkrp<T>::mttkrp(int n, std::span<const T* const> factors, index_t ra
     // contiguous slab i2, all with the same U_1 (the tensor is read in memory order, and
     // every product is tall and thin), then out(:, r) = V_r^T U_0(:, r) with V_r = V(:, :, r).
     const index_t i0 = dims()[0], i1 = dims()[1], i2 = dims()[2];
+    // Where the backend can, both steps in one: out(i2, r) = V(:, i2, r) . U_0(:, r) as
+    // each slab's product is formed, V never written.
+    if (c.gemm_column_dots(i0, rank, i1, T(1), x_.data(), i0, i0 * i1, factors[1], i1, factors[0],
+                           i0, out, i2, i2)) {
+      return;
+    }
     T* v = ensure(c, y_, static_cast<std::size_t>(i0 * i2 * rank));
     cached_ = Cached::none;  // y_ held the leading block's partial product
     c.gemm_strided_batched(Op::none, Op::none, i0, rank, i1, T(1), x_.data(), i0, i0 * i1,

@@ -14,8 +14,13 @@ namespace {
 
 // Columns of op(B) per panel: a tile of C is MR x kPanel, kept in registers.
 constexpr index_t kPanel = 8;
-// Tiles of rows per task of the pool.
-constexpr index_t kTilesPerTask = 8;
+// Tiles per task of the pool: each task starts with a copy of its first tile that
+// nothing overlaps, so tasks are long where there are enough tiles to keep every thread busy.
+constexpr index_t kMinTilesPerTask = 8;
+constexpr index_t kMaxTilesPerTask = 64;
+// How many tiles ahead a tile is fetched into L2 (then copied during the tile before
+// it): 3 ran 8-14 % faster than 2 on 200^3 R64 (docs/performance.md).
+constexpr index_t kFetchAhead = 3;
 
 // The kernel below is compiled for AVX-512F and only called where the processor has
 // it. Everything it calls is an intrinsic or has internal linkage, so no code of a
@@ -42,6 +47,7 @@ struct Lanes<double> {
   TENFOLD_AVX512 static void store(unsigned mask, double* p, V v) {
     _mm512_mask_storeu_pd(p, static_cast<__mmask8>(mask), v);
   }
+  TENFOLD_AVX512 static void store(double* p, V v) { _mm512_storeu_pd(p, v); }
 };
 
 template <>
@@ -59,6 +65,7 @@ struct Lanes<float> {
   TENFOLD_AVX512 static void store(unsigned mask, float* p, V v) {
     _mm512_mask_storeu_ps(p, static_cast<__mmask16>(mask), v);
   }
+  TENFOLD_AVX512 static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
 };
 
 // A tile is MR = 3 W rows (24 doubles or 48 floats): 3 x 8 = 24 accumulators, which
@@ -74,29 +81,76 @@ constexpr int kVectors = 3;
     if constexpr (V > 1) c1##j = L::fma(a1, b, c1##j); \
     if constexpr (V > 2) c2##j = L::fma(a2, b, c2##j); \
   }
-#define TENFOLD_TILE_OUT(j)                                               \
-  L::store(full, out + (3 * (j)) * L::W, c0##j);                          \
-  if constexpr (V > 1) L::store(full, out + (3 * (j) + 1) * L::W, c1##j); \
-  if constexpr (V > 2) L::store(full, out + (3 * (j) + 2) * L::W, c2##j);
 
-// out (MR x kPanel, column-major) = Ap Bp for one tile and one panel: Ap is the tile of
-// A packed (k x MR, row p = column p of the tile's rows), Bp the panel of op(B) (k x
-// kPanel, row-major, zero-padded). out(i, j) = sum_p Ap(p, i) Bp(p, j): per p, the first
-// V vectors of row p of Ap times the kPanel broadcasts of row p of Bp (V < 3 for the last
-// rows of A, so that a short tile costs no more than its rows). Alongside, when `copy`
-// names them, the next tile of A is copied (masked rows) into its packed buffer, and a
-// later tile is fetched into L2, so that memory latency overlaps the multiplications.
-// Not inlined: inside its caller the compiler ran out of vector registers and spilled A.
+// What a call of `tile` does besides the product, when the fields are set: it copies the
+// next tile of A (masked rows) into its packed buffer, and it fetches a later tile into
+// L2 (3 lines of each of its k columns), so that memory latency overlaps the
+// multiplications.
 struct NextTiles {
   const void* copy_from = nullptr;  // the next tile in place (leading dimension lda)
   void* copy_to = nullptr;          // its packed buffer
   unsigned mask[3] = {0, 0, 0};     // its rows, per vector
-  const void* fetch = nullptr;      // the tile after it, in place
+  const void* fetch = nullptr;      // the later tile, in place
 };
 
+// Where a tile of one panel lands, for the `cols` columns and the rows (per vector
+// `mask`) that exist: C(i.., j0..) = alpha out + beta C (with beta = 0, C is not read);
+// or, when `w` is set, only the column dots: dots(j) += sum_i alpha out(i, j) W(i, j) (W
+// at the tile's rows and panel's columns).
+template <class T>
+struct TileOut {
+  T* c;
+  index_t ldc;
+  index_t cols;
+  unsigned mask[3];
+  T alpha, beta;
+  const T* w = nullptr;
+  index_t ldw = 0;
+  T* dots = nullptr;
+  index_t ldd = 0;
+};
+
+// Column j of a tile's result, vectors 0 .. V-1, to where `o` says.
 template <class T, int V>
-__attribute__((noinline)) TENFOLD_AVX512 void tile(index_t k, const T* ap, const T* bp, T* out,
-                                                   index_t lda, const NextTiles& next) {
+TENFOLD_AVX512 inline void put(const TileOut<T>& o, index_t j, typename Lanes<T>::V x0,
+                               typename Lanes<T>::V x1, typename Lanes<T>::V x2) {
+  using L = Lanes<T>;
+  const typename L::V va = L::set1(o.alpha);
+  const typename L::V x[3] = {L::mul(va, x0), L::mul(va, x1), L::mul(va, x2)};
+  if (o.w != nullptr) {
+    const T* wj = o.w + j * o.ldw;
+    typename L::V s = L::mul(x[0], L::load(o.mask[0], wj));
+    if constexpr (V > 1) s = L::fma(x[1], L::load(o.mask[1], wj + L::W), s);
+    if constexpr (V > 2) s = L::fma(x[2], L::load(o.mask[2], wj + 2 * L::W), s);
+    // The lanes summed in order (GCC 12's _mm512_reduce_add warns of undefined lanes).
+    T lanes[L::W];
+    L::store(lanes, s);
+    T sum = lanes[0];
+    for (int i = 1; i < L::W; ++i) sum += lanes[i];
+    o.dots[j * o.ldd] += sum;
+    return;
+  }
+  for (int v = 0; v < V; ++v) {
+    T* p = o.c + j * o.ldc + v * L::W;
+    typename L::V y = x[v];
+    if (o.beta != T(0)) y = L::fma(L::set1(o.beta), L::load(o.mask[v], p), y);
+    L::store(o.mask[v], p, y);
+  }
+}
+
+// The tile of C (MR x kPanel) = Ap Bp for one tile and one panel, written to C through
+// `o`: Ap is the tile of A packed (k x MR, row p = column p of the tile's rows), Bp the
+// panel of op(B) (k x kPanel, row-major, zero-padded). out(i, j) = sum_p Ap(p, i) Bp(p, j):
+// per p, the first V vectors of row p of Ap times the kPanel broadcasts of row p of Bp (V
+// < 3 for the last rows of A, so that a short tile costs no more than its rows).
+// Alongside, the copy and the fetches of `next`. Not inlined: inside its caller the
+// compiler ran out of vector registers and spilled A.
+#define TENFOLD_TILE_OUT(j) \
+  if ((j) < o.cols) put<T, V>(o, j, c0##j, c1##j, c2##j);
+
+template <class T, int V>
+__attribute__((noinline)) TENFOLD_AVX512 void tile(index_t k, const T* ap, const T* bp, index_t lda,
+                                                   const NextTiles& next, const TileOut<T>& o) {
   using L = Lanes<T>;
   constexpr unsigned full = (1u << L::W) - 1u;
   const T* copy_from = static_cast<const T*>(next.copy_from);
@@ -165,56 +219,83 @@ void tile_masks(index_t left, unsigned (&mask)[kVectors]) {
   }
 }
 
-// Rows [r0, r1) of C = alpha A op(B) + beta C (A and C with m rows), tile by tile. Each
-// tile of A (MR rows, all k columns, one page per column when lda is large) is copied
-// once into a packed buffer (k x MR, rows past r1 zero), where all panels of op(B) find
-// it in the core's cache: the first tile here, the others during the first panel of the
-// tile before (two buffers, `ap` and `ap + k MR`). `out` holds one tile of one panel.
+// The products C_i = alpha A_i op(B) + beta C_i of a call, cut into tiles of MR rows:
+// tile g is tile g % per_product of product g / per_product (the last tile of each
+// product may be short). With `w` set, C is not written: dots(i, j) = sum_r alpha (A_i
+// op(B))(r, j) W(r, j) instead (dots zero on entry).
 template <class T>
-TENFOLD_AVX512 void rows(index_t r0, index_t r1, index_t m, index_t n, index_t k, T alpha,
-                         const T* a, index_t lda, const T* bp, T beta, T* c, index_t ldc, T* ap,
-                         T* out) {
+struct Tiles {
+  index_t m, n, k;
+  T alpha, beta;
+  const T* a;
+  index_t lda, stride_a;
+  const T* bp;  // op(B) in panels (see tall_gemm)
+  T* c;
+  index_t ldc, stride_c;
+  index_t per_product;
+  const T* w;
+  index_t ldw;
+  T* dots;
+  index_t ldd;
+  index_t row_of(index_t g) const { return (g % per_product) * kVectors * Lanes<T>::W; }
+  const T* a_of(index_t g) const { return a + (g / per_product) * stride_a + row_of(g); }
+  index_t rows_of(index_t g) const {
+    return m - row_of(g) < kVectors * Lanes<T>::W ? m - row_of(g) : kVectors * Lanes<T>::W;
+  }
+  // Where tile g's panel starting at column j0 lands.
+  TileOut<T> out(index_t g, index_t j0) const {
+    TileOut<T> o{nullptr, ldc, n - j0 < kPanel ? n - j0 : kPanel, {}, alpha, beta};
+    tile_masks<T>(rows_of(g), o.mask);
+    if (w != nullptr) {
+      o.w = w + row_of(g) + j0 * ldw;
+      o.ldw = ldw;
+      o.dots = dots + g / per_product + j0 * ldd;
+      o.ldd = ldd;
+    } else {
+      o.c = c + (g / per_product) * stride_c + row_of(g) + j0 * ldc;
+    }
+    return o;
+  }
+};
+
+// Tiles [g0, g1) of `t`, in order. Each tile of A (MR rows, all k columns, one page per
+// column when lda is large) is copied once into a packed buffer (k x MR, missing rows
+// zero), where all panels of op(B) find it in the core's cache: the first tile here, each
+// later one during the first panel of the tile before (two buffers, `ap` and `ap + k MR`),
+// after the first panel of the tile kFetchAhead - 1 before that fetched it into L2.
+template <class T>
+TENFOLD_AVX512 void run_tiles(const Tiles<T>& t, index_t g0, index_t g1, T* ap) {
   using L = Lanes<T>;
   constexpr index_t w = L::W, mr = kVectors * w;
+  const index_t k = t.k;
   unsigned mask[kVectors];
-  tile_masks<T>(r1 - r0, mask);
+  tile_masks<T>(t.rows_of(g0), mask);
+  const T* a0 = t.a_of(g0);
   for (index_t p = 0; p < k; ++p) {
     for (int v = 0; v < kVectors; ++v)
-      L::store(lanes_mask(w), ap + p * mr + v * w, L::load(mask[v], a + r0 + p * lda + v * w));
+      L::store(lanes_mask(w), ap + p * mr + v * w, L::load(mask[v], a0 + p * t.lda + v * w));
   }
-  const typename L::V va = L::set1(alpha), vb = L::set1(beta);
   int current = 0;
-  for (index_t i = r0; i < r1; i += mr) {
-    const index_t rows_here = r1 - i < mr ? r1 - i : mr;
-    tile_masks<T>(r1 - i, mask);
-    T* packed = ap + current * k * mr;
+  for (index_t g = g0; g < g1; ++g) {
+    const index_t rows_here = t.rows_of(g);
+    const T* packed = ap + current * k * mr;
     NextTiles next;
-    if (i + mr < r1) {
-      next.copy_from = a + i + mr;
+    if (g + 1 < g1) {
+      next.copy_from = t.a_of(g + 1);
       next.copy_to = ap + (1 - current) * k * mr;
-      tile_masks<T>(r1 - i - mr, next.mask);
+      tile_masks<T>(t.rows_of(g + 1), next.mask);
     }
-    if (i + 2 * mr < m) next.fetch = a + i + 2 * mr;
+    if (g + kFetchAhead < g1) next.fetch = t.a_of(g + kFetchAhead);
     const NextTiles none;
-    for (index_t j0 = 0; j0 < n; j0 += kPanel) {
+    for (index_t j0 = 0; j0 < t.n; j0 += kPanel) {
       const NextTiles& along = j0 == 0 ? next : none;
+      const TileOut<T> o = t.out(g, j0);
       if (rows_here > 2 * w) {
-        tile<T, 3>(k, packed, bp + j0 * k, out, lda, along);
+        tile<T, 3>(k, packed, t.bp + j0 * k, t.lda, along, o);
       } else if (rows_here > w) {
-        tile<T, 2>(k, packed, bp + j0 * k, out, lda, along);
+        tile<T, 2>(k, packed, t.bp + j0 * k, t.lda, along, o);
       } else {
-        tile<T, 1>(k, packed, bp + j0 * k, out, lda, along);
-      }
-      // C(i.., j0..) = alpha out + beta C, the columns and rows that exist.
-      const index_t cols = n - j0 < kPanel ? n - j0 : kPanel;
-      for (index_t j = 0; j < cols; ++j) {
-        T* cj = c + i + (j0 + j) * ldc;
-        for (int v = 0; v < kVectors; ++v) {
-          if (v * w >= rows_here) break;
-          typename L::V x = L::mul(va, L::load(out + j * mr + v * w));
-          if (beta != T(0)) x = L::fma(vb, L::load(mask[v], cj + v * w), x);
-          L::store(mask[v], cj + v * w, x);
-        }
+        tile<T, 1>(k, packed, t.bp + j0 * k, t.lda, along, o);
       }
     }
     current = 1 - current;
@@ -240,11 +321,13 @@ bool tall_gemm_suits(index_t m, index_t n, index_t k) {
          k * tile_rows<T>() * static_cast<index_t>(sizeof(T)) <= 98304;
 }
 
+namespace {
+
+// tall_gemm (w null) or tall_gemm_dots (see Tiles).
 template <class T>
-void tall_gemm(index_t m, index_t n, index_t k, T alpha, const T* a, index_t lda, index_t stride_a,
-               Op tb, const T* b, index_t ldb, T beta, T* c, index_t ldc, index_t stride_c,
-               index_t batch) {
-  if (m == 0 || n == 0 || batch == 0) return;
+void tall_products(index_t m, index_t n, index_t k, T alpha, const T* a, index_t lda,
+                   index_t stride_a, Op tb, const T* b, index_t ldb, T beta, T* c, index_t ldc,
+                   index_t stride_c, const T* w, index_t ldw, T* dots, index_t ldd, index_t batch) {
   // Bp: op(B) in panels of kPanel columns, each k x kPanel row-major, zero-padded.
   const index_t panels = (n + kPanel - 1) / kPanel;
   std::vector<T> bp(static_cast<std::size_t>(panels * k * kPanel), T(0));
@@ -253,21 +336,48 @@ void tall_gemm(index_t m, index_t n, index_t k, T alpha, const T* a, index_t lda
     for (index_t p = 0; p < k; ++p)
       dst[p * kPanel] = tb == Op::none ? b[p + j * ldb] : b[j + p * ldb];
   }
-  // Tasks: blocks of kTilesPerTask tiles of rows of each product of the batch.
-  const index_t block = kTilesPerTask * tile_rows<T>();
-  const index_t per_product = (m + block - 1) / block;
-  parallel_for(per_product * batch, [&](index_t t) {
-    // This task's two packed tiles of A and tile of C (64-byte aligned for the loads).
-    alignas(64) T out[tile_rows<T>() * kPanel];
+  // Tasks: runs of consecutive tiles of the whole batch (a run may span products, so
+  // that the copies and fetches run ahead across them), several per thread. The column
+  // dots of a product are summed by one task, tile after tile: runs of whole products.
+  const index_t per_product = (m + tile_rows<T>() - 1) / tile_rows<T>();
+  const index_t total = per_product * batch;
+  const auto threads = static_cast<index_t>(pool_threads());
+  index_t run = std::clamp<index_t>(total / (8 * threads), kMinTilesPerTask, kMaxTilesPerTask);
+  if (w != nullptr) run = (run + per_product - 1) / per_product * per_product;
+  const Tiles<T> tiles{m, n,   k,        alpha,       beta, a,   lda,  stride_a, bp.data(),
+                       c, ldc, stride_c, per_product, w,    ldw, dots, ldd};
+  parallel_for((total + run - 1) / run, [&](index_t task) {
+    // This task's two packed tiles of A (64-byte aligned for the loads).
     thread_local std::vector<T> ap_buffer;
     const auto ap_size = static_cast<std::size_t>(2 * k * tile_rows<T>()) + 64 / sizeof(T);
     if (ap_buffer.size() < ap_size) ap_buffer.resize(ap_size);
     T* ap = ap_buffer.data();
     ap += (64 - reinterpret_cast<std::uintptr_t>(ap) % 64) % 64 / sizeof(T);
-    const index_t i = t / per_product, r0 = (t % per_product) * block;
-    rows<T>(r0, std::min(m, r0 + block), m, n, k, alpha, a + i * stride_a, lda, bp.data(), beta,
-            c + i * stride_c, ldc, ap, out);
+    run_tiles<T>(tiles, task * run, std::min(total, (task + 1) * run), ap);
   });
+}
+
+}  // namespace
+
+template <class T>
+void tall_gemm(index_t m, index_t n, index_t k, T alpha, const T* a, index_t lda, index_t stride_a,
+               Op tb, const T* b, index_t ldb, T beta, T* c, index_t ldc, index_t stride_c,
+               index_t batch) {
+  if (m == 0 || n == 0 || batch == 0) return;
+  tall_products(m, n, k, alpha, a, lda, stride_a, tb, b, ldb, beta, c, ldc, stride_c,
+                static_cast<const T*>(nullptr), 0, static_cast<T*>(nullptr), 0, batch);
+}
+
+template <class T>
+void tall_gemm_dots(index_t m, index_t n, index_t k, T alpha, const T* a, index_t lda,
+                    index_t stride_a, Op tb, const T* b, index_t ldb, const T* w, index_t ldw,
+                    T* dots, index_t ldd, index_t batch) {
+  if (n == 0 || batch == 0) return;
+  for (index_t j = 0; j < n; ++j)
+    for (index_t i = 0; i < batch; ++i) dots[i + j * ldd] = T(0);
+  if (m == 0) return;
+  tall_products(m, n, k, alpha, a, lda, stride_a, tb, b, ldb, T(0), static_cast<T*>(nullptr), 0, 0,
+                w, ldw, dots, ldd, batch);
 }
 
 template bool tall_gemm_suits<float>(index_t, index_t, index_t);
@@ -277,5 +387,11 @@ template void tall_gemm<float>(index_t, index_t, index_t, float, const float*, i
 template void tall_gemm<double>(index_t, index_t, index_t, double, const double*, index_t, index_t,
                                 Op, const double*, index_t, double, double*, index_t, index_t,
                                 index_t);
+template void tall_gemm_dots<float>(index_t, index_t, index_t, float, const float*, index_t,
+                                    index_t, Op, const float*, index_t, const float*, index_t,
+                                    float*, index_t, index_t);
+template void tall_gemm_dots<double>(index_t, index_t, index_t, double, const double*, index_t,
+                                     index_t, Op, const double*, index_t, const double*, index_t,
+                                     double*, index_t, index_t);
 
 }  // namespace tenfold::detail

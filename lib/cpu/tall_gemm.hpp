@@ -6,8 +6,9 @@
 // in only 2n flops, so those memory-bound steps, not overlapped with the arithmetic,
 // were a third of the product's time (docs/performance.md). This kernel packs op(B)
 // (k x n, small) once per call, copies A a tile of 3 vectors of rows at a time into a
-// buffer that stays in the core's cache for all panels of op(B), prefetches the tile
-// two ahead while it multiplies, and writes each element of C once.
+// buffer that stays in the core's cache for all panels of op(B), fetches the tile three
+// ahead while it multiplies (across the products of a batch), and writes each element of
+// C once, from registers.
 #pragma once
 
 #include "core/compute.hpp"
@@ -29,5 +30,15 @@ template <class T>
 void tall_gemm(index_t m, index_t n, index_t k, T alpha, const T* a, index_t lda, index_t stride_a,
                Op tb, const T* b, index_t ldb, T beta, T* c, index_t ldc, index_t stride_c,
                index_t batch);
+
+/// dots(i, j) = sum_r alpha (A_i op(B))(r, j) W(r, j) for i < batch, j < n (dots batch x
+/// n, leading dimension ldd; W m x n, leading dimension ldw, the same for every i): the
+/// columns of each product dotted with those of W, without writing the products. Each
+/// dot is summed tile after tile on one thread, so the result does not depend on the
+/// thread count. Call only where tall_gemm_suits.
+template <class T>
+void tall_gemm_dots(index_t m, index_t n, index_t k, T alpha, const T* a, index_t lda,
+                    index_t stride_a, Op tb, const T* b, index_t ldb, const T* w, index_t ldw,
+                    T* dots, index_t ldd, index_t batch);
 
 }  // namespace tenfold::detail
