@@ -55,10 +55,10 @@ class Csf {
   std::vector<index_t> first_leaf_;
 };
 
-/// out (I_root x R, row-major) = the MTTKRP of the tree's root mode, from row-major
-/// factors rows[m] (I_m x R) of the other modes. Bottom-up: each node's partial sum
-/// t(j) = sum over its children c of U_{mode(c)}[id(c)] * t(c) (leaves: value * row).
-/// Parallel over the root pieces; rows of empty slices are zero.
+/// out (I_root x R, column-major, as the ALS loop keeps its factors) = the MTTKRP of the
+/// tree's root mode, from row-major factors rows[m] (I_m x R) of the other modes. Bottom-up: each
+/// node's partial sum t(j) = sum over its children c of U_{mode(c)}[id(c)] * t(c) (leaves: value *
+/// row). Parallel over the root pieces; rows of empty slices are zero.
 template <class T>
 void csf_mttkrp(const Csf<T>& tree, std::type_identity_t<std::span<const T* const>> rows,
                 index_t rank, T* out);

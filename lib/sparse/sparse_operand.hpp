@@ -37,7 +37,6 @@ class SparseOperand final : public CpOperand<T> {
   std::vector<std::vector<T>> rows_;  // rows_[m]: U_m row-major (I_m x R)
   std::vector<bool> fresh_;
   index_t rows_rank_ = 0;
-  std::vector<T> out_rows_;
 };
 
 }  // namespace tenfold::detail
