@@ -1,6 +1,6 @@
 // Sparse CP-ALS speed on synthetic power-law tensors (docs/sparse.md, "Speed").
 //
-//   sparse_cp_bench [--nnz N] [--ranks 16,64] [--iters K] [--save DIR]
+//   sparse_cp_bench [--nnz N] [--ranks 16,64] [--iters K] [--orders 3,4] [--save DIR]
 //
 // For a 3-way (I = 200000, 100000, 2000) and a 4-way (100000, 50000, 2000, 500) tensor:
 // each index drawn as floor(I_n u^3) (u uniform, so a few slices hold most entries, as
@@ -11,11 +11,13 @@
 // writes each tensor as DIR/power_law_<order>way.tns for other programs to read.
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/compute.hpp"
@@ -62,18 +64,19 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 
 int main(int argc, char** argv) {
   index_t nnz = 1000000;
-  std::vector<index_t> ranks = {16, 64};
+  std::vector<index_t> ranks = {16, 64}, orders = {3, 4};
   int iters = 5;
   std::string save;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (std::strcmp(argv[i], "--nnz") == 0) nnz = std::stoll(argv[i + 1]);
     if (std::strcmp(argv[i], "--iters") == 0) iters = std::stoi(argv[i + 1]);
     if (std::strcmp(argv[i], "--save") == 0) save = argv[i + 1];
-    if (std::strcmp(argv[i], "--ranks") == 0) {
-      ranks.clear();
+    for (auto [flag, list] : {std::pair{"--ranks", &ranks}, std::pair{"--orders", &orders}}) {
+      if (std::strcmp(argv[i], flag) != 0) continue;
+      list->clear();
       for (const char* p = argv[i + 1]; *p != '\0';) {
         char* end = nullptr;
-        ranks.push_back(std::strtoll(p, &end, 10));
+        list->push_back(std::strtoll(p, &end, 10));
         p = *end == ',' ? end + 1 : end;
       }
     }
@@ -82,6 +85,8 @@ int main(int argc, char** argv) {
                                                     {100000, 50000, 2000, 500}};
   auto c = tenfold::detail::make_compute<double>(tenfold::Backend::cpu);
   for (const auto& dims : shapes) {
+    if (std::find(orders.begin(), orders.end(), static_cast<index_t>(dims.size())) == orders.end())
+      continue;
     const tenfold::SparseTensor<double> x = power_law(dims, nnz, 1);
     if (!save.empty()) {
       tenfold::io::save_tns(save + "/power_law_" + std::to_string(dims.size()) + "way.tns", x);

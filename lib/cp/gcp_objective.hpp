@@ -9,54 +9,12 @@
 
 #include "core/dense_mttkrp.hpp"
 #include "core/thread_pool.hpp"
+#include "cp/gcp_loss.hpp"
 #include "cp/gcp_setup.hpp"
 #include "tenfold/gcp.hpp"
 #include "tenfold/ktensor.hpp"
 
 namespace tenfold::detail {
-
-// f(x, m) and df/dm.
-struct LossAt {
-  double f, d;
-};
-
-// The shift that keeps the gamma and rayleigh losses finite at m = 0 (the Toolbox's).
-inline constexpr double gcp_eps = 1e-10;
-
-inline LossAt loss_at(GcpLoss loss, double x, double m, double huber_delta) {
-  switch (loss) {
-    case GcpLoss::gamma: {
-      const double q = 1.0 / (m + gcp_eps);
-      return {x * q + std::log(m + gcp_eps), q - x * q * q};
-    }
-    case GcpLoss::rayleigh: {
-      constexpr double pi = 3.14159265358979323846;
-      const double q = 1.0 / (m + gcp_eps);
-      return {2.0 * std::log(m + gcp_eps) + (pi / 4.0) * (x * q) * (x * q),
-              2.0 * q - (pi / 2.0) * x * x * q * q * q};
-    }
-    case GcpLoss::huber: {
-      const double r = m - x;
-      if (std::abs(r) < huber_delta) return {r * r, 2.0 * r};
-      return {2.0 * huber_delta * std::abs(r) - huber_delta * huber_delta,
-              r > 0.0 ? 2.0 * huber_delta : -2.0 * huber_delta};
-    }
-    case GcpLoss::poisson: {
-      const double e = std::exp(m);
-      return {e - x * m, e - x};
-    }
-    case GcpLoss::bernoulli: {
-      // log(1 + e^m) = max(m, 0) + log1p(e^-|m|); its derivative, the logistic function
-      const double e = std::exp(-std::abs(m));
-      const double sigma = m >= 0.0 ? 1.0 / (1.0 + e) : e / (1.0 + e);
-      return {std::max(m, 0.0) + std::log1p(e) - x * m, sigma - x};
-    }
-    case GcpLoss::gaussian:
-      break;
-  }
-  const double r = m - x;
-  return {r * r, 2.0 * r};
-}
 
 // Objective and gradient of the factors packed mode by mode (column-major, I_n x R each),
 // over the entries `observed` marks non-zero (all when it is empty).
@@ -84,19 +42,10 @@ class GcpObjective {
     const index_t n_blocks = (x_.numel() + block - 1) / block;
     std::vector<double> partial(static_cast<std::size_t>(n_blocks));
     parallel_for(n_blocks, [&](index_t b) {
-      double sum = 0.0;
-      const index_t end = std::min(x_.numel(), (b + 1) * block);
-      for (index_t i = b * block; i < end; ++i) {
-        if (masked && observed_[i] == 0) {
-          y_[i] = T(0);
-          continue;
-        }
-        const LossAt l =
-            loss_at(loss_, static_cast<double>(x_[i]), static_cast<double>(m[i]), huber_delta_);
-        sum += l.f;
-        y_[i] = static_cast<T>(l.d);
-      }
-      partial[static_cast<std::size_t>(b)] = sum;
+      const index_t begin = b * block, len = std::min(x_.numel(), begin + block) - begin;
+      partial[static_cast<std::size_t>(b)] =
+          loss_sum(loss_, huber_delta_, x_.data() + begin, m.data() + begin,
+                   masked ? observed_.data() + begin : nullptr, len, y_.data() + begin);
     });
     double f = 0.0;
     for (double p : partial) f += p;

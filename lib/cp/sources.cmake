@@ -5,6 +5,7 @@ target_sources(tenfold_cp PRIVATE
   cp/factor_match.cpp
   cp/full_model.cpp
   cp/gcp.cpp
+  cp/gcp_loss.cpp
   cp/hals.cpp
   cp/kruskal_operand.cpp
   cp/lbfgs.cpp

@@ -103,11 +103,12 @@ namespace {
 
 // MTTKRP rows of the roots [s0, s1) (see csf_mttkrp). Bottom-up and iterative: sums[d]
 // (R) collects t of the level-d node on the current path; finishing that node adds
-// U_{mode(d)}[id] .* sums[d] into its parent's (the output row for level 1).
+// U_{mode(d)}[id] .* sums[d] into its parent's (root_row for level 1), and root_row goes
+// to the root's row of the column-major output.
 template <class T>
 TENFOLD_SIMD_CLONES void mttkrp_roots(const Csf<T>& tree, const T* const* rows, index_t rank,
-                                      index_t s0, index_t s1, T* out, T* sums, index_t* pos,
-                                      index_t* end) {
+                                      index_t s0, index_t s1, T* out, T* root_row, T* sums,
+                                      index_t* pos, index_t* end) {
   const int last = tree.levels() - 1;
   const T* values = tree.values();
   const index_t* leaf_id = tree.ids(last);
@@ -132,10 +133,17 @@ TENFOLD_SIMD_CLONES void mttkrp_roots(const Csf<T>& tree, const T* const* rows, 
       for (index_t r = 0; r < rank; ++r) t[r] += x * row[r];
     }
   };
+  const index_t out_rows = tree.root_size();
+  // out(id, :) = root_row (a root's row is written once: the ids of the roots differ)
+  const auto write_row = [&](index_t s) TENFOLD_INLINE_INTO_CLONE {
+    T* to = out + tree.ids(0)[s];
+    for (index_t r = 0; r < rank; ++r) to[r * out_rows] = root_row[r];
+  };
   for (index_t s = s0; s < s1; ++s) {
-    T* root_row = out + tree.ids(0)[s] * rank;
+    std::fill(root_row, root_row + rank, T(0));
     if (last == 1) {
       add_leaves(tree.children(0)[s], tree.children(0)[s + 1], root_row);
+      write_row(s);
       continue;
     }
     // parent .+= U_{mode(d)}[id(pos[d])] .* sums[d], then the next node of level d
@@ -168,6 +176,7 @@ TENFOLD_SIMD_CLONES void mttkrp_roots(const Csf<T>& tree, const T* const* rows, 
         ++d;
       }
     }
+    write_row(s);
   }
 }
 
@@ -247,11 +256,12 @@ void csf_mttkrp(const Csf<T>& tree, std::type_identity_t<std::span<const T* cons
   const auto& cuts = tree.cuts();
   parallel_for(static_cast<index_t>(cuts.size()) - 1, [&](index_t piece) {
     const auto levels = static_cast<std::size_t>(tree.levels());
-    std::vector<T> sums(levels * static_cast<std::size_t>(rank));
+    std::vector<T> root_row(static_cast<std::size_t>(rank)),
+        sums(levels * static_cast<std::size_t>(rank));
     std::vector<index_t> pos(levels), end(levels);
     mttkrp_roots(tree, rows.data(), rank, cuts[static_cast<std::size_t>(piece)],
-                 cuts[static_cast<std::size_t>(piece) + 1], out, sums.data(), pos.data(),
-                 end.data());
+                 cuts[static_cast<std::size_t>(piece) + 1], out, root_row.data(), sums.data(),
+                 pos.data(), end.data());
   });
 }
 

@@ -11,6 +11,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/simd.hpp"
 #include "tenfold/sparse.hpp"
 
 namespace tenfold::detail {
@@ -54,27 +55,10 @@ class Csf {
   std::vector<index_t> first_leaf_;
 };
 
-// The kernels below are compiled for AVX-512, AVX2+FMA and baseline x86-64, chosen
-// when the library loads (the rank-length loops vectorise; the library is built for
-// baseline x86-64).
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define TENFOLD_SIMD_CLONES \
-  __attribute__((target_clones("arch=skylake-avx512", "arch=haswell", "default")))
-#else
-#define TENFOLD_SIMD_CLONES
-#endif
-// Inlined into each clone, so that its loops take the clone's instructions (a function or
-// lambda compiled on its own gets the baseline's).
-#if defined(__GNUC__)
-#define TENFOLD_INLINE_INTO_CLONE __attribute__((always_inline))
-#else
-#define TENFOLD_INLINE_INTO_CLONE
-#endif
-
-/// out (I_root x R, row-major) = the MTTKRP of the tree's root mode, from row-major
-/// factors rows[m] (I_m x R) of the other modes. Bottom-up: each node's partial sum
-/// t(j) = sum over its children c of U_{mode(c)}[id(c)] * t(c) (leaves: value * row).
-/// Parallel over the root pieces; rows of empty slices are zero.
+/// out (I_root x R, column-major, as the ALS loop keeps its factors) = the MTTKRP of the
+/// tree's root mode, from row-major factors rows[m] (I_m x R) of the other modes. Bottom-up: each
+/// node's partial sum t(j) = sum over its children c of U_{mode(c)}[id(c)] * t(c) (leaves: value *
+/// row). Parallel over the root pieces; rows of empty slices are zero.
 template <class T>
 void csf_mttkrp(const Csf<T>& tree, std::type_identity_t<std::span<const T* const>> rows,
                 index_t rank, T* out);

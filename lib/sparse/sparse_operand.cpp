@@ -1,6 +1,11 @@
 #include "sparse/sparse_operand.hpp"
 
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
 #include <algorithm>
+#include <new>
 #include <string>
 
 #include "core/instantiate.hpp"
@@ -11,27 +16,33 @@
 namespace tenfold::detail {
 namespace {
 
-// Copies between a column-major (rows x cols) matrix and its row-major form, in tiles of
-// kTile rows (a tile's columns are read contiguously and stay in cache), in parallel.
+// Row-major copy `to` of a column-major (rows x cols) matrix, in tiles of kTile rows (a
+// tile's columns are read contiguously and stay in cache), in parallel.
 constexpr index_t kTile = 64;
 
-template <class T, bool kToRows>
-void change_layout(index_t rows, index_t cols, const T* from, T* to) {
+template <class T>
+void to_row_major(index_t rows, index_t cols, const T* from, T* to) {
   parallel_for((rows + kTile - 1) / kTile, [&](index_t tile) {
     const index_t i0 = tile * kTile, i1 = std::min(rows, i0 + kTile);
-    for (index_t j = 0; j < cols; ++j) {
-      for (index_t i = i0; i < i1; ++i) {
-        if constexpr (kToRows) {
-          to[i * cols + j] = from[i + j * rows];
-        } else {
-          to[i + j * rows] = from[i * cols + j];
-        }
-      }
-    }
+    for (index_t j = 0; j < cols; ++j)
+      for (index_t i = i0; i < i1; ++i) to[i * cols + j] = from[i + j * rows];
   });
 }
 
 }  // namespace
+
+template <class T>
+void HugePageArray<T>::resize(std::size_t n) {
+  if (n <= capacity_) return;
+  constexpr std::size_t huge = std::size_t{1} << 21;
+  const std::size_t bytes = (n * sizeof(T) + huge - 1) / huge * huge;
+  p_.reset(std::aligned_alloc(huge, bytes));
+  if (!p_) throw std::bad_alloc();
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  madvise(p_.get(), bytes, MADV_HUGEPAGE);  // advice only: its failure changes nothing
+#endif
+  capacity_ = n;
+}
 
 template <class T>
 SparseOperand<T>::SparseOperand(Compute<T>& c, const SparseTensor<T>& x)
@@ -73,7 +84,7 @@ std::vector<const T*> SparseOperand<T>::factor_rows(std::span<const T* const> fa
       // U_m column-major (I_m x R) to row-major.
       const index_t rows = x_.dim(m);
       rows_[ms].resize(static_cast<std::size_t>(rows * rank));
-      change_layout<T, true>(rows, rank, factors[ms], rows_[ms].data());
+      to_row_major(rows, rank, factors[ms], rows_[ms].data());
       fresh_[ms] = true;
     }
     out[ms] = rows_[ms].data();
@@ -83,11 +94,7 @@ std::vector<const T*> SparseOperand<T>::factor_rows(std::span<const T* const> fa
 
 template <class T>
 void SparseOperand<T>::mttkrp(int n, std::span<const T* const> factors, index_t rank, T* out) {
-  const std::vector<const T*> rows = factor_rows(factors, rank, n);
-  const index_t in = x_.dim(n);
-  out_rows_.resize(static_cast<std::size_t>(in * rank));
-  csf_mttkrp(tree(n), rows, rank, out_rows_.data());
-  change_layout<T, false>(in, rank, out_rows_.data(), out);
+  csf_mttkrp(tree(n), factor_rows(factors, rank, n), rank, out);
 }
 
 template <class T>
@@ -123,19 +130,17 @@ void SparseOperand<T>::mode_gram(int n, T* out) {
 
 template <class T>
 double SparseOperand<T>::workspace_elements(index_t rank, bool mode_grams) const {
-  // Row-major factor copies and the row-major MTTKRP (host memory, counted in T); the
-  // mode Gram's sort (index_t per entry, twice).
-  double e = 0.0, imax = 0.0;
-  for (index_t d : x_.dims()) {
-    e += static_cast<double>(d) * static_cast<double>(rank);
-    imax = std::max(imax, static_cast<double>(d));
-  }
-  e += imax * static_cast<double>(rank);
+  // Row-major factor copies (host memory, counted in T); the mode Gram's sort (index_t
+  // per entry, twice).
+  double e = 0.0;
+  for (index_t d : x_.dims()) e += static_cast<double>(d) * static_cast<double>(rank);
   if (mode_grams) e += 3.0 * static_cast<double>(x_.nnz()) * sizeof(index_t) / sizeof(T);
   return e;
 }
 
-#define TENFOLD_INSTANTIATE_SPARSE_OPERAND(T) template class SparseOperand<T>;
+#define TENFOLD_INSTANTIATE_SPARSE_OPERAND(T) \
+  template class HugePageArray<T>;            \
+  template class SparseOperand<T>;
 TENFOLD_INSTANTIATE_FOR_EACH_VALUE_TYPE(TENFOLD_INSTANTIATE_SPARSE_OPERAND)
 
 }  // namespace tenfold::detail
