@@ -117,12 +117,22 @@ int run_rotary(const CompressArgs& a) {
     if (l.data_error) j["data_relative_error"] = *l.data_error;
     layers.push_back(j);
   }
+  // The key values per token and layer: one number, or the range when layers differ
+  // (full size of rank-deficient layers).
+  index_t least = rep.original_key_values, most = 0;
+  for (const attention::RotaryLayerReport& l : rep.layers) {
+    least = std::min(least, l.key_values);
+    most = std::max(most, l.key_values);
+  }
+  const std::string cache = (least == most ? std::to_string(most)
+                                           : std::to_string(least) + "-" + std::to_string(most)) +
+                            (o.rotary.key_values == 0 ? " (full)" : "");
   std::printf(
-      "%s: bands %lld, key cache %s per token and layer (of %lld: %lld key heads x head dim "
+      "%s: bands %lld, key cache %s values per token and layer (of %lld: %lld key heads x head dim "
       "%lld; %lld query heads, width %lld): query/key parameters %lld -> %lld, model %lld -> "
       "%lld, %.2f s\n",
       c.family.c_str(), static_cast<long long>(rep.bands),
-      a.shared_dim == "full" ? "full" : a.shared_dim.c_str(),
+      cache.c_str(),
       static_cast<long long>(rep.original_key_values), static_cast<long long>(c.key_heads),
       static_cast<long long>(c.head_dim), static_cast<long long>(c.heads),
       static_cast<long long>(c.hidden_size), static_cast<long long>(before),

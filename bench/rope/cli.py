@@ -41,7 +41,14 @@ def main():
     args = ap.parse_args()
     os.makedirs(args.work, exist_ok=True)
     tok, model = run.load()
-    model.save_pretrained(args.work)
+    # The GGUF-loaded model refuses save_pretrained (it counts as quantised): a plain
+    # model of the same config holds the same (dequantised float32) weights.
+    config = copy.deepcopy(model.config)
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    plain = type(model)(config).eval()
+    plain.load_state_dict(model.state_dict())
+    plain.save_pretrained(args.work)
     checkpoint = os.path.join(args.work, "model.safetensors")
     held = run.chunks(tok, "prose_heldout.txt", args.length)
     calib = run.chunks(tok, "prose_calibration.txt", args.length)[: max(1, args.calibration_tokens // args.length)]

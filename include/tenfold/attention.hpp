@@ -330,7 +330,8 @@ TENFOLD_API std::int64_t rotary_decode_flops(index_t heads, index_t key_heads, i
 
 /// The band latents of one layer, computed in double. `moments` (optional: nullptr for
 /// the weight-only objective) gives E[x' x'^T] of the layer's inputs x' = [x; 1]
-/// (D' x D'; key = query or empty). Throws InvalidArgument / DimensionMismatch naming
+/// (D' x D'; key = query or empty), each checked by validate_moment to float32
+/// round-off. Throws InvalidArgument / DimensionMismatch naming
 /// the option, NumericalError when the damped key moment is singular.
 template <class T>
 TENFOLD_API RotaryKeys rotary_band_keys(const RotaryLayer<T>& layer, const RotaryOptions& options,

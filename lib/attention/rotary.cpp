@@ -262,8 +262,9 @@ RotaryKeys rotary_band_keys(const RotaryLayer<T>& layer, const RotaryOptions& o,
     sq = &moments->query;
     sk = moments->key.size() > 0 ? &moments->key : &moments->query;
     for (const Matrix<double>* m : {sq, sk}) {
+      // to single-precision round-off: moments stored in float32 are accepted
       validate_moment(*m, dim, m == sq ? "query moment" : "key moment",
-                      std::numeric_limits<double>::epsilon());
+                      std::numeric_limits<float>::epsilon());
     }
   }
   const auto host = detail::host_compute();

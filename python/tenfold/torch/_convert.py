@@ -290,25 +290,25 @@ def input_moments(model: nn.Module, calibration: Iterable) -> dict:
 
 def write_calibration(model: nn.Module, calibration: Iterable, path, source: str = "") -> int:
     """Writes the calibration statistics ``tenfold attention compress --calibration``
-    reads: for every attention module name N, the tensor N + ".input_moment" (float64):
-    E[x x^T] (D, D) of the module's inputs on the calibration batches (padding
-    excluded), and for rotary models with query or key biases (Qwen2) E[x' x'^T]
-    (D + 1, D + 1) of x' = [x; 1]; metadata tenfold.calibration.tokens (the token count)
-    and tenfold.calibration.source (`source`). Returns the token count."""
+    reads for a rotary model (Llama, Qwen2, Mistral): for every attention module name N,
+    N + ".input_moment" (float64), E[x x^T] (D, D) of the module's inputs on the
+    calibration batches (padding excluded), or, when the layers have query or key
+    biases (Qwen2), E[x' x'^T] (D + 1, D + 1) of x' = [x; 1]; metadata
+    tenfold.calibration.tokens (the token count) and tenfold.calibration.source
+    (`source`). Written whole or not at all. Returns the token count."""
     from safetensors.torch import save_file
 
     from .rotary import is_rotary, rotary_layers
 
-    if is_rotary(model):
-        layers = rotary_layers(model)
-        first = layers[0][1]
-        stats = moment_sums(model, layers, calibration,
-                            append_one=first.q_proj.bias is not None or first.k_proj.bias is not None)
-    else:
-        layers = _layers(model, _family(model))
-        stats = moment_sums(model, layers, calibration)
+    if not is_rotary(model):
+        raise ValueError(f"write_calibration: {type(model).__name__} is not a rotary model (llama, qwen2, mistral); "
+                         "bench/real_model/calibrate.py writes the statistics of BERT-family checkpoints")
+    layers = rotary_layers(model)
+    first = layers[0][1]
+    stats = moment_sums(model, layers, calibration,
+                        append_one=first.q_proj.bias is not None or first.k_proj.bias is not None)
     tokens = stats[layers[0][0]][1]
-    tensors = {f"{name}.input_moment": (0.5 * (m + m.T)).contiguous() for name, (m, _) in stats.items()}
+    tensors = {f"{name}.input_moment": m.contiguous() for name, (m, _) in stats.items()}
     tmp = os.fspath(path) + ".tmp"
     save_file(tensors, tmp, metadata={"tenfold.calibration.tokens": str(tokens),
                                       "tenfold.calibration.source": source})
