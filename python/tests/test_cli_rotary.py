@@ -158,3 +158,18 @@ def test_refusals(cli, tmp_path, case, args, words):
     assert r.returncode != 0
     assert words in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert not (tmp_path / "o.safetensors").exists()
+
+
+def test_rotary_options_refused_for_other_models(cli, tmp_path):
+    """--bands and --shared-dim full need a rotary checkpoint; write_calibration a rotary model."""
+    config = transformers.BertConfig(vocab_size=VOCAB, hidden_size=DIM, num_hidden_layers=1, num_attention_heads=4,
+                                     intermediate_size=2 * DIM)
+    bert = transformers.BertModel(config).eval()
+    bert.save_pretrained(tmp_path / "b")
+    for args, words in ((["--shared-dim", 8, "--bands", 2], "--bands applies to rotary checkpoints"),
+                        (["--shared-dim", "full"], "--shared-dim full applies to rotary checkpoints")):
+        r = run(cli, tmp_path / "b" / "model.safetensors", "-o", tmp_path / "o.safetensors", *args)
+        assert r.returncode != 0 and words in r.stderr, r.stderr
+    with pytest.raises(ValueError, match="not a rotary model"):
+        tt.write_calibration(bert, [torch.zeros(1, 4, dtype=torch.long)], tmp_path / "c.safetensors")
+    assert not (tmp_path / "c.safetensors").exists()
