@@ -38,10 +38,11 @@ bool given(const CompressArgs& a, const std::string& flag) {
   return std::find(a.given.begin(), a.given.end(), flag) != a.given.end();
 }
 
-// --shared-dim: "full" (0) or a positive integer.
-index_t parse_shared_dim(const std::string& text, bool full_allowed) {
+// --shared-dim: "full" (0; rotary checkpoints only) or an integer, whose range the
+// conversion checks (collaborative form: 1..H d; rotary: 1..G d).
+index_t parse_shared_dim(const std::string& text, bool rotary) {
   if (text == "full") {
-    if (!full_allowed) {
+    if (!rotary) {
       throw InvalidArgument("--shared-dim full applies to rotary checkpoints; give the shared "
                             "dimension R (H d is the exact form)");
     }
@@ -49,9 +50,9 @@ index_t parse_shared_dim(const std::string& text, bool full_allowed) {
   }
   index_t v = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || end != text.data() + text.size() || v < 1) {
-    throw InvalidArgument("--shared-dim must be a positive integer" +
-                          std::string(full_allowed ? " or full" : "") + ", got '" + text + "'");
+  if (ec != std::errc() || end != text.data() + text.size() || (rotary && v < 1)) {
+    throw InvalidArgument("--shared-dim must be a" + std::string(rotary ? " positive" : "n") +
+                          " integer" + (rotary ? " or full" : "") + ", got '" + text + "'");
   }
   return v;
 }

@@ -141,6 +141,7 @@ def test_calibration_for_biases_needs_the_augmented_moment(cli, tmp_path):
     ("llama", ["--shared-dim", "full"], "--bands"),
     ("llama", ["--shared-dim", "full", "--bands", 3], "divisor"),
     ("llama", ["--shared-dim", 33, "--bands", 2], "exceeds the original key cache of 32"),
+    ("llama", ["--shared-dim", 0, "--bands", 2], "positive integer or full"),
     ("llama", ["--shared-dim", 8, "--bands", 2, "--init", "random"], "--init does not apply"),
 ])
 def test_refusals(cli, tmp_path, case, args, words):
