@@ -133,9 +133,9 @@ TYPED_TEST(RotaryExact, FullSizeGivesTheOriginalLogits) {
     bool biases;
   };
   // GQA, MQA, MHA; D wider and narrower than a band's 2 G b keys; biases.
-  for (const Case c : {Case{4, 2, 8, 20, 2, false}, Case{6, 1, 8, 20, 4, true},
-                       Case{3, 3, 8, 20, 2, true}, Case{4, 2, 16, 12, 4, false},
-                       Case{4, 2, 16, 12, 8, true}}) {
+  for (const Case c :
+       {Case{4, 2, 8, 20, 2, false}, Case{6, 1, 8, 20, 4, true}, Case{3, 3, 8, 20, 2, true},
+        Case{4, 2, 16, 12, 4, false}, Case{4, 2, 16, 12, 8, true}}) {
     const RotaryLayer<T> l = random_rotary<T>(c.heads, c.key_heads, c.d, c.input, c.biases, 11);
     RotaryOptions o;
     o.bands = c.bands;
@@ -143,16 +143,16 @@ TYPED_TEST(RotaryExact, FullSizeGivesTheOriginalLogits) {
     const RotaryKeys r = rotary_band_keys(l, o);
     const std::vector<double> want =
         logits(l, o.inv_freq, [&](index_t g, const auto& y) { return original_key(l, g, y); });
-    const std::vector<double> got = logits(
-        l, o.inv_freq, [&](index_t g, const auto& y) { return rebuilt_key(r, c.d, g, y); });
+    const std::vector<double> got =
+        logits(l, o.inv_freq, [&](index_t g, const auto& y) { return rebuilt_key(r, c.d, g, y); });
     EXPECT_LT(relative(got, want), tol) << c.heads << " heads, " << c.key_heads << " key heads";
     EXPECT_LT(r.relative_error, tol);
     // Random keys have full rank per band: min(D', 2 G b) values each.
     const index_t dim = c.input + (c.biases ? 1 : 0);
     const index_t per_band = std::min(dim, 2 * c.key_heads * c.bands);
     EXPECT_EQ(r.key_values(), per_band * (c.d / 2 / c.bands));
-    EXPECT_EQ(r.decode_flops, rotary_decode_flops(c.heads, c.key_heads, c.d, r.key_values(),
-                                                  c.bands));
+    EXPECT_EQ(r.decode_flops,
+              rotary_decode_flops(c.heads, c.key_heads, c.d, r.key_values(), c.bands));
   }
 }
 

@@ -2,8 +2,8 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
-#include <functional>
 #include <filesystem>
+#include <functional>
 #include <memory>
 
 #include "commands.hpp"
@@ -43,8 +43,9 @@ bool given(const CompressArgs& a, const std::string& flag) {
 index_t parse_shared_dim(const std::string& text, bool rotary) {
   if (text == "full") {
     if (!rotary) {
-      throw InvalidArgument("--shared-dim full applies to rotary checkpoints; give the shared "
-                            "dimension R (H d is the exact form)");
+      throw InvalidArgument(
+          "--shared-dim full applies to rotary checkpoints; give the shared "
+          "dimension R (H d is the exact form)");
     }
     return 0;
   }
@@ -67,8 +68,9 @@ int run_rotary(const CompressArgs& a) {
     }
   }
   if (!given(a, "--bands")) {
-    throw InvalidArgument("a rotary checkpoint needs --bands: adjacent frequency pairs per band "
-                          "(a divisor of d/2, at least 2; docs/rope.md recommends 8)");
+    throw InvalidArgument(
+        "a rotary checkpoint needs --bands: adjacent frequency pairs per band "
+        "(a divisor of d/2, at least 2; docs/rope.md recommends 8)");
   }
   attention::RotaryCheckpointOptions o;
   o.rotary.bands = a.bands;
@@ -93,17 +95,15 @@ int run_rotary(const CompressArgs& a) {
 
   std::printf("%-6s %10s %14s", "layer", "key values", "QK rel. error");
   if (data) std::printf(" %16s", "data rel. error");
-  std::printf(" %13s %9s %14s %14s\n", "decode flops", "seconds", "params before",
-              "params after");
+  std::printf(" %13s %9s %14s %14s\n", "decode flops", "seconds", "params before", "params after");
   index_t before = 0, after = 0;
   nlohmann::json layers = nlohmann::json::array();
   for (const attention::RotaryLayerReport& l : rep.layers) {
     std::printf("%-6d %10lld %14.6g", l.index, static_cast<long long>(l.key_values),
                 l.relative_error);
     if (l.data_error) std::printf(" %16.6g", *l.data_error);
-    std::printf(" %13lld %9.2f %14lld %14lld\n", static_cast<long long>(l.decode_flops),
-                l.seconds, static_cast<long long>(l.params_before),
-                static_cast<long long>(l.params_after));
+    std::printf(" %13lld %9.2f %14lld %14lld\n", static_cast<long long>(l.decode_flops), l.seconds,
+                static_cast<long long>(l.params_before), static_cast<long long>(l.params_after));
     before += l.params_before;
     after += l.params_after;
     nlohmann::json j = {{"index", l.index},
@@ -125,15 +125,14 @@ int run_rotary(const CompressArgs& a) {
     least = std::min(least, l.key_values);
     most = std::max(most, l.key_values);
   }
-  const std::string cache = (least == most ? std::to_string(most)
-                                           : std::to_string(least) + "-" + std::to_string(most)) +
-                            (o.rotary.key_values == 0 ? " (full)" : "");
+  const std::string cache =
+      (least == most ? std::to_string(most) : std::to_string(least) + "-" + std::to_string(most)) +
+      (o.rotary.key_values == 0 ? " (full)" : "");
   std::printf(
       "%s: bands %lld, key cache %s values per token and layer (of %lld: %lld key heads x head dim "
       "%lld; %lld query heads, width %lld): query/key parameters %lld -> %lld, model %lld -> "
       "%lld, %.2f s\n",
-      c.family.c_str(), static_cast<long long>(rep.bands),
-      cache.c_str(),
+      c.family.c_str(), static_cast<long long>(rep.bands), cache.c_str(),
       static_cast<long long>(rep.original_key_values), static_cast<long long>(c.key_heads),
       static_cast<long long>(c.head_dim), static_cast<long long>(c.heads),
       static_cast<long long>(c.hidden_size), static_cast<long long>(before),
@@ -152,29 +151,30 @@ int run_rotary(const CompressArgs& a) {
                      {"source", rep.calibration_source},
                      {"damping", o.rotary.damping}};
     }
-    write_json(a.report, {{"command", "attention compress"},
-                          {"input", a.input},
-                          {"output", a.out},
-                          {"family", c.family},
-                          {"shared_dim", a.shared_dim == "full" ? nlohmann::json("full")
-                                                                : nlohmann::json(o.rotary.key_values)},
-                          {"bands", rep.bands},
-                          {"context", o.rotary.context},
-                          {"heads", c.heads},
-                          {"key_heads", c.key_heads},
-                          {"head_dim", c.head_dim},
-                          {"input_dim", c.hidden_size},
-                          {"rope_type", c.rope_type},
-                          {"original_key_values", rep.original_key_values},
-                          {"dtype", o.float64 ? "float64" : "float32"},
-                          {"objective", data ? "data" : "weight"},
-                          {"calibration", calibration},
-                          {"layers", layers},
-                          {"qk_params_before", before},
-                          {"qk_params_after", after},
-                          {"total_params_before", rep.total_params_before},
-                          {"total_params_after", rep.total_params_after},
-                          {"seconds", rep.seconds}});
+    write_json(a.report,
+               {{"command", "attention compress"},
+                {"input", a.input},
+                {"output", a.out},
+                {"family", c.family},
+                {"shared_dim", a.shared_dim == "full" ? nlohmann::json("full")
+                                                      : nlohmann::json(o.rotary.key_values)},
+                {"bands", rep.bands},
+                {"context", o.rotary.context},
+                {"heads", c.heads},
+                {"key_heads", c.key_heads},
+                {"head_dim", c.head_dim},
+                {"input_dim", c.hidden_size},
+                {"rope_type", c.rope_type},
+                {"original_key_values", rep.original_key_values},
+                {"dtype", o.float64 ? "float64" : "float32"},
+                {"objective", data ? "data" : "weight"},
+                {"calibration", calibration},
+                {"layers", layers},
+                {"qk_params_before", before},
+                {"qk_params_after", after},
+                {"total_params_before", rep.total_params_before},
+                {"total_params_after", rep.total_params_after},
+                {"seconds", rep.seconds}});
   }
   return 0;
 }
@@ -212,7 +212,8 @@ int run_compress(const CompressArgs& a) {
   if (attention::is_rotary_checkpoint(a.input)) return run_rotary(a);
   for (const char* flag : {"--bands", "--context"}) {
     if (given(a, flag)) {
-      throw InvalidArgument(std::string(flag) + " applies to rotary checkpoints (llama, qwen2, "
+      throw InvalidArgument(std::string(flag) +
+                            " applies to rotary checkpoints (llama, qwen2, "
                             "mistral in the config.json beside the input)");
     }
   }
@@ -357,7 +358,10 @@ Command add_attention_command(CLI::App& app) {
       "other tensor is copied bit for bit; each layer's query/key weights and biases become "
       "<P>collab.mixing (H x R), <P>collab.query.weight (R x D), <P>collab.key.weight (R x D) "
       "and <P>collab.content_bias.weight (H x D).");
-  compress->add_option("input", c->input, "Checkpoint (.safetensors): BERT-family, DistilBERT, ALBERT, ViT/DeiT, GPT-2, or a rotary Llama / Qwen2 / Mistral (config.json beside it)")
+  compress
+      ->add_option("input", c->input,
+                   "Checkpoint (.safetensors): BERT-family, DistilBERT, ALBERT, ViT/DeiT, GPT-2, "
+                   "or a rotary Llama / Qwen2 / Mistral (config.json beside it)")
       ->required();
   compress
       ->add_option("-r,--shared-dim", c->shared_dim,

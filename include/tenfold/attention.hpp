@@ -284,8 +284,9 @@ enum class RopePairing {
 
 /// Options of rotary_band_keys().
 struct TENFOLD_API RotaryOptions {
-  index_t bands = 8;       ///< b: adjacent frequency pairs per band, a divisor of d/2
-  index_t key_values = 0;  ///< C: latent values cached per token (<= G d); 0: "full", the smallest exact size
+  index_t bands = 8;  ///< b: adjacent frequency pairs per band, a divisor of d/2
+  index_t key_values =
+      0;  ///< C: latent values cached per token (<= G d); 0: "full", the smallest exact size
   /// theta_j, the d/2 frequencies of the model's RoPE (inv_freq, after any static
   /// scaling); they enter the objective through the offsets' phases.
   std::vector<double> inv_freq;

@@ -173,7 +173,7 @@ TENFOLD_API std::vector<LayerRedundancy> analyze_checkpoint(
 
 /// What the config.json beside a rotary checkpoint says.
 struct TENFOLD_API RotaryConfig {
-  std::string family;  ///< model_type: "llama", "qwen2" or "mistral"
+  std::string family;       ///< model_type: "llama", "qwen2" or "mistral"
   index_t heads = 0;        ///< num_attention_heads
   index_t key_heads = 0;    ///< num_key_value_heads (default: heads)
   index_t head_dim = 0;     ///< head_dim (default: hidden_size / heads)
@@ -242,9 +242,9 @@ struct TENFOLD_API RotaryCheckpointReport {
 /// tenfold.objective, tenfold.relative_errors and, data-aware, tenfold.calibration.*
 /// as compress_checkpoint. Inputs are never modified; everything is validated before
 /// anything is written. Throws IoError / InvalidArgument naming the problem.
-TENFOLD_API RotaryCheckpointReport compress_rotary_checkpoint(
-    const std::filesystem::path& input, const std::filesystem::path& output,
-    const RotaryCheckpointOptions& options,
-    const std::function<void(const RotaryLayerReport&)>& on_layer = {});
+TENFOLD_API RotaryCheckpointReport
+compress_rotary_checkpoint(const std::filesystem::path& input, const std::filesystem::path& output,
+                           const RotaryCheckpointOptions& options,
+                           const std::function<void(const RotaryLayerReport&)>& on_layer = {});
 
 }  // namespace tenfold::attention

@@ -750,8 +750,8 @@ namespace {
 
 /// Rotary model types the conversion supports, and those it refuses with the reason.
 const std::vector<std::string> rotary_families = {"llama", "qwen2", "mistral"};
-const std::vector<std::string> qk_norm_families = {"qwen3", "qwen3_moe", "qwen3_next", "olmo2",
-                                                   "olmoe", "gemma3", "gemma3_text", "cohere2"};
+const std::vector<std::string> qk_norm_families = {"qwen3", "qwen3_moe", "qwen3_next",  "olmo2",
+                                                   "olmoe", "gemma3",    "gemma3_text", "cohere2"};
 
 nlohmann::json read_config_json(const std::filesystem::path& checkpoint) {
   const std::filesystem::path config = config_path(checkpoint);
@@ -818,7 +818,8 @@ RotaryConfig read_rotary_config(const std::filesystem::path& checkpoint) {
                   " is not a multiple of num_key_value_heads " + std::to_string(c.key_heads));
   }
   if (c.head_dim % 2) {
-    throw IoError(where + ": head_dim " + std::to_string(c.head_dim) + " is odd; RoPE pairs need "
+    throw IoError(where + ": head_dim " + std::to_string(c.head_dim) +
+                  " is odd; RoPE pairs need "
                   "an even head width");
   }
   if (config_number(j, where, "partial_rotary_factor", 1.0) != 1.0) {
@@ -833,8 +834,8 @@ RotaryConfig read_rotary_config(const std::filesystem::path& checkpoint) {
                                      : none;
   const nlohmann::json& scaling =
       j.contains("rope_scaling") && j["rope_scaling"].is_object() ? j["rope_scaling"] : params;
-  const double theta = config_number(params, where, "rope_theta",
-                                     config_number(j, where, "rope_theta", 10000.0));
+  const double theta =
+      config_number(params, where, "rope_theta", config_number(j, where, "rope_theta", 10000.0));
   c.rope_type = scaling.value("rope_type", scaling.value("type", std::string("default")));
   double factor = 1.0;
   if (c.rope_type == "linear") {
@@ -878,7 +879,8 @@ std::vector<RotaryNames> find_rotary_layers(const io::SafetensorsFile& file) {
     l.index = layer_number(m[2], e.name);
     for (const char* norm : {"q_norm.weight", "k_norm.weight"}) {
       if (file.find(l.prefix + norm)) {
-        throw IoError("'" + l.prefix + norm + "': the layer normalises its queries and keys "
+        throw IoError("'" + l.prefix + norm +
+                      "': the layer normalises its queries and keys "
                       "(QK-norm) before the rotation, so no shared linear key projection "
                       "reproduces its keys");
       }
@@ -892,7 +894,8 @@ std::vector<RotaryNames> find_rotary_layers(const io::SafetensorsFile& file) {
     out.push_back(std::move(l));
   }
   if (out.empty()) {
-    throw IoError("no rotary attention layer found (tensors '<...>layers.<n>.self_attn.q_proj.weight')");
+    throw IoError(
+        "no rotary attention layer found (tensors '<...>layers.<n>.self_attn.q_proj.weight')");
   }
   std::sort(out.begin(), out.end(),
             [](const RotaryNames& a, const RotaryNames& b) { return a.index < b.index; });
@@ -960,9 +963,10 @@ RotaryCheckpointReport compress_rotary_checkpoint(
     const std::function<void(const RotaryLayerReport&)>& on_layer) {
   const auto start = std::chrono::steady_clock::now();
   std::error_code ec;
-  for (const auto& [path, what] : {std::pair{input, "the input checkpoint"},
-                                   std::pair{config_path(input), "the config.json beside the input"},
-                                   std::pair{o.calibration, "the calibration file"}}) {
+  for (const auto& [path, what] :
+       {std::pair{input, "the input checkpoint"},
+        std::pair{config_path(input), "the config.json beside the input"},
+        std::pair{o.calibration, "the calibration file"}}) {
     if (!path.empty() && std::filesystem::exists(output, ec) &&
         std::filesystem::equivalent(path, output, ec)) {
       throw IoError("output '" + output.string() + "' is " + what + "; choose another output");
@@ -991,9 +995,9 @@ RotaryCheckpointReport compress_rotary_checkpoint(
   if (ro.key_values < 0 || ro.key_values > rep.original_key_values) {
     throw InvalidArgument("shared dimension " + std::to_string(ro.key_values) +
                           " exceeds the original key cache of " +
-                          std::to_string(rep.original_key_values) + " values per token and layer (" +
-                          std::to_string(c.key_heads) + " key heads x " +
-                          std::to_string(c.head_dim) + "); full is exact");
+                          std::to_string(rep.original_key_values) +
+                          " values per token and layer (" + std::to_string(c.key_heads) +
+                          " key heads x " + std::to_string(c.head_dim) + "); full is exact");
   }
   const bool biased = layers.front().query_bias || layers.front().key_bias;
   const index_t dim = c.hidden_size + (biased ? 1 : 0);
@@ -1010,7 +1014,8 @@ RotaryCheckpointReport compress_rotary_checkpoint(
       if (biased && shape == std::vector<index_t>{c.hidden_size, c.hidden_size}) {
         throw IoError("calibration tensor '" + l.prefix + "input_moment' is " + shape_text(shape) +
                       "; the layers have query/key biases, so the rotary objective needs the "
-                      "moment of [x; 1], (" + std::to_string(dim) + ", " + std::to_string(dim) +
+                      "moment of [x; 1], (" +
+                      std::to_string(dim) + ", " + std::to_string(dim) +
                       ") (tenfold.torch.write_calibration writes it)");
       }
       moments.push_back(calib.moments(l.prefix, l.index, dim));
@@ -1031,9 +1036,8 @@ RotaryCheckpointReport compress_rotary_checkpoint(
   for (std::size_t i = 0; i < layers.size(); ++i) {
     const RotaryNames& n = layers[i];
     if ((n.query_bias || n.key_bias) != biased) {
-      throw IoError("layer " + std::to_string(n.index) + " (" + n.prefix +
-                    ") differs from layer " + std::to_string(layers.front().index) +
-                    " in having query/key biases");
+      throw IoError("layer " + std::to_string(n.index) + " (" + n.prefix + ") differs from layer " +
+                    std::to_string(layers.front().index) + " in having query/key biases");
     }
     const RotaryLayer<double> layer = load_rotary_layer<double>(file, n, c);
     RotaryKeys keys;
@@ -1042,9 +1046,16 @@ RotaryCheckpointReport compress_rotary_checkpoint(
     } catch (const NumericalError& e) {
       throw NumericalError("layer " + std::to_string(n.index) + " (" + n.prefix + "): " + e.what());
     }
-    RotaryLayerReport lr{n.index,          n.prefix,        keys.key_values(), keys.ranks,
-                         keys.relative_error, keys.data_error, keys.decode_flops, keys.seconds,
-                         keys.params_before, keys.params_after};
+    RotaryLayerReport lr{n.index,
+                         n.prefix,
+                         keys.key_values(),
+                         keys.ranks,
+                         keys.relative_error,
+                         keys.data_error,
+                         keys.decode_flops,
+                         keys.seconds,
+                         keys.params_before,
+                         keys.params_after};
     rep.layers.push_back(lr);
     if (on_layer) on_layer(lr);
     sizes.push_back(keys.key_values());
@@ -1095,10 +1106,10 @@ RotaryCheckpointReport compress_rotary_checkpoint(
   std::map<std::string, std::string> meta = file.metadata();
   const bool same = std::all_of(sizes.begin(), sizes.end(),
                                 [&](const nlohmann::json& v) { return v == sizes.front(); });
-  meta["tenfold.rotary"] = nlohmann::json{{"family", c.family},
-                                          {"key_values", same ? sizes.front() : sizes},
-                                          {"bands", ro.bands}}
-                               .dump();
+  meta["tenfold.rotary"] = nlohmann::json{
+      {"family", c.family},
+      {"key_values", same ? sizes.front() : sizes},
+      {"bands", ro.bands}}.dump();
   meta["tenfold.rotary.context"] = std::to_string(ro.context);
   meta["tenfold.heads"] = std::to_string(c.heads);
   meta["tenfold.key_heads"] = std::to_string(c.key_heads);

@@ -78,7 +78,7 @@ std::vector<Matrix<double>> query_coherence(Compute<double>& c, const Matrix<dou
       for (index_t j = 0; j < half; ++j) {
         const double a = at(j, k), b = at(j + half, k + half);
         const double ab = at(j, k + half), ba = at(j + half, k);
-        const cplx herm(a + b, ba - ab);   // E[q_j conj q_k]
+        const cplx herm(a + b, ba - ab);    // E[q_j conj q_k]
         const cplx pseudo(a - b, ab + ba);  // E[q_j q_k]
         const cplx zc = minus[j + k * half] * herm, zn = plus[j + k * half] * pseudo;
         pg(j, k) += 0.5 * (zc + zn).real();                // E[Re z_j Re z_k]
@@ -113,8 +113,7 @@ std::vector<std::vector<Matrix<double>>> band_roots(const std::vector<Matrix<dou
 /// The band's columns of W (D' x G d): the key coordinates g d + c, head by head.
 Matrix<double> band_columns(const Matrix<double>& w, const std::vector<index_t>& rows) {
   Matrix<double> out(w.rows(), static_cast<index_t>(rows.size()));
-  for (index_t j = 0; j < out.cols(); ++j)
-    std::copy_n(&w(0, rows[j]), w.rows(), &out(0, j));
+  for (index_t j = 0; j < out.cols(); ++j) std::copy_n(&w(0, rows[j]), w.rows(), &out(0, j));
   return out;
 }
 
@@ -139,8 +138,7 @@ std::pair<Matrix<double>, std::vector<double>> left_singular(Compute<double>& c,
   const index_t rows = x.rows(), cols = x.cols(), n = std::min(rows, cols);
   const bool tall = cols <= rows;
   Matrix<double> g(n, n);
-  c.syrk(tall ? Op::trans : Op::none, n, tall ? rows : cols, 1.0, x.data(), rows, 0.0, g.data(),
-         n);
+  c.syrk(tall ? Op::trans : Op::none, n, tall ? rows : cols, 1.0, x.data(), rows, 0.0, g.data(), n);
   std::vector<double> lambda(static_cast<std::size_t>(n));
   c.syevd(n, g.data(), n, lambda.data());
   std::vector<double> sigma(static_cast<std::size_t>(n));
@@ -158,7 +156,8 @@ std::pair<Matrix<double>, std::vector<double>> left_singular(Compute<double>& c,
     double norm = 0.0;
     for (index_t i = 0; i < rows; ++i) norm += u(i, k) * u(i, k);
     norm = std::sqrt(norm);
-    for (index_t i = 0; i < rows; ++i) u(i, k) = norm > 0.0 && sigma[k] > 0.0 ? u(i, k) / norm : 0.0;
+    for (index_t i = 0; i < rows; ++i)
+      u(i, k) = norm > 0.0 && sigma[k] > 0.0 ? u(i, k) / norm : 0.0;
   }
   return {std::move(u), std::move(sigma)};
 }
@@ -213,16 +212,17 @@ void RotaryLayer<T>::validate() const {
                             text(key_weight.cols()) + ", expected D x G d = " + text(dim) + "x" +
                             text(key_heads * head_dim));
   }
-  for (const auto& [bias, n, what] :
-       {std::tuple{&query_bias, heads * head_dim, "query_bias"},
-        std::tuple{&key_bias, key_heads * head_dim, "key_bias"}}) {
+  for (const auto& [bias, n, what] : {std::tuple{&query_bias, heads * head_dim, "query_bias"},
+                                      std::tuple{&key_bias, key_heads * head_dim, "key_bias"}}) {
     if (!bias->empty() && static_cast<index_t>(bias->size()) != n) {
-      throw DimensionMismatch(std::string(what) + " has " + text(static_cast<index_t>(bias->size())) +
-                              " entries, expected " + text(n));
+      throw DimensionMismatch(std::string(what) + " has " +
+                              text(static_cast<index_t>(bias->size())) + " entries, expected " +
+                              text(n));
     }
     if (!bias->empty()) check_finite(TensorView<const T>(bias->data(), {n}), what);
   }
-  check_finite(TensorView<const T>(query_weight.data(), {dim, query_weight.cols()}), "query_weight");
+  check_finite(TensorView<const T>(query_weight.data(), {dim, query_weight.cols()}),
+               "query_weight");
   check_finite(TensorView<const T>(key_weight.data(), {dim, key_weight.cols()}), "key_weight");
 }
 
@@ -249,8 +249,8 @@ RotaryKeys rotary_band_keys(const RotaryLayer<T>& layer, const RotaryOptions& o,
     throw InvalidArgument("damping must be >= 0, got " + std::to_string(o.damping));
   }
   if (o.key_values < 0 || o.key_values > key_heads * d) {
-    throw InvalidArgument("key_values " + text(o.key_values) + " is outside [1, G d = " +
-                          text(key_heads * d) + "] (0: full)");
+    throw InvalidArgument("key_values " + text(o.key_values) +
+                          " is outside [1, G d = " + text(key_heads * d) + "] (0: full)");
   }
   const bool augment = layer.biased(), full = o.key_values == 0;
   const Matrix<double> wq = augmented(layer.query_weight, layer.query_bias, augment);
@@ -398,10 +398,9 @@ RotaryKeys rotary_band_keys(const RotaryLayer<T>& layer, const RotaryOptions& o,
   const index_t in = layer.input_dim();
   out.params_before = (heads + key_heads) * d * in +
                       static_cast<index_t>(layer.query_bias.size() + layer.key_bias.size());
-  out.params_after = heads * d * in + static_cast<index_t>(layer.query_bias.size()) +
-                     total * dim + 2 * key_heads * b * total;
-  out.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  out.params_after = heads * d * in + static_cast<index_t>(layer.query_bias.size()) + total * dim +
+                     2 * key_heads * b * total;
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return out;
 }
 
