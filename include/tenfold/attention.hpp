@@ -239,4 +239,103 @@ struct TENFOLD_API Redundancy {
 template <class T>
 TENFOLD_API Redundancy redundancy(const QueryKeyLayer<T>& layer);
 
+// ---------------------------------------------------------------------------
+// Rotary (RoPE) attention with grouped keys: shared band latents (docs/rope.md).
+//
+// Query head h (key head g(h) = h / (H / G)) scores position m against position n by
+//   s_h(m, n) = scale * q_h(x)^T Rot((m - n) theta) k_g(y),
+// the rotation turning each frequency pair j of a head by (m - n) theta_j. Within a
+// band of b adjacent pairs the 2 G b key coordinates of all key heads are rebuilt from
+// k_B real latent values per token, cached unrotated and rotated after the rebuild,
+// so the rotation stays exact: k_g(y) ~ E_{g,B} rho_B(y), rho_B(y) = Lambda_B^T [y; 1].
+// The latent minimises, per band, sum_g E|| (k_g - E_g rho) ||^2 weighted by the
+// offset-averaged query coherence of the heads of group g (and whitened by the input
+// moment when one is given); its minimiser is one SVD per band, and the budget goes to
+// the largest singular values over all bands. Queries are unchanged. This is the
+// computation of tenfold.torch's compress_model(..., bands=b) (rotary_band_keys).
+
+/// One rotary layer's query/key side: H query heads sharing G key heads (H a multiple
+/// of G: GQA; G = 1: MQA; G = H: MHA), head width d (even), input width D. Weights are
+/// column-major, as QueryKeyLayer: column j of query_weight (D x H d) is output unit j
+/// of the PyTorch (H d, D) q_proj weight; key_weight is D x G d.
+template <class T>
+struct TENFOLD_API RotaryLayer {
+  index_t heads = 0;          ///< H >= 1, a multiple of key_heads
+  index_t key_heads = 0;      ///< G >= 1
+  index_t head_dim = 0;       ///< d, even
+  Matrix<T> query_weight;     ///< D x (H d)
+  Matrix<T> key_weight;       ///< D x (G d)
+  std::vector<T> query_bias;  ///< H d entries, or empty
+  std::vector<T> key_bias;    ///< G d entries, or empty
+
+  index_t input_dim() const { return query_weight.rows(); }  ///< D
+  /// True when either side has a bias: the conversion then works on [x; 1] (D + 1).
+  bool biased() const { return !query_bias.empty() || !key_bias.empty(); }
+  /// Throws InvalidArgument / DimensionMismatch unless the sizes above hold and every
+  /// entry is finite.
+  void validate() const;
+};
+
+/// Which coordinates of a head form frequency pair j.
+enum class RopePairing {
+  /// (j, j + d/2), the Llama / Hugging Face layout (rotate_half); the only one supported.
+  half_split,
+};
+
+/// Options of rotary_band_keys().
+struct TENFOLD_API RotaryOptions {
+  index_t bands = 8;  ///< b: adjacent frequency pairs per band, a divisor of d/2
+  index_t key_values =
+      0;  ///< C: latent values cached per token (<= G d); 0: "full", the smallest exact size
+  /// theta_j, the d/2 frequencies of the model's RoPE (inv_freq, after any static
+  /// scaling); they enter the objective through the offsets' phases.
+  std::vector<double> inv_freq;
+  index_t context = 2048;  ///< the objective averages the offsets of a causal sequence this long
+  /// With moments: the key-side moment S is whitened as S + damping tr(S) / D' I.
+  double damping = 0.01;
+  RopePairing pairing = RopePairing::half_split;
+};
+
+/// One layer's band latents. D' = D + 1 when the layer is biased() (the last row then
+/// holds the latent's bias), else D; C = key_values().
+struct TENFOLD_API RotaryKeys {
+  index_t bands = 0;  ///< b
+  /// D' x C: column c maps [y; 1] to latent value c (the rows of tenfold.torch's
+  /// key.weight, with key.bias in row D when biased).
+  Matrix<double> latent;
+  /// (G d) x C: the key coordinates rebuilt from the latent (zero outside each value's
+  /// band), in the heads' layout (tenfold.torch's expand).
+  Matrix<double> expand;
+  std::vector<index_t> ranks;  ///< latent values per band, in band order (d/2/b entries)
+  /// (d/2/b) x min(D', 2 G b): sigma of each band's weighted, whitened keys, descending
+  /// (zero for "full", which takes the plain SVD).
+  Matrix<double> singular_values;
+  /// Square root of the objective's relative value, weight-only (queries' coherence
+  /// without moments, unwhitened keys).
+  double relative_error = 0.0;
+  /// The same on the given (undamped) moments; absent without moments.
+  std::optional<double> data_error;
+  std::int64_t decode_flops = 0;  ///< rotary_decode_flops() of the result
+  index_t params_before = 0;      ///< q_proj and k_proj weights and biases
+  index_t params_after = 0;       ///< q_proj, the latent (with bias) and 2 G b C rebuild entries
+  double seconds = 0.0;
+
+  index_t key_values() const { return expand.cols(); }  ///< C
+};
+
+/// Flops (a multiply-add counts two) of the scores of one new token against one cached
+/// token in one layer for band latents: the rebuild 4 G b C, the rotation 3 G d and
+/// 2 H d for the scores.
+TENFOLD_API std::int64_t rotary_decode_flops(index_t heads, index_t key_heads, index_t head_dim,
+                                             index_t key_values, index_t bands);
+
+/// The band latents of one layer, computed in double. `moments` (optional: nullptr for
+/// the weight-only objective) gives E[x' x'^T] of the layer's inputs x' = [x; 1]
+/// (D' x D'; key = query or empty), each checked by validate_moment to float32
+/// round-off. Throws InvalidArgument / DimensionMismatch naming
+/// the option, NumericalError when the damped key moment is singular.
+template <class T>
+TENFOLD_API RotaryKeys rotary_band_keys(const RotaryLayer<T>& layer, const RotaryOptions& options,
+                                        const InputMoments* moments = nullptr);
+
 }  // namespace tenfold::attention

@@ -167,4 +167,84 @@ TENFOLD_API std::vector<LayerRedundancy> analyze_checkpoint(
     const std::filesystem::path& input, index_t heads,
     const std::function<bool(const LayerRedundancy&)>& progress = {});
 
+// ---------------------------------------------------------------------------
+// Rotary checkpoints (Llama, Qwen2, Mistral): band latents (rotary_band_keys) for
+// every layer, written so that tenfold.torch.load_compressed loads them.
+
+/// What the config.json beside a rotary checkpoint says.
+struct TENFOLD_API RotaryConfig {
+  std::string family;       ///< model_type: "llama", "qwen2" or "mistral"
+  index_t heads = 0;        ///< num_attention_heads
+  index_t key_heads = 0;    ///< num_key_value_heads (default: heads)
+  index_t head_dim = 0;     ///< head_dim (default: hidden_size / heads)
+  index_t hidden_size = 0;  ///< hidden_size
+  std::string rope_type;    ///< "default" or "linear"
+  /// theta_j = 1 / rope_theta^(2 j / d) (divided by the linear factor), in float32
+  /// arithmetic as transformers computes its inv_freq, then widened.
+  std::vector<double> inv_freq;
+};
+
+/// The model_type of the config.json beside `checkpoint` ("" when there is none):
+/// true for the rotary families above. Throws IoError in one line, naming the reason,
+/// for rotary models this conversion refuses: QK-norm families (Qwen3, OLMo 2, Gemma 3,
+/// ...), other rotary model types.
+TENFOLD_API bool is_rotary_checkpoint(const std::filesystem::path& checkpoint);
+
+/// Reads and checks the rotary config beside `checkpoint`: refuses partial rotary
+/// embeddings, RoPE types other than default and linear (length-dependent ones:
+/// dynamic, longrope; and llama3 / yarn, which the program does not compute), naming
+/// the key and the reason.
+TENFOLD_API RotaryConfig read_rotary_config(const std::filesystem::path& checkpoint);
+
+/// Options of compress_rotary_checkpoint.
+struct TENFOLD_API RotaryCheckpointOptions {
+  /// bands, key_values (0: full), context, damping; inv_freq is taken from the config.
+  RotaryOptions rotary;
+  bool float64 = false;  ///< write the new tensors in float64 (else float32)
+  /// Calibration statistics (CalibrationFile): P + "input_moment" of E[x' x'^T], with
+  /// x' = [x; 1] ((D+1) x (D+1)) when the layers have query or key biases, else x (D x D).
+  std::filesystem::path calibration;
+};
+
+/// What happened to one rotary layer.
+struct TENFOLD_API RotaryLayerReport {
+  int index = 0;
+  std::string prefix;
+  index_t key_values = 0;       ///< C, latent values cached per token
+  std::vector<index_t> ranks;   ///< per band
+  double relative_error = 0.0;  ///< RotaryKeys::relative_error
+  std::optional<double> data_error;
+  std::int64_t decode_flops = 0;
+  double seconds = 0.0;
+  index_t params_before = 0, params_after = 0;
+};
+
+/// Result of compress_rotary_checkpoint.
+struct TENFOLD_API RotaryCheckpointReport {
+  RotaryConfig config;
+  index_t bands = 0;
+  index_t original_key_values = 0;  ///< G d
+  std::vector<RotaryLayerReport> layers;
+  double seconds = 0.0;
+  index_t total_params_before = 0, total_params_after = 0;
+  std::int64_t calibration_tokens = 0;
+  std::string calibration_source;
+};
+
+/// Converts every layer "<M>layers.<n>.self_attn." of a rotary checkpoint and writes
+/// `output` atomically. For each layer with prefix P, k_proj.weight and k_proj.bias are
+/// replaced (where k_proj.weight stood) by P + "key.weight" (C, D), P + "key.bias" (C,
+/// when the layer has a query or key bias), P + "expand" (G d, C), P + "inv_freq"
+/// (d/2, F32) and P + "attention_scaling" (scalar F32): the tensors of tenfold.torch's
+/// RotarySharedKeyAttention. Everything else is copied bit for bit. Metadata:
+/// tenfold.rotary (JSON: family, key_values, bands, as tenfold.torch's config entry),
+/// tenfold.rotary.context, tenfold.heads, tenfold.key_heads, tenfold.head_dim,
+/// tenfold.objective, tenfold.relative_errors and, data-aware, tenfold.calibration.*
+/// as compress_checkpoint. Inputs are never modified; everything is validated before
+/// anything is written. Throws IoError / InvalidArgument naming the problem.
+TENFOLD_API RotaryCheckpointReport
+compress_rotary_checkpoint(const std::filesystem::path& input, const std::filesystem::path& output,
+                           const RotaryCheckpointOptions& options,
+                           const std::function<void(const RotaryLayerReport&)>& on_layer = {});
+
 }  // namespace tenfold::attention

@@ -746,6 +746,388 @@ std::vector<LayerRedundancy> analyze_checkpoint(
   return out;
 }
 
+namespace {
+
+/// Rotary model types the conversion supports, and those it refuses with the reason.
+const std::vector<std::string> rotary_families = {"llama", "qwen2", "mistral"};
+const std::vector<std::string> qk_norm_families = {"qwen3", "qwen3_moe", "qwen3_next",  "olmo2",
+                                                   "olmoe", "gemma3",    "gemma3_text", "cohere2"};
+
+nlohmann::json read_config_json(const std::filesystem::path& checkpoint) {
+  const std::filesystem::path config = config_path(checkpoint);
+  std::ifstream in(config);
+  if (!in) return nlohmann::json::object();
+  try {
+    nlohmann::json j = nlohmann::json::parse(in);
+    return j.is_object() ? j : nlohmann::json::object();
+  } catch (const nlohmann::json::exception& e) {
+    throw IoError("'" + config.string() + "' is not valid JSON: " + e.what());
+  }
+}
+
+double config_number(const nlohmann::json& j, const std::string& where, const char* key,
+                     double fallback) {
+  if (!j.contains(key) || j[key].is_null()) return fallback;
+  if (!j[key].is_number() || !std::isfinite(j[key].get<double>()) || j[key].get<double>() <= 0) {
+    throw IoError(where + ": " + key + " is " + j[key].dump() + ", not a positive number");
+  }
+  return j[key].get<double>();
+}
+
+}  // namespace
+
+bool is_rotary_checkpoint(const std::filesystem::path& checkpoint) {
+  const nlohmann::json j = read_config_json(checkpoint);
+  if (!j.contains("model_type") || !j["model_type"].is_string()) return false;
+  const std::string type = j["model_type"].get<std::string>();
+  const std::string where = "'" + config_path(checkpoint).string() + "'";
+  const auto in = [&](const std::vector<std::string>& v) {
+    return std::find(v.begin(), v.end(), type) != v.end();
+  };
+  if (in(rotary_families)) return true;
+  if (in(qk_norm_families)) {
+    throw IoError(where + ": model_type " + type +
+                  " normalises every query and key head (q_norm, k_norm: an RMSNorm) before the "
+                  "rotation, so a key is not a linear function of the token and no shared linear "
+                  "key projection reproduces it; rotary conversion supports llama, qwen2, mistral");
+  }
+  if (j.contains("rope_theta") || j.contains("rope_scaling") || j.contains("rope_parameters")) {
+    throw IoError(where + ": rotary model_type " + type +
+                  " is not supported; rotary conversion supports llama, qwen2, mistral");
+  }
+  return false;
+}
+
+RotaryConfig read_rotary_config(const std::filesystem::path& checkpoint) {
+  const nlohmann::json j = read_config_json(checkpoint);
+  const std::string where = "'" + config_path(checkpoint).string() + "'";
+  RotaryConfig c;
+  c.family = j.value("model_type", std::string());
+  c.heads = config_integer(j, where, {"num_attention_heads"});
+  c.hidden_size = config_integer(j, where, {"hidden_size"});
+  if (c.heads == 0 || c.hidden_size == 0) {
+    throw IoError(where + " lacks num_attention_heads or hidden_size");
+  }
+  c.key_heads = config_integer(j, where, {"num_key_value_heads"});
+  if (c.key_heads == 0) c.key_heads = c.heads;
+  c.head_dim = j.contains("head_dim") && !j["head_dim"].is_null()
+                   ? config_integer(j, where, {"head_dim"})
+                   : c.hidden_size / c.heads;
+  if (c.heads % c.key_heads) {
+    throw IoError(where + ": num_attention_heads " + std::to_string(c.heads) +
+                  " is not a multiple of num_key_value_heads " + std::to_string(c.key_heads));
+  }
+  if (c.head_dim % 2) {
+    throw IoError(where + ": head_dim " + std::to_string(c.head_dim) +
+                  " is odd; RoPE pairs need "
+                  "an even head width");
+  }
+  if (config_number(j, where, "partial_rotary_factor", 1.0) != 1.0) {
+    throw IoError(where + ": partial_rotary_factor " + j["partial_rotary_factor"].dump() +
+                  " (partial rotary embeddings) is not supported");
+  }
+  // transformers 5 writes rope_parameters {rope_theta, rope_type, factor, ...}; older
+  // configs rope_theta and rope_scaling {type or rope_type, factor, ...}.
+  const nlohmann::json none = nlohmann::json::object();
+  const nlohmann::json& params = j.contains("rope_parameters") && j["rope_parameters"].is_object()
+                                     ? j["rope_parameters"]
+                                     : none;
+  const nlohmann::json& scaling =
+      j.contains("rope_scaling") && j["rope_scaling"].is_object() ? j["rope_scaling"] : params;
+  const double theta =
+      config_number(params, where, "rope_theta", config_number(j, where, "rope_theta", 10000.0));
+  c.rope_type = scaling.value("rope_type", scaling.value("type", std::string("default")));
+  double factor = 1.0;
+  if (c.rope_type == "linear") {
+    factor = config_number(scaling, where, "factor", 1.0);
+  } else if (c.rope_type == "dynamic" || c.rope_type == "longrope") {
+    throw IoError(where + ": RoPE type " + c.rope_type +
+                  " changes its frequencies with the sequence length; band latents rotate "
+                  "rebuilt keys with fixed frequencies (supported: default, linear)");
+  } else if (c.rope_type != "default") {
+    throw IoError(where + ": RoPE type " + c.rope_type +
+                  " is not computed by this program (supported: default, linear); "
+                  "tenfold.torch's compress_model converts it");
+  }
+  // transformers: inv_freq = 1 / base^(arange(0, d, 2) / d) in float32, / factor.
+  const float base = static_cast<float>(theta);
+  for (index_t k = 0; k < c.head_dim / 2; ++k) {
+    const float e = static_cast<float>(2 * k) / static_cast<float>(c.head_dim);
+    const float f = 1.0f / std::pow(base, e);
+    c.inv_freq.push_back(static_cast<double>(f / static_cast<float>(factor)));
+  }
+  return c;
+}
+
+namespace {
+
+// One rotary layer: "<M>layers.<n>.self_attn." with its q_proj / k_proj tensors.
+struct RotaryNames {
+  int index = 0;
+  std::string prefix;
+  bool query_bias = false, key_bias = false;
+};
+
+std::vector<RotaryNames> find_rotary_layers(const io::SafetensorsFile& file) {
+  static const std::regex query(R"(^(.*layers\.([0-9]+)\.self_attn\.)q_proj\.weight$)");
+  std::vector<RotaryNames> out;
+  for (const io::SafetensorsEntry& e : file.tensors()) {
+    std::smatch m;
+    if (!std::regex_match(e.name, m, query)) continue;
+    RotaryNames l;
+    l.prefix = m[1];
+    l.index = layer_number(m[2], e.name);
+    for (const char* norm : {"q_norm.weight", "k_norm.weight"}) {
+      if (file.find(l.prefix + norm)) {
+        throw IoError("'" + l.prefix + norm +
+                      "': the layer normalises its queries and keys "
+                      "(QK-norm) before the rotation, so no shared linear key projection "
+                      "reproduces its keys");
+      }
+    }
+    if (!file.find(l.prefix + "k_proj.weight")) {
+      throw IoError("layer " + std::to_string(l.index) + " has '" + e.name + "' but no '" +
+                    l.prefix + "k_proj.weight'");
+    }
+    l.query_bias = file.find(l.prefix + "q_proj.bias") != nullptr;
+    l.key_bias = file.find(l.prefix + "k_proj.bias") != nullptr;
+    out.push_back(std::move(l));
+  }
+  if (out.empty()) {
+    throw IoError(
+        "no rotary attention layer found (tensors '<...>layers.<n>.self_attn.q_proj.weight')");
+  }
+  std::sort(out.begin(), out.end(),
+            [](const RotaryNames& a, const RotaryNames& b) { return a.index < b.index; });
+  return out;
+}
+
+template <class T>
+RotaryLayer<T> load_rotary_layer(const io::SafetensorsFile& file, const RotaryNames& n,
+                                 const RotaryConfig& c) {
+  RotaryLayer<T> l;
+  l.heads = c.heads;
+  l.key_heads = c.key_heads;
+  l.head_dim = c.head_dim;
+  const std::string q = n.prefix + "q_proj.", k = n.prefix + "k_proj.";
+  for (const auto& [name, rows] : {std::pair{q + "weight", c.heads * c.head_dim},
+                                   std::pair{k + "weight", c.key_heads * c.head_dim}}) {
+    const io::SafetensorsEntry& e = file.at(name);
+    if (e.shape != std::vector<index_t>{rows, c.hidden_size}) {
+      throw DimensionMismatch("'" + name + "' has shape " + shape_text(e.shape) + ", expected (" +
+                              std::to_string(rows) + ", " + std::to_string(c.hidden_size) +
+                              ") from config.json");
+    }
+  }
+  l.query_weight = file.read_matrix<T>(q + "weight");
+  l.key_weight = file.read_matrix<T>(k + "weight");
+  check_finite_tensor(q + "weight", l.query_weight.values(), c.hidden_size);
+  check_finite_tensor(k + "weight", l.key_weight.values(), c.hidden_size);
+  if (n.query_bias) {
+    l.query_bias = file.read<T>(q + "bias").values();
+    check_finite_tensor(q + "bias", l.query_bias, 0);
+  }
+  if (n.key_bias) {
+    l.key_bias = file.read<T>(k + "bias").values();
+    check_finite_tensor(k + "bias", l.key_bias, 0);
+  }
+  try {
+    l.validate();
+  } catch (const Error& e) {
+    throw IoError("layer " + std::to_string(n.index) + " (" + n.prefix + "): " + e.what());
+  }
+  return l;
+}
+
+/// Row-major (rows, cols) values of the column-major `m` restricted to its first `rows`
+/// rows, transposed when `transpose` (then (m.cols(), rows)).
+template <class U>
+std::vector<std::byte> rotary_bytes(const Matrix<double>& m, index_t rows, bool transpose) {
+  std::vector<U> v;
+  v.reserve(static_cast<std::size_t>(rows * m.cols()));
+  if (transpose) {  // (cols, rows): row c is column c of m
+    for (index_t j = 0; j < m.cols(); ++j)
+      for (index_t i = 0; i < rows; ++i) v.push_back(static_cast<U>(m(i, j)));
+  } else {  // (rows, cols)
+    for (index_t i = 0; i < rows; ++i)
+      for (index_t j = 0; j < m.cols(); ++j) v.push_back(static_cast<U>(m(i, j)));
+  }
+  return as_bytes(v);
+}
+
+}  // namespace
+
+RotaryCheckpointReport compress_rotary_checkpoint(
+    const std::filesystem::path& input, const std::filesystem::path& output,
+    const RotaryCheckpointOptions& o,
+    const std::function<void(const RotaryLayerReport&)>& on_layer) {
+  const auto start = std::chrono::steady_clock::now();
+  std::error_code ec;
+  for (const auto& [path, what] :
+       {std::pair{input, "the input checkpoint"},
+        std::pair{config_path(input), "the config.json beside the input"},
+        std::pair{o.calibration, "the calibration file"}}) {
+    if (!path.empty() && std::filesystem::exists(output, ec) &&
+        std::filesystem::equivalent(path, output, ec)) {
+      throw IoError("output '" + output.string() + "' is " + what + "; choose another output");
+    }
+  }
+  if (!is_rotary_checkpoint(input)) {
+    throw IoError("'" + config_path(input).string() +
+                  "' does not name a rotary model_type (llama, qwen2, mistral)");
+  }
+  RotaryCheckpointReport rep;
+  rep.config = read_rotary_config(input);
+  const RotaryConfig& c = rep.config;
+  const io::SafetensorsFile file(input);
+  const std::vector<RotaryNames> layers = find_rotary_layers(file);
+  RotaryOptions ro = o.rotary;
+  ro.inv_freq = c.inv_freq;
+  rep.bands = ro.bands;
+  rep.original_key_values = c.key_heads * c.head_dim;
+  const index_t half = c.head_dim / 2;
+  if (ro.bands < 2 || half % ro.bands) {
+    throw InvalidArgument("bands must be a divisor of the " + std::to_string(half) +
+                          " frequency pairs of a head and at least 2 (bands 1, complex "
+                          "per-frequency keys, is tenfold.torch's), got " +
+                          std::to_string(ro.bands));
+  }
+  if (ro.key_values < 0 || ro.key_values > rep.original_key_values) {
+    throw InvalidArgument("shared dimension " + std::to_string(ro.key_values) +
+                          " exceeds the original key cache of " +
+                          std::to_string(rep.original_key_values) +
+                          " values per token and layer (" + std::to_string(c.key_heads) +
+                          " key heads x " + std::to_string(c.head_dim) + "); full is exact");
+  }
+  const bool biased = layers.front().query_bias || layers.front().key_bias;
+  const index_t dim = c.hidden_size + (biased ? 1 : 0);
+
+  std::vector<InputMoments> moments;
+  if (!o.calibration.empty()) {
+    const CalibrationFile calib(o.calibration);
+    std::vector<std::string> prefixes;
+    for (const RotaryNames& l : layers) prefixes.push_back(l.prefix);
+    calib.check_prefixes(prefixes);
+    const io::SafetensorsFile raw(o.calibration);
+    for (const RotaryNames& l : layers) {
+      const auto& shape = raw.at(l.prefix + "input_moment").shape;
+      if (biased && shape == std::vector<index_t>{c.hidden_size, c.hidden_size}) {
+        throw IoError("calibration tensor '" + l.prefix + "input_moment' is " + shape_text(shape) +
+                      "; the layers have query/key biases, so the rotary objective needs the "
+                      "moment of [x; 1], (" +
+                      std::to_string(dim) + ", " + std::to_string(dim) +
+                      ") (tenfold.torch.write_calibration writes it)");
+      }
+      moments.push_back(calib.moments(l.prefix, l.index, dim));
+    }
+    rep.calibration_tokens = calib.tokens();
+    rep.calibration_source = calib.source();
+  }
+
+  const std::string out_dtype = o.float64 ? "F64" : "F32";
+  std::set<std::string> replaced;
+  std::map<std::string, std::vector<io::SafetensorsTensor>> inserted;
+  std::vector<std::vector<std::byte>> buffers;
+  buffers.reserve(5 * layers.size());
+  nlohmann::json sizes = nlohmann::json::array(), errors = nlohmann::json::array(),
+                 data_errors = nlohmann::json::array();
+  const std::vector<float> inv_freq(c.inv_freq.begin(), c.inv_freq.end());
+  const float one = 1.0f;
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    const RotaryNames& n = layers[i];
+    if ((n.query_bias || n.key_bias) != biased) {
+      throw IoError("layer " + std::to_string(n.index) + " (" + n.prefix + ") differs from layer " +
+                    std::to_string(layers.front().index) + " in having query/key biases");
+    }
+    const RotaryLayer<double> layer = load_rotary_layer<double>(file, n, c);
+    RotaryKeys keys;
+    try {
+      keys = rotary_band_keys(layer, ro, moments.empty() ? nullptr : &moments[i]);
+    } catch (const NumericalError& e) {
+      throw NumericalError("layer " + std::to_string(n.index) + " (" + n.prefix + "): " + e.what());
+    }
+    RotaryLayerReport lr{n.index,
+                         n.prefix,
+                         keys.key_values(),
+                         keys.ranks,
+                         keys.relative_error,
+                         keys.data_error,
+                         keys.decode_flops,
+                         keys.seconds,
+                         keys.params_before,
+                         keys.params_after};
+    rep.layers.push_back(lr);
+    if (on_layer) on_layer(lr);
+    sizes.push_back(keys.key_values());
+    errors.push_back(keys.relative_error);
+    if (keys.data_error) data_errors.push_back(*keys.data_error);
+
+    const index_t cv = keys.key_values(), gd = c.key_heads * c.head_dim;
+    auto& slot = inserted[n.prefix + "k_proj.weight"];
+    const auto add = [&](const std::string& name, const std::string& dtype,
+                         std::vector<index_t> shape, std::vector<std::byte> bytes) {
+      buffers.push_back(std::move(bytes));
+      slot.push_back({n.prefix + name, dtype, std::move(shape), buffers.back()});
+    };
+    const auto matrix = [&](const Matrix<double>& m, index_t rows, bool transpose) {
+      return o.float64 ? rotary_bytes<double>(m, rows, transpose)
+                       : rotary_bytes<float>(m, rows, transpose);
+    };
+    add("key.weight", out_dtype, {cv, c.hidden_size}, matrix(keys.latent, c.hidden_size, true));
+    if (biased) {
+      Matrix<double> bias_row(1, cv);
+      for (index_t j = 0; j < cv; ++j) bias_row(0, j) = keys.latent(c.hidden_size, j);
+      add("key.bias", out_dtype, {cv}, matrix(bias_row, 1, false));
+    }
+    add("expand", out_dtype, {gd, cv}, matrix(keys.expand, gd, false));
+    add("inv_freq", "F32", {half}, as_bytes(inv_freq));
+    add("attention_scaling", "F32", {}, as_bytes(std::vector<float>{one}));
+    replaced.insert(n.prefix + "k_proj.weight");
+    if (n.key_bias) replaced.insert(n.prefix + "k_proj.bias");
+  }
+
+  // Output: the input's tensors in order, the new ones where each k_proj.weight stood.
+  std::vector<std::vector<std::byte>> kept;
+  kept.reserve(file.tensors().size());
+  std::vector<io::SafetensorsTensor> out;
+  for (const io::SafetensorsEntry& e : file.tensors()) {
+    if (is_float_dtype(e.dtype)) rep.total_params_before += numel(e.shape);
+    if (auto it = inserted.find(e.name); it != inserted.end()) {
+      for (const io::SafetensorsTensor& t : it->second) {
+        out.push_back(t);
+        rep.total_params_after += numel(t.shape);
+      }
+    }
+    if (replaced.count(e.name)) continue;
+    kept.push_back(file.read_bytes(e.name));
+    out.push_back({e.name, e.dtype, e.shape, kept.back()});
+    if (is_float_dtype(e.dtype)) rep.total_params_after += numel(e.shape);
+  }
+  std::map<std::string, std::string> meta = file.metadata();
+  const bool same = std::all_of(sizes.begin(), sizes.end(),
+                                [&](const nlohmann::json& v) { return v == sizes.front(); });
+  meta["tenfold.rotary"] = nlohmann::json{
+      {"family", c.family},
+      {"key_values", same ? sizes.front() : sizes},
+      {"bands", ro.bands}}.dump();
+  meta["tenfold.rotary.context"] = std::to_string(ro.context);
+  meta["tenfold.heads"] = std::to_string(c.heads);
+  meta["tenfold.key_heads"] = std::to_string(c.key_heads);
+  meta["tenfold.head_dim"] = std::to_string(c.head_dim);
+  meta["tenfold.relative_errors"] = errors.dump();
+  meta["tenfold.objective"] = moments.empty() ? "weight" : "data";
+  if (!moments.empty()) {
+    meta["tenfold.calibration.relative_errors"] = data_errors.dump();
+    meta["tenfold.calibration.file"] = o.calibration.filename().string();
+    meta["tenfold.calibration.tokens"] = std::to_string(rep.calibration_tokens);
+    meta["tenfold.calibration.source"] = rep.calibration_source;
+    meta["tenfold.calibration.damping"] = nlohmann::json(ro.damping).dump();
+  }
+  io::save_safetensors(output, out, meta);
+  rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return rep;
+}
+
 template QueryKeyLayer<float> load_layer<float>(const io::SafetensorsFile&, const LayerNames&,
                                                 index_t);
 template QueryKeyLayer<double> load_layer<double>(const io::SafetensorsFile&, const LayerNames&,

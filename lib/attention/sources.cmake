@@ -4,4 +4,5 @@ target_sources(tenfold_attention PRIVATE
   attention/layer.cpp
   attention/moments.cpp
   attention/redundancy.cpp
+  attention/rotary.cpp
   attention/scores.cpp)

@@ -14,6 +14,7 @@ from ._convert import (
     from_pretrained,
     input_moments,
     load_compressed,
+    write_calibration,
 )
 
 __all__ = [
@@ -33,4 +34,5 @@ __all__ = [
     "from_pretrained",
     "input_moments",
     "load_compressed",
+    "write_calibration",
 ]

@@ -288,6 +288,34 @@ def input_moments(model: nn.Module, calibration: Iterable) -> dict:
     return _moments(model, _layers(model, f), calibration)
 
 
+def write_calibration(model: nn.Module, calibration: Iterable, path, source: str = "") -> int:
+    """Writes the calibration statistics ``tenfold attention compress --calibration``
+    reads for a rotary model (Llama, Qwen2, Mistral): for every attention module name N,
+    N + ".input_moment" (float64), E[x x^T] (D, D) of the module's inputs on the
+    calibration batches (padding excluded), or, when the layers have query or key
+    biases (Qwen2), E[x' x'^T] (D + 1, D + 1) of x' = [x; 1]; metadata
+    tenfold.calibration.tokens (the token count) and tenfold.calibration.source
+    (`source`). Written whole or not at all. Returns the token count."""
+    from safetensors.torch import save_file
+
+    from .rotary import is_rotary, rotary_layers
+
+    if not is_rotary(model):
+        raise ValueError(f"write_calibration: {type(model).__name__} is not a rotary model (llama, qwen2, mistral); "
+                         "bench/real_model/calibrate.py writes the statistics of BERT-family checkpoints")
+    layers = rotary_layers(model)
+    first = layers[0][1]
+    stats = moment_sums(model, layers, calibration,
+                        append_one=first.q_proj.bias is not None or first.k_proj.bias is not None)
+    tokens = stats[layers[0][0]][1]
+    tensors = {f"{name}.input_moment": m.contiguous() for name, (m, _) in stats.items()}
+    tmp = os.fspath(path) + ".tmp"
+    save_file(tensors, tmp, metadata={"tenfold.calibration.tokens": str(tokens),
+                                      "tenfold.calibration.source": source})
+    os.replace(tmp, os.fspath(path))
+    return tokens
+
+
 def _moments(model: nn.Module, layers: list, calibration: Iterable) -> dict:
     """Per-layer uncentred second moments E[x x^T] of the attention inputs over the
     calibration batches (padding tokens excluded when a batch has an attention_mask);
@@ -463,9 +491,28 @@ def load_compressed(model: nn.Module, path) -> nn.Module:
     """Loads a checkpoint written by ``tenfold attention compress`` (or a directory
     written by save_pretrained of a converted model) into `model`, a model of the
     same config with the original attention: swaps in CollaborativeAttention modules
-    and loads every tensor. Shapes and metadata are checked against the model's
+    (RotarySharedKeyAttention for a rotary model, whose checkpoint's tenfold.rotary
+    metadata gives the sizes) and loads every tensor. Shapes and metadata are checked against the model's
     attention modules, and the collaborative tensors for NaN and Inf, before anything
     changes; a disagreement is refused naming the file and the key or tensor."""
+    from .rotary import ROTARY_CONFIG_KEY, is_rotary, load_rotary
+
+    if is_rotary(model):  # written by `tenfold attention compress` for a rotary checkpoint
+        _, meta = _read_checkpoint(path)
+        where = os.fspath(path)
+        if "tenfold.rotary" not in meta:
+            raise ValueError(f"'{where}' has no tenfold.rotary metadata: not a checkpoint with shared rotary keys")
+        info = json.loads(meta["tenfold.rotary"])
+        if info.get("family") != model.config.model_type:
+            raise ValueError(f"'{where}' was converted from a {info.get('family')!r} model, this one is "
+                             f"{model.config.model_type!r}")
+        had = getattr(model.config, ROTARY_CONFIG_KEY, None)
+        setattr(model.config, ROTARY_CONFIG_KEY, info)
+        try:
+            return load_rotary(model, path)
+        except Exception:
+            setattr(model.config, ROTARY_CONFIG_KEY, had)
+            raise
     f = _family(model)
     tensors, meta = _read_checkpoint(path)
     where = os.fspath(path)

@@ -1,0 +1,176 @@
+"""`tenfold attention compress` on rotary checkpoints (Llama, Qwen2, Mistral written by
+transformers' save_pretrained): the program's band latents against tenfold.torch's own
+conversion of the same weights (weight-only and data-aware), exact at full size, loaded
+with tenfold.torch.load_compressed; and the refusals."""
+
+import json
+import subprocess
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+pytest.importorskip("safetensors")
+
+import tenfold.torch as tt  # noqa: E402
+
+VOCAB, DIM, HEAD_DIM = 64, 32, 16
+FAMILIES = {
+    "llama": (transformers.LlamaConfig, transformers.LlamaForCausalLM),
+    "qwen2": (transformers.Qwen2Config, transformers.Qwen2ForCausalLM),
+    "mistral": (transformers.MistralConfig, transformers.MistralForCausalLM),
+    "qwen3": (transformers.Qwen3Config, transformers.Qwen3ForCausalLM),
+}
+
+
+def save_model(path, family="llama", heads=4, key_heads=2, seed=0, **extra):
+    """A two-layer random-weight model (initializer_range 0.3: attention far from
+    uniform; Qwen2's query/key biases random too) saved with save_pretrained."""
+    config_class, model_class = FAMILIES[family]
+    config = config_class(vocab_size=VOCAB, hidden_size=DIM, intermediate_size=2 * DIM, num_hidden_layers=2,
+                          num_attention_heads=heads, num_key_value_heads=key_heads, head_dim=HEAD_DIM,
+                          max_position_embeddings=256, initializer_range=0.3, attn_implementation="eager",
+                          **extra)
+    torch.manual_seed(seed)
+    model = model_class(config).eval()
+    with torch.no_grad():
+        for layer in model.model.layers:
+            for proj in (layer.self_attn.q_proj, layer.self_attn.k_proj):
+                if proj.bias is not None:
+                    proj.bias.normal_()
+    model.save_pretrained(path)
+    return model
+
+
+def load(path, family="llama"):
+    return FAMILIES[family][1].from_pretrained(path, attn_implementation="eager").eval()
+
+
+def run(cli, *args):
+    return subprocess.run([cli, "attention", "compress", *map(str, args)], capture_output=True, text=True)
+
+
+def converted(cli, tmp_path, model_dir, *args, family="llama"):
+    out = tmp_path / "out.safetensors"
+    r = run(cli, model_dir / "model.safetensors", "-o", out, "-q", *args)
+    assert r.returncode == 0, r.stderr
+    return tt.load_compressed(load(model_dir, family), out), r.stdout
+
+
+def tokens(seed=1, batch=2, n=24):
+    return torch.randint(0, VOCAB, (batch, n), generator=torch.Generator().manual_seed(seed))
+
+
+def relative(a, b):
+    return float((a - b).detach().norm() / b.detach().norm())
+
+
+@pytest.mark.parametrize("family,heads,key_heads", [("llama", 4, 2), ("llama", 4, 1), ("llama", 4, 4),
+                                                     ("qwen2", 4, 2), ("mistral", 4, 2)])
+def test_full_is_exact(cli, tmp_path, family, heads, key_heads):
+    extra = {"sliding_window": 8} if family == "mistral" else {}
+    original = save_model(tmp_path / "m", family, heads, key_heads, **extra)
+    model, stdout = converted(cli, tmp_path, tmp_path / "m", "--shared-dim", "full", "--bands", "2",
+                              family=family)
+    x = tokens()
+    with torch.no_grad():
+        want, got = original(x).logits, model(x).logits
+    assert relative(got, want) < 1e-4
+    assert type(model.model.layers[0].self_attn).__name__ == "RotarySharedKeyAttention"
+    # Random keys have full rank: the original cache, G d values.
+    original = key_heads * HEAD_DIM
+    assert f"key cache {original} (full) values per token and layer (of {original}" in stdout
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen2"])
+@pytest.mark.parametrize("data", [False, True])
+def test_reduced_budget_matches_tenfold_torch(cli, tmp_path, family, data):
+    """The program's factors and logits against compress_model on the same weights,
+    weight-only and with calibration moments written by write_calibration."""
+    original = save_model(tmp_path / "m", family)
+    batches = [{"input_ids": tokens(seed=s)} for s in (5, 6)]
+    args = ["--shared-dim", 10, "--bands", 4, "--report", tmp_path / "report.json"]
+    if data:
+        stats = tmp_path / "calib.safetensors"
+        count = tt.write_calibration(original, batches, stats, source="random tokens")
+        assert count == 2 * 2 * 24
+        args += ["--calibration", stats]
+    model, _ = converted(cli, tmp_path, tmp_path / "m", *args, family=family)
+    reference = load(tmp_path / "m", family)
+    rows = tt.compress_model(reference, 10, calibration=batches if data else None, bands=4)
+    report = json.loads((tmp_path / "report.json").read_text())
+    for row, layer, mine, theirs in zip(rows, report["layers"], model.model.layers, reference.model.layers):
+        a, b = mine.self_attn, theirs.self_attn
+        # The rebuilt keys expand @ key: the same up to the signs of singular vectors.
+        ka, kb = a.expand @ a.key.weight, b.expand @ b.key.weight
+        assert relative(ka, kb) < 1e-5
+        if family == "qwen2":
+            assert relative(a.expand @ a.key.bias, b.expand @ b.key.bias) < 1e-5
+        assert layer["key_values"] == row["key_values"] == 10
+        assert layer["ranks"] == row["ranks"]
+        assert layer["decode_flops"] == row["decode_flops"]
+        assert layer["relative_error"] == pytest.approx(row["relative_error"], rel=1e-6)
+        if data:
+            assert layer["data_relative_error"] == pytest.approx(row["data_error"], rel=1e-6)
+        assert torch.equal(a.inv_freq, b.inv_freq)
+    x = tokens()
+    with torch.no_grad():
+        got, want, first = model(x).logits, reference(x).logits, original(x).logits
+    assert relative(got, want) < 1e-4
+    assert relative(got, first) > 1e-3  # the budget does change the model
+
+
+def test_calibration_for_biases_needs_the_augmented_moment(cli, tmp_path):
+    """Qwen2's biases: a (D, D) moment is refused naming the (D+1, D+1) one."""
+    from safetensors.torch import save_file
+
+    save_model(tmp_path / "m", "qwen2")
+    stats = {f"model.layers.{i}.self_attn.input_moment": torch.eye(DIM, dtype=torch.float64) for i in range(2)}
+    save_file(stats, tmp_path / "c.safetensors", metadata={"tenfold.calibration.tokens": "10"})
+    r = run(cli, tmp_path / "m" / "model.safetensors", "-o", tmp_path / "o.safetensors", "--shared-dim", 8,
+            "--bands", 2, "--calibration", tmp_path / "c.safetensors")
+    assert r.returncode != 0
+    assert f"({DIM + 1}, {DIM + 1})" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "o.safetensors").exists()
+
+
+@pytest.mark.parametrize("case,args,words", [
+    ("qwen3", ["--shared-dim", "full", "--bands", 2], "q_norm"),
+    ("dynamic", ["--shared-dim", "full", "--bands", 2], "sequence length"),
+    ("partial", ["--shared-dim", "full", "--bands", 2], "partial_rotary_factor"),
+    ("llama", ["--shared-dim", "full"], "--bands"),
+    ("llama", ["--shared-dim", "full", "--bands", 3], "divisor"),
+    ("llama", ["--shared-dim", 33, "--bands", 2], "exceeds the original key cache of 32"),
+    ("llama", ["--shared-dim", 0, "--bands", 2], "positive integer or full"),
+    ("llama", ["--shared-dim", 8, "--bands", 2, "--init", "random"], "--init does not apply"),
+])
+def test_refusals(cli, tmp_path, case, args, words):
+    if case == "qwen3":
+        save_model(tmp_path / "m", "qwen3")
+    elif case == "dynamic":
+        save_model(tmp_path / "m", rope_parameters={"rope_type": "dynamic", "factor": 2.0, "rope_theta": 10000.0})
+    else:
+        save_model(tmp_path / "m")
+        if case == "partial":
+            config = json.loads((tmp_path / "m" / "config.json").read_text())
+            config["partial_rotary_factor"] = 0.5
+            (tmp_path / "m" / "config.json").write_text(json.dumps(config))
+    r = run(cli, tmp_path / "m" / "model.safetensors", "-o", tmp_path / "o.safetensors", *args)
+    assert r.returncode != 0
+    assert words in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert not (tmp_path / "o.safetensors").exists()
+
+
+def test_rotary_options_refused_for_other_models(cli, tmp_path):
+    """--bands and --shared-dim full need a rotary checkpoint; write_calibration a rotary model."""
+    config = transformers.BertConfig(vocab_size=VOCAB, hidden_size=DIM, num_hidden_layers=1, num_attention_heads=4,
+                                     intermediate_size=2 * DIM)
+    bert = transformers.BertModel(config).eval()
+    bert.save_pretrained(tmp_path / "b")
+    for args, words in ((["--shared-dim", 8, "--bands", 2], "--bands applies to rotary checkpoints"),
+                        (["--shared-dim", "full"], "--shared-dim full applies to rotary checkpoints")):
+        r = run(cli, tmp_path / "b" / "model.safetensors", "-o", tmp_path / "o.safetensors", *args)
+        assert r.returncode != 0 and words in r.stderr, r.stderr
+    with pytest.raises(ValueError, match="not a rotary model"):
+        tt.write_calibration(bert, [torch.zeros(1, 4, dtype=torch.long)], tmp_path / "c.safetensors")
+    assert not (tmp_path / "c.safetensors").exists()
