@@ -425,7 +425,7 @@ def run(args) -> dict:
         "rows": [],
     }
     control_ok = None
-    if args.second_pass_minutes > 0:
+    if args.second_pass_minutes > 0 and not args.quick:
         # Control: the uncompressed classifier given the same second pass, so that what
         # the pass adds by training longer is not read as recovery from compression.
         folder = out / "original_pass2_seed0"
@@ -484,7 +484,8 @@ def print_row(r: dict) -> None:
 def parse(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True, help="folder for the data, the models and results.json")
-    ap.add_argument("--quick", action="store_true", help="R = 192 only, one second-pass seed, no recipe rows")
+    ap.add_argument("--quick", action="store_true",
+                    help="R = 192 only, one second-pass seed, no recipe rows, no control pass")
     ap.add_argument("--eval-only", action="store_true", help="evaluate the saved models of --models on --eval-file")
     ap.add_argument("--eval-file", help="a file of ID<TAB>rating<TAB>text lines (with --eval-only)")
     ap.add_argument("--models", help="with --eval-only: the folder of a previous run (default: --out)")
@@ -495,7 +496,7 @@ def parse(argv=None):
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--calibration", type=int, default=512, help="train sentences for the data-aware statistics")
-    ap.add_argument("--second-pass-minutes", type=float, default=10.0, help="CPU minutes per second pass (0: none)")
+    ap.add_argument("--second-pass-minutes", type=float, default=5.0, help="CPU minutes per second pass (0: none)")
     ap.add_argument("--second-pass-lr", type=float, default=2e-5)
     ap.add_argument("--second-pass-seeds", type=int, default=1)
     ap.add_argument("--eval-every", type=int, default=50, help="second-pass steps between dev evaluations")

@@ -84,9 +84,10 @@ def test_quick_pipeline_on_a_tiny_subset(tmp_path):
         task.fetch_data(tmp_path / "data")
     except SystemExit as e:
         pytest.skip(f"the vaderSentiment archive is not reachable: {e}")
-    argv = ["--out", str(tmp_path), "--quick", "--train-limit", "32", "--dev-limit", "16", "--test-limit", "24",
-            "--epochs", "1", "--batch", "16", "--calibration", "16", "--second-pass-minutes", "0.05",
-            "--eval-every", "1"]
+    sizes = ["--train-limit", "32", "--dev-limit", "16", "--test-limit", "24", "--epochs", "1", "--batch", "16",
+             "--calibration", "16", "--second-pass-minutes", "0.05", "--eval-every", "1"]
+    # The rows of --quick plus the control (the uncompressed model given the same pass).
+    argv = ["--out", str(tmp_path), "--ranks", "192", "--recipe-ranks", *sizes]
     result = task.main(argv)
     assert json.loads((tmp_path / "results.json").read_text()) == result
     assert result["data"] == {"file": task.MOVIES, "split_rule": task.SPLIT_RULE, "train": 32, "dev": 16, "test": 24}
@@ -114,3 +115,7 @@ def test_quick_pipeline_on_a_tiny_subset(tmp_path):
                           "--out", str(tmp_path / "other")])
     assert measured["data"]["sentences"] == 2
     assert len(measured["rows"]) == 4
+    # --quick: the same rows without the control pass.
+    quick = task.main(["--out", str(tmp_path / "quick"), "--quick", *sizes])
+    assert [(r["method"], r["shared_dim"], r["second_pass"]) for r in quick["rows"]] == rows
+    assert "second_pass" not in quick["original"]
