@@ -47,7 +47,8 @@ from tensorly.decomposition import randomised_parafac
 from compare_variants import collinear_factor
 
 PROGRESS = re.compile(r"iter\s+(\d+)\s+fit\s+(\S+)\s+change\s+\S+\s+(\S+) s")
-CHECK_EVERY = 5  # tenfold's default fit_check_every; TensorLy's exact fits as often
+# The fixed check schedule timed besides the default; TensorLy's exact fits as often.
+CHECK_EVERY = 5
 
 
 def planted(size, rank, noise, seed, collinearity=None):

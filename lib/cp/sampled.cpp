@@ -41,7 +41,7 @@ constexpr std::uint64_t kFitStream = 0x46495453414D504Cull;
 // fit_check_every >= 1: checks in a row without a gain above tol that stop the run.
 constexpr int kStaleChecks = 3;
 // fit_check_every = 0: sweeps in a row whose estimated fit does not beat the reference
-// by more than its noise before an exact check.
+// by more than the noise of the difference before an exact check.
 constexpr int kStaleSweeps = 5;
 // Standard errors a gain of the estimate must exceed to count (one-sided, about 2 %
 // of gains of pure noise count); and that the exact fit may differ from the estimate by
@@ -120,10 +120,11 @@ FitSample<T>::FitSample(TensorView<const T> x, index_t count, std::uint64_t seed
 
 template <class T>
 ResidualEstimate FitSample<T>::estimate(std::span<const T* const> factors, const T* lambda,
-                                        index_t rank) const {
+                                        index_t rank, std::vector<double>* squares) const {
   // d_e^2 at each sampled entry; mean and variance by Welford's update (in double).
   double mean = 0.0, m2 = 0.0;
   const std::size_t count = values_.size();
+  if (squares) squares->resize(count);
   for (std::size_t e = 0; e < count; ++e) {
     double model = 0.0;
     for (index_t j = 0; j < rank; ++j) {
@@ -133,6 +134,7 @@ ResidualEstimate FitSample<T>::estimate(std::span<const T* const> factors, const
       model += term;
     }
     const double d = static_cast<double>(values_[e]) - model;
+    if (squares) (*squares)[e] = d * d;
     const double delta = d * d - mean;
     mean += delta / static_cast<double>(e + 1);
     m2 += delta * (d * d - mean);
@@ -144,6 +146,20 @@ ResidualEstimate FitSample<T>::estimate(std::span<const T* const> factors, const
                   std::sqrt(static_cast<double>(count));
   }
   return r;
+}
+
+template <class T>
+double FitSample<T>::difference_std_error(const std::vector<double>& a,
+                                          const std::vector<double>& b) const {
+  double mean = 0.0, m2 = 0.0;
+  for (std::size_t e = 0; e < a.size(); ++e) {
+    const double v = a[e] - b[e], delta = v - mean;
+    mean += delta / static_cast<double>(e + 1);
+    m2 += delta * (v - mean);
+  }
+  if (a.size() < 2) return 0.0;
+  return numel_ * std::sqrt(m2 / static_cast<double>(a.size() - 1)) /
+         std::sqrt(static_cast<double>(a.size()));
 }
 
 template class FitSample<float>;
@@ -198,8 +214,9 @@ class SampledOperand final : public CpOperand<T> {
   void reset() override {
     rows_rng_ = Rng(seed_ ^ kRowStream);
     sweep_ = 0;
-    stale_checks_ = stale_sweeps_ = checks_ = 0;
+    stale_checks_ = stale_sweeps_ = 0;
     best_fit_ = reference_fit_ = -std::numeric_limits<double>::infinity();
+    reference_squares_.clear();
     stalled_ = checked_last_ = false;
     for (auto& cdf : cdf_) cdf.clear();
   }
@@ -222,8 +239,6 @@ class SampledOperand final : public CpOperand<T> {
   /// kStaleChecks checks failed to raise the best checked fit by more than tol; 0: see
   /// end_sweep).
   bool stalled() const { return stalled_; }
-  /// Exact fits computed so far (checks; not counting exact_fit).
-  int checks() const { return checks_; }
   /// Whether the last sweep was checked, and its exact fit then.
   bool checked_last() const { return checked_last_; }
   double last_checked_fit() const { return last_fit_; }
@@ -268,8 +283,9 @@ class SampledOperand final : public CpOperand<T> {
   std::vector<std::vector<double>> cdf_;  // cumulative leverage distribution of each U_m
   Rng rows_rng_{0};
   double norm_x2_ = -1.0;
-  int sweep_ = 0, stale_checks_ = 0, stale_sweeps_ = 0, checks_ = 0;
+  int sweep_ = 0, stale_checks_ = 0, stale_sweeps_ = 0;
   double best_fit_ = 0.0, last_fit_ = 0.0, reference_fit_ = 0.0;
+  std::vector<double> squares_, reference_squares_;  // d_e^2 of this sweep, of the reference
   bool stalled_ = false, checked_last_ = false;
   std::vector<Matrix<T>> best_factors_;
   std::vector<T> best_lambda_;
@@ -437,14 +453,21 @@ double SampledOperand<T>::end_sweep(std::span<const T* const> factors, const T* 
     if (!checked_last_) return fit_sample_.estimate(factors, lambda, rank).resid2;
   } else {
     // Automatic: the estimate of every sweep against the reference, the estimate at the
-    // last gain that counted. A gain counts when it exceeds tol and kGainErrors
-    // standard errors of the estimate (below that the sample cannot tell it from
-    // noise); kStaleSweeps sweeps in a row without one call for an exact check.
-    est = fit_sample_.estimate(factors, lambda, rank);
+    // last gain that counted, on the same entries. A gain counts when it exceeds tol
+    // and kGainErrors standard errors of the difference (below that the sample cannot
+    // tell it from noise); kStaleSweeps sweeps in a row without one call for an exact
+    // check.
+    est = fit_sample_.estimate(factors, lambda, rank, &squares_);
     const double fit = fit_of(est.resid2);
-    const double noise = fit - fit_of(est.resid2 + kGainErrors * est.std_error);
-    if (fit > reference_fit_ + std::max(tol_, noise)) {
+    bool gain = reference_squares_.empty();
+    if (!gain) {
+      const double se = fit_sample_.difference_std_error(reference_squares_, squares_);
+      const double noise = fit - fit_of(est.resid2 + kGainErrors * se);
+      gain = fit > reference_fit_ + std::max(tol_, noise);
+    }
+    if (gain) {
       reference_fit_ = fit;
+      reference_squares_.swap(squares_);
       stale_sweeps_ = 0;
     } else {
       ++stale_sweeps_;
@@ -454,7 +477,6 @@ double SampledOperand<T>::end_sweep(std::span<const T* const> factors, const T* 
     if (!checked_last_) return est.resid2;
   }
   // The exact fit; the best checked model is kept.
-  ++checks_;
   const double resid2 = exact_residual<T>(dense_, this->c_, factors, lambda, rank, norm_squared());
   const double fit = fit_of(resid2);
   last_fit_ = fit;
@@ -475,7 +497,6 @@ double SampledOperand<T>::end_sweep(std::span<const T* const> factors, const T* 
                          std::abs(fit - fit_of(est.resid2)) <= tol_;
     stalled_ = stale && (first ? trusted : !gained);
     stale_sweeps_ = 0;
-    reference_fit_ = std::max(reference_fit_, fit_of(est.resid2));
   }
   if (fit > best_fit_) {
     best_fit_ = fit;

@@ -24,8 +24,14 @@ template <class T>
 class FitSample {
  public:
   FitSample(TensorView<const T> x, index_t count, std::uint64_t seed);
-  /// The estimate for the model [[lambda; factors]] (host memory, x's mode order).
-  ResidualEstimate estimate(std::span<const T* const> factors, const T* lambda, index_t rank) const;
+  /// The estimate for the model [[lambda; factors]] (host memory, x's mode order);
+  /// `squares`, when given, receives d_e^2 for each sampled entry.
+  ResidualEstimate estimate(std::span<const T* const> factors, const T* lambda, index_t rank,
+                            std::vector<double>* squares = nullptr) const;
+  /// The standard error of the difference of two estimates on this sample, from their
+  /// squares: numel sd(a_e - b_e) / sqrt(count) (paired: the same entries, so it is far
+  /// smaller than either estimate's own when the models are close).
+  double difference_std_error(const std::vector<double>& a, const std::vector<double>& b) const;
   index_t size() const { return static_cast<index_t>(values_.size()); }
 
  private:
