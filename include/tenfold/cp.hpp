@@ -189,7 +189,7 @@ struct TENFOLD_API CpOptions {
   /// draws `samples` rows per solve (deterministic given `seed`) and estimates the fit
   /// of every sweep from a fixed uniform sample of 2^14 entries, with its standard
   /// error. With `fit_check_every` = 0 (the default) the exact fit is computed only when
-  /// five sweeps in a row have not raised the estimate by more than `tol` and two
+  /// 15 sweeps in a row have not raised the estimate by more than `tol` and two
   /// standard errors of the change (paired, on the same entries), and after the last sweep; the run
   /// stops at such a check when the exact fit lies within three standard errors of the estimate
   /// (else when a later check does not beat the best by `tol`). With `fit_check_every` = k >= 1 the
