@@ -121,7 +121,7 @@ TEST(CliCpVariants, SampledSolver) {
                           "--solver sampled cannot be combined with --nonnegative");
   expect_covid_cp_refused(dir, "--rank 3 --solver sampled --n-starts 2",
                           "--solver sampled cannot be combined with --n-starts 2");
-  expect_covid_cp_refused(dir, "--rank 3 --solver sampled --fit-check-every 0",
+  expect_covid_cp_refused(dir, "--rank 3 --solver sampled --fit-check-every -1",
                           "--fit-check-every");
   expect_covid_cp_refused(dir, "--rank 3 --solver sampled --missing nan",
                           "--solver sampled cannot be combined with --missing nan");

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "cp/sampled.hpp"
 #include "cp_test_util.hpp"
 #include "tenfold/cp.hpp"
 #include "tenfold/error.hpp"
@@ -774,13 +775,104 @@ CpOptions sampled_options(index_t rank) {
   return o;
 }
 
+TEST(CpSampled, FitSampleEstimateIsUnbiasedWithinItsStandardError) {
+  // A random tensor and a random rank-3 model (residual entries far from Gaussian: a
+  // model of the wrong scale): over 400 independent samples of 1,000 entries the mean
+  // estimate lies within 4 standard errors of the mean (sd / sqrt(400)) of the exact
+  // ||X - M||^2, and the reported standard error matches the spread of the estimates:
+  // the sample sd of 400 estimates is within 4 of its own standard errors (about
+  // 1 / sqrt(2 * 399) = 3.5 % relative) of the mean reported one, a margin of 20 %
+  // (the heavier-than-Gaussian tails of d^2 widen the first).
+  const Tensor<double> x = random_tensor<double>({30, 25, 20}, 31);
+  const KTensor<double> m(std::vector<double>{1.5, 0.7, 2.0},
+                          {random_matrix<double>(30, 3, 32), random_matrix<double>(25, 3, 33),
+                           random_matrix<double>(20, 3, 34)});
+  const std::vector<double> full = naive_full(m);
+  double exact = 0.0;
+  for (index_t i = 0; i < x.numel(); ++i) {
+    const double d = x.values()[static_cast<std::size_t>(i)] - full[static_cast<std::size_t>(i)];
+    exact += d * d;
+  }
+  std::vector<const double*> f;
+  for (const Matrix<double>& u : m.factors) f.push_back(u.data());
+  constexpr int kSamples = 400;
+  double sum = 0.0, sum2 = 0.0, se_sum = 0.0;
+  for (int k = 0; k < kSamples; ++k) {
+    const detail::FitSample<double> sample(x.view(), 1000, 100 + k);
+    ASSERT_EQ(sample.size(), 1000);
+    const detail::ResidualEstimate e = sample.estimate(f, m.weights.data(), 3);
+    ASSERT_GT(e.std_error, 0.0);
+    // Each one within 5 of its own standard errors (a 6e-7 two-sided tail, if Gaussian).
+    EXPECT_LE(std::abs(e.resid2 - exact), 5.0 * e.std_error) << "sample " << k;
+    sum += e.resid2;
+    sum2 += e.resid2 * e.resid2;
+    se_sum += e.std_error;
+  }
+  const double mean = sum / kSamples;
+  const double sd = std::sqrt((sum2 - kSamples * mean * mean) / (kSamples - 1));
+  EXPECT_LE(std::abs(mean - exact), 4.0 * sd / std::sqrt(double{kSamples}));
+  EXPECT_NEAR(sd / (se_sum / kSamples), 1.0, 0.2);
+}
+
+TEST(CpSampled, FitSampleOfAnExactModelIsZero) {
+  const auto p = planted({12, 10, 8}, 3, 0.2, 0.0, 35);
+  std::vector<const double*> f;
+  for (const Matrix<double>& u : p.truth.factors) f.push_back(u.data());
+  const detail::ResidualEstimate e =
+      detail::FitSample<double>(p.tensor.view(), 500, 7).estimate(f, p.truth.weights.data(), 3);
+  // Rounding only: entries of order 1, each d_e^2 near eps^2.
+  const auto numel = static_cast<double>(p.tensor.numel());
+  EXPECT_LE(e.resid2, 1e-20 * numel);
+  EXPECT_LE(e.std_error, 1e-20 * numel);
+}
+
+TEST(CpSampled, AutomaticChecksStopNearTheExactFit) {
+  // The default rule (fit_check_every = 0): the estimate decides when to check, the
+  // run stops converged at the exact ALS fit (within the sampling's 0.1 %), and the
+  // reported fit is the returned model's exact fit.
+  const auto p = planted({60, 50, 40}, 5, 0.3, 0.01, 11);
+  const double exact = exact_als_fit(p.tensor, 5);
+  ASSERT_GT(exact, 0.985);
+  CpOptions o = sampled_options(5);
+  o.tol = 1e-6;
+  const CpResult<double> r = cp_als(p.tensor, o);
+  EXPECT_EQ(r.stop, CpStop::converged);
+  EXPECT_LT(r.iterations, 100);
+  EXPECT_GE(r.fit, 0.999 * exact);
+  EXPECT_LE(r.fit, exact + 1e-6);
+  EXPECT_GE(factor_match_score(r.model, p.truth), 0.99);
+  EXPECT_NEAR(1.0 - r.fit, exact_relative_error(p.tensor, r.model), 1e-12);
+  // The estimates of the unchecked sweeps track the exact fit: the last sweep's (checked)
+  // and the one before (estimated) differ by less than 1 % of the residual.
+  ASSERT_GE(r.fit_history.size(), 2u);
+  EXPECT_NEAR(r.fit_history[r.fit_history.size() - 2], r.fit_history.back(), 0.01 * (1 - exact));
+}
+
+TEST(CpSampled, AutomaticChecksFollowTheSameIterates) {
+  // The check schedule does not change the iterates: the automatic rule's run and one
+  // checked only after its last sweep draw the same rows, so the exact fits of that
+  // sweep agree, and so do the estimates of the sweeps neither checked.
+  const auto p = planted({40, 30, 20}, 4, 0.3, 0.01, 36);
+  CpOptions o = sampled_options(4);
+  const CpResult<double> a = cp_als(p.tensor, o);
+  ASSERT_GT(a.iterations, 5);
+  o.fit_check_every = a.iterations;
+  o.max_iters = a.iterations;
+  const CpResult<double> b = cp_als(p.tensor, o);
+  ASSERT_EQ(b.fit_history.size(), a.fit_history.size());
+  EXPECT_NEAR(a.fit_history.back(), b.fit_history.back(), 1e-12);
+  EXPECT_EQ(a.fit_history[0], b.fit_history[0]);  // no check before the sixth sweep
+}
+
 TEST(CpSampled, PlantedProblemReachesTheExactFit) {
   // 1 % noise: the exact fit is about 0.99, and sampled sweeps must come within 0.1 % of
   // it (a relative-error least-squares solution per mode with S = 64 R rows).
   const auto p = planted({60, 50, 40}, 5, 0.3, 0.01, 11);
   const double exact = exact_als_fit(p.tensor, 5);
   ASSERT_GT(exact, 0.985);
-  const CpResult<double> r = cp_als(p.tensor, sampled_options(5));
+  CpOptions o = sampled_options(5);
+  o.fit_check_every = 5;
+  const CpResult<double> r = cp_als(p.tensor, o);
   EXPECT_EQ(r.stop, CpStop::converged);
   EXPECT_GE(r.fit, 0.999 * exact);
   EXPECT_LE(r.fit, exact + 1e-6);  // the exact optimum is not beaten
@@ -873,9 +965,9 @@ TEST(CpSampled, OptionsValidated) {
   expect_throw_with<InvalidOption>([&] { cp_als(p.tensor, bad); },
                                    "samples must be >= 0 (0: automatic), got -1");
   bad = o;
-  bad.fit_check_every = 0;
+  bad.fit_check_every = -1;
   expect_throw_with<InvalidOption>([&] { cp_als(p.tensor, bad); },
-                                   "fit_check_every must be at least 1, got 0");
+                                   "fit_check_every must be >= 0 (0: automatic), got -1");
   bad = o;
   bad.nonnegative = true;
   refused(bad, "solver = sampled cannot be combined with nonnegative");

@@ -31,7 +31,7 @@ struct CpArgs {
   std::string missing_solver = "em";
   std::string solver = "exact";
   index_t samples = 0;
-  int fit_check_every = 5;
+  int fit_check_every = 0;
   double ridge = 0.0;
   double time_limit = 0.0;
   std::string grid;  // --grid, per NumPy axis
@@ -357,16 +357,18 @@ Command add_cp_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--solver", a->solver,
                   "Least squares per mode: exact, or sampled (rows of the Khatri-Rao product "
-                  "drawn by leverage scores, CP-ARLS-LEV; the exact fit every "
-                  "--fit-check-every sweeps, the best checked model returned)")
+                  "drawn by leverage scores, CP-ARLS-LEV; the exact fit when the "
+                  "estimated fit stalls, or every --fit-check-every sweeps; the best "
+                  "checked model returned)")
       ->check(CLI::IsMember({"exact", "sampled"}))
       ->capture_default_str();
   add_integer_option(*cmd, "--samples", a->samples,
                      "With --solver sampled: rows drawn per solve (0: 64 x rank)")
       ->check(CLI::Range(index_t{0}, std::numeric_limits<index_t>::max()));
   add_integer_option(*cmd, "--fit-check-every", a->fit_check_every,
-                     "With --solver sampled: sweeps between exact fits")
-      ->check(CLI::Range(1, 1000000));
+                     "With --solver sampled: sweeps between exact fits (0: when the "
+                     "estimated fit stalls)")
+      ->check(CLI::Range(0, 1000000));
   CLI::Option* init_factors =
       cmd->add_option(
              "--init-factors", a->init_factors,

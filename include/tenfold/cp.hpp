@@ -186,18 +186,23 @@ struct TENFOLD_API CpOptions {
   std::vector<int> fixed_modes;
   /// Dense in-memory input without a mask (not sparse, distributed or in model form),
   /// cpu backend: exact or sampled least squares. sampled
-  /// draws `samples` rows per solve (deterministic given `seed`), computes the exact fit
-  /// every `fit_check_every` sweeps and after the last one, stops after three checks in
-  /// a row that do not improve the best checked fit by more than `tol`, and returns the
-  /// best checked model; the fit of the other sweeps (progress, fit_history) is
-  /// estimated from a fixed sample of entries. Its start: automatic means nvecs from
-  /// the Gram of `samples` uniformly drawn fibres per mode (the whole Gram would cost
-  /// more than the sampled sweeps); nvecs means the same. Not with
-  /// nonnegative, line_search, n_starts > 1, fixed_modes or compress = on (automatic is
-  /// off).
+  /// draws `samples` rows per solve (deterministic given `seed`) and estimates the fit
+  /// of every sweep from a fixed uniform sample of 2^14 entries, with its standard
+  /// error. With `fit_check_every` = 0 (the default) the exact fit is computed only when
+  /// 15 sweeps in a row have not raised the estimate by more than `tol` and two
+  /// standard errors of the change (paired, on the same entries), and after the last sweep; the run
+  /// stops at such a check when the exact fit lies within three standard errors of the estimate
+  /// (else when a later check does not beat the best by `tol`). With `fit_check_every` = k >= 1 the
+  /// exact fit is computed every k sweeps and after the last, and the run stops after three checks
+  /// in a row that do not beat the best by `tol`. Either way the best checked model is returned and
+  /// `fit` is its exact fit; `fit_history` holds the estimates of the unchecked sweeps
+  /// (docs/algorithms.md, "Sampled least squares"). Its start: automatic means nvecs from the Gram
+  /// of `samples` uniformly drawn fibres per mode (the whole Gram would cost more than the sampled
+  /// sweeps); nvecs means the same. Not with nonnegative, line_search, n_starts > 1, fixed_modes or
+  /// compress = on (automatic is off).
   CpSolver solver = CpSolver::exact;
   index_t samples = 0;      ///< sampled: rows per solve (0: kCpSamplesPerRank R)
-  int fit_check_every = 5;  ///< sampled: sweeps between exact fits (>= 1)
+  int fit_check_every = 0;  ///< sampled: sweeps between exact fits (>= 0; 0: automatic)
   /// TensorLy's orthogonalise: each of the first `orthogonalise` sweeps (>= 0) starts by
   /// replacing every factor with I_n >= R by the Q of its thin QR (Q^T Q = I) and the
   /// weights by ones. Not with nonnegative, fixed_modes or compression (on is refused,

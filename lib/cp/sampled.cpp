@@ -38,8 +38,21 @@ constexpr index_t kFitSampleEntries = index_t{1} << 14;
 // so that neither repeats the draws of the random start.
 constexpr std::uint64_t kRowStream = 0x5A4D504C45524F57ull;
 constexpr std::uint64_t kFitStream = 0x46495453414D504Cull;
-// Checks in a row without a gain above tol that stop the run.
+// fit_check_every >= 1: checks in a row without a gain above tol that stop the run.
 constexpr int kStaleChecks = 3;
+// fit_check_every = 0: sweeps in a row whose estimated fit does not beat the reference
+// by more than the noise of the difference before an exact check: as many as the rule of
+// fit_check_every = 5 waits (three stale checks), which lets sampled ALS leave swamps that
+// stop exact ALS (with 5, the Gaussian 400^3 R32 problem of
+// bench/cp_variants/sampled_time_to_fit.py stopped at fit 0.743; with checks every 5
+// sweeps, the same iterates reach 0.990 at sweep 20).
+constexpr int kStaleSweeps = 15;
+// Standard errors a gain of the estimate must exceed to count (one-sided, about 2 %
+// of gains of pure noise count); and that the exact fit may differ from the estimate by
+// for the estimate to be trusted (two-sided, 0.3 % of honest samples distrusted, which
+// costs one more check).
+constexpr double kGainErrors = 2.0;
+constexpr double kTrustErrors = 3.0;
 constexpr std::uint64_t kGramStream = 0x4752414D53414D50ull;
 
 // Column-major strides of `dims`.
@@ -86,6 +99,78 @@ double exact_residual(CpOperand<T>& x, Compute<T>& c, std::span<const T* const> 
   return norm_x2 + norm_m2 - 2.0 * inner;
 }
 
+}  // namespace
+
+template <class T>
+FitSample<T>::FitSample(TensorView<const T> x, index_t count, std::uint64_t seed)
+    : dims_(x.dims()), numel_(static_cast<double>(x.numel())) {
+  // Uniform multi-indices (each mode's index uniform and independent), drawn entry by
+  // entry, mode 0 first.
+  Rng rng(seed);
+  const std::vector<index_t> strides = strides_of(dims_);
+  index_.assign(dims_.size(), std::vector<index_t>(static_cast<std::size_t>(count)));
+  values_.resize(static_cast<std::size_t>(count));
+  for (index_t e = 0; e < count; ++e) {
+    index_t offset = 0;
+    for (std::size_t m = 0; m < dims_.size(); ++m) {
+      const auto i = std::min(dims_[m] - 1,
+                              static_cast<index_t>(rng.uniform() * static_cast<double>(dims_[m])));
+      index_[m][static_cast<std::size_t>(e)] = i;
+      offset += i * strides[m];
+    }
+    values_[static_cast<std::size_t>(e)] = x.data()[offset];
+  }
+}
+
+template <class T>
+ResidualEstimate FitSample<T>::estimate(std::span<const T* const> factors, const T* lambda,
+                                        index_t rank, std::vector<double>* squares) const {
+  // d_e^2 at each sampled entry; mean and variance by Welford's update (in double).
+  double mean = 0.0, m2 = 0.0;
+  const std::size_t count = values_.size();
+  if (squares) squares->resize(count);
+  for (std::size_t e = 0; e < count; ++e) {
+    double model = 0.0;
+    for (index_t j = 0; j < rank; ++j) {
+      double term = lambda[j];
+      for (std::size_t m = 0; m < dims_.size(); ++m)
+        term *= factors[m][index_[m][e] + j * dims_[m]];
+      model += term;
+    }
+    const double d = static_cast<double>(values_[e]) - model;
+    if (squares) (*squares)[e] = d * d;
+    const double delta = d * d - mean;
+    mean += delta / static_cast<double>(e + 1);
+    m2 += delta * (d * d - mean);
+  }
+  ResidualEstimate r;
+  r.resid2 = numel_ * mean;
+  if (count > 1) {
+    r.std_error = numel_ * std::sqrt(m2 / static_cast<double>(count - 1)) /
+                  std::sqrt(static_cast<double>(count));
+  }
+  return r;
+}
+
+template <class T>
+double FitSample<T>::difference_std_error(const std::vector<double>& a,
+                                          const std::vector<double>& b) const {
+  double mean = 0.0, m2 = 0.0;
+  for (std::size_t e = 0; e < a.size(); ++e) {
+    const double v = a[e] - b[e], delta = v - mean;
+    mean += delta / static_cast<double>(e + 1);
+    m2 += delta * (v - mean);
+  }
+  if (a.size() < 2) return 0.0;
+  return numel_ * std::sqrt(m2 / static_cast<double>(a.size() - 1)) /
+         std::sqrt(static_cast<double>(a.size()));
+}
+
+template class FitSample<float>;
+template class FitSample<double>;
+
+namespace {
+
 // The dense tensor with the sampled update: exact MTTKRP, norm and mode Grams come from
 // the DenseOperand underneath (nvecs start, exact fits).
 template <class T>
@@ -101,6 +186,7 @@ class SampledOperand final : public CpOperand<T> {
         check_every_(o.fit_check_every),
         max_iters_(o.max_iters),
         tol_(o.tol),
+        fit_sample_(x, std::min(kFitSampleEntries, x.numel()), o.seed ^ kFitStream),
         cdf_(x.dims().size()) {
     for (std::size_t n = 0; n < x.dims().size(); ++n) {
       // S = min(asked, rows of K); all rows when that is the smaller.
@@ -132,11 +218,11 @@ class SampledOperand final : public CpOperand<T> {
   void reset() override {
     rows_rng_ = Rng(seed_ ^ kRowStream);
     sweep_ = 0;
-    stale_checks_ = 0;
-    best_fit_ = -std::numeric_limits<double>::infinity();
+    stale_checks_ = stale_sweeps_ = 0;
+    best_fit_ = reference_fit_ = -std::numeric_limits<double>::infinity();
+    reference_squares_.clear();
     stalled_ = checked_last_ = false;
     for (auto& cdf : cdf_) cdf.clear();
-    draw_fit_entries();
   }
   double workspace_elements(index_t rank, bool mode_grams) const override {
     double most = 0.0;
@@ -153,8 +239,9 @@ class SampledOperand final : public CpOperand<T> {
                      T* out) override;
   double end_sweep(std::span<const T* const> factors, const T* lambda, index_t rank) override;
 
-  /// Whether the last kStaleChecks checks failed to raise the best checked fit by more
-  /// than tol.
+  /// Whether the stopping rule has stopped the run (fit_check_every >= 1: the last
+  /// kStaleChecks checks failed to raise the best checked fit by more than tol; 0: see
+  /// end_sweep).
   bool stalled() const { return stalled_; }
   /// Whether the last sweep was checked, and its exact fit then.
   bool checked_last() const { return checked_last_; }
@@ -182,7 +269,6 @@ class SampledOperand final : public CpOperand<T> {
     const double nx = std::sqrt(norm_squared());
     return nx > 0.0 ? 1.0 - std::sqrt(std::max(0.0, resid2)) / nx : 1.0;
   }
-  void draw_fit_entries();
   // yt (S x I_n) = Y^T, Y's column s the mode-n fibre at `offset[s]` scaled by weight[s].
   void gather_fibres(int n, const std::vector<index_t>& offset, const std::vector<T>& weight,
                      std::vector<T>& yt) const;
@@ -196,39 +282,18 @@ class SampledOperand final : public CpOperand<T> {
   int check_every_, max_iters_;
   double tol_;
   std::vector<index_t> samples_;
-  std::vector<bool> all_rows_;                   // per mode: the samples are all of K's rows
-  std::vector<std::vector<double>> cdf_;         // cumulative leverage distribution of each U_m
-  std::vector<std::vector<index_t>> fit_index_;  // multi-indices of the fit sample
-  std::vector<T> fit_values_;
+  std::vector<bool> all_rows_;            // per mode: the samples are all of K's rows
+  FitSample<T> fit_sample_;               // fixed for the run: successive estimates compare
+  std::vector<std::vector<double>> cdf_;  // cumulative leverage distribution of each U_m
   Rng rows_rng_{0};
   double norm_x2_ = -1.0;
-  int sweep_ = 0, stale_checks_ = 0;
-  double best_fit_ = 0.0, last_fit_ = 0.0;
+  int sweep_ = 0, stale_checks_ = 0, stale_sweeps_ = 0;
+  double best_fit_ = 0.0, last_fit_ = 0.0, reference_fit_ = 0.0;
+  std::vector<double> squares_, reference_squares_;  // d_e^2 of this sweep, of the reference
   bool stalled_ = false, checked_last_ = false;
   std::vector<Matrix<T>> best_factors_;
   std::vector<T> best_lambda_;
 };
-
-template <class T>
-void SampledOperand<T>::draw_fit_entries() {
-  // Uniform entries (with replacement), drawn once, so that the estimates of successive
-  // sweeps see the same entries.
-  Rng rng(seed_ ^ kFitStream);
-  const auto& dims = x_.dims();
-  const index_t count = std::min(kFitSampleEntries, x_.numel());
-  fit_index_.assign(dims.size(), std::vector<index_t>(static_cast<std::size_t>(count)));
-  fit_values_.resize(static_cast<std::size_t>(count));
-  for (index_t e = 0; e < count; ++e) {
-    index_t offset = 0;
-    for (std::size_t m = 0; m < dims.size(); ++m) {
-      const auto i =
-          std::min(dims[m] - 1, static_cast<index_t>(rng.uniform() * static_cast<double>(dims[m])));
-      fit_index_[m][static_cast<std::size_t>(e)] = i;
-      offset += i * strides_[m];
-    }
-    fit_values_[static_cast<std::size_t>(e)] = x_.data()[offset];
-  }
-}
 
 template <class T>
 void SampledOperand<T>::gather_fibres(int n, const std::vector<index_t>& offset,
@@ -384,46 +449,70 @@ template <class T>
 double SampledOperand<T>::end_sweep(std::span<const T* const> factors, const T* lambda,
                                     index_t rank) {
   ++sweep_;
-  checked_last_ = sweep_ % check_every_ == 0 || sweep_ == max_iters_;
-  if (checked_last_) {
-    // The exact fit; the best checked model is kept.
-    const double resid2 =
-        exact_residual<T>(dense_, this->c_, factors, lambda, rank, norm_squared());
-    const double fit = fit_of(resid2);
-    last_fit_ = fit;
+  const bool fixed = check_every_ > 0;
+  ResidualEstimate est;
+  bool stale = false;
+  if (fixed) {
+    checked_last_ = sweep_ % check_every_ == 0 || sweep_ == max_iters_;
+    if (!checked_last_) return fit_sample_.estimate(factors, lambda, rank).resid2;
+  } else {
+    // Automatic: the estimate of every sweep against the reference, the estimate at the
+    // last gain that counted, on the same entries. A gain counts when it exceeds tol
+    // and kGainErrors standard errors of the difference (below that the sample cannot
+    // tell it from noise); kStaleSweeps sweeps in a row without one call for an exact
+    // check.
+    est = fit_sample_.estimate(factors, lambda, rank, &squares_);
+    const double fit = fit_of(est.resid2);
+    bool gain = reference_squares_.empty();
+    if (!gain) {
+      const double se = fit_sample_.difference_std_error(reference_squares_, squares_);
+      const double noise = fit - fit_of(est.resid2 + kGainErrors * se);
+      gain = fit > reference_fit_ + std::max(tol_, noise);
+    }
+    if (gain) {
+      reference_fit_ = fit;
+      reference_squares_.swap(squares_);
+      stale_sweeps_ = 0;
+    } else {
+      ++stale_sweeps_;
+    }
+    stale = stale_sweeps_ >= kStaleSweeps;
+    checked_last_ = stale || sweep_ == max_iters_;
+    if (!checked_last_) return est.resid2;
+  }
+  // The exact fit; the best checked model is kept.
+  const double resid2 = exact_residual<T>(dense_, this->c_, factors, lambda, rank, norm_squared());
+  const double fit = fit_of(resid2);
+  last_fit_ = fit;
+  const bool first = best_fit_ == -std::numeric_limits<double>::infinity();
+  const bool gained = first || fit > best_fit_ + tol_;
+  if (fixed) {
     // The first check sets the best; each later one that does not beat it by more
     // than tol is stale, and kStaleChecks stale ones in a row stop the run (one alone
     // is often a dip of the sampling noise while the fit still rises).
-    const bool first = best_fit_ == -std::numeric_limits<double>::infinity();
-    stale_checks_ = first || fit > best_fit_ + tol_ ? 0 : stale_checks_ + 1;
+    stale_checks_ = gained ? 0 : stale_checks_ + 1;
     stalled_ = stale_checks_ >= kStaleChecks;
-    if (fit > best_fit_) {
-      best_fit_ = fit;
-      best_lambda_.assign(lambda, lambda + rank);
-      best_factors_.clear();
-      for (std::size_t m = 0; m < factors.size(); ++m) {
-        Matrix<T> f(x_.dims()[m], rank);
-        std::copy_n(factors[m], f.size(), f.data());
-        best_factors_.push_back(std::move(f));
-      }
-    }
-    return resid2;
+  } else {
+    // The estimate has stalled. At the first check it is trusted, and the run stops,
+    // when the exact residual lies within kTrustErrors standard errors of it (or their
+    // fits within tol): the sample represents the tensor. Otherwise, and at every later
+    // check, the exact fits decide: stop when this one does not beat the best by tol.
+    const bool trusted = std::abs(resid2 - est.resid2) <= kTrustErrors * est.std_error ||
+                         std::abs(fit - fit_of(est.resid2)) <= tol_;
+    stalled_ = stale && (first ? trusted : !gained);
+    stale_sweeps_ = 0;
   }
-  // Estimate: numel / |sample| * sum over the fixed sample of (x - model)^2.
-  double sum = 0.0;
-  const auto& dims = x_.dims();
-  for (std::size_t e = 0; e < fit_values_.size(); ++e) {
-    double model = 0.0;
-    for (index_t j = 0; j < rank; ++j) {
-      double term = lambda[j];
-      for (std::size_t m = 0; m < dims.size(); ++m)
-        term *= factors[m][fit_index_[m][e] + j * dims[m]];
-      model += term;
+  if (fit > best_fit_) {
+    best_fit_ = fit;
+    best_lambda_.assign(lambda, lambda + rank);
+    best_factors_.clear();
+    for (std::size_t m = 0; m < factors.size(); ++m) {
+      Matrix<T> f(x_.dims()[m], rank);
+      std::copy_n(factors[m], f.size(), f.data());
+      best_factors_.push_back(std::move(f));
     }
-    const double d = static_cast<double>(fit_values_[e]) - model;
-    sum += d * d;
   }
-  return sum * static_cast<double>(x_.numel()) / static_cast<double>(fit_values_.size());
+  return resid2;
 }
 
 }  // namespace
@@ -432,9 +521,9 @@ void validate_cp_solver(const CpOptions& o) {
   if (o.samples < 0) {
     throw InvalidOption("samples", "must be >= 0 (0: automatic), got " + std::to_string(o.samples));
   }
-  if (o.fit_check_every < 1) {
+  if (o.fit_check_every < 0) {
     throw InvalidOption("fit_check_every",
-                        "must be at least 1, got " + std::to_string(o.fit_check_every));
+                        "must be >= 0 (0: automatic), got " + std::to_string(o.fit_check_every));
   }
   if (o.solver != CpSolver::sampled) return;
   const auto refuse = [](const std::string& what) {

@@ -215,7 +215,7 @@ def parafac(
     svd_mask_repeats=5,
     solver="exact",
     samples=0,
-    fit_check_every=5,
+    fit_check_every=0,
 ):
     """CP decomposition by alternating least squares (CP-ALS), like ``tensorly.decomposition.parafac``.
 
@@ -272,14 +272,17 @@ def parafac(
     solver : {'exact', 'sampled'}
         'sampled': each least-squares solve from `samples` rows of the Khatri-Rao
         product drawn by leverage score (CP-ARLS-LEV; deterministic given
-        `random_state`), the exact fit every `fit_check_every` sweeps and after the
-        last, the best checked model returned (docs/algorithms.md). Dense tensors on
+        `random_state`); the fit of every sweep estimated from a fixed sample of
+        entries, the exact fit computed when that estimate stops improving by more
+        than its noise (or every `fit_check_every` sweeps) and after the last, the
+        best checked model returned with its exact fit (docs/algorithms.md). Dense tensors on
         the cpu backend, without mask, linesearch, fixed_modes, compress='on' or
         n_starts > 1.
     samples : int
         Sampled solver: rows per solve (0: 64 x rank).
     fit_check_every : int
-        Sampled solver: sweeps between exact fits (at least 1).
+        Sampled solver: sweeps between exact fits (0, the default: when the
+        estimated fit stalls).
     svd, orthogonalise, verbose, return_errors, sparsity, cvg_criterion, fixed_modes, svd_mask_repeats
         TensorLy's arguments with TensorLy's meaning (docs/python.md, "TensorLy's
         arguments"): ``return_errors=True`` returns ``(result, errors)``;
@@ -417,7 +420,7 @@ def _mask_like(mask, x):
 def _cp(tensor, rank, n_iter_max, init, tol, random_state, normalize_factors, callback, backend,
         dtype, linesearch, l2_reg, mask, n_starts, compress, nonnegative, fixed_axes=(),
         callback_model=False, orthogonalise=0, linesearch_rule="tenfold", sparsity=0,
-        nonnegative_axes=(), solver="exact", samples=0, fit_check_every=5):
+        nonnegative_axes=(), solver="exact", samples=0, fit_check_every=0):
     """CP-ALS in Tenfold's terms; `callback` sees (iteration, fit, delta, seconds[, model])."""
     x = _as_float_array(tensor, "tensor", dtype, complex_ok=True)
     _validate.tensor_axes(x)

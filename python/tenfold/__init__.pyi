@@ -91,7 +91,7 @@ def parafac(
     svd_mask_repeats: int = 5,
     solver: str = "exact",
     samples: int = 0,
-    fit_check_every: int = 5,
+    fit_check_every: int = 0,
 ) -> Union[CPResult, tuple[Any, ...]]: ...
 def non_negative_parafac_hals(
     tensor: npt.ArrayLike,

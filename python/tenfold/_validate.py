@@ -92,7 +92,7 @@ def cp_solver(solver, samples, fit_check_every, *, linesearch, mask, n_starts, c
     if not isinstance(solver, str) or solver not in ("exact", "sampled"):
         raise ValueError(f"solver must be 'exact' or 'sampled', got {solver!r}")
     samples = integer(samples, "samples", 0)
-    fit_check_every = integer(fit_check_every, "fit_check_every", 1, INT_MAX)
+    fit_check_every = integer(fit_check_every, "fit_check_every", 0, INT_MAX)
     if solver == "sampled":
         refused = [(sparse, "a sparse tensor"), (mask is not None, "mask"),
                    (bool(linesearch), "linesearch=True"), (fixed_modes, "fixed_modes"),

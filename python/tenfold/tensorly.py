@@ -214,7 +214,7 @@ def run_cp(cp, tensor, rank, n_iter_max, init, tol, random_state, normalize_fact
              if isinstance(n_iter_max, (int, np.integer)) else 0,
              native.get("linesearch_rule", "tenfold"), card, nn_axes,
              native.get("solver", "exact"), native.get("samples", 0),
-             native.get("fit_check_every", 5))
+             native.get("fit_check_every", 0))
     if stopped:
         res.stop, res.converged = "converged", True
     out = res

@@ -116,7 +116,7 @@ def test_sampled_solver_equals_the_programs(cli, tmp_path):
 @pytest.mark.parametrize("kwargs, message", [
     (dict(solver="fast"), "solver must be 'exact' or 'sampled', got 'fast'"),
     (dict(solver="sampled", samples=-1), "samples must be at least 0, got -1"),
-    (dict(solver="sampled", fit_check_every=0), "fit_check_every must be at least 1, got 0"),
+    (dict(solver="sampled", fit_check_every=-1), "fit_check_every must be at least 0, got -1"),
     (dict(solver="sampled", linesearch=True), "cannot be combined with linesearch=True"),
     (dict(solver="sampled", n_starts=2), "cannot be combined with n_starts=2"),
     (dict(solver="sampled", compress="on"), "cannot be combined with compress='on'"),
