@@ -364,10 +364,16 @@ Command add_attention_command(CLI::App& app) {
                    "or a rotary Llama / Qwen2 / Mistral (config.json beside it)")
       ->required();
   compress
-      ->add_option("-r,--shared-dim", c->shared_dim,
-                   "Shared key/query dimension R, 1..H*d (H*d, the exact form, and values near "
-                   "it make the model larger); rotary checkpoints: key values cached per token "
-                   "and layer, 1..G*d, or full (the smallest exact size)")
+      ->add_option_function<std::string>(
+          "-r,--shared-dim",
+          [c](const std::string& text) {
+            // Malformed or out-of-range integers are usage errors, like every integer option.
+            if (text != "full") parse_integer<index_t>("--shared-dim", text);
+            c->shared_dim = text;
+          },
+          "Shared key/query dimension R, 1..H*d (H*d, the exact form, and values near "
+          "it make the model larger); rotary checkpoints: key values cached per token "
+          "and layer, 1..G*d, or full (the smallest exact size)")
       ->required();
   add_integer_option(*compress, "--bands", c->bands,
                      "Rotary checkpoints: adjacent frequency pairs per band (a divisor of d/2, "
