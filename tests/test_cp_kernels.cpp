@@ -205,9 +205,10 @@ TYPED_TEST(Kernels, GemmStridedBatched) {
 }
 
 TYPED_TEST(Kernels, GemmTallAndThin) {
-  // The shapes of the MTTKRP's contractions (A tall, n small; lib/cpu/tall_gemm.hpp on a
-  // processor with AVX-512): rows that end inside a tile (one, two or three vectors of
-  // it), columns that end inside a panel, both op(B), and blocks of rows over threads.
+  // The shapes of the MTTKRP's contractions (op(A) tall, n small; lib/cpu/tall_gemm.hpp
+  // on a processor with AVX-512): rows that end inside a tile (one, two or three vectors
+  // of it), columns that end inside a panel, A and A^T (gathered rows), both op(B), and
+  // blocks of rows over threads.
   using T = typename TypeParam::type;
   const ThreeThreads threads;
   struct Case {
@@ -216,17 +217,19 @@ TYPED_TEST(Kernels, GemmTallAndThin) {
   std::uint64_t seed = 90;
   for (const Case& s : {Case{203, 64, 200}, Case{1000, 40, 5}, Case{301, 16, 37}, Case{97, 7, 64},
                         Case{48, 24, 1}, Case{2011, 32, 50}})
-    for (Op tb : {Op::none, Op::trans})
-      for (double beta : {0.0, -0.5}) {
-        EXPECT_LT(gemm_error<T>(this->c, Op::none, tb, s.m, s.n, s.k, 1.5, beta, {3, 2, 5}, seed),
-                  this->tol)
-            << s.m << "x" << s.n << "x" << s.k << " tb " << int(tb) << " beta " << beta;
-      }
+    for (Op ta : {Op::none, Op::trans})
+      for (Op tb : {Op::none, Op::trans})
+        for (double beta : {0.0, -0.5}) {
+          EXPECT_LT(gemm_error<T>(this->c, ta, tb, s.m, s.n, s.k, 1.5, beta, {3, 2, 5}, seed),
+                    this->tol)
+              << s.m << "x" << s.n << "x" << s.k << " ta " << int(ta) << " tb " << int(tb)
+              << " beta " << beta;
+        }
 }
 
 TYPED_TEST(Kernels, GemmStridedBatchedWithOneB) {
-  // stride_b = 0: every product takes the same B (the MTTKRP's slab products). The tall
-  // kernel's tasks are runs of tiles that cross from one product to the next.
+  // stride_b = 0: every product takes the same B (the MTTKRP's slab products), with A or
+  // A^T. The tall kernel's tasks are runs of tiles that cross from one product to the next.
   using T = typename TypeParam::type;
   const ThreeThreads threads;
   std::uint64_t seed = 120;
@@ -235,35 +238,38 @@ TYPED_TEST(Kernels, GemmStridedBatchedWithOneB) {
         {50, 16, 9, 33},
         {96, 16, 17, 120},
         {3, 4, 5, 2}})
-    for (double beta : {0.0, 2.0}) {
-      // C_i at c + i m inside C of leading dimension m batch (the slabs side by side).
-      const index_t lda = m + 1, sa = lda * k + 3, ldc = m * batch;
-      const auto a = random_values<T>(static_cast<std::size_t>(sa * batch), ++seed);
-      const auto b = random_values<T>(static_cast<std::size_t>(k * n), ++seed);
-      auto cm = random_values<T>(static_cast<std::size_t>(ldc * n), ++seed);
-      auto c0 = cm;
-      if (beta == 0.0) {
-        std::fill(cm.begin(), cm.end(), std::numeric_limits<T>::quiet_NaN());
-        std::fill(c0.begin(), c0.end(), T(0));
+    for (Op ta : {Op::none, Op::trans})
+      for (double beta : {0.0, 2.0}) {
+        // C_i at c + i m inside C of leading dimension m batch (the slabs side by side).
+        const index_t lda = (ta == Op::none ? m : k) + 1, ldc = m * batch;
+        const index_t sa = lda * (ta == Op::none ? k : m) + 3;
+        const auto a = random_values<T>(static_cast<std::size_t>(sa * batch), ++seed);
+        const auto b = random_values<T>(static_cast<std::size_t>(k * n), ++seed);
+        auto cm = random_values<T>(static_cast<std::size_t>(ldc * n), ++seed);
+        auto c0 = cm;
+        if (beta == 0.0) {
+          std::fill(cm.begin(), cm.end(), std::numeric_limits<T>::quiet_NaN());
+          std::fill(c0.begin(), c0.end(), T(0));
+        }
+        std::vector<double> expect(cm.size());
+        for (index_t i = 0; i < batch; ++i) {
+          const std::vector<T> ai(a.begin() + i * sa, a.begin() + (i + 1) * sa);
+          std::vector<T> ci(static_cast<std::size_t>(m * n));
+          for (index_t j = 0; j < n; ++j)
+            for (index_t r = 0; r < m; ++r)
+              ci[static_cast<std::size_t>(r + j * m)] =
+                  c0[static_cast<std::size_t>(i * m + r + j * ldc)];
+          const auto e = ref_gemm(ta, Op::none, m, n, k, 0.5, ai, lda, b, k, beta, ci, m);
+          for (index_t j = 0; j < n; ++j)
+            for (index_t r = 0; r < m; ++r)
+              expect[static_cast<std::size_t>(i * m + r + j * ldc)] =
+                  e[static_cast<std::size_t>(r + j * m)];
+        }
+        this->c.gemm_strided_batched(ta, Op::none, m, n, k, T(0.5), a.data(), lda, sa, b.data(), k,
+                                     0, T(beta), cm.data(), ldc, m, batch);
+        EXPECT_LT(rel_diff(cm, expect), this->tol)
+            << m << "x" << n << "x" << k << " ta " << int(ta) << " beta " << beta;
       }
-      std::vector<double> expect(cm.size());
-      for (index_t i = 0; i < batch; ++i) {
-        const std::vector<T> ai(a.begin() + i * sa, a.begin() + (i + 1) * sa);
-        std::vector<T> ci(static_cast<std::size_t>(m * n));
-        for (index_t j = 0; j < n; ++j)
-          for (index_t r = 0; r < m; ++r)
-            ci[static_cast<std::size_t>(r + j * m)] =
-                c0[static_cast<std::size_t>(i * m + r + j * ldc)];
-        const auto e = ref_gemm(Op::none, Op::none, m, n, k, 0.5, ai, lda, b, k, beta, ci, m);
-        for (index_t j = 0; j < n; ++j)
-          for (index_t r = 0; r < m; ++r)
-            expect[static_cast<std::size_t>(i * m + r + j * ldc)] =
-                e[static_cast<std::size_t>(r + j * m)];
-      }
-      this->c.gemm_strided_batched(Op::none, Op::none, m, n, k, T(0.5), a.data(), lda, sa, b.data(),
-                                   k, 0, T(beta), cm.data(), ldc, m, batch);
-      EXPECT_LT(rel_diff(cm, expect), this->tol) << m << "x" << n << "x" << k << " beta " << beta;
-    }
 }
 
 TYPED_TEST(Kernels, GemmColumnDots) {

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/dense_mttkrp.hpp"
 #include "cp/dense_operand.hpp"
 #include "cp/kruskal_operand.hpp"
 #include "cp_test_util.hpp"
@@ -107,6 +108,47 @@ TYPED_TEST(Operands, DenseMttkrpOfALargeThreeWayTensor) {
       f.replace(n, ++seed);
       op.factor_changed(n);
     }
+}
+
+// A 3-way tensor contracted with the factor updated last serves the next two updates:
+// 3 passes over the tensor per 2 sweeps in either cyclic order (NumPy's C order sweeps
+// the column-major modes backwards), 2 per sweep where the middle mode's slab products
+// are too small to be worth their calls, and 2 for all modes at one point (a gradient).
+TYPED_TEST(Operands, ThreeWayMttkrpPassesPerSweep) {
+  using T = TypeParam;
+  const ThreeThreads threads;
+  struct Case {
+    std::vector<index_t> dims;
+    index_t rank;
+    std::vector<int> sweep;  // the order the modes are updated in
+    int sweeps;
+    std::uint64_t passes;  // expected passes over the tensor in all
+  };
+  const std::vector<Case> cases = {
+      {{53, 40, 31}, 40, {0, 1, 2}, 4, 6},     {{53, 40, 31}, 40, {2, 1, 0}, 4, 6},
+      {{53, 40, 31}, 40, {0, 1, 2}, 3, 5},     {{8, 6, 5}, 3, {0, 1, 2}, 4, 8},
+      {{53, 40, 31}, 40, {0, 1, 2, -1}, 1, 2}, {{8, 6, 5}, 3, {0, 1, 2, -1}, 1, 2}};
+  for (const Case& k : cases) {
+    const Tensor<T> x = random_tensor<T>(k.dims, 11);
+    detail::DenseMttkrp<T> y(this->c, x.view());
+    Factors<T> f(k.dims, k.rank, 12);
+    std::uint64_t seed = 400;
+    const bool gradient = k.sweep.back() < 0;  // no factor changes between the modes
+    for (int s = 0; s < k.sweeps; ++s)
+      for (const int n : k.sweep) {
+        if (n < 0) continue;
+        const auto ptrs = f.ptrs();
+        Matrix<T> out(x.dim(n), k.rank);
+        y.mttkrp(n, ptrs, k.rank, out.data());
+        EXPECT_LT(rel_diff(out.values(), naive_mttkrp(x, ptrs, k.rank, n)), kernel_tol<T>())
+            << shape_name(k.dims) << " sweep " << s << " mode " << n;
+        if (gradient) continue;
+        f.replace(n, ++seed);
+        y.factor_changed(n);
+      }
+    EXPECT_EQ(y.tensor_passes(), k.passes)
+        << shape_name(k.dims) << " R" << k.rank << (gradient ? " gradient" : " sweeps");
+  }
 }
 
 TYPED_TEST(Operands, DenseMttkrpInArbitraryOrder) {

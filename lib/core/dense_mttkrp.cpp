@@ -46,11 +46,10 @@ DenseMttkrp<T>::DenseMttkrp(Compute<T>& c, const T* backend_data, std::vector<in
 template <class T>
 void DenseMttkrp<T>::choose_blocks() {
   const int order = this->order();
-  if (order == 2) {
+  changed_at_.assign(static_cast<std::size_t>(order), 0);
+  if (order <= 3) {
+    // Order 2: each mode from the other factor; order 3: see mttkrp_three.
     lead_end_ = trail_begin_ = 1;
-  } else if (order == 3) {
-    lead_end_ = 2;
-    trail_begin_ = 1;
   } else {
     // Split into two blocks of at least two modes, as balanced in size as possible.
     int best = 2;
@@ -71,8 +70,6 @@ index_t DenseMttkrp<T>::prod(int lo, int hi) const {
 
 template <class T>
 bool DenseMttkrp<T>::slab_products(index_t rank) const {
-  // Worth a call per slab when each slab's product is large: otherwise the transposed
-  // contraction of the trailing block (one call) costs less.
   if (order() != 3) return false;
   const index_t i0 = dims()[0], i1 = dims()[1];
   return i0 >= 32 && i0 * i1 * rank >= 65536;
@@ -80,6 +77,9 @@ bool DenseMttkrp<T>::slab_products(index_t rank) const {
 
 template <class T>
 void DenseMttkrp<T>::factor_changed(int m) {
+  changed_at_[static_cast<std::size_t>(m)] = ++changes_;
+  changed_since_pass_ = true;
+  if (cached_mode_ == m) cached_mode_ = -1;
   if ((cached_ == Cached::leading && m >= lead_end_) ||
       (cached_ == Cached::trailing && m < trail_begin_)) {
     cached_ = Cached::none;
@@ -109,29 +109,116 @@ const T* khatri_rao_range(Compute<T>& c, const std::vector<index_t>& dims,
   return acc;
 }
 
-template <class T>
-void DenseMttkrp<T>::finish(const T* y, int lo, int hi, int n, std::span<const T* const> factors,
-                            index_t rank, T* out) {
-  Compute<T>& c = c_;
-  const index_t jl = prod(lo, n), jn = dims()[static_cast<std::size_t>(n)], jr = prod(n + 1, hi);
+namespace {
+
+// out(:, r) = the MTTKRP of the middle index of a partial tensor y (jl x jn x jr, then
+// R; column-major) against the Khatri-Rao products left() (jl x R) and right() (jr x R),
+// each called for only where that side holds modes (`has_left`, `has_right`; a side of
+// size one still scales by its factor's single row). v: scratch for the middle step.
+template <class T, class Left, class Right>
+void finish_sides(Compute<T>& c, Buffer<T>& v_buf, const T* y, index_t jl, index_t jn, index_t jr,
+                  bool has_left, bool has_right, Left left, Right right, index_t rank, T* out) {
   const index_t jall = jl * jn * jr;
-  // Blocks hold at least two modes, so n has a neighbour on the left or the right
-  // (possibly of size one, which still scales by its factor's single row).
-  const bool left = lo < n, right = n + 1 < hi;
   const T* v = y;
-  if (right) {
+  if (has_right) {
     // V(:, r) = Y_r (Jl*Jn x Jr) * KR_right(:, r), one matrix-vector product per column.
-    const T* kr = khatri_rao_range(c, dims(), factors, n + 1, hi, rank, kr_, kr_tmp_);
-    T* dst = left ? ensure(c, v_, static_cast<std::size_t>(jl * jn * rank)) : out;
+    const T* kr = right();
+    T* dst = has_left ? ensure(c, v_buf, static_cast<std::size_t>(jl * jn * rank)) : out;
     c.gemm_strided_batched(Op::none, Op::none, jl * jn, 1, jr, T(1), y, jl * jn, jall, kr, jr, jr,
                            T(0), dst, jl * jn, jl * jn, rank);
     v = dst;
   }
-  if (left) {
+  if (has_left) {
     // out(:, r) = V_r (Jl x Jn)^T * KR_left(:, r).
-    const T* kr = khatri_rao_range(c, dims(), factors, lo, n, rank, kr_, kr_tmp_);
+    const T* kr = left();
     c.gemm_strided_batched(Op::trans, Op::none, jn, 1, jl, T(1), v, jl, jl * jn, kr, jl, jl, T(0),
                            out, jn, jn, rank);
+  }
+}
+
+}  // namespace
+
+template <class T>
+void DenseMttkrp<T>::finish(const T* y, int lo, int hi, int n, std::span<const T* const> factors,
+                            index_t rank, T* out) {
+  // Blocks hold at least two modes, so n has a neighbour on the left or the right.
+  finish_sides(
+      c_, v_, y, prod(lo, n), dims()[static_cast<std::size_t>(n)], prod(n + 1, hi), lo < n,
+      n + 1 < hi, [&] { return khatri_rao_range(c_, dims(), factors, lo, n, rank, kr_, kr_tmp_); },
+      [&] { return khatri_rao_range(c_, dims(), factors, n + 1, hi, rank, kr_, kr_tmp_); }, rank,
+      out);
+}
+
+template <class T>
+int DenseMttkrp<T>::mode_to_contract(int n, index_t rank) const {
+  // The other mode changed last (it stays fixed through the next two updates of a
+  // cycle); the middle one only where its slab products are worth their calls. Before
+  // any change, the far end from n (a sweep from mode 0 or from mode 2 goes on to 1).
+  const int first = n == 2 ? 0 : 2;
+  int best = -1;
+  for (const int m : {first, 3 - n - first}) {
+    if (m == 1 && !slab_products(rank)) continue;
+    if (best < 0 ||
+        changed_at_[static_cast<std::size_t>(m)] > changed_at_[static_cast<std::size_t>(best)])
+      best = m;
+  }
+  return best;
+}
+
+template <class T>
+void DenseMttkrp<T>::contract_mode(int m, const T* u, index_t rank) {
+  Compute<T>& c = c_;
+  const index_t i0 = dims()[0], i1 = dims()[1], i2 = dims()[2];
+  const index_t rows = (m == 0 ? i1 : i0) * (m == 2 ? i1 : i2);
+  T* y = ensure(c, y_, static_cast<std::size_t>(rows * rank));
+  if (m == 0) {
+    // Y(i1 + I1 i2, r) = sum_i0 X(i0, i1, i2) U_0(i0, r): X_(0)^T U_0.
+    c.gemm(Op::trans, Op::none, rows, rank, i0, T(1), x_.data(), i0, u, i0, T(0), y, rows);
+  } else if (m == 1) {
+    // Slab by slab, Y(:, i2, r) = X(:, :, i2) U_1 (every product tall and thin, the
+    // tensor read in memory order).
+    c.gemm_strided_batched(Op::none, Op::none, i0, rank, i1, T(1), x_.data(), i0, i0 * i1, u, i1, 0,
+                           T(0), y, rows, i0, i2);
+  } else {
+    // Y = X_(01 x 2) U_2.
+    c.gemm(Op::none, Op::none, rows, rank, i2, T(1), x_.data(), rows, u, i2, T(0), y, rows);
+  }
+  cached_mode_ = m;
+  ++passes_;
+  changed_since_pass_ = false;
+}
+
+template <class T>
+void DenseMttkrp<T>::mttkrp_three(int n, std::span<const T* const> factors, index_t rank, T* out) {
+  Compute<T>& c = c_;
+  const index_t i0 = dims()[0], i1 = dims()[1], i2 = dims()[2];
+  if (cached_mode_ < 0 || cached_mode_ == n) {
+    const int m = mode_to_contract(n, rank);
+    if (n == 2 && m == 1 && !changed_since_pass_ && cached_mode_ >= 0) {
+      // Every mode asked at one point (a gradient): the last one needs no partial
+      // tensor to keep. Where the backend can, out(i2, r) = (X(:, :, i2) U_1)(:, r) .
+      // U_0(:, r) is summed as each slab's product is formed, never written.
+      if (c.gemm_column_dots(i0, rank, i1, T(1), x_.data(), i0, i0 * i1, factors[1], i1, factors[0],
+                             i0, out, i2, i2)) {
+        ++passes_;
+        return;
+      }
+    }
+    contract_mode(m, factors[static_cast<std::size_t>(m)], rank);
+  }
+  // Finish from Y_m (I_a x I_b x R): mode a against U_b, mode b against U_a.
+  const int a = cached_mode_ == 0 ? 1 : 0, b = cached_mode_ == 2 ? 1 : 2;
+  const index_t ia = dims()[static_cast<std::size_t>(a)], ib = dims()[static_cast<std::size_t>(b)];
+  const T* ua = factors[static_cast<std::size_t>(a)];
+  const T* ub = factors[static_cast<std::size_t>(b)];
+  if (n == a) {
+    finish_sides(
+        c, v_, y_.get(), 1, ia, ib, false, true, [] { return static_cast<const T*>(nullptr); },
+        [&] { return ub; }, rank, out);
+  } else {
+    finish_sides(
+        c, v_, y_.get(), ia, ib, 1, true, false, [&] { return ua; },
+        [] { return static_cast<const T*>(nullptr); }, rank, out);
   }
 }
 
@@ -139,25 +226,13 @@ template <class T>
 void DenseMttkrp<T>::mttkrp(int n, std::span<const T* const> factors, index_t rank, T* out) {
   Compute<T>& c = c_;
   const int order = this->order();
-  if (rank != cached_rank_) cached_ = Cached::none;
+  if (rank != cached_rank_) {
+    cached_ = Cached::none;
+    cached_mode_ = -1;
+  }
   cached_rank_ = rank;
-  if (n == 2 && slab_products(rank)) {
-    // Last mode of a 3-way tensor: V(:, i2, r) = X(:, :, i2) U_1(:, r), one GEMM per
-    // contiguous slab i2, all with the same U_1 (the tensor is read in memory order, and
-    // every product is tall and thin), then out(:, r) = V_r^T U_0(:, r) with V_r = V(:, :, r).
-    const index_t i0 = dims()[0], i1 = dims()[1], i2 = dims()[2];
-    // Where the backend can, both steps in one: out(i2, r) = V(:, i2, r) . U_0(:, r) as
-    // each slab's product is formed, V never written.
-    if (c.gemm_column_dots(i0, rank, i1, T(1), x_.data(), i0, i0 * i1, factors[1], i1, factors[0],
-                           i0, out, i2, i2)) {
-      return;
-    }
-    T* v = ensure(c, y_, static_cast<std::size_t>(i0 * i2 * rank));
-    cached_ = Cached::none;  // y_ held the leading block's partial product
-    c.gemm_strided_batched(Op::none, Op::none, i0, rank, i1, T(1), x_.data(), i0, i0 * i1,
-                           factors[1], i1, 0, T(0), v, i0 * i2, i0, i2);
-    c.gemm_strided_batched(Op::trans, Op::none, i2, 1, i0, T(1), v, i0, i0 * i2, factors[0], i0, i0,
-                           T(0), out, i2, i2, rank);
+  if (order == 3) {
+    mttkrp_three(n, factors, rank, out);
     return;
   }
   if (n < lead_end_) {
@@ -168,6 +243,7 @@ void DenseMttkrp<T>::mttkrp(int n, std::span<const T* const> factors, index_t ra
       const T* kr = khatri_rao_range(c, dims(), factors, lead_end_, order, rank, kr_, kr_tmp_);
       T* y = single ? out : ensure(c, y_, static_cast<std::size_t>(il * rank));
       c.gemm(Op::none, Op::none, il, rank, ir, T(1), x_.data(), il, kr, ir, T(0), y, il);
+      ++passes_;
       if (single) return;
       cached_ = Cached::leading;
     }
@@ -180,6 +256,7 @@ void DenseMttkrp<T>::mttkrp(int n, std::span<const T* const> factors, index_t ra
       const T* kr = khatri_rao_range(c, dims(), factors, 0, trail_begin_, rank, kr_, kr_tmp_);
       T* y = single ? out : ensure(c, y_, static_cast<std::size_t>(ir * rank));
       c.gemm(Op::trans, Op::none, ir, rank, il, T(1), x_.data(), il, kr, il, T(0), y, ir);
+      ++passes_;
       if (single) return;
       cached_ = Cached::trailing;
     }
@@ -191,15 +268,18 @@ template <class T>
 double DenseMttkrp<T>::workspace_elements(index_t rank) const {
   const int order = this->order();
   const auto size = [this](int lo, int hi) { return static_cast<double>(prod(lo, hi)); };
+  if (order == 3) {
+    // y_: the tensor contracted with one factor (the middle one only with slab products).
+    return static_cast<double>(rank) *
+           std::max({size(0, 2), size(1, 3), slab_products(rank) ? size(0, 1) * size(2, 3) : 0.0});
+  }
   // A block of three or more modes finishes through a partial product and Khatri-Rao
   // products of its sub-ranges, each smaller than the block.
   const auto finish = [&](int lo, int hi) { return hi - lo > 2 ? size(lo, hi) : 0.0; };
   // y_: X contracted with the other block; kr_, kr_tmp_: the Khatri-Rao products of
   // the contracted block (or of sub-ranges); v_: the partial result within a block.
-  // y_ also holds the last mode's slab products (I_0 I_2 x R) where they are used.
-  const double y = std::max({lead_end_ > 1 ? size(0, lead_end_) : 0.0,
-                             trail_begin_ < order - 1 ? size(trail_begin_, order) : 0.0,
-                             slab_products(rank) ? size(0, 1) * size(2, 3) : 0.0});
+  const double y = std::max(lead_end_ > 1 ? size(0, lead_end_) : 0.0,
+                            trail_begin_ < order - 1 ? size(trail_begin_, order) : 0.0);
   const double kr = std::max({order - lead_end_ > 1 ? size(lead_end_, order) : 0.0,
                               trail_begin_ > 1 ? size(0, trail_begin_) : 0.0, finish(0, lead_end_),
                               finish(trail_begin_, order)});

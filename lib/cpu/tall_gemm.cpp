@@ -42,6 +42,14 @@ struct Lanes<double> {
     return _mm512_maskz_loadu_pd(static_cast<__mmask8>(mask), p);
   }
   TENFOLD_AVX512 static V set1(double x) { return _mm512_set1_pd(x); }
+  // Offsets of the lanes of a gather, `step` elements apart.
+  TENFOLD_AVX512 static __m512i offsets(index_t s) {
+    return _mm512_set_epi64(7 * s, 6 * s, 5 * s, 4 * s, 3 * s, 2 * s, s, 0);
+  }
+  TENFOLD_AVX512 static V gather(unsigned mask, const double* p, __m512i offsets) {
+    return _mm512_mask_i64gather_pd(_mm512_setzero_pd(), static_cast<__mmask8>(mask), offsets, p,
+                                    8);
+  }
   TENFOLD_AVX512 static V fma(V a, V b, V c) { return _mm512_fmadd_pd(a, b, c); }
   TENFOLD_AVX512 static V mul(V a, V b) { return _mm512_mul_pd(a, b); }
   TENFOLD_AVX512 static void store(unsigned mask, double* p, V v) {
@@ -60,6 +68,16 @@ struct Lanes<float> {
     return _mm512_maskz_loadu_ps(static_cast<__mmask16>(mask), p);
   }
   TENFOLD_AVX512 static V set1(float x) { return _mm512_set1_ps(x); }
+  // 32-bit offsets: tall_gemm_suits bounds 15 steps below 2^31.
+  TENFOLD_AVX512 static __m512i offsets(index_t s) {
+    const auto t = static_cast<int>(s);
+    return _mm512_set_epi32(15 * t, 14 * t, 13 * t, 12 * t, 11 * t, 10 * t, 9 * t, 8 * t, 7 * t,
+                            6 * t, 5 * t, 4 * t, 3 * t, 2 * t, t, 0);
+  }
+  TENFOLD_AVX512 static V gather(unsigned mask, const float* p, __m512i offsets) {
+    return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), static_cast<__mmask16>(mask), offsets, p,
+                                    4);
+  }
   TENFOLD_AVX512 static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
   TENFOLD_AVX512 static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
   TENFOLD_AVX512 static void store(unsigned mask, float* p, V v) {
@@ -87,11 +105,26 @@ constexpr int kVectors = 3;
 // L2 (3 lines of each of its k columns), so that memory latency overlaps the
 // multiplications.
 struct NextTiles {
-  const void* copy_from = nullptr;  // the next tile in place (leading dimension lda)
+  const void* copy_from = nullptr;  // the next tile in place
   void* copy_to = nullptr;          // its packed buffer
   unsigned mask[3] = {0, 0, 0};     // its rows, per vector
   const void* fetch = nullptr;      // the later tile, in place
 };
+
+// Where element (row i, column p) of a tile of op(A) lies: at i lane + p step from the
+// tile's start; A: (1, lda), A^T: (lda, 1). A row of a tile of A^T is gathered.
+struct TileSteps {
+  index_t lane = 1, step = 0;
+};
+
+// Row p of a tile of op(A), the lanes of vector v that `mask` names (the others zero).
+template <class T>
+TENFOLD_AVX512 inline typename Lanes<T>::V tile_row(const T* tile, index_t p, int v, unsigned mask,
+                                                    TileSteps s, __m512i offsets) {
+  using L = Lanes<T>;
+  const T* src = tile + p * s.step + v * L::W * s.lane;
+  return s.lane == 1 ? L::load(mask, src) : L::gather(mask, src, offsets);
+}
 
 // Where a tile of one panel lands, for the `cols` columns and the rows (per vector
 // `mask`) that exist: C(i.., j0..) = alpha out + beta C (with beta = 0, C is not read);
@@ -149,13 +182,17 @@ TENFOLD_AVX512 inline void put(const TileOut<T>& o, index_t j, typename Lanes<T>
   if ((j) < o.cols) put<T, V>(o, j, c0##j, c1##j, c2##j);
 
 template <class T, int V>
-__attribute__((noinline)) TENFOLD_AVX512 void tile(index_t k, const T* ap, const T* bp, index_t lda,
+__attribute__((noinline)) TENFOLD_AVX512 void tile(index_t k, const T* ap, const T* bp, TileSteps s,
                                                    const NextTiles& next, const TileOut<T>& o) {
   using L = Lanes<T>;
   constexpr unsigned full = (1u << L::W) - 1u;
   const T* copy_from = static_cast<const T*>(next.copy_from);
   T* copy_to = static_cast<T*>(next.copy_to);
-  const T* fetch = static_cast<const T*>(next.fetch);
+  const char* fetch = static_cast<const char*>(next.fetch);
+  const __m512i offsets = L::offsets(s.lane);
+  // A tile of A: 3 lines of each column p; of A^T (MR columns of A, each k long, lda
+  // apart): its 3 k lines in memory order, all of it where lda = k.
+  const index_t fetch_step = s.lane == 1 ? s.step * static_cast<index_t>(sizeof(T)) : 192;
   TENFOLD_TILE_ZERO(0)
   TENFOLD_TILE_ZERO(1)
   TENFOLD_TILE_ZERO(2)
@@ -170,14 +207,12 @@ __attribute__((noinline)) TENFOLD_AVX512 void tile(index_t k, const T* ap, const
     const typename L::V a1 = V > 1 ? L::load(a + L::W) : a0;
     const typename L::V a2 = V > 2 ? L::load(a + 2 * L::W) : a0;
     if (copy_from != nullptr) {
-      const T* src = copy_from + p * lda;
       T* dst = copy_to + p * kVectors * L::W;
-      L::store(full, dst, L::load(next.mask[0], src));
-      L::store(full, dst + L::W, L::load(next.mask[1], src + L::W));
-      L::store(full, dst + 2 * L::W, L::load(next.mask[2], src + 2 * L::W));
+      for (int v = 0; v < kVectors; ++v)
+        L::store(full, dst + v * L::W, tile_row(copy_from, p, v, next.mask[v], s, offsets));
     }
     if (fetch != nullptr) {
-      const char* np = reinterpret_cast<const char*>(fetch + p * lda);
+      const char* np = fetch + p * fetch_step;
       _mm_prefetch(np, _MM_HINT_T1);
       _mm_prefetch(np + 64, _MM_HINT_T1);
       _mm_prefetch(np + 128, _MM_HINT_T1);
@@ -228,8 +263,9 @@ struct Tiles {
   index_t m, n, k;
   T alpha, beta;
   const T* a;
-  index_t lda, stride_a;
-  const T* bp;  // op(B) in panels (see tall_gemm)
+  index_t stride_a;
+  TileSteps steps;  // of op(A)
+  const T* bp;      // op(B) in panels (see tall_gemm)
   T* c;
   index_t ldc, stride_c;
   index_t per_product;
@@ -238,7 +274,9 @@ struct Tiles {
   T* dots;
   index_t ldd;
   index_t row_of(index_t g) const { return (g % per_product) * kVectors * Lanes<T>::W; }
-  const T* a_of(index_t g) const { return a + (g / per_product) * stride_a + row_of(g); }
+  const T* a_of(index_t g) const {
+    return a + (g / per_product) * stride_a + row_of(g) * steps.lane;
+  }
   index_t rows_of(index_t g) const {
     return m - row_of(g) < kVectors * Lanes<T>::W ? m - row_of(g) : kVectors * Lanes<T>::W;
   }
@@ -271,9 +309,10 @@ TENFOLD_AVX512 void run_tiles(const Tiles<T>& t, index_t g0, index_t g1, T* ap) 
   unsigned mask[kVectors];
   tile_masks<T>(t.rows_of(g0), mask);
   const T* a0 = t.a_of(g0);
+  const __m512i offsets = L::offsets(t.steps.lane);
   for (index_t p = 0; p < k; ++p) {
     for (int v = 0; v < kVectors; ++v)
-      L::store(lanes_mask(w), ap + p * mr + v * w, L::load(mask[v], a0 + p * t.lda + v * w));
+      L::store(lanes_mask(w), ap + p * mr + v * w, tile_row(a0, p, v, mask[v], t.steps, offsets));
   }
   int current = 0;
   for (index_t g = g0; g < g1; ++g) {
@@ -291,11 +330,11 @@ TENFOLD_AVX512 void run_tiles(const Tiles<T>& t, index_t g0, index_t g1, T* ap) 
       const NextTiles& along = j0 == 0 ? next : none;
       const TileOut<T> o = t.out(g, j0);
       if (rows_here > 2 * w) {
-        tile<T, 3>(k, packed, t.bp + j0 * k, t.lda, along, o);
+        tile<T, 3>(k, packed, t.bp + j0 * k, t.steps, along, o);
       } else if (rows_here > w) {
-        tile<T, 2>(k, packed, t.bp + j0 * k, t.lda, along, o);
+        tile<T, 2>(k, packed, t.bp + j0 * k, t.steps, along, o);
       } else {
-        tile<T, 1>(k, packed, t.bp + j0 * k, t.lda, along, o);
+        tile<T, 1>(k, packed, t.bp + j0 * k, t.steps, along, o);
       }
     }
     current = 1 - current;
@@ -312,20 +351,22 @@ constexpr index_t tile_rows() {
 }  // namespace
 
 template <class T>
-bool tall_gemm_suits(index_t m, index_t n, index_t k) {
+bool tall_gemm_suits(Op ta, index_t m, index_t n, index_t k, index_t lda) {
   static const bool avx512 = __builtin_cpu_supports("avx512f");
   const index_t padded = (n + kPanel - 1) / kPanel * kPanel;
-  // A tile of A (MR x k, at most 96 KB) and the next one being copied stay in the
-  // core's L2 cache while the panels of op(B) pass over the first.
+  // A tile of op(A) (MR x k, at most 96 KB) and the next one being copied stay in the
+  // core's L2 cache while the panels of op(B) pass over the first; the rows of a tile
+  // of A^T are gathered with offsets of up to W - 1 columns (32 bits for float).
   return avx512 && m >= tile_rows<T>() && n >= 1 && n <= 128 && 5 * padded <= 6 * n && k >= 1 &&
-         k * tile_rows<T>() * static_cast<index_t>(sizeof(T)) <= 98304;
+         k * tile_rows<T>() * static_cast<index_t>(sizeof(T)) <= 98304 &&
+         (ta == Op::none || static_cast<double>(lda) * Lanes<T>::W < 2147483647.0);
 }
 
 namespace {
 
 // tall_gemm (w null) or tall_gemm_dots (see Tiles).
 template <class T>
-void tall_products(index_t m, index_t n, index_t k, T alpha, const T* a, index_t lda,
+void tall_products(index_t m, index_t n, index_t k, T alpha, Op ta, const T* a, index_t lda,
                    index_t stride_a, Op tb, const T* b, index_t ldb, T beta, T* c, index_t ldc,
                    index_t stride_c, const T* w, index_t ldw, T* dots, index_t ldd, index_t batch) {
   // Bp: op(B) in panels of kPanel columns, each k x kPanel row-major, zero-padded.
@@ -344,8 +385,9 @@ void tall_products(index_t m, index_t n, index_t k, T alpha, const T* a, index_t
   const auto threads = static_cast<index_t>(pool_threads());
   index_t run = std::clamp<index_t>(total / (8 * threads), kMinTilesPerTask, kMaxTilesPerTask);
   if (w != nullptr) run = (run + per_product - 1) / per_product * per_product;
-  const Tiles<T> tiles{m, n,   k,        alpha,       beta, a,   lda,  stride_a, bp.data(),
-                       c, ldc, stride_c, per_product, w,    ldw, dots, ldd};
+  const TileSteps steps = ta == Op::none ? TileSteps{1, lda} : TileSteps{lda, 1};
+  const Tiles<T> tiles{m, n,   k,        alpha,       beta, a,   stride_a, steps, bp.data(),
+                       c, ldc, stride_c, per_product, w,    ldw, dots,     ldd};
   parallel_for((total + run - 1) / run, [&](index_t task) {
     // This task's two packed tiles of A (64-byte aligned for the loads).
     thread_local std::vector<T> ap_buffer;
@@ -360,11 +402,11 @@ void tall_products(index_t m, index_t n, index_t k, T alpha, const T* a, index_t
 }  // namespace
 
 template <class T>
-void tall_gemm(index_t m, index_t n, index_t k, T alpha, const T* a, index_t lda, index_t stride_a,
-               Op tb, const T* b, index_t ldb, T beta, T* c, index_t ldc, index_t stride_c,
-               index_t batch) {
+void tall_gemm(index_t m, index_t n, index_t k, T alpha, Op ta, const T* a, index_t lda,
+               index_t stride_a, Op tb, const T* b, index_t ldb, T beta, T* c, index_t ldc,
+               index_t stride_c, index_t batch) {
   if (m == 0 || n == 0 || batch == 0) return;
-  tall_products(m, n, k, alpha, a, lda, stride_a, tb, b, ldb, beta, c, ldc, stride_c,
+  tall_products(m, n, k, alpha, ta, a, lda, stride_a, tb, b, ldb, beta, c, ldc, stride_c,
                 static_cast<const T*>(nullptr), 0, static_cast<T*>(nullptr), 0, batch);
 }
 
@@ -376,17 +418,17 @@ void tall_gemm_dots(index_t m, index_t n, index_t k, T alpha, const T* a, index_
   for (index_t j = 0; j < n; ++j)
     for (index_t i = 0; i < batch; ++i) dots[i + j * ldd] = T(0);
   if (m == 0) return;
-  tall_products(m, n, k, alpha, a, lda, stride_a, tb, b, ldb, T(0), static_cast<T*>(nullptr), 0, 0,
-                w, ldw, dots, ldd, batch);
+  tall_products(m, n, k, alpha, Op::none, a, lda, stride_a, tb, b, ldb, T(0),
+                static_cast<T*>(nullptr), 0, 0, w, ldw, dots, ldd, batch);
 }
 
-template bool tall_gemm_suits<float>(index_t, index_t, index_t);
-template bool tall_gemm_suits<double>(index_t, index_t, index_t);
-template void tall_gemm<float>(index_t, index_t, index_t, float, const float*, index_t, index_t, Op,
-                               const float*, index_t, float, float*, index_t, index_t, index_t);
-template void tall_gemm<double>(index_t, index_t, index_t, double, const double*, index_t, index_t,
-                                Op, const double*, index_t, double, double*, index_t, index_t,
-                                index_t);
+template bool tall_gemm_suits<float>(Op, index_t, index_t, index_t, index_t);
+template bool tall_gemm_suits<double>(Op, index_t, index_t, index_t, index_t);
+template void tall_gemm<float>(index_t, index_t, index_t, float, Op, const float*, index_t, index_t,
+                               Op, const float*, index_t, float, float*, index_t, index_t, index_t);
+template void tall_gemm<double>(index_t, index_t, index_t, double, Op, const double*, index_t,
+                                index_t, Op, const double*, index_t, double, double*, index_t,
+                                index_t, index_t);
 template void tall_gemm_dots<float>(index_t, index_t, index_t, float, const float*, index_t,
                                     index_t, Op, const float*, index_t, const float*, index_t,
                                     float*, index_t, index_t);

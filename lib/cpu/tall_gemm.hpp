@@ -17,19 +17,20 @@ namespace tenfold::detail {
 
 /// Whether tall_gemm<T> is worth calling for this shape on this processor: AVX-512F
 /// present, m at least one tile, n small (columns of op(B) padded to 8 waste at most a
-/// fifth), k short enough that a tile of A stays in the core's cache.
+/// fifth), k short enough that a tile of op(A) stays in the core's cache.
 template <class T>
-bool tall_gemm_suits(index_t m, index_t n, index_t k);
+bool tall_gemm_suits(Op ta, index_t m, index_t n, index_t k, index_t lda);
 
-/// C_i = alpha A_i op(B) + beta C_i for i < batch, with A_i = a + i stride_a (m x k,
-/// column-major, leading dimension lda), one op(B) (k x n) for all, C_i = c + i stride_c
-/// (m x n, leading dimension ldc); with beta = 0, C is not read. Each element of C is
-/// summed over k in order on one thread (the pool's threads take blocks of rows), so the
+/// C_i = alpha op(A_i) op(B) + beta C_i for i < batch, with A_i = a + i stride_a (op(A_i)
+/// m x k, column-major, leading dimension lda; the rows of a tile of A^T are gathered
+/// into its packed copy, the contraction over a tensor's first mode), one op(B) (k x n) for all,
+/// C_i = c + i stride_c (m x n, leading dimension ldc); with beta = 0, C is not read. Each element
+/// of C is summed over k in order on one thread (the pool's threads take blocks of rows), so the
 /// result does not depend on the thread count. Call only where tall_gemm_suits.
 template <class T>
-void tall_gemm(index_t m, index_t n, index_t k, T alpha, const T* a, index_t lda, index_t stride_a,
-               Op tb, const T* b, index_t ldb, T beta, T* c, index_t ldc, index_t stride_c,
-               index_t batch);
+void tall_gemm(index_t m, index_t n, index_t k, T alpha, Op ta, const T* a, index_t lda,
+               index_t stride_a, Op tb, const T* b, index_t ldb, T beta, T* c, index_t ldc,
+               index_t stride_c, index_t batch);
 
 /// dots(i, j) = sum_r alpha (A_i op(B))(r, j) W(r, j) for i < batch, j < n (dots batch x
 /// n, leading dimension ldd; W m x n, leading dimension ldw, the same for every i): the
