@@ -66,7 +66,9 @@ def sthosvd(dims, ranks, grid):
 def cp_iteration(dims, r, grid):
     p = math.prod(grid)
     block = math.prod(math.ceil(c / g) for c, g in zip(dims, grid))
-    flops = 4 * block * r  # dimension tree: two GEMM passes over the block per sweep
+    # Tensor-sized passes over the block per sweep: the dimension tree's two, or for
+    # order 3 one per two updates (docs/algorithms.md)
+    flops = (3 if len(dims) == 3 else 4) * block * r
     words = msgs = 0.0
     for n, i in enumerate(dims):
         pn = grid[n]

@@ -192,8 +192,9 @@ def useful_flops(case, variant):
     if case.kind == "cp_default":
         return None  # sweeps of two sizes (core, tensor): no single rate
     if case.kind == "cp":
-        # Dimension tree: two tensor-sized GEMMs per sweep, 2 prod(I) R flops each.
-        return 4.0 * size * case.rank
+        # Tensor-sized products per sweep, 2 prod(I) R flops each: the dimension tree's
+        # two, or for order 3 one per two updates (docs/algorithms.md), 1.5 per sweep.
+        return (3.0 if len(case.dims) == 3 else 4.0) * size * case.rank
     if case.kind == "attention":
         # Kruskal operand with S = D components: per mode, the cross product A_m^T U_m
         # (S x R, refreshed once per sweep) and A_n W, 2 I_n S R flops each.
