@@ -114,7 +114,9 @@ TEST(CpCompressed, CallbackSeesOneSequenceOfFullTensorFits) {
   };
   const CpResult<double> r = cp_als(p.tensor, o);
   EXPECT_EQ(seen, r.fit_history);
-  // Stopping inside the core phase returns the lifted model.
+  // Stopping inside the core phase returns the lifted model (from nvecs: the core phase
+  // takes more than 3 sweeps; the automatic gevd start can converge sooner).
+  o.init = CpInit::nvecs;
   o.callback = [](const CpProgress& q) { return q.iteration < 3; };
   const CpResult<double> s = cp_als(p.tensor, o);
   EXPECT_EQ(s.stop, CpStop::callback);
@@ -138,9 +140,11 @@ TEST(CpCompressed, StartsRunOnTheCore) {
 }
 
 TEST(CpCompressed, DefaultRunsSeveralStartsOnTheCore) {
-  // n_starts 0 (automatic) from the nvecs start: cp_compressed_starts starts on the core,
-  // the best kept; a callback stop ends them all, and a time limit counts from the call.
-  const auto p = planted({40, 30, 20}, 3, 0.0, 0.05, 52);
+  // n_starts 0 (automatic) from the automatic start (gevd on this 3-way core):
+  // cp_compressed_starts starts on the core, the best kept; a callback stop ends them
+  // all, and a time limit counts from the call.
+  // (large enough that starts on the core cost less than half a start in all)
+  const auto p = planted({120, 100, 80}, 3, 0.0, 0.05, 52);
   CpOptions o = options(3, CpCompress::on);
   o.tol = 1e-8;
   const CpResult<double> r = cp_als(p.tensor, o);
@@ -148,7 +152,7 @@ TEST(CpCompressed, DefaultRunsSeveralStartsOnTheCore) {
   const int starts = cp_compressed_starts(p.tensor.dims(), 3);
   ASSERT_GT(starts, 1);
   ASSERT_EQ(r.start_fits.size(), static_cast<std::size_t>(starts));
-  EXPECT_EQ(r.init, r.best_start == 0 ? CpInit::nvecs : CpInit::random);
+  EXPECT_EQ(r.init, r.best_start == 0 ? CpInit::gevd : CpInit::random);
   EXPECT_EQ(r.start_fits[static_cast<std::size_t>(r.best_start)],
             *std::max_element(r.start_fits.begin(), r.start_fits.end()));
   EXPECT_GE(factor_match_score(r.model, p.truth), 0.99);
@@ -167,14 +171,70 @@ TEST(CpCompressed, DefaultRunsSeveralStartsOnTheCore) {
   EXPECT_EQ(cp_als(p.tensor, o).start_fits.size(), 2u);
 }
 
-TEST(CpCompressed, AutomaticStartsFitInHalfASingleStart) {
+TEST(CpCompressed, GevdStartIsExactOnAnExactRankRTensor) {
+  // Noise-free rank R with collinear factors: the eigenvectors of S_a S_b^{-1} are the
+  // core's A up to scale, so one sweep on the core leaves the planted model (a random
+  // start does not get there in one sweep).
+  const auto p = planted({40, 30, 20}, 5, 0.5, 0.0, 91);
+  CpOptions o = options(5, CpCompress::on);
+  o.init = CpInit::gevd;
+  o.n_starts = 1;
+  o.max_iters = 1;
+  const CpResult<double> r = cp_als(p.tensor, o);
+  ASSERT_TRUE(r.compressed);
+  EXPECT_EQ(r.init, CpInit::gevd);
+  EXPECT_GE(factor_match_score(r.model, p.truth), 1.0 - 1e-8);
+  // (the fit from ||X||^2 + ||M||^2 - 2 <X, M> is good to about sqrt(eps))
+  EXPECT_GE(r.fit, 1.0 - 1e-6);
+  o.init = CpInit::random;
+  EXPECT_LT(factor_match_score(cp_als(p.tensor, o).model, p.truth), 0.99);
+  // float: the same start from the core in float, to float's precision.
+  Tensor<float> xf(p.tensor.dims());
+  for (index_t i = 0; i < xf.numel(); ++i) xf[i] = static_cast<float>(p.tensor[i]);
+  o.init = CpInit::gevd;
+  const CpResult<float> rf = cp_als(xf, o);
+  EXPECT_EQ(rf.init, CpInit::gevd);
+  EXPECT_GE(rf.fit, 1.0 - 1e-3);  // sqrt(eps) of float: 3.5e-4
+}
+
+TEST(CpCompressed, GevdRefusedWhereItDoesNotApply) {
+  CpOptions o = options(4, CpCompress::on);
+  o.init = CpInit::gevd;
+  o.max_iters = 3;
+  // Order 4; axis 0 shorter than R (core 3 x 4 x 4); no compression.
+  expect_throw_with<InvalidArgument>(
+      [&] {
+        cp_als(dense({8, 7, 6, 5}), o);
+      },
+      "init = gevd needs a 3-way tensor");
+  expect_throw_with<InvalidArgument>(
+      [&] {
+        cp_als(dense({3, 30, 20}), o);
+      },
+      "first two axes have at least rank = 4");
+  o.compress = CpCompress::off;
+  expect_throw_with<InvalidArgument>(
+      [&] {
+        cp_als(dense({30, 20, 10}), o);
+      },
+      "init = gevd starts on the compressed core");
+  // automatic on a core where it does not apply: nvecs, as before.
+  o = options(4, CpCompress::on);
+  o.max_iters = 3;
+  o.n_starts = 1;
+  EXPECT_EQ(cp_als(dense({3, 30, 20}), o).init, CpInit::nvecs);
+}
+
+TEST(CpCompressed, AutomaticStartsFitInTwoFifthsOfASingleStart) {
   // 400^3 at R 32: ST-HOSVD (3.2e10 flops) and two full sweeps (1.6e10) dwarf a core
-  // start of 20 * 4 * 32 * 32^3 = 8.4e7, so the cap holds; 200^3 at R 64: a core start
-  // of 20 * 4 * 64 * 64^3 = 1.3e9 against 3.7e9 + 4.1e9 + 1.3e9 for one start in all:
-  // half of that buys three more.
+  // start of 20 * (4 * 32 * 32^3 + 4e5) = 9.2e7, so the cap holds; 200^3 at R 64: a core
+  // start of 20 * (4 * 64 * 64^3 + 4e5) = 1.35e9 against 3.7e9 + 4.1e9 + 1.35e9 for one
+  // start in all: two fifths of that buy two more; 128^3 at R 16: a core sweep's 2.6e5
+  // flops are less than its fixed cost, which the count charges (21 starts, not 63).
   const std::vector<index_t> big{400, 400, 400}, dense_core{200, 200, 200};
   EXPECT_EQ(cp_compressed_starts(big, 32), kCpMaxCompressedStarts);
-  EXPECT_EQ(cp_compressed_starts(dense_core, 64), 4);
+  EXPECT_EQ(cp_compressed_starts(dense_core, 64), 3);
+  EXPECT_EQ(cp_compressed_starts(std::vector<index_t>{128, 128, 128}, 16), 21);
   const std::vector<index_t> mid{300, 300, 300};
   const int n = cp_compressed_starts(mid, 32);
   EXPECT_GT(n, 8);

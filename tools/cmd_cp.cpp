@@ -328,9 +328,11 @@ Command add_cp_command(CLI::App& app) {
       ->capture_default_str();
   CLI::Option* init =
       cmd->add_option("--init", a->init,
-                      "Initialisation: auto (nvecs unless a mode past the first exceeds 4096), "
-                      "random or nvecs")
-          ->check(CLI::IsMember({"auto", "random", "nvecs"}))
+                      "Initialisation: auto (gevd on a 3-way tensor compressed first where it "
+                      "applies, else nvecs unless a mode past the first exceeds 4096), random, "
+                      "nvecs, or gevd (algebraic, on the compressed core of a 3-way tensor with "
+                      "axes 0 and 1 at least the rank)")
+          ->check(CLI::IsMember({"auto", "random", "nvecs", "gevd"}))
           ->capture_default_str();
   add_integer_option(*cmd, "--n-starts", a->n_starts,
                      "Run this many starts (the first from --init, the others random with "

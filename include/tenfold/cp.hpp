@@ -19,10 +19,20 @@ namespace tenfold {
 
 /// How the factor matrices are initialised.
 enum class CpInit {
-  automatic,  ///< nvecs when every mode n >= 1 has I_n <= kCpNvecsMaxSize, random otherwise
-  random,     ///< entries uniform in [0, 1), from `seed`
-  nvecs,      ///< leading eigenvectors of each mode's Gram X_(n) X_(n)^T (random columns past I_n)
-  given,      ///< the initial factors passed to cp_als (see CpStart)
+  /// nvecs when every mode n >= 1 has I_n <= kCpNvecsMaxSize, random otherwise; gevd
+  /// instead on a real 3-way tensor compressed first whose core has sizes R, R, >= 2
+  /// (falling back to nvecs where the slices' mixtures are singular)
+  automatic,
+  random,  ///< entries uniform in [0, 1), from `seed`
+  nvecs,   ///< leading eigenvectors of each mode's Gram X_(n) X_(n)^T (random columns past I_n)
+  given,   ///< the initial factors passed to cp_als (see CpStart)
+  /// Algebraic start on the compressed core G (real 3-way tensors compressed first, I_0
+  /// and I_1 at least R >= 2, I_2 >= 2): A from the eigenvectors of S_a S_b^{-1} for two
+  /// random mixtures S = sum_k w_k G(:, :, k) = A diag(C^T w) B^T of its slices, B from
+  /// A^{-1} S_a, C by least squares (Leurgans, Ross and Abel 1993; Tensorlab's
+  /// cpd_gevd). Exact on an exact rank-R tensor; a start near the planted solution where
+  /// random and nvecs starts stop in local minima (docs/algorithms.md).
+  gevd,
 };
 
 /// Most starts that CpOptions::n_starts = 0 (automatic) runs on a compressed core.
@@ -61,9 +71,9 @@ TENFOLD_API CpCompress parse_cp_compress(std::string_view name);
 TENFOLD_API std::vector<index_t> cp_compression_ranks(std::span<const index_t> dims, index_t rank);
 
 /// Starts that CpOptions::n_starts = 0 runs on the compressed core of a tensor of shape
-/// `dims` at rank R: 1 + as many more as fit in half the flops of one compressed start
-/// (ST-HOSVD, 20 core sweeps of 4 R numel(core), two full sweeps of 4 R numel(X) each),
-/// at most kCpMaxCompressedStarts.
+/// `dims` at rank R: 1 + as many more as fit in two fifths of the cost of one compressed
+/// start (ST-HOSVD, 20 core sweeps of 4 R numel(core) flops plus a fixed cost per sweep
+/// worth 4e5 flops, two full sweeps of 4 R numel(X) each), at most kCpMaxCompressedStarts.
 TENFOLD_API int cp_compressed_starts(std::span<const index_t> dims, index_t rank);
 
 /// How cp_als with a mask of observed entries fits them (docs/algorithms.md).

@@ -8,6 +8,7 @@
 #include "core/random.hpp"
 #include "cp/cp_als.hpp"
 #include "cp/dense_operand.hpp"
+#include "cp/gevd.hpp"
 #include "cp/reversed_operand.hpp"
 #include "tenfold/error.hpp"
 #include "tenfold/tucker.hpp"
@@ -152,12 +153,32 @@ CpResult<T> run_compressed_cp(TensorView<const T> x, bool reversed, Compute<T>& 
   // Automatic starts: from the default start, several on the core, where a sweep costs
   // numel(G) / numel(X) of one on the tensor (issue 29: one start misses planted
   // solutions that one of a few random starts finds).
-  if (o.n_starts == 0) {
-    const bool structured =
-        (o.init == CpInit::automatic || o.init == CpInit::nvecs) && initial_factors.empty();
-    oc.n_starts = structured ? cp_compressed_starts(x.dims(), o.rank) : 1;
+  const bool structured =
+      (o.init == CpInit::automatic || o.init == CpInit::nvecs || o.init == CpInit::gevd) &&
+      initial_factors.empty();
+  if (o.n_starts == 0) oc.n_starts = structured ? cp_compressed_starts(x.dims(), o.rank) : 1;
+  std::vector<Matrix<T>> core_initial = core_start(o, initial_factors, tt, host);
+  // The algebraic start on the core (asked for, or automatic's where it applies; nvecs
+  // when automatic's meets a singular step).
+  bool gevd = false;
+  if (o.init == CpInit::gevd || (o.init == CpInit::automatic && initial_factors.empty())) {
+    if (gevd_applies(tt.core.dims(), o.rank)) {
+      core_initial = gevd_start<T>(std::as_const(tt.core).view(), o.rank, o.seed);
+      gevd = !core_initial.empty();
+      if (!gevd && o.init == CpInit::gevd) {
+        throw NumericalError(
+            "init = gevd: a mixture of the core's slices or its eigenvectors are singular "
+            "(the tensor's rank may be below R); use init = nvecs or random");
+      }
+    } else if (o.init == CpInit::gevd) {
+      const auto& g = tt.core.dims();
+      throw InvalidArgument(
+          "init = gevd needs a 3-way tensor whose first two axes have at least rank = " +
+          std::to_string(o.rank) + " entries and whose third has 2 or more (compressed core " +
+          std::to_string(g[0]) + (g.size() > 1 ? "x" + std::to_string(g[1]) : "") +
+          (g.size() > 2 ? "x" + std::to_string(g[2]) : "") + (g.size() > 3 ? "x..." : "") + ")");
+    }
   }
-  const std::vector<Matrix<T>> core_initial = core_start(o, initial_factors, tt, host);
   if (!core_initial.empty()) oc.init = CpInit::given;
   double last_fit = 0.0;
   if (o.callback) {
@@ -227,7 +248,10 @@ CpResult<T> run_compressed_cp(TensorView<const T> x, bool reversed, Compute<T>& 
   history.insert(history.end(), res.fit_history.begin(), res.fit_history.end());
   res.fit_history = std::move(history);
   const CpInit asked = initial_factors.empty() ? o.init : CpInit::given;
-  res.init = asked == CpInit::random || asked == CpInit::given ? asked : core.init;
+  // (the gevd start entered the core phase as given factors, start 0)
+  res.init = asked == CpInit::random || asked == CpInit::given ? asked
+             : gevd && core.best_start == 0                    ? CpInit::gevd
+                                                               : core.init;
   res.best_start = core.best_start;
   res.start_fits.clear();
   for (double f : core.start_fits) res.start_fits.push_back(full_fit(f));
@@ -272,6 +296,10 @@ int cp_compressed_starts(std::span<const index_t> dims, index_t rank) {
   // Sweeps of one start on the core: from a random start on planted problems (issue 29's
   // 200^3 to 400^3 at R 32) the core runs converged in 10 to 20.
   constexpr double kCoreSweeps = 20.0;
+  // What a sweep costs beside its flops (thread wake-ups, small BLAS calls, the fit):
+  // about 0.2 ms, worth 4e5 flops at a small core's rate (docs/algorithms.md), more
+  // than a whole sweep of a 16^3 core at R 16.
+  constexpr double kSweepOverheadFlops = 4e5;
   const std::vector<index_t> ranks = cp_compression_ranks(dims, rank);
   // ST-HOSVD: per mode the Gram (I_n P) and the shrinking TTM (2 r_n P) of the current
   // size P; then two sweeps of the full tensor and one start's sweeps of the core.
@@ -283,8 +311,10 @@ int cp_compressed_starts(std::span<const index_t> dims, index_t rank) {
     p *= static_cast<double>(ranks[n]) / static_cast<double>(dims[n]);
     core *= static_cast<double>(ranks[n]);
   }
-  const double start = kCoreSweeps * 4.0 * static_cast<double>(rank) * core;
-  const double more = 0.5 * (sthosvd + full_sweeps + start) / start;
+  const double start = kCoreSweeps * (4.0 * static_cast<double>(rank) * core + kSweepOverheadFlops);
+  // Two fifths of one start's estimate: the default then takes at most about 1.5x a
+  // single start (its gevd start converges in fewer sweeps than the estimate's).
+  const double more = 0.4 * (sthosvd + full_sweeps + start) / start;
   return static_cast<int>(std::min<double>(kCpMaxCompressedStarts, 1.0 + std::floor(more)));
 }
 

@@ -151,6 +151,13 @@ void initialise(CpOperand<T>& x, Compute<T>& c, const CpOptions& o,
                 std::span<const Matrix<T>> initial_factors, CpInit init, AlsState<T>& s) {
   const auto& dims = x.dims();
   const index_t r = s.r;
+  if (init == CpInit::gevd) {
+    // (run_compressed_cp resolves it on the core; no other path can)
+    throw InvalidArgument(
+        "init = gevd starts on the compressed core of a dense real 3-way tensor: it needs "
+        "compression first (compress = on, or auto where it pays) and no sampled solver, "
+        "missing values, sparsity or distribution");
+  }
   Rng rng(o.seed);
   for (int n = 0; n < x.order(); ++n) {
     const auto ni = static_cast<std::size_t>(n);
@@ -779,7 +786,8 @@ namespace {
 constexpr detail::Named<CpInit> cp_inits[] = {{CpInit::automatic, "auto"},
                                               {CpInit::random, "random"},
                                               {CpInit::nvecs, "nvecs"},
-                                              {CpInit::given, "given"}};
+                                              {CpInit::given, "given"},
+                                              {CpInit::gevd, "gevd"}};
 constexpr detail::Named<CpStop> cp_stops[] = {{CpStop::converged, "converged"},
                                               {CpStop::max_iters, "max_iters"},
                                               {CpStop::time_limit, "time_limit"},

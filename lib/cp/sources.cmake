@@ -6,6 +6,7 @@ target_sources(tenfold_cp PRIVATE
   cp/full_model.cpp
   cp/gcp.cpp
   cp/gcp_loss.cpp
+  cp/gevd.cpp
   cp/hals.cpp
   cp/kruskal_operand.cpp
   cp/lbfgs.cpp

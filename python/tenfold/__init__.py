@@ -233,10 +233,13 @@ def parafac(
     n_iter_max : int
         Most iterations (sweeps over all axes); 0 returns the start (its fit in
         ``fit``), as TensorLy does.
-    init : {'svd', 'nvecs', 'random', 'auto'} or (weights, factors)
+    init : {'svd', 'nvecs', 'random', 'auto', 'gevd'} or (weights, factors)
         'svd' and 'nvecs' (the same start): leading eigenvectors of each unfolding's
         Gram (random columns past I_n); 'random': uniform [0, 1) from `random_state`;
-        'auto': nvecs when every axis but the first has at most 4096 entries.
+        'gevd': algebraic, on the compressed core of a real 3-way tensor whose axes 0
+        and 1 have at least `rank` entries (the eigenvectors of two mixtures of its
+        slices); 'auto': gevd where the tensor is compressed first and it applies,
+        else nvecs when every axis but the first has at most 4096 entries.
         (weights, factors): factors in NumPy axis order, weights (or None) folded
         into the first factor the sweep updates (the first axis not fixed).
     tol : float
@@ -427,8 +430,9 @@ def _cp(tensor, rank, n_iter_max, init, tol, random_state, normalize_factors, ca
     rank = _validate.cp_rank(rank, x.shape)
     if isinstance(init, str):
         init_name = {"svd": "nvecs"}.get(init, init)
-        if init_name not in ("nvecs", "random", "auto"):
-            raise ValueError(f"init must be 'svd', 'nvecs', 'random', 'auto' or (weights, factors), got {init!r}")
+        if init_name not in ("nvecs", "random", "auto", "gevd"):
+            raise ValueError("init must be 'svd', 'nvecs', 'random', 'auto', 'gevd' or "
+                             f"(weights, factors), got {init!r}")
         given = []
     else:
         init_name, given = "given", _given_start(init, x, rank)

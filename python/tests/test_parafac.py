@@ -46,6 +46,23 @@ def test_extreme_magnitudes_give_the_fit_at_one(dtype, scales):
                                    rtol=1e-2 if dtype == np.float32 else 1e-7)
 
 
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_gevd_start_on_the_compressed_core(order):
+    # Exact rank 5: the algebraic start is the planted model, so one sweep reaches fit 1
+    # (a random start does not), in either memory order (axes 0 and 1 are NumPy's).
+    x, _ = planted((40, 30, 20), 5, seed=4)
+    x = np.asarray(x, order=order)
+    r = tenfold.parafac(x, 5, init="gevd", n_iter_max=1, compress="on", n_starts=1)
+    assert r.init == "gevd" and r.fit > 1 - 1e-8
+    assert tenfold.parafac(x, 5, init="random", n_iter_max=1, compress="on").fit < 0.99
+    # automatic picks it where it applies
+    assert tenfold.parafac(x, 5, init="auto", compress="on", n_starts=1).init == "gevd"
+    with pytest.raises(ValueError, match="init = gevd needs a 3-way tensor whose first two axes"):
+        tenfold.parafac(x[:3], 4, init="gevd", compress="on")
+    with pytest.raises(ValueError, match="init = gevd starts on the compressed core"):
+        tenfold.parafac(x, 4, init="gevd", compress="off")
+
+
 def test_c_and_fortran_order_give_the_same_bits(covid):
     c = tenfold.parafac(covid, 4, n_iter_max=30, init="random", random_state=5)
     f = tenfold.parafac(np.asfortranarray(covid), 4, n_iter_max=30, init="random",
