@@ -53,7 +53,7 @@ def test_gevd_start_on_the_compressed_core(order):
     x, _ = planted((40, 30, 20), 5, seed=4)
     x = np.asarray(x, order=order)
     r = tenfold.parafac(x, 5, init="gevd", n_iter_max=1, compress="on", n_starts=1)
-    assert r.init == "gevd" and r.fit > 1 - 1e-8
+    assert r.init == "gevd" and r.fit > 1 - 1e-6  # the fit formula: about sqrt(eps)
     assert tenfold.parafac(x, 5, init="random", n_iter_max=1, compress="on").fit < 0.99
     # automatic picks it where it applies
     assert tenfold.parafac(x, 5, init="auto", compress="on", n_starts=1).init == "gevd"
