@@ -4,7 +4,9 @@
 // program; results that cannot be represented are refused with one line.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <complex>
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -14,6 +16,9 @@
 #include <vector>
 
 #include "cli_run.hpp"
+#include "core/random.hpp"
+#include "core/scalar.hpp"
+#include "core/scaling.hpp"
 #include "cp_test_util.hpp"
 #include "tenfold/cp.hpp"
 #include "tenfold/error.hpp"
@@ -196,6 +201,58 @@ Tensor<T> constant(T value) {
   Tensor<T> x({6, 5, 4});
   for (T& v : x.values()) v = value;
   return x;
+}
+
+// The one-pass scan (vectorised, over the pool) against a plain loop: random
+// magnitudes over the whole exponent range, both signs, lengths that end inside a chunk
+// and a vector, serial and parallel sizes; one Inf or NaN anywhere, or a complex part.
+template <class T>
+void expect_magnitudes_match(std::uint64_t seed) {
+  using R = detail::real_t<T>;
+  detail::Rng rng(seed);
+  for (const index_t n : {index_t{1}, index_t{37}, index_t{32768}, index_t{200003}}) {
+    std::vector<T> v(static_cast<std::size_t>(n));
+    double want = 0.0;
+    for (T& e : v) {
+      const auto draw = [&] {
+        const int k = static_cast<int>(rng.uniform() * 2 * std::numeric_limits<R>::max_exponent) -
+                      std::numeric_limits<R>::max_exponent;
+        return static_cast<R>(std::ldexp(rng.uniform() - 0.5, k));
+      };
+      if constexpr (detail::is_complex_v<T>) {
+        e = T(draw(), draw());
+        want = std::max({want, std::abs(static_cast<double>(e.real())),
+                         std::abs(static_cast<double>(e.imag()))});
+      } else {
+        e = draw();
+        want = std::max(want, std::abs(static_cast<double>(e)));
+      }
+    }
+    const TensorView<const T> x(v.data(), {n});
+    const detail::Magnitudes m = detail::magnitudes(x);
+    EXPECT_TRUE(m.finite) << n;
+    EXPECT_EQ(m.max_abs, want) << n;
+    for (const R bad : {std::numeric_limits<R>::infinity(), -std::numeric_limits<R>::infinity(),
+                        std::numeric_limits<R>::quiet_NaN()}) {
+      const std::size_t at = static_cast<std::size_t>(rng.uniform() * static_cast<double>(n));
+      const T keep = v[at];
+      if constexpr (detail::is_complex_v<T>) {
+        v[at] = T(keep.real(), bad);
+      } else {
+        v[at] = bad;
+      }
+      EXPECT_FALSE(detail::magnitudes(x).finite) << n << " at " << at;
+      v[at] = keep;
+    }
+  }
+}
+
+TEST(ScalingScan, MagnitudesMatchAPlainLoop) {
+  const ThreeThreads threads;
+  expect_magnitudes_match<float>(1);
+  expect_magnitudes_match<double>(2);
+  expect_magnitudes_match<std::complex<float>>(3);
+  expect_magnitudes_match<std::complex<double>>(4);
 }
 
 TEST(ScalingLimits, UnrepresentableResultsAreRefusedInOneLine) {

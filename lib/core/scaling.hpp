@@ -22,6 +22,16 @@
 
 namespace tenfold::detail {
 
+/// The largest magnitude of x's entries (of each part of a complex entry) and whether
+/// every entry is finite (max_abs is then unspecified): one pass, vectorised and over
+/// the pool (a maximum: the same for any thread count).
+struct Magnitudes {
+  double max_abs = 0.0;
+  bool finite = true;
+};
+template <class T>
+Magnitudes magnitudes(TensorView<const T> x);
+
 /// How the decompositions scale an input: by 2^exponent; max_abs = max |x| (for messages).
 struct Balancing {
   int exponent = 0;
