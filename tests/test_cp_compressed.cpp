@@ -151,7 +151,9 @@ TEST(CpCompressed, DefaultRunsSeveralStartsOnTheCore) {
   ASSERT_TRUE(r.compressed);
   const int starts = cp_compressed_starts(p.tensor.dims(), 3);
   ASSERT_GT(starts, 1);
-  ASSERT_EQ(r.start_fits.size(), static_cast<std::size_t>(starts));
+  // (random starts share a budget of 20 core sweeps each: fewer when they run longer)
+  ASSERT_GT(r.start_fits.size(), 1u);
+  ASSERT_LE(r.start_fits.size(), static_cast<std::size_t>(starts));
   EXPECT_EQ(r.init, r.best_start == 0 ? CpInit::gevd : CpInit::random);
   EXPECT_EQ(r.start_fits[static_cast<std::size_t>(r.best_start)],
             *std::max_element(r.start_fits.begin(), r.start_fits.end()));

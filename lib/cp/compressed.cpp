@@ -17,6 +17,11 @@ namespace tenfold {
 namespace detail {
 namespace {
 
+// Sweeps of one start on the core that the automatic count of starts assumes: from a
+// random start on planted problems (issue 29's 200^3 to 400^3 at R 32) the core runs
+// converged in 10 to 20. The random starts get that many sweeps each in all.
+constexpr int kCoreSweepsPerStart = 20;
+
 // out (rows x R) = U (rows x k) B (k x R), or with `trans` U^T B (U then k x rows), on the host.
 template <class T>
 Matrix<T> times(Compute<T>& host, const Matrix<T>& u, const Matrix<T>& b, bool trans) {
@@ -156,7 +161,13 @@ CpResult<T> run_compressed_cp(TensorView<const T> x, bool reversed, Compute<T>& 
   const bool structured =
       (o.init == CpInit::automatic || o.init == CpInit::nvecs || o.init == CpInit::gevd) &&
       initial_factors.empty();
-  if (o.n_starts == 0) oc.n_starts = structured ? cp_compressed_starts(x.dims(), o.rank) : 1;
+  // Automatic: the count's random starts share its budget of core sweeps, so that starts
+  // that run longer than it assumes (swamps) do not cost more in all.
+  int extra_sweeps = -1;
+  if (o.n_starts == 0) {
+    oc.n_starts = structured ? cp_compressed_starts(x.dims(), o.rank) : 1;
+    extra_sweeps = (oc.n_starts - 1) * kCoreSweepsPerStart;
+  }
   std::vector<Matrix<T>> core_initial = core_start(o, initial_factors, tt, host);
   // The algebraic start on the core (asked for, or automatic's where it applies; nvecs
   // when automatic's meets a singular step).
@@ -192,7 +203,7 @@ CpResult<T> run_compressed_cp(TensorView<const T> x, bool reversed, Compute<T>& 
     };
   }
   DenseOperand<T> core_operand(c, tt.core.view());
-  CpResult<T> core = run_cp_starts<T>(core_operand, c, oc, core_initial, start);
+  CpResult<T> core = run_cp_starts<T>(core_operand, c, oc, core_initial, start, extra_sweeps);
 
   // A_n = U_n B_n
   t0 = Clock::now();
@@ -293,9 +304,6 @@ std::vector<index_t> cp_compression_ranks(std::span<const index_t> dims, index_t
 }
 
 int cp_compressed_starts(std::span<const index_t> dims, index_t rank) {
-  // Sweeps of one start on the core: from a random start on planted problems (issue 29's
-  // 200^3 to 400^3 at R 32) the core runs converged in 10 to 20.
-  constexpr double kCoreSweeps = 20.0;
   // What a sweep costs beside its flops (thread wake-ups, small BLAS calls, the fit):
   // about 0.2 ms, worth 4e5 flops at a small core's rate (docs/algorithms.md), more
   // than a whole sweep of a 16^3 core at R 16.
@@ -311,7 +319,8 @@ int cp_compressed_starts(std::span<const index_t> dims, index_t rank) {
     p *= static_cast<double>(ranks[n]) / static_cast<double>(dims[n]);
     core *= static_cast<double>(ranks[n]);
   }
-  const double start = kCoreSweeps * (4.0 * static_cast<double>(rank) * core + kSweepOverheadFlops);
+  const double start =
+      detail::kCoreSweepsPerStart * (4.0 * static_cast<double>(rank) * core + kSweepOverheadFlops);
   // Two fifths of one start's estimate: the default then takes at most about 1.5x a
   // single start (its gevd start converges in fewer sweeps than the estimate's).
   const double more = 0.4 * (sthosvd + full_sweeps + start) / start;

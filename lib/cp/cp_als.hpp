@@ -58,13 +58,14 @@ CpResult<T> run_cp_als(CpOperand<T>& x, Compute<T>& c, const CpOptions& options,
                        std::chrono::steady_clock::time_point start);
 
 /// Runs options.n_starts starts of run_cp_als on x (reset between starts): start 0 from
-/// `initial_factors` or options.init and seed, start s > 0 random with seed + s. Returns
-/// the best final fit, with every start's fit in start_fits and the total time in
-/// timings.total.
+/// `initial_factors` or options.init and seed, start s > 0 random with seed + s; with
+/// `extra_sweeps` >= 0, no random start begins once the random starts have run that many
+/// sweeps in all. Returns the best final fit, with every start's fit in start_fits and
+/// the total time in timings.total.
 template <class T>
 CpResult<T> run_cp_starts(CpOperand<T>& x, Compute<T>& c, const CpOptions& options,
                           std::span<const Matrix<T>> initial_factors,
-                          std::chrono::steady_clock::time_point start);
+                          std::chrono::steady_clock::time_point start, int extra_sweeps = -1);
 /// CP-ALS in the array's axis order: for Layout::row_major, `run` receives the options
 /// (layout col_major, mode numbers of a tensor of order `order` in NumPy axis order) and
 /// the initial factors in NumPy axis order, must run on the
