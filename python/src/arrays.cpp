@@ -82,6 +82,15 @@ TensorView<const T> tensor_view(const InArray& a, const char* what, Layout& layo
 template <class T>
 void check_finite_numpy(TensorView<const T> x, Layout layout, const char* what,
                         const std::uint8_t* observed) {
+  if (observed == nullptr) {
+    // The library's check is one vectorised pass over its threads; only when it finds a
+    // non-finite entry does the loop below name it by NumPy index.
+    try {
+      check_finite(x, what);
+      return;
+    } catch (const InvalidArgument&) {
+    }
+  }
   for (index_t i = 0; i < x.numel(); ++i) {
     if (finite(x[i]) || (observed != nullptr && observed[i] == 0)) continue;
     // Column-major multi-index of entry i; mode n is NumPy axis N-1-n in row_major.
