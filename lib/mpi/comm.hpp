@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "core/scaling.hpp"
 #include "tenfold/mpi.hpp"
 
 namespace tenfold::mpi::detail {
@@ -66,5 +67,13 @@ std::string exact(double v);
 /// "IxJ, checksum <hex>" of a matrix's sizes and bytes (FNV-1a), for check_same.
 template <class T>
 std::string fingerprint(const Matrix<T>& m);
+
+/// check_finite(x, what) with its scan on this library's own thread pool (the public
+/// function, which names the entry, runs only when the scan finds one: it would start
+/// libtenfold.so's pool beside this one).
+template <class T>
+void check_local_finite(TensorView<const T> x, const char* what) {
+  if (!tenfold::detail::magnitudes(x).finite) check_finite(x, what);
+}
 
 }  // namespace tenfold::mpi::detail

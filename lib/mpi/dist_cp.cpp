@@ -211,7 +211,7 @@ CpResult<T> cp_als(const DistTensor<T>& x, const CpOptions& options, CpStart<T> 
         "time_limit is not available in the distributed CP-ALS (every process must stop at "
         "the same iteration); use max_iters");
   }
-  on_every_process(comm, [&] { check_finite(x.local.view(), "tensor"); });
+  on_every_process(comm, [&] { detail::check_local_finite(x.local.view(), "tensor"); });
   // The callback, where a process has one, on every process alike: an exception on any
   // is thrown on all, and the run stops everywhere when any asks to.
   CpOptions o = options;

@@ -179,7 +179,8 @@ TuckerResult<T> tucker(const DistTensor<T>& x, const TuckerOptions& options) {
   if (options.backend != Backend::cpu) {
     throw InvalidArgument("the distributed Tucker runs on the cpu backend");
   }
-  on_every_process(x.grid->comm(), [&] { check_finite(x.local.view(), "Tucker input tensor"); });
+  on_every_process(x.grid->comm(),
+                   [&] { detail::check_local_finite(x.local.view(), "Tucker input tensor"); });
   auto compute = tenfold::detail::make_compute<T>(Backend::cpu);
   const int order = x.order();
   DistTuckerState<T> s{*compute, x, {}, 0.0, std::vector<index_t>(x.dims.size(), 0), {}, {}, {}};
