@@ -6,6 +6,26 @@
 #include "core/random.hpp"
 
 namespace tenfold::detail {
+namespace {
+
+// The cols x rows transpose of a column-major rows x cols matrix.
+std::vector<double> transposed(index_t rows, index_t cols, const std::vector<double>& v) {
+  std::vector<double> t(v.size());
+  for (index_t j = 0; j < cols; ++j)
+    for (index_t i = 0; i < rows; ++i)
+      t[static_cast<std::size_t>(j + i * cols)] = v[static_cast<std::size_t>(i + j * rows)];
+  return t;
+}
+
+template <class T>
+Matrix<T> to_matrix(index_t rows, index_t cols, const std::vector<double>& v) {
+  Matrix<T> m(rows, cols);
+  for (index_t e = 0; e < rows * cols; ++e)
+    m.data()[e] = static_cast<T>(v[static_cast<std::size_t>(e)]);
+  return m;
+}
+
+}  // namespace
 
 bool gevd_applies(const std::vector<index_t>& dims, index_t rank) {
   return dims.size() == 3 && rank >= 2 && dims[0] == rank && dims[1] == rank && dims[2] >= 2;
@@ -32,24 +52,14 @@ std::vector<Matrix<T>> gevd_start(TensorView<const T> g, index_t rank, std::uint
     }
   // M = S_a S_b^{-1} = A diag(C^T a ./ C^T b) A^{-1}: A = the eigenvectors of M (a
   // complex pair by its real and imaginary parts), from S_b^T M^T = S_a^T.
-  std::vector<double> mt(size(rr)), sbt(size(rr));
-  for (index_t i = 0; i < r; ++i)
-    for (index_t j = 0; j < r; ++j) {
-      mt[size(j + i * r)] = sa[size(i + j * r)];
-      sbt[size(j + i * r)] = sb[size(i + j * r)];
-    }
-  if (!solve_general(r, r, std::move(sbt), mt.data())) return {};
-  std::vector<double> m(size(rr));
-  for (index_t i = 0; i < r; ++i)
-    for (index_t j = 0; j < r; ++j) m[size(i + j * r)] = mt[size(j + i * r)];
-  std::vector<double> a = general_eigenvectors(r, std::move(m));
+  std::vector<double> mt = transposed(r, r, sa);
+  if (!solve_general(r, r, transposed(r, r, sb), mt.data())) return {};
+  std::vector<double> a = general_eigenvectors(r, transposed(r, r, mt));
   if (a.empty()) return {};
   // B^T = A^{-1} S_a up to the scale of its rows (diag(C^T a)).
   std::vector<double> bt = sa;
   if (!solve_general(r, r, a, bt.data())) return {};
-  std::vector<double> b(size(rr));
-  for (index_t i = 0; i < r; ++i)
-    for (index_t j = 0; j < r; ++j) b[size(j + i * r)] = bt[size(i + j * r)];
+  const std::vector<double> b = transposed(r, r, bt);
   // C by least squares: C = G_(2) (B (.) A) ((A^T A) * (B^T B))^{-1}, with G_(2)^T = the
   // core seen as R^2 x K and (B (.) A)(i + R j, :) = A(i, :) * B(j, :).
   auto host = make_compute<double>(Backend::cpu);
@@ -66,20 +76,12 @@ std::vector<Matrix<T>> gevd_start(TensorView<const T> g, index_t rank, std::uint
   host->gemm(Op::trans, Op::none, r, r, r, 1.0, b.data(), r, b.data(), r, 0.0, gb.data(), r);
   for (index_t e = 0; e < rr; ++e) ga[size(e)] *= gb[size(e)];
   // V C^T = MTTKRP^T (V symmetric)
-  std::vector<double> ct(size(r * k));
-  for (index_t s = 0; s < k; ++s)
-    for (index_t c = 0; c < r; ++c) ct[size(c + s * r)] = mttkrp[size(s + c * k)];
+  std::vector<double> ct = transposed(k, r, mttkrp);
   if (!solve_general(r, k, std::move(ga), ct.data())) return {};
   std::vector<Matrix<T>> out;
-  out.emplace_back(r, r);
-  out.emplace_back(r, r);
-  out.emplace_back(k, r);
-  for (index_t e = 0; e < rr; ++e) {
-    out[0].data()[e] = static_cast<T>(a[size(e)]);
-    out[1].data()[e] = static_cast<T>(b[size(e)]);
-  }
-  for (index_t s = 0; s < k; ++s)
-    for (index_t c = 0; c < r; ++c) out[2].data()[s + c * k] = static_cast<T>(ct[size(c + s * r)]);
+  out.push_back(to_matrix<T>(r, r, a));
+  out.push_back(to_matrix<T>(r, r, b));
+  out.push_back(to_matrix<T>(k, r, transposed(r, k, ct)));
   return out;
 }
 
