@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -122,6 +123,24 @@ TEST(Layout, ReverseModesIsTheCOrderMemory) {
     }
     EXPECT_TRUE(same_bits(c_order(y).values(), x.values()));
   }
+}
+
+TEST(Layout, ReversedTensorIsReverseModesInHostMemory) {
+  // The algorithms' copy (uninitialised host memory, 2 MiB aligned from 2 MiB up) holds
+  // the bits of reverse_modes; the small one is on a cache line.
+  for (const std::vector<index_t>& shape :
+       std::vector<std::vector<index_t>>{{33, 40}, {130, 70, 40}, {0, 3}}) {
+    const Tensor<double> x = fortran_array<double>(shape, 6);
+    const detail::ReversedTensor<double> y(x.view());
+    EXPECT_EQ(y.view().dims(), detail::reversed(shape));
+    const Tensor<double> expected = c_order(x);
+    EXPECT_TRUE(same_bits(std::vector<double>(y.view().data(), y.view().data() + x.numel()),
+                          expected.values()));
+    const auto bytes = static_cast<std::size_t>(x.numel()) * sizeof(double);
+    const auto address = reinterpret_cast<std::uintptr_t>(y.view().data());
+    EXPECT_EQ(address % (bytes >= (std::size_t{1} << 21) ? std::size_t{1} << 21 : 64), 0u);
+  }
+  EXPECT_EQ(detail::ReversedTensor<float>().view().numel(), 0);
 }
 
 namespace {

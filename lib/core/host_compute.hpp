@@ -1,9 +1,11 @@
 // The memory primitives of a backend whose memory is host memory (cpu, reference):
-// 64-byte aligned allocations, copies by memcpy; and the column norm both compute alike.
+// allocations by allocate_host (core/memory.hpp), copies by memcpy; and the column norm
+// both compute alike.
 #pragma once
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <new>
@@ -34,9 +36,9 @@ class HostCompute : public Compute<T> {
   T* allocate(std::size_t n) override {
     if (n == 0) return nullptr;
     if (n > std::numeric_limits<std::size_t>::max() / sizeof(T)) throw std::bad_alloc();
-    return static_cast<T*>(::operator new[](n * sizeof(T), std::align_val_t{64}));
+    return static_cast<T*>(allocate_host(n * sizeof(T)));
   }
-  void deallocate(T* p) noexcept override { ::operator delete[](p, std::align_val_t{64}); }
+  void deallocate(T* p) noexcept override { std::free(p); }
   void upload(T* dst, const T* host_src, std::size_t n) override { copy(dst, host_src, n); }
   void download(T* host_dst, const T* src, std::size_t n) override { copy(host_dst, src, n); }
   void copy(T* dst, const T* src, std::size_t n) override {

@@ -9,10 +9,9 @@
 namespace tenfold::detail {
 
 template <class T>
-Tensor<T> reverse_modes(TensorView<const T> x) {
+void reverse_modes(TensorView<const T> x, T* yp) {
   const int order = x.order();
-  Tensor<T> y(reversed(x.dims()));
-  if (x.numel() == 0) return y;
+  if (x.numel() == 0) return;
   // Mode m of x has stride sx[m] in x and sy[m] = prod_{k > m} I_k in y. Modes 0 and
   // N-1 are the fast ones of x and y: for each index of the middle modes the (I_0 x
   // I_{N-1}) slice is transposed in square tiles, so that both sides are read and
@@ -35,7 +34,6 @@ Tensor<T> reverse_modes(TensorView<const T> x) {
   const index_t middle = x.numel() / (order > 1 ? first * last : first);
   const index_t tiles = (last + kTile - 1) / kTile;
   const T* xp = x.data();
-  T* yp = y.data();
   const auto tile_row = [&](index_t w) {
     // Offsets of the middle multi-index (modes 1..N-2) in x and y.
     index_t rest = w / tiles, bx = 0, by = 0;
@@ -58,15 +56,22 @@ Tensor<T> reverse_modes(TensorView<const T> x) {
   } else {
     for (index_t w = 0; w < middle * tiles; ++w) tile_row(w);
   }
+}
+
+template <class T>
+Tensor<T> reverse_modes(TensorView<const T> x) {
+  Tensor<T> y(reversed(x.dims()));
+  reverse_modes(x, y.data());
   return y;
 }
 
-template Tensor<float> reverse_modes<float>(TensorView<const float>);
-template Tensor<double> reverse_modes<double>(TensorView<const double>);
-template Tensor<std::uint8_t> reverse_modes<std::uint8_t>(TensorView<const std::uint8_t>);
-template Tensor<std::complex<float>> reverse_modes<std::complex<float>>(
-    TensorView<const std::complex<float>>);
-template Tensor<std::complex<double>> reverse_modes<std::complex<double>>(
-    TensorView<const std::complex<double>>);
+#define TENFOLD_INSTANTIATE_REVERSE_MODES(T)                \
+  template Tensor<T> reverse_modes<T>(TensorView<const T>); \
+  template void reverse_modes<T>(TensorView<const T>, T*);
+TENFOLD_INSTANTIATE_REVERSE_MODES(float)
+TENFOLD_INSTANTIATE_REVERSE_MODES(double)
+TENFOLD_INSTANTIATE_REVERSE_MODES(std::uint8_t)
+TENFOLD_INSTANTIATE_REVERSE_MODES(std::complex<float>)
+TENFOLD_INSTANTIATE_REVERSE_MODES(std::complex<double>)
 
 }  // namespace tenfold::detail

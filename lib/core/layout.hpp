@@ -8,14 +8,44 @@
 #include <algorithm>
 #include <vector>
 
+#include "core/memory.hpp"
 #include "tenfold/tensor.hpp"
 
 namespace tenfold::detail {
+
+/// A copy of `v` in reversed order.
+template <class V>
+V reversed(V v) {
+  std::reverse(v.begin(), v.end());
+  return v;
+}
 
 /// y(i_{N-1}, ..., i_0) = x(i_0, ..., i_{N-1}): the column-major tensor with the modes
 /// of x reversed (an exact copy; reversing twice gives x back).
 template <class T>
 Tensor<T> reverse_modes(TensorView<const T> x);
+
+/// reverse_modes into x.numel() values at y.
+template <class T>
+void reverse_modes(TensorView<const T> x, T* y);
+
+/// reverse_modes(x) in allocate_host's memory, for the copies an algorithm reads and
+/// drops (a row-major input in axis order): no zeroing pass before the copy, and huge
+/// pages where the system gives them, as for the NumPy array it copies. Empty by default.
+template <class T>
+class ReversedTensor {
+ public:
+  ReversedTensor() = default;
+  explicit ReversedTensor(TensorView<const T> x)
+      : values_(static_cast<std::size_t>(x.numel())), dims_(reversed(x.dims())) {
+    reverse_modes(x, values_.data());
+  }
+  TensorView<const T> view() const { return TensorView<const T>(values_.data(), dims_); }
+
+ private:
+  HostArray<T> values_;
+  std::vector<index_t> dims_{0};  // empty: one mode of size 0
+};
 
 /// Mode n of an order-N view in `layout` is this axis of the caller's array.
 inline int array_axis(Layout layout, int order, int n) {
@@ -30,13 +60,6 @@ inline bool copies_to_axis_order(Layout layout, RowMajorInput input, index_t num
   return input == RowMajorInput::copy ||
          static_cast<double>(numel) * static_cast<double>(bytes_per_entry) <=
              static_cast<double>(kRowMajorCopyMaxBytes);
-}
-
-/// A copy of `v` in reversed order.
-template <class V>
-V reversed(V v) {
-  std::reverse(v.begin(), v.end());
-  return v;
 }
 
 }  // namespace tenfold::detail

@@ -2,10 +2,15 @@
 
 #include <unistd.h>
 
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <limits>
+#include <new>
 #include <sstream>
 
 #include "tenfold/error.hpp"
@@ -56,6 +61,20 @@ std::uint64_t host_available_bytes() {
                     : std::numeric_limits<std::uint64_t>::max();
   }
   return std::min(available, cgroup_room());
+}
+
+void* allocate_host(std::size_t bytes) {
+  constexpr std::size_t huge = std::size_t{1} << 21, line = 64;
+  const std::size_t align = bytes >= huge ? huge : line;
+  if (bytes > SIZE_MAX - align) throw std::bad_alloc();
+  // aligned_alloc wants a multiple of the alignment.
+  const std::size_t size = std::max<std::size_t>(1, (bytes + align - 1) / align) * align;
+  void* p = std::aligned_alloc(align, size);
+  if (p == nullptr) throw std::bad_alloc();
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  if (align == huge) madvise(p, size, MADV_HUGEPAGE);  // advice only: its failure changes nothing
+#endif
+  return p;
 }
 
 std::string bytes_string(double bytes) {

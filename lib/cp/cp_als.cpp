@@ -821,7 +821,8 @@ CpResult<T> cp_als(TensorView<const T> x, const CpOptions& options, CpStart<T> i
   {
     const Tensor<T> balanced = b.exponent != 0 ? detail::scaled(x, b.exponent) : Tensor<T>();
     const TensorView<const T> xb = b.exponent != 0 ? balanced.view() : x;
-    const Tensor<T> axis_order = copy ? detail::reverse_modes(xb) : Tensor<T>();
+    const detail::ReversedTensor<T> axis_order =
+        copy ? detail::ReversedTensor<T>(xb) : detail::ReversedTensor<T>();
     const TensorView<const T> xs = copy ? axis_order.view() : xb;
     res = detail::run_in_axis_order(
         options, x.order(), initial_factors,

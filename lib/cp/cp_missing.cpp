@@ -61,9 +61,10 @@ CpResult<T> cp_als(TensorView<const T> x, TensorView<const std::uint8_t> observe
   const bool copy = detail::copies_to_axis_order(options.layout, options.row_major_input, x.numel(),
                                                  sizeof(T) + 1);
   const bool in_place = options.layout == Layout::row_major && !copy;
-  const Tensor<T> x_axes = copy ? detail::reverse_modes(xb) : Tensor<T>();
-  const Tensor<std::uint8_t> observed_axes =
-      copy ? detail::reverse_modes(observed) : Tensor<std::uint8_t>();
+  using detail::ReversedTensor;
+  const ReversedTensor<T> x_axes = copy ? ReversedTensor<T>(xb) : ReversedTensor<T>();
+  const ReversedTensor<std::uint8_t> observed_axes =
+      copy ? ReversedTensor<std::uint8_t>(observed) : ReversedTensor<std::uint8_t>();
   CpResult<T> res = detail::run_in_axis_order(
       options, x.order(), initial_factors,
       [&](const CpOptions& o, std::span<const Matrix<T>> initial) {

@@ -1,11 +1,6 @@
 #include "sparse/sparse_operand.hpp"
 
-#if defined(__linux__)
-#include <sys/mman.h>
-#endif
-
 #include <algorithm>
-#include <new>
 #include <string>
 
 #include "core/instantiate.hpp"
@@ -30,19 +25,6 @@ void to_row_major(index_t rows, index_t cols, const T* from, T* to) {
 }
 
 }  // namespace
-
-template <class T>
-void HugePageArray<T>::resize(std::size_t n) {
-  if (n <= capacity_) return;
-  constexpr std::size_t huge = std::size_t{1} << 21;
-  const std::size_t bytes = (n * sizeof(T) + huge - 1) / huge * huge;
-  p_.reset(std::aligned_alloc(huge, bytes));
-  if (!p_) throw std::bad_alloc();
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-  madvise(p_.get(), bytes, MADV_HUGEPAGE);  // advice only: its failure changes nothing
-#endif
-  capacity_ = n;
-}
 
 template <class T>
 SparseOperand<T>::SparseOperand(Compute<T>& c, const SparseTensor<T>& x)
@@ -138,9 +120,7 @@ double SparseOperand<T>::workspace_elements(index_t rank, bool mode_grams) const
   return e;
 }
 
-#define TENFOLD_INSTANTIATE_SPARSE_OPERAND(T) \
-  template class HugePageArray<T>;            \
-  template class SparseOperand<T>;
+#define TENFOLD_INSTANTIATE_SPARSE_OPERAND(T) template class SparseOperand<T>;
 TENFOLD_INSTANTIATE_FOR_EACH_VALUE_TYPE(TENFOLD_INSTANTIATE_SPARSE_OPERAND)
 
 }  // namespace tenfold::detail

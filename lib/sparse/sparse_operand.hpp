@@ -4,32 +4,14 @@
 #pragma once
 
 #include <cstddef>
-#include <cstdlib>
 #include <memory>
 #include <vector>
 
+#include "core/memory.hpp"
 #include "cp/operand.hpp"
 #include "sparse/csf.hpp"
 
 namespace tenfold::detail {
-
-/// n values of T on a 2 MiB boundary, which Linux is asked to back with huge pages
-/// (madvise; a no-op where transparent huge pages are off): the MTTKRP reads factor rows
-/// at random places, and with 4 KiB pages nearly every such read also misses the TLB.
-template <class T>
-class HugePageArray {
- public:
-  /// Room for n values (contents undefined); keeps the storage when it is large enough.
-  void resize(std::size_t n);
-  T* data() const { return static_cast<T*>(p_.get()); }
-
- private:
-  struct Free {
-    void operator()(void* p) const { std::free(p); }
-  };
-  std::unique_ptr<void, Free> p_;
-  std::size_t capacity_ = 0;
-};
 
 template <class T>
 class SparseOperand final : public CpOperand<T> {
@@ -54,7 +36,7 @@ class SparseOperand final : public CpOperand<T> {
  private:
   const SparseTensor<T>& x_;
   std::vector<std::unique_ptr<Csf<T>>> trees_;
-  std::vector<HugePageArray<T>> rows_;  // rows_[m]: U_m row-major (I_m x R)
+  std::vector<HostArray<T>> rows_;  // rows_[m]: U_m row-major (I_m x R)
   std::vector<bool> fresh_;
   index_t rows_rank_ = 0;
 };

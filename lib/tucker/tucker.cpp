@@ -270,7 +270,7 @@ TuckerResult<T> tucker_in_layout(TensorView<const T> x, const TuckerOptions& opt
   TuckerResult<T> res;
   {
     // Released before the total is taken: freeing the copy is part of the call.
-    const Tensor<T> axis_order = detail::reverse_modes(x);
+    const detail::ReversedTensor<T> axis_order(x);
     res = run_tucker(*c, axis_order.view(), o, false, start);
   }
   res.model.core = detail::reverse_modes<T>(std::as_const(res.model.core).view());
