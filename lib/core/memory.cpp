@@ -63,17 +63,31 @@ std::uint64_t host_available_bytes() {
   return std::min(available, cgroup_room());
 }
 
+namespace {
+constexpr std::size_t kHugePage = std::size_t{1} << 21;
+}  // namespace
+
+void advise_huge_pages(void* p, std::size_t bytes) {
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  const auto start = reinterpret_cast<std::uintptr_t>(p);
+  const std::uintptr_t begin = (start + kHugePage - 1) / kHugePage * kHugePage;
+  const std::uintptr_t end = (start + bytes) / kHugePage * kHugePage;
+  // Its failure changes nothing but the page size.
+  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
+#else
+  (void)p;
+  (void)bytes;
+#endif
+}
+
 void* allocate_host(std::size_t bytes) {
-  constexpr std::size_t huge = std::size_t{1} << 21, line = 64;
-  const std::size_t align = bytes >= huge ? huge : line;
+  const std::size_t align = bytes >= kHugePage ? kHugePage : 64;
   if (bytes > SIZE_MAX - align) throw std::bad_alloc();
   // aligned_alloc wants a multiple of the alignment.
   const std::size_t size = std::max<std::size_t>(1, (bytes + align - 1) / align) * align;
   void* p = std::aligned_alloc(align, size);
   if (p == nullptr) throw std::bad_alloc();
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-  if (align == huge) madvise(p, size, MADV_HUGEPAGE);  // advice only: its failure changes nothing
-#endif
+  if (align == kHugePage) advise_huge_pages(p, size);
   return p;
 }
 

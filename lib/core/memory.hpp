@@ -18,6 +18,11 @@ namespace tenfold::detail {
 /// physical pages (sysconf) where /proc/meminfo cannot be read.
 std::uint64_t host_available_bytes();
 
+/// Asks Linux (madvise) to back the 2 MiB pages that lie wholly inside [p, p + bytes)
+/// with transparent huge pages when they are first touched; advice only (a no-op
+/// elsewhere, or where transparent huge pages are off).
+void advise_huge_pages(void* p, std::size_t bytes);
+
 /// Uninitialised host memory of `bytes` (release it with std::free), 64-byte aligned.
 /// From 2 MiB up it starts on a 2 MiB boundary and Linux is asked (madvise) to back it
 /// with transparent huge pages, as NumPy does for its arrays: a tensor-sized buffer then

@@ -6,6 +6,7 @@
 
 #include "core/format.hpp"
 #include "core/layout.hpp"
+#include "core/memory.hpp"
 #include "core/parallel.hpp"
 #include "core/scalar.hpp"
 #include "core/scaling.hpp"
@@ -63,8 +64,15 @@ std::size_t storage_size(std::span<const index_t> dims) {
 }  // namespace
 
 template <class T>
-Tensor<T>::Tensor(std::vector<index_t> dims)
-    : dims_(std::move(dims)), data_(storage_size<T>(dims_)) {}
+Tensor<T>::Tensor(std::vector<index_t> dims) : dims_(std::move(dims)) {
+  // A large tensor on transparent huge pages (core/memory.hpp), advised before the
+  // zeroing first touches its pages: the MTTKRP's strided reads then miss the TLB far
+  // less, as they do on NumPy's arrays.
+  const std::size_t n = storage_size<T>(dims_);
+  data_.reserve(n);
+  detail::advise_huge_pages(data_.data(), n * sizeof(T));
+  data_.resize(n);
+}
 
 template <class T>
 Tensor<T>::Tensor(std::vector<index_t> dims, std::vector<T> data)
