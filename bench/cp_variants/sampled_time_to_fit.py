@@ -3,7 +3,7 @@ fit first reaches 99 % and 99.9 % of the fit of a converged exact ALS run.
 
     python sampled_time_to_fit.py --cli build/tools/tenfold [--size 400] [--rank 32]
                                   [--noise 0.01] [--factors gaussian|collinear]
-                                  [--samples 0] [--tensorly-limit 300]
+                                  [--samples 0] [--tensorly-limit 300] [--reps 3]
 
 Run it with the interpreter of bench/compare's environment (TensorLy, NumPy). The tensor
 is I^3 with rank-R factors (standard normal, or with --factors collinear unit columns of
@@ -28,13 +28,16 @@ fit. Then, each from its own start:
   its defaults otherwise): the exact fit of its model is computed in its callback every
   5 iterations, and the time spent there is taken off its clock.
 
-Loading the .npy file is not counted. Prints one Markdown table and the load average.
+Each method runs --reps times (same start, same iterates); a sweep's time is the median
+of its times over the runs. Loading the .npy file is not counted. Prints one Markdown
+table and the load average.
 """
 
 import argparse
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -110,6 +113,14 @@ def run_tensorly(x, rank, samples, limit, seed):
     return trace
 
 
+def median_trace(traces):
+    """The first run's sweeps and fits, each sweep at the median of its times over the runs
+    (the runs repeat the same iterates; a run that stopped sooner shortens the trace)."""
+    n = min(len(t) for t in traces)
+    return [(k, statistics.median(t[i][1] for t in traces), fit)
+            for i, (k, _, fit) in enumerate(traces[0][:n])]
+
+
 def reached(trace, target):
     for iteration, seconds, fit in trace:
         if fit >= target:
@@ -136,6 +147,7 @@ def main():
                    help="standard normal factors, or unit columns of pairwise cosine 0.3")
     p.add_argument("--samples", type=int, default=0, help="rows per solve (0: 64 x rank)")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--reps", type=int, default=3, help="runs per method (median times)")
     p.add_argument("--tensorly-limit", type=float, default=300,
                    help="stop TensorLy after this many seconds of its own work")
     args = p.parse_args()
@@ -168,8 +180,10 @@ def main():
                                                        "--fit-check-every", str(CHECK_EVERY)]}
         traces, finals = {}, {}
         for name, flags in runs.items():
-            rep, trace = run_tenfold(args.cli, path, args.rank, [*flags, "--max-iters", "1000"],
-                                     tmp)
+            reps = [run_tenfold(args.cli, path, args.rank, [*flags, "--max-iters", "1000"], tmp)
+                    for _ in range(args.reps)]
+            rep, trace = reps[0][0], median_trace([t for _, t in reps])
+            rep["seconds"] = statistics.median(r["seconds"] for r, _ in reps)
             if name == "tenfold sampled":
                 # The exact fit of every sweep (same iterates), the seconds of this run.
                 _, exact = run_tenfold(args.cli, path, args.rank,
@@ -185,8 +199,9 @@ def main():
                 trace = [t for t in trace if t[0] % CHECK_EVERY == 0 or t[0] == last]
             traces[name] = trace
             finals[name] = f"{rep['fit']:.5f} in {rep['seconds']:.3g} s ({rep['iterations']})"
-    traces["TensorLy randomised_parafac"] = run_tensorly(x, args.rank, samples,
-                                                         args.tensorly_limit, args.seed)
+    traces["TensorLy randomised_parafac"] = median_trace(
+        [run_tensorly(x, args.rank, samples, args.tensorly_limit, args.seed)
+         for _ in range(args.reps)])
     t = traces["TensorLy randomised_parafac"]
     finals["TensorLy randomised_parafac"] = (f"{t[-1][2]:.5f} in {t[-1][1]:.3g} s ({t[-1][0]})"
                                              if t else "-")

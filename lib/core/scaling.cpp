@@ -58,19 +58,12 @@ Magnitudes magnitudes(TensorView<const T> x) {
   return {static_cast<double>(peak), std::isfinite(peak)};
 }
 
-template <class T>
-Balancing balancing(TensorView<const T> x, const std::uint8_t* observed) {
+namespace {
+
+// The scaling of an input of real type R whose largest magnitude is `peak`.
+template <class R>
+Balancing balancing_of(R peak) {
   Balancing b;
-  using R = real_t<T>;
-  const T* p = x.data();
-  R peak = 0;
-  if (observed == nullptr) {
-    peak = static_cast<R>(magnitudes(x).max_abs);
-  } else {
-    for (index_t i = 0; i < x.numel(); ++i) {
-      if (observed[i] != 0) peak = std::max(peak, R(std::abs(p[i])));
-    }
-  }
   b.max_abs = static_cast<double>(peak);
   if (peak == R(0)) return b;
   // peak = m 2^k with m in [1/2, 1)
@@ -79,6 +72,27 @@ Balancing balancing(TensorView<const T> x, const std::uint8_t* observed) {
   constexpr int q = std::numeric_limits<R>::max_exponent / 4;
   if (k - 1 < -q || k > q) b.exponent = -k;
   return b;
+}
+
+}  // namespace
+
+template <class T>
+Balancing balancing(TensorView<const T> x, const std::uint8_t* observed) {
+  using R = real_t<T>;
+  if (observed == nullptr) return balancing_of(static_cast<R>(magnitudes(x).max_abs));
+  const T* p = x.data();
+  R peak = 0;
+  for (index_t i = 0; i < x.numel(); ++i) {
+    if (observed[i] != 0) peak = std::max(peak, R(std::abs(p[i])));
+  }
+  return balancing_of(peak);
+}
+
+template <class T>
+Balancing checked_balancing(TensorView<const T> x, const char* what) {
+  const Magnitudes m = magnitudes(x);
+  if (!m.finite) check_finite(x, what);  // finds the entry, names it and throws
+  return balancing_of(static_cast<real_t<T>>(m.max_abs));
 }
 
 template <class T>
@@ -114,6 +128,7 @@ void scale_back(std::span<U> v, int e, const Balancing& b, const std::string& wh
 #define TENFOLD_INSTANTIATE_SCALING(T)                                       \
   template Magnitudes magnitudes<T>(TensorView<const T>);                    \
   template Balancing balancing<T>(TensorView<const T>, const std::uint8_t*); \
+  template Balancing checked_balancing<T>(TensorView<const T>, const char*); \
   template Tensor<T> scaled<T>(TensorView<const T>, int);                    \
   template void scale_back<T>(std::span<T>, int, const Balancing&, const std::string&);
 TENFOLD_INSTANTIATE_FOR_EACH_VALUE_TYPE(TENFOLD_INSTANTIATE_SCALING)

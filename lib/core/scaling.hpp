@@ -45,6 +45,11 @@ struct Balancing {
 template <class T>
 Balancing balancing(TensorView<const T> x, const std::uint8_t* observed = nullptr);
 
+/// check_finite(x, what) and balancing(x) from one pass over x: throws
+/// InvalidArgument naming the first non-finite entry, or returns x's scaling.
+template <class T>
+Balancing checked_balancing(TensorView<const T> x, const char* what);
+
 /// x 2^e, a new tensor of x's shape.
 template <class T>
 Tensor<T> scaled(TensorView<const T> x, int e);

@@ -807,11 +807,11 @@ template <class T>
 CpResult<T> cp_als(TensorView<const T> x, const CpOptions& options, CpStart<T> initial_factors) {
   const auto start = detail::Clock::now();
   detail::validate_dense_shape(x.dims(), "CP-ALS");
-  check_finite(x, "tensor");
+  // Finite entries, and magnitudes far from 1: the problem scaled by a power of two
+  // (core/scaling.hpp); one pass over x for both.
+  const detail::Balancing b = detail::checked_balancing(x, "tensor");
   detail::validate_cp_options(options, initial_factors, x.dims());
   auto c = detail::make_compute<T>(options.backend);
-  // Magnitudes far from 1: the problem scaled by a power of two (core/scaling.hpp).
-  const detail::Balancing b = detail::balancing(x);
   // Row-major: the array's column-major copy in NumPy axis order (the arithmetic of its
   // Fortran-order copy), or the array itself with its modes numbered by axis.
   const bool copy =

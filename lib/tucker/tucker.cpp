@@ -286,11 +286,10 @@ template <class T>
 TuckerResult<T> tucker(TensorView<const T> x, const TuckerOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   detail::validate_tucker_options(x.dims(), options);
-  check_finite(x, "Tucker input tensor");
-  // Magnitudes far from 1: the problem scaled by a power of two (core/scaling.hpp); the
-  // factors and the relative error do not change, the core scales back by 2^-e and the
-  // eigenvalues (squares) by 2^-2e.
-  const detail::Balancing b = detail::balancing(x);
+  // Finite entries, and magnitudes far from 1: the problem scaled by a power of two
+  // (core/scaling.hpp; one pass over x for both); the factors and the relative error do
+  // not change, the core scales back by 2^-e and the eigenvalues (squares) by 2^-2e.
+  const detail::Balancing b = detail::checked_balancing(x, "Tucker input tensor");
   TuckerResult<T> res;
   if (b.exponent == 0) {
     res = tucker_in_layout(x, options, start);
