@@ -12,6 +12,7 @@
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -141,6 +142,46 @@ TEST(Layout, ReversedTensorIsReverseModesInHostMemory) {
     EXPECT_EQ(address % (bytes >= (std::size_t{1} << 21) ? std::size_t{1} << 21 : 64), 0u);
   }
   EXPECT_EQ(detail::ReversedTensor<float>().view().numel(), 0);
+}
+
+namespace {
+
+// Whether the mapping holding `p` carries the huge-page advice ("hg" among the VmFlags
+// of /proc/self/smaps); nullopt where the file or the flag line cannot be read.
+std::optional<bool> huge_page_advice(const void* p) {
+  std::ifstream smaps("/proc/self/smaps");
+  const auto at = reinterpret_cast<std::uintptr_t>(p);
+  bool inside = false;
+  for (std::string line; std::getline(smaps, line);) {
+    std::uintptr_t lo = 0, hi = 0;
+    char dash = 0;
+    std::istringstream head(line);
+    if (head >> std::hex >> lo >> dash >> hi && dash == '-') {
+      inside = lo <= at && at < hi;
+    } else if (inside && line.rfind("VmFlags:", 0) == 0) {
+      return line.find(" hg") != std::string::npos;
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+TEST(Layout, LargeHostBuffersAndTensorsAreAdvisedForHugePages) {
+  // Tensor-sized memory asks for transparent huge pages (core/memory.hpp).
+  if (!std::ifstream("/sys/kernel/mm/transparent_hugepage/enabled")) {
+    GTEST_SKIP() << "no transparent huge pages on this system";
+  }
+  constexpr std::size_t kBytes = std::size_t{8} << 20;
+  const detail::HostArray<double> array(kBytes / sizeof(double));
+  const Tensor<double> tensor({1024, 1024});
+  for (const void* p : {static_cast<const void*>(array.data()),
+                        static_cast<const void*>(tensor.data() + tensor.numel() / 2)}) {
+    const std::optional<bool> flag = huge_page_advice(p);
+    if (!flag) GTEST_SKIP() << "/proc/self/smaps has no VmFlags here";
+    EXPECT_TRUE(*flag);
+  }
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(array.data()) % (std::size_t{1} << 21), 0u);
 }
 
 namespace {
