@@ -111,7 +111,8 @@ class TENFOLD_API Tensor {
 
   Tensor() = default;
   /// Zero-filled tensor of the given sizes; throws InvalidArgument (before allocating)
-  /// on a negative size or when the element count or byte size overflows.
+  /// on a negative size or when the element count or byte size overflows. On Linux,
+  /// storage of 2 MiB or more is advised for transparent huge pages before it is zeroed.
   explicit Tensor(std::vector<index_t> dims);
   /// Takes ownership of `data` (column-major); throws DimensionMismatch if sizes disagree.
   Tensor(std::vector<index_t> dims, std::vector<T> data);
