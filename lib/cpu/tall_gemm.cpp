@@ -19,8 +19,11 @@ constexpr index_t kPanel = 8;
 constexpr index_t kMinTilesPerTask = 8;
 constexpr index_t kMaxTilesPerTask = 64;
 // How many tiles ahead a tile is fetched into L2 (then copied during the tile before
-// it): 3 ran 8-14 % faster than 2 on 200^3 R64 (docs/performance.md).
-constexpr index_t kFetchAhead = 3;
+// it). Its lines are requested evenly over all panels of the tile now in the kernel:
+// requested all at once, during the first panel, many were dropped (too many misses in
+// flight), and the copy waited on memory; spread out, 2 ahead is enough
+// (docs/performance.md).
+constexpr index_t kFetchAhead = 2;
 
 // The kernel below is compiled for AVX-512F and only called where the processor has
 // it. Everything it calls is an intrinsic or has internal linkage, so no code of a
@@ -101,14 +104,16 @@ constexpr int kVectors = 3;
   }
 
 // What a call of `tile` does besides the product, when the fields are set: it copies the
-// next tile of A (masked rows) into its packed buffer, and it fetches a later tile into
-// L2 (3 lines of each of its k columns), so that memory latency overlaps the
-// multiplications.
+// next tile of A (masked rows) into its packed buffer, and it fetches columns
+// [fetch_first, fetch_first + fetch_count) of a later tile into L2 (the lines of each
+// column's MR elements), one column every k / fetch_count steps, so that memory latency
+// overlaps the multiplications.
 struct NextTiles {
   const void* copy_from = nullptr;  // the next tile in place
   void* copy_to = nullptr;          // its packed buffer
   unsigned mask[3] = {0, 0, 0};     // its rows, per vector
   const void* fetch = nullptr;      // the later tile, in place
+  index_t fetch_first = 0, fetch_count = 0;
 };
 
 // Where element (row i, column p) of a tile of op(A) lies: at i lane + p step from the
@@ -190,9 +195,11 @@ __attribute__((noinline)) TENFOLD_AVX512 void tile(index_t k, const T* ap, const
   T* copy_to = static_cast<T*>(next.copy_to);
   const char* fetch = static_cast<const char*>(next.fetch);
   const __m512i offsets = L::offsets(s.lane);
-  // A tile of A: 3 lines of each column p; of A^T (MR columns of A, each k long, lda
-  // apart): its 3 k lines in memory order, all of it where lda = k.
+  // Column q of a tile of A: its MR elements (192 bytes, on 3 or 4 lines); of A^T (MR
+  // columns of A, each k long, lda apart): 192 bytes in memory order, all of the tile
+  // where lda = k.
   const index_t fetch_step = s.lane == 1 ? s.step * static_cast<index_t>(sizeof(T)) : 192;
+  index_t fetched = 0;
   TENFOLD_TILE_ZERO(0)
   TENFOLD_TILE_ZERO(1)
   TENFOLD_TILE_ZERO(2)
@@ -211,11 +218,13 @@ __attribute__((noinline)) TENFOLD_AVX512 void tile(index_t k, const T* ap, const
       for (int v = 0; v < kVectors; ++v)
         L::store(full, dst + v * L::W, tile_row(copy_from, p, v, next.mask[v], s, offsets));
     }
-    if (fetch != nullptr) {
-      const char* np = fetch + p * fetch_step;
+    if (fetch != nullptr && fetched < next.fetch_count && p * next.fetch_count >= fetched * k) {
+      const char* np = fetch + (next.fetch_first + fetched) * fetch_step;
       _mm_prefetch(np, _MM_HINT_T1);
       _mm_prefetch(np + 64, _MM_HINT_T1);
       _mm_prefetch(np + 128, _MM_HINT_T1);
+      _mm_prefetch(np + 191, _MM_HINT_T1);
+      ++fetched;
     }
     const T* bk = bp + p * kPanel;
     TENFOLD_TILE_STEP(0)
@@ -300,7 +309,8 @@ struct Tiles {
 // column when lda is large) is copied once into a packed buffer (k x MR, missing rows
 // zero), where all panels of op(B) find it in the core's cache: the first tile here, each
 // later one during the first panel of the tile before (two buffers, `ap` and `ap + k MR`),
-// after the first panel of the tile kFetchAhead - 1 before that fetched it into L2.
+// after the panels of the tile kFetchAhead - 1 before that fetched it into L2, a share
+// of its columns each.
 template <class T>
 TENFOLD_AVX512 void run_tiles(const Tiles<T>& t, index_t g0, index_t g1, T* ap) {
   using L = Lanes<T>;
@@ -324,10 +334,15 @@ TENFOLD_AVX512 void run_tiles(const Tiles<T>& t, index_t g0, index_t g1, T* ap) 
       next.copy_to = ap + (1 - current) * k * mr;
       tile_masks<T>(t.rows_of(g + 1), next.mask);
     }
-    if (g + kFetchAhead < g1) next.fetch = t.a_of(g + kFetchAhead);
-    const NextTiles none;
+    const index_t panels = (t.n + kPanel - 1) / kPanel, share = (k + panels - 1) / panels;
     for (index_t j0 = 0; j0 < t.n; j0 += kPanel) {
-      const NextTiles& along = j0 == 0 ? next : none;
+      NextTiles along;
+      if (j0 == 0) along = next;
+      if (g + kFetchAhead < g1) {
+        along.fetch = t.a_of(g + kFetchAhead);
+        along.fetch_first = j0 / kPanel * share;
+        along.fetch_count = k - along.fetch_first < share ? k - along.fetch_first : share;
+      }
       const TileOut<T> o = t.out(g, j0);
       if (rows_here > 2 * w) {
         tile<T, 3>(k, packed, t.bp + j0 * k, t.steps, along, o);
