@@ -207,8 +207,8 @@ TYPED_TEST(Kernels, GemmStridedBatched) {
 TYPED_TEST(Kernels, GemmTallAndThin) {
   // The shapes of the MTTKRP's contractions (op(A) tall, n small; lib/cpu/tall_gemm.hpp
   // on a processor with AVX-512): rows that end inside a tile (one, two or three vectors
-  // of it), columns that end inside a panel, A and A^T (gathered rows), both op(B), and
-  // blocks of rows over threads.
+  // of it), columns that end inside a panel, A and A^T (transposed in blocks of a vector's lanes,
+  // with a last block of k that ends inside one), both op(B), and blocks of rows over threads.
   using T = typename TypeParam::type;
   const ThreeThreads threads;
   struct Case {

@@ -215,7 +215,7 @@ void CpuCompute<T>::gemm(Op ta, Op tb, index_t m, index_t n, index_t k, T alpha,
     return;
   }
   if constexpr (!is_complex_v<T>) {  // (the tall kernel is real)
-    if (tall_gemm_suits<T>(ta, m, n, k, lda)) {
+    if (tall_gemm_suits<T>(m, n, k)) {
       // Tall and thin: A read in place, no packing pass (lib/cpu/tall_gemm.hpp).
       tall_gemm(m, n, k, alpha, ta, a, lda, 0, tb, b, ldb, beta, c, ldc, 0, 1);
       return;
@@ -273,7 +273,7 @@ void CpuCompute<T>::gemm_strided_batched(Op ta, Op tb, index_t m, index_t n, ind
   // any task starts.
   for (index_t v : {m, n, k, lda, ldb, ldc}) blas_int(v, "batched gemm");
   if constexpr (!is_complex_v<T>) {
-    if (stride_b == 0 && batch > 1 && tall_gemm_suits<T>(ta, m, n, k, lda)) {
+    if (stride_b == 0 && batch > 1 && tall_gemm_suits<T>(m, n, k)) {
       // Tall and thin products with one op(B): one kernel call packs op(B) once.
       tall_gemm(m, n, k, alpha, ta, a, lda, stride_a, tb, b, ldb, beta, c, ldc, stride_c, batch);
       return;
@@ -299,7 +299,7 @@ bool CpuCompute<T>::gemm_column_dots(index_t m, index_t n, index_t k, T alpha, c
   if constexpr (is_complex_v<T>) {  // (the tall kernel is real)
     return false;
   } else {
-    if (batch < 1 || !tall_gemm_suits<T>(Op::none, m, n, k, lda)) return false;
+    if (batch < 1 || !tall_gemm_suits<T>(m, n, k)) return false;
     tall_gemm_dots(m, n, k, alpha, a, lda, stride_a, Op::none, b, ldb, w, ldw, dots, ldd, batch);
     return true;
   }

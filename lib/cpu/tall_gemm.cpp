@@ -45,13 +45,10 @@ struct Lanes<double> {
     return _mm512_maskz_loadu_pd(static_cast<__mmask8>(mask), p);
   }
   TENFOLD_AVX512 static V set1(double x) { return _mm512_set1_pd(x); }
-  // Offsets of the lanes of a gather, `step` elements apart.
-  TENFOLD_AVX512 static __m512i offsets(index_t s) {
-    return _mm512_set_epi64(7 * s, 6 * s, 5 * s, 4 * s, 3 * s, 2 * s, s, 0);
-  }
-  TENFOLD_AVX512 static V gather(unsigned mask, const double* p, __m512i offsets) {
-    return _mm512_mask_i64gather_pd(_mm512_setzero_pd(), static_cast<__mmask8>(mask), offsets, p,
-                                    8);
+  // Lane l of the result: lane idx[l] of a (idx[l] < 8) or of b (idx[l] - 8).
+  using Index = std::int64_t;
+  TENFOLD_AVX512 static V permute2(V a, __m512i idx, V b) {
+    return _mm512_permutex2var_pd(a, idx, b);
   }
   TENFOLD_AVX512 static V fma(V a, V b, V c) { return _mm512_fmadd_pd(a, b, c); }
   TENFOLD_AVX512 static V mul(V a, V b) { return _mm512_mul_pd(a, b); }
@@ -71,15 +68,9 @@ struct Lanes<float> {
     return _mm512_maskz_loadu_ps(static_cast<__mmask16>(mask), p);
   }
   TENFOLD_AVX512 static V set1(float x) { return _mm512_set1_ps(x); }
-  // 32-bit offsets: tall_gemm_suits bounds 15 steps below 2^31.
-  TENFOLD_AVX512 static __m512i offsets(index_t s) {
-    const auto t = static_cast<int>(s);
-    return _mm512_set_epi32(15 * t, 14 * t, 13 * t, 12 * t, 11 * t, 10 * t, 9 * t, 8 * t, 7 * t,
-                            6 * t, 5 * t, 4 * t, 3 * t, 2 * t, t, 0);
-  }
-  TENFOLD_AVX512 static V gather(unsigned mask, const float* p, __m512i offsets) {
-    return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), static_cast<__mmask16>(mask), offsets, p,
-                                    4);
+  using Index = std::int32_t;
+  TENFOLD_AVX512 static V permute2(V a, __m512i idx, V b) {
+    return _mm512_permutex2var_ps(a, idx, b);
   }
   TENFOLD_AVX512 static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
   TENFOLD_AVX512 static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
@@ -104,7 +95,8 @@ constexpr int kVectors = 3;
   }
 
 // What a call of `tile` does besides the product, when the fields are set: it copies the
-// next tile of A (masked rows) into its packed buffer, and it fetches columns
+// next tile of A (masked rows; a tile of A^T is copied by a pass of its own) into its
+// packed buffer, and it fetches columns
 // [fetch_first, fetch_first + fetch_count) of a later tile into L2 (the lines of each
 // column's MR elements), one column every k / fetch_count steps, so that memory latency
 // overlaps the multiplications.
@@ -117,18 +109,89 @@ struct NextTiles {
 };
 
 // Where element (row i, column p) of a tile of op(A) lies: at i lane + p step from the
-// tile's start; A: (1, lda), A^T: (lda, 1). A row of a tile of A^T is gathered.
+// tile's start; A: (1, lda), A^T: (lda, 1).
 struct TileSteps {
   index_t lane = 1, step = 0;
 };
 
-// Row p of a tile of op(A), the lanes of vector v that `mask` names (the others zero).
+// Lanes [0, n) of a vector set, n in [0, W].
+constexpr unsigned lanes_mask(index_t n) { return (1u << n) - 1u; }
+
+// The index vectors of a W x W transposition by blocks: at stage b (block size W / 2,
+// ..., 2, 1), rows i and i + b (i & b = 0) swap their off-diagonal b x b blocks. Row i
+// keeps its lanes l with l & b = 0 and takes lane l - b of row i + b at the others
+// (`first`); row i + b takes lane l + b of row i at l & b = 0 and keeps the others
+// (`second`). As Lanes<T>::permute2 reads them: l for lane l of a, W + l of b.
 template <class T>
-TENFOLD_AVX512 inline typename Lanes<T>::V tile_row(const T* tile, index_t p, int v, unsigned mask,
-                                                    TileSteps s, __m512i offsets) {
+struct TransposeIndex {
+  static constexpr int W = Lanes<T>::W;
+  typename Lanes<T>::Index first[W][W], second[W][W];  // [b][l]
+  constexpr TransposeIndex() : first{}, second{} {
+    for (int b = 1; b < W; b *= 2) {
+      for (int l = 0; l < W; ++l) {
+        first[b][l] = (l & b) == 0 ? l : W + l - b;
+        second[b][l] = (l & b) == 0 ? l + b : W + l;
+      }
+    }
+  }
+};
+template <class T>
+constexpr TransposeIndex<T> kTransposeIndex{};
+
+// Rows [p0, p0 + W) of vector v of a packed tile of A^T (columns p0 .. of the tile's W
+// rows of A^T that `mask` names, the others zero; columns from k on are not stored):
+// W rows of A^T loaded, transposed in registers by log2 W stages of permutations.
+template <class T>
+TENFOLD_AVX512 inline void copy_transposed(const T* tile, index_t lda, index_t p0, index_t k, int v,
+                                           unsigned mask, T* packed) {
   using L = Lanes<T>;
-  const T* src = tile + p * s.step + v * L::W * s.lane;
-  return s.lane == 1 ? L::load(mask, src) : L::gather(mask, src, offsets);
+  constexpr int w = L::W;
+  const index_t cols = k - p0 < w ? k - p0 : w;
+  const unsigned col_mask = lanes_mask(cols);
+  // Unrolled, so that r stays in registers.
+  typename L::V r[w];
+#pragma GCC unroll 16
+  for (int i = 0; i < w; ++i) {
+    r[i] = ((mask >> i) & 1u) != 0 ? L::load(col_mask, tile + (v * w + i) * lda + p0) : L::zero();
+  }
+#pragma GCC unroll 4
+  for (int b = w / 2; b >= 1; b /= 2) {
+    const __m512i first = _mm512_loadu_si512(kTransposeIndex<T>.first[b]);
+    const __m512i second = _mm512_loadu_si512(kTransposeIndex<T>.second[b]);
+#pragma GCC unroll 16
+    for (int i = 0; i < w; ++i) {
+      if ((i & b) != 0) continue;
+      const typename L::V top = r[i];
+      r[i] = L::permute2(top, first, r[i + b]);
+      r[i + b] = L::permute2(top, second, r[i + b]);
+    }
+  }
+#pragma GCC unroll 16
+  for (index_t q = 0; q < cols; ++q) L::store(packed + (p0 + q) * kVectors * w + v * w, r[q]);
+}
+
+// Row p of a tile of A (column p of its rows, leading dimension lda) into the packed
+// tile: one load per vector, the lanes `mask` names (the others zero).
+template <class T>
+TENFOLD_AVX512 inline void copy_row(const T* tile, index_t lda, index_t p,
+                                    const unsigned (&mask)[kVectors], T* packed) {
+  using L = Lanes<T>;
+  for (int v = 0; v < kVectors; ++v)
+    L::store(packed + p * kVectors * L::W + v * L::W, L::load(mask[v], tile + p * lda + v * L::W));
+}
+
+// A whole tile of op(A) into its packed buffer: of A row by row; of A^T in blocks of W
+// rows (for A^T, a pass of its own ran faster than spreading the blocks over the first
+// panel, as the rows of A are: docs/performance.md).
+template <class T>
+TENFOLD_AVX512 void copy_tile(const T* tile, index_t k, TileSteps s,
+                              const unsigned (&mask)[kVectors], T* packed) {
+  if (s.lane == 1) {
+    for (index_t p = 0; p < k; ++p) copy_row(tile, s.step, p, mask, packed);
+  } else {
+    for (index_t p0 = 0; p0 < k; p0 += Lanes<T>::W)
+      for (int v = 0; v < kVectors; ++v) copy_transposed(tile, s.lane, p0, k, v, mask[v], packed);
+  }
 }
 
 // Where a tile of one panel lands, for the `cols` columns and the rows (per vector
@@ -190,11 +253,9 @@ template <class T, int V>
 __attribute__((noinline)) TENFOLD_AVX512 void tile(index_t k, const T* ap, const T* bp, TileSteps s,
                                                    const NextTiles& next, const TileOut<T>& o) {
   using L = Lanes<T>;
-  constexpr unsigned full = (1u << L::W) - 1u;
   const T* copy_from = static_cast<const T*>(next.copy_from);
   T* copy_to = static_cast<T*>(next.copy_to);
   const char* fetch = static_cast<const char*>(next.fetch);
-  const __m512i offsets = L::offsets(s.lane);
   // Column q of a tile of A: its MR elements (192 bytes, on 3 or 4 lines); of A^T (MR
   // columns of A, each k long, lda apart): 192 bytes in memory order, all of the tile
   // where lda = k.
@@ -213,11 +274,7 @@ __attribute__((noinline)) TENFOLD_AVX512 void tile(index_t k, const T* ap, const
     const typename L::V a0 = L::load(a);
     const typename L::V a1 = V > 1 ? L::load(a + L::W) : a0;
     const typename L::V a2 = V > 2 ? L::load(a + 2 * L::W) : a0;
-    if (copy_from != nullptr) {
-      T* dst = copy_to + p * kVectors * L::W;
-      for (int v = 0; v < kVectors; ++v)
-        L::store(full, dst + v * L::W, tile_row(copy_from, p, v, next.mask[v], s, offsets));
-    }
+    if (copy_from != nullptr) copy_row(copy_from, s.step, p, next.mask, copy_to);
     if (fetch != nullptr && fetched < next.fetch_count && p * next.fetch_count >= fetched * k) {
       const char* np = fetch + (next.fetch_first + fetched) * fetch_step;
       _mm_prefetch(np, _MM_HINT_T1);
@@ -249,9 +306,6 @@ __attribute__((noinline)) TENFOLD_AVX512 void tile(index_t k, const T* ap, const
 #undef TENFOLD_TILE_ZERO
 #undef TENFOLD_TILE_STEP
 #undef TENFOLD_TILE_OUT
-
-// Lanes [0, n) of a vector set, n in [0, W].
-constexpr unsigned lanes_mask(index_t n) { return (1u << n) - 1u; }
 
 // The rows of the tile starting `left` rows before the end, per vector.
 template <class T>
@@ -308,7 +362,8 @@ struct Tiles {
 // Tiles [g0, g1) of `t`, in order. Each tile of A (MR rows, all k columns, one page per
 // column when lda is large) is copied once into a packed buffer (k x MR, missing rows
 // zero), where all panels of op(B) find it in the core's cache: the first tile here, each
-// later one during the first panel of the tile before (two buffers, `ap` and `ap + k MR`),
+// later one during the first panel of the tile before, or for A^T just before it (two
+// buffers, `ap` and `ap + k MR`),
 // after the panels of the tile kFetchAhead - 1 before that fetched it into L2, a share
 // of its columns each.
 template <class T>
@@ -319,20 +374,21 @@ TENFOLD_AVX512 void run_tiles(const Tiles<T>& t, index_t g0, index_t g1, T* ap) 
   unsigned mask[kVectors];
   tile_masks<T>(t.rows_of(g0), mask);
   const T* a0 = t.a_of(g0);
-  const __m512i offsets = L::offsets(t.steps.lane);
-  for (index_t p = 0; p < k; ++p) {
-    for (int v = 0; v < kVectors; ++v)
-      L::store(lanes_mask(w), ap + p * mr + v * w, tile_row(a0, p, v, mask[v], t.steps, offsets));
-  }
+  copy_tile(a0, k, t.steps, mask, ap);
   int current = 0;
   for (index_t g = g0; g < g1; ++g) {
     const index_t rows_here = t.rows_of(g);
     const T* packed = ap + current * k * mr;
     NextTiles next;
     if (g + 1 < g1) {
-      next.copy_from = t.a_of(g + 1);
-      next.copy_to = ap + (1 - current) * k * mr;
       tile_masks<T>(t.rows_of(g + 1), next.mask);
+      T* const to = ap + (1 - current) * k * mr;
+      if (t.steps.lane == 1) {
+        next.copy_from = t.a_of(g + 1);
+        next.copy_to = to;
+      } else {
+        copy_tile(t.a_of(g + 1), k, t.steps, next.mask, to);
+      }
     }
     const index_t panels = (t.n + kPanel - 1) / kPanel, share = (k + panels - 1) / panels;
     for (index_t j0 = 0; j0 < t.n; j0 += kPanel) {
@@ -366,15 +422,14 @@ constexpr index_t tile_rows() {
 }  // namespace
 
 template <class T>
-bool tall_gemm_suits(Op ta, index_t m, index_t n, index_t k, index_t lda) {
+bool tall_gemm_suits(index_t m, index_t n, index_t k) {
   static const bool avx512 = __builtin_cpu_supports("avx512f");
   const index_t padded = (n + kPanel - 1) / kPanel * kPanel;
   // A tile of op(A) (MR x k, at most 96 KB) and the next one being copied stay in the
   // core's L2 cache while the panels of op(B) pass over the first; the rows of a tile
   // of A^T are gathered with offsets of up to W - 1 columns (32 bits for float).
   return avx512 && m >= tile_rows<T>() && n >= 1 && n <= 128 && 5 * padded <= 6 * n && k >= 1 &&
-         k * tile_rows<T>() * static_cast<index_t>(sizeof(T)) <= 98304 &&
-         (ta == Op::none || static_cast<double>(lda) * Lanes<T>::W < 2147483647.0);
+         k * tile_rows<T>() * static_cast<index_t>(sizeof(T)) <= 98304;
 }
 
 namespace {
@@ -437,8 +492,8 @@ void tall_gemm_dots(index_t m, index_t n, index_t k, T alpha, const T* a, index_
                 static_cast<T*>(nullptr), 0, 0, w, ldw, dots, ldd, batch);
 }
 
-template bool tall_gemm_suits<float>(Op, index_t, index_t, index_t, index_t);
-template bool tall_gemm_suits<double>(Op, index_t, index_t, index_t, index_t);
+template bool tall_gemm_suits<float>(index_t, index_t, index_t);
+template bool tall_gemm_suits<double>(index_t, index_t, index_t);
 template void tall_gemm<float>(index_t, index_t, index_t, float, Op, const float*, index_t, index_t,
                                Op, const float*, index_t, float, float*, index_t, index_t, index_t);
 template void tall_gemm<double>(index_t, index_t, index_t, double, Op, const double*, index_t,

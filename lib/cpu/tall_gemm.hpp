@@ -6,7 +6,7 @@
 // in only 2n flops, so those memory-bound steps, not overlapped with the arithmetic,
 // were a third of the product's time (docs/performance.md). This kernel packs op(B)
 // (k x n, small) once per call, copies A a tile of 3 vectors of rows at a time into a
-// buffer that stays in the core's cache for all panels of op(B), fetches the tile three
+// buffer that stays in the core's cache for all panels of op(B), fetches the tile two
 // ahead while it multiplies (across the products of a batch), and writes each element of
 // C once, from registers.
 #pragma once
@@ -19,14 +19,14 @@ namespace tenfold::detail {
 /// present, m at least one tile, n small (columns of op(B) padded to 8 waste at most a
 /// fifth), k short enough that a tile of op(A) stays in the core's cache.
 template <class T>
-bool tall_gemm_suits(Op ta, index_t m, index_t n, index_t k, index_t lda);
+bool tall_gemm_suits(index_t m, index_t n, index_t k);
 
 /// C_i = alpha op(A_i) op(B) + beta C_i for i < batch, with A_i = a + i stride_a (op(A_i)
-/// m x k, column-major, leading dimension lda; the rows of a tile of A^T are gathered
-/// into its packed copy, the contraction over a tensor's first mode), one op(B) (k x n) for all,
-/// C_i = c + i stride_c (m x n, leading dimension ldc); with beta = 0, C is not read. Each element
-/// of C is summed over k in order on one thread (the pool's threads take blocks of rows), so the
-/// result does not depend on the thread count. Call only where tall_gemm_suits.
+/// m x k, column-major, leading dimension lda; a tile of A^T, the contraction over a
+/// tensor's first mode, is transposed in registers into its packed copy), one op(B) (k x n) for
+/// all, C_i = c + i stride_c (m x n, leading dimension ldc); with beta = 0, C is not read. Each
+/// element of C is summed over k in order on one thread (the pool's threads take blocks of rows),
+/// so the result does not depend on the thread count. Call only where tall_gemm_suits.
 template <class T>
 void tall_gemm(index_t m, index_t n, index_t k, T alpha, Op ta, const T* a, index_t lda,
                index_t stride_a, Op tb, const T* b, index_t ldb, T beta, T* c, index_t ldc,
