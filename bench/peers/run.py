@@ -1,6 +1,7 @@
 """Tenfold side by side with the C++ peers, in one run, on the same tensors.
 
     python bench/peers/run.py --out DIR [--quick] [--reps N] [--threads 2] [--mpi 1,2]
+                              [--dtypes float64,float32]
 
 Dense CP-ALS (`tenfold cp --compress off`, one start) against GenTen's driver
 (`genten --method cp-als`, with its default dense MTTKRP and with its GEMM-based
@@ -10,6 +11,9 @@ against `mpirun tenfold tucker`). Every measurement is its own process; the two 
 alternate (which one goes first alternates with the repetition) with the same thread
 count. CP runs start both sides from the same factors (written once as .npy files for
 Tenfold and as a GenTen K-tensor text file) and run a fixed number of sweeps (tol 0).
+CP in float32 (`--dtypes`) runs GenTen's float build (`--genten-float`, built with
+FLOAT_TYPE=float) on the same file, which it rounds to float as it reads it, against
+Tenfold on a float32 copy of the .npy (the same rounding); the start is the same.
 
 The tensors are written once into --data (default /tmp/peers-data, kept between
 runs): for each, a Fortran-order .npy for Tenfold and the same bytes in the peer's
@@ -166,16 +170,34 @@ def mpirun(procs):
     )
 
 
+def versions_of(path):
+    """A build's versions.txt: commits, versions, compiler and BLAS (its configuration
+    lines are left out of the results)."""
+    with open(path) as f:
+        return "".join(line for line in f if not line.startswith(("flags ", "targets ")))
+
+
 def fresh_dir(path):
     shutil.rmtree(path, ignore_errors=True)
     os.makedirs(path)
     return path
 
 
-def tenfold_cp(a, base, start, rank, iters, work, env, log):
+def float32_copy(base):
+    """base.float32.npy: the tensor of base.npy rounded to float32 (Fortran order kept)."""
+    path = base + ".float32.npy"
+    if not os.path.exists(path):
+        x = np.load(base + ".npy", mmap_mode="r")
+        np.save(path + ".tmp.npy", np.asfortranarray(x, dtype=np.float32))
+        os.replace(path + ".tmp.npy", path)
+    return path
+
+
+def tenfold_cp(a, base, start, rank, iters, work, env, log, dtype):
     out_dir = os.path.join(work, "tenfold_cp")
     shutil.rmtree(out_dir, ignore_errors=True)
-    cmd = [a.tenfold, "cp", base + ".npy", "--rank", str(rank), "--out", out_dir,
+    tensor = base + ".npy" if dtype == "float64" else float32_copy(base)
+    cmd = [a.tenfold, "cp", tensor, "--rank", str(rank), "--out", out_dir,
            "--max-iters", str(iters), "--tol", "0", "--compress", "off", "--n-starts", "1",
            "--init-factors", start, "--quiet"]
     _, wall, rss = run(cmd, env, log=log)
@@ -188,10 +210,11 @@ def tenfold_cp(a, base, start, rank, iters, work, env, log):
             "phases": t}
 
 
-def genten_cp(a, base, gstart, rank, iters, work, env, log, mttkrp=None):
-    """GenTen's CP-ALS; mttkrp None: its default dense MTTKRP (row-based, a Kokkos loop
-    over the tensor's entries), or "phan": its GEMM-based one (--mttkrp-method phan)."""
-    cmd = [a.genten, "--input", base + ".genten", "--dense", "--method", "cp-als",
+def genten_cp(a, base, gstart, rank, iters, work, env, log, dtype, mttkrp=None):
+    """GenTen's CP-ALS (its float build for float32); mttkrp None: its default dense
+    MTTKRP (row-based, a Kokkos loop over the tensor's entries), or "phan": its GEMM-based
+    one (--mttkrp-method phan)."""
+    cmd = [a.genten if dtype == "float64" else a.genten_float, "--input", base + ".genten", "--dense", "--method", "cp-als",
            "--rank", str(rank), "--maxiters", str(iters), "--tol", "0", "--printitn", "1",
            "--timings", "--initial-file", gstart, "--history-file", "genten_history.txt"]
     if mttkrp:
@@ -282,10 +305,10 @@ def table(results, load):
     lines = []
     cp = [r for r in results if r["kind"] == "cp"]
     if cp:
-        lines += ["| case | Tenfold s/it (min, median) | GenTen default s/it (min, median) | ratio | "
+        lines += ["| case | dtype | Tenfold s/it (min, median) | GenTen default s/it (min, median) | ratio | "
                   "GenTen phan s/it (min, median) | ratio | fit Tenfold / GenTen / GenTen phan "
                   "| peak RSS Tenfold / GenTen / GenTen phan |",
-                  "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+                  "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
         for r in cp:
             t, g, h = r["tenfold"], r["peer"], r["peer_phan"]
             tm, tmed = summarize(t, "per_iteration")
@@ -293,7 +316,7 @@ def table(results, load):
             hm, hmed = summarize(h, "per_iteration")
             rss = " / ".join(f"{max(x['rss_mib'] for x in side):.0f}" for side in (t, g, h))
             lines.append(
-                f"| {r['label']} | {tm:.4g}, {tmed:.4g} | {gm:.4g}, {gmed:.4g} | {gmed / tmed:.2f}x "
+                f"| {r['label']} | {r['dtype']} | {tm:.4g}, {tmed:.4g} | {gm:.4g}, {gmed:.4g} | {gmed / tmed:.2f}x "
                 f"| {hm:.4g}, {hmed:.4g} | {hmed / tmed:.2f}x "
                 f"| {t[0]['fit']:.6f} / {g[0]['fit']:.6f} / {h[0]['fit']:.6f} | {rss} MiB |")
         lines.append("")
@@ -341,13 +364,21 @@ def main():
                    help="OMP_WAIT_POLICY for the peers' processes only (their OpenMP threads, "
                         "and Debian's OpenMP OpenBLAS's, spin while idle by default)")
     p.add_argument("--tenfold", default=os.path.join(ROOT, "build/release/tools/tenfold"))
+    p.add_argument("--dtypes", default="float64",
+                   help="comma-separated precisions of the CP rows: float64, float32")
     p.add_argument("--genten", default=os.path.join(ROOT, "build/peers/genten-double/bin/genten"))
+    p.add_argument("--genten-float", default=os.path.join(ROOT, "build/peers/genten-float/bin/genten"),
+                   help="GenTen built with FLOAT_TYPE=float, for the float32 rows")
     p.add_argument("--tucker-dir", default=os.path.join(ROOT, "build/peers/tuckermpi"))
     a = p.parse_args()
     reps = a.reps or (1 if a.quick else 3)
     iters = a.iters or (5 if a.quick else 20)
     procs_list = [int(v) for v in a.mpi.split(",") if v]
-    needed = [a.tenfold] + ([a.genten] if a.only in (None, "cp") else []) + (
+    dtypes = [v for v in a.dtypes.split(",") if v]
+    if not dtypes or any(v not in ("float64", "float32") for v in dtypes):
+        p.error(f"--dtypes: expected float64 and/or float32, got {a.dtypes!r}")
+    gentens = {"float64": a.genten, "float32": a.genten_float}
+    needed = [a.tenfold] + ([gentens[v] for v in dtypes] if a.only in (None, "cp") else []) + (
         [os.path.join(a.tucker_dir, "serial/drivers/bin/Tucker_sthosvd")] if a.only in (None, "tucker") else [])
     for exe in [] if a.prepare else needed:
         if not os.access(exe, os.X_OK):
@@ -360,9 +391,10 @@ def main():
 
     cases = []
     if a.only in (None, "cp"):
-        for dims, rank in [((200, 200, 200), 64), ((400, 400, 400), 32), ((50, 50, 50, 50), 10)]:
-            cases.append({"kind": "cp", "dims": dims, "rank": rank,
-                          "label": f"CP {shape_label(dims)} R{rank}"})
+        for dtype in dtypes:
+            for dims, rank in [((200, 200, 200), 64), ((400, 400, 400), 32), ((50, 50, 50, 50), 10)]:
+                cases.append({"kind": "cp", "dims": dims, "rank": rank, "dtype": dtype,
+                              "label": f"CP {shape_label(dims)} R{rank}"})
     if a.only in (None, "tucker"):
         for dims, planted, ranks, tol in [((300, 300, 300), (30, 30, 30), (30, 30, 30), None),
                                           ((600, 600, 600), (40, 40, 40), None, 0.05)]:
@@ -377,6 +409,8 @@ def main():
         if c["kind"] == "cp":
             name += f"_r{c['rank']}"
             c["base"] = ensure_tensor(a.data, name, lambda c=c: planted_cp(c["dims"], c["rank"], 0.01, 1), "genten")
+            if c["dtype"] == "float32":
+                float32_copy(c["base"])
             c["start"], c["gstart"] = write_start(a.data, name, c["dims"], c["rank"], 2)
         else:
             name += f"_t{c['planted'][0]}"
@@ -394,10 +428,11 @@ def main():
             threads = max(1, a.threads // c["procs"]) if c.get("procs") else a.threads
             env, penv = env_with(threads), env_with(threads, a.peer_wait_policy)
             if c["kind"] == "cp":
-                sides = [("tenfold", lambda: tenfold_cp(a, c["base"], c["start"], c["rank"], iters, work, env, log)),
-                         ("peer", lambda: genten_cp(a, c["base"], c["gstart"], c["rank"], iters, work, penv, log)),
+                dt = c["dtype"]
+                sides = [("tenfold", lambda: tenfold_cp(a, c["base"], c["start"], c["rank"], iters, work, env, log, dt)),
+                         ("peer", lambda: genten_cp(a, c["base"], c["gstart"], c["rank"], iters, work, penv, log, dt)),
                          ("peer_phan", lambda: genten_cp(a, c["base"], c["gstart"], c["rank"], iters, work, penv, log,
-                                                         "phan"))]
+                                                         dt, "phan"))]
             else:
                 sides = [("tenfold", lambda: tenfold_tucker(a, c["base"], c["ranks"], c["tol"], c["procs"], work, env, log)),
                          ("peer", lambda: tucker_peer(a, c["base"], c["ranks"], c["tol"], c["procs"], work, penv, log))]
@@ -406,7 +441,7 @@ def main():
             for side, fn in sides:
                 r = fn()
                 c[side].append(r)
-                print(f"rep {rep} {c['label']} procs={c.get('procs', 0)} {side}: "
+                print(f"rep {rep} {c['label']} {c.get('dtype', 'float64')} procs={c.get('procs', 0)} {side}: "
                       + json.dumps({k: v for k, v in r.items() if k != "phases"}), flush=True)
             loads.append(loadavg())
 
@@ -414,8 +449,9 @@ def main():
     meta = {"date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "machine": platform.processor()
             or platform.machine(), "cpus": os.cpu_count(), "threads": a.threads, "reps": reps,
             "cp_iterations": iters, "load_averages": loads, "peer_wait_policy": a.peer_wait_policy,
-            "versions": {n: open(v).read() for n, v in [
+            "versions": {n: versions_of(v) for n, v in [
                 ("genten", os.path.join(os.path.dirname(os.path.dirname(a.genten)), "versions.txt")),
+                ("genten_float", os.path.join(os.path.dirname(os.path.dirname(a.genten_float)), "versions.txt")),
                 ("tuckermpi", os.path.join(a.tucker_dir, "versions.txt"))] if os.path.exists(v)}}
     with open(os.path.join(a.out, "results.json"), "w") as f:
         json.dump({"meta": meta, "results": results}, f, indent=1)
