@@ -1,0 +1,80 @@
+"""Two builds of Tenfold against each other, sweep time of plain CP-ALS, alternated.
+
+    python bench/compare/ab.py OLD_DRIVER NEW_DRIVER [--size 200] [--rank 64]
+        [--iters 40] [--rounds 10] [--dtypes float64,float32]
+
+OLD_DRIVER and NEW_DRIVER are two builds' bench/tenfold_compare_driver. Each round runs
+both on the same planted tensor (rank `rank` plus 10 % noise) from the same start,
+`iters` sweeps with compression off, one after the other (which goes first alternates
+with the round); the time of a run is the driver's `seconds_total` (the sweeps and their
+fit, not the loading). On a machine whose speed drifts (a shared virtual machine), the
+ratio of two adjacent runs sees the same conditions: the median of those ratios is the
+figure to quote, the medians of each side's times only beside it.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import tempfile
+
+import numpy as np
+
+
+def write_case(folder, size, rank, dtype, seed=1):
+    rng = np.random.default_rng(seed)
+    a = [rng.standard_normal((size, rank)) for _ in range(3)]
+    x = np.einsum("ir,jr,kr->ijk", *a)
+    x += 0.1 * np.linalg.norm(x) / np.sqrt(x.size) * rng.standard_normal(x.shape)
+    tensor = os.path.join(folder, f"x_{dtype}.npy")
+    np.save(tensor, np.asfortranarray(x.astype(dtype)))
+    starts = []
+    for n in range(3):
+        starts.append(os.path.join(folder, f"u{n}_{dtype}.npy"))
+        np.save(starts[-1], np.asfortranarray(rng.random((size, rank)).astype(dtype)))
+    return tensor, ",".join(starts)
+
+
+def sweep_seconds(driver, tensor, starts, iters, dtype):
+    out = subprocess.run([driver, "cp", "--tensor", tensor, "--init", starts, "--iters",
+                          str(iters), "--dtype", dtype], capture_output=True, text=True,
+                         check=True).stdout
+    return json.loads(out)["seconds_total"] / iters
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("old")
+    p.add_argument("new")
+    p.add_argument("--size", type=int, default=200)
+    p.add_argument("--rank", type=int, default=64)
+    p.add_argument("--iters", type=int, default=40)
+    p.add_argument("--rounds", type=int, default=10)
+    p.add_argument("--dtypes", default="float64,float32")
+    a = p.parse_args()
+    flops = 3.0 * a.size**3 * a.rank  # a 3-way sweep: 1.5 contractions of 2 numel R
+    print(f"load average at the start: {os.getloadavg()}")
+    with tempfile.TemporaryDirectory(prefix="tenfold-ab-") as folder:
+        for dtype in a.dtypes.split(","):
+            tensor, starts = write_case(folder, a.size, a.rank, dtype)
+            times = {"old": [], "new": []}
+            for r in range(a.rounds):
+                order = ["old", "new"] if r % 2 == 0 else ["new", "old"]
+                for side in order:
+                    driver = a.old if side == "old" else a.new
+                    times[side].append(sweep_seconds(driver, tensor, starts, a.iters, dtype))
+            ratios = [o / n for o, n in zip(times["old"], times["new"])]
+            print(f"{a.size}^3 R{a.rank} {dtype}: old/new time, median of {a.rounds} adjacent "
+                  f"pairs {statistics.median(ratios):.3f} (each "
+                  f"{' '.join(f'{v:.2f}' for v in ratios)})")
+            for side in ("old", "new"):
+                med = statistics.median(times[side])
+                print(f"  {side}: median {med * 1e3:.2f} ms a sweep, min "
+                      f"{min(times[side]) * 1e3:.2f} ({flops / med * 1e-9:.0f} GFLOP/s at 3 numel R "
+                      f"a sweep)")
+    print(f"load average at the end: {os.getloadavg()}")
+
+
+if __name__ == "__main__":
+    main()
