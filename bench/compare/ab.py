@@ -3,8 +3,9 @@
     python bench/compare/ab.py OLD_DRIVER NEW_DRIVER [--size 200] [--rank 64]
         [--iters 40] [--rounds 10] [--dtypes float64,float32]
 
-OLD_DRIVER and NEW_DRIVER are two builds' bench/tenfold_compare_driver. Each round runs
-both on the same planted tensor (rank `rank` plus 10 % noise) from the same start,
+OLD_DRIVER and NEW_DRIVER are two builds' bench/tenfold_compare_driver; run it with the
+interpreter of compare.py's environment (it takes compare.py's planted tensor). Each round
+runs both on the same planted tensor (rank `rank` plus 10 % noise) from the same start,
 `iters` sweeps with compression off, one after the other (which goes first alternates
 with the round); the time of a run is the driver's `seconds_total` (the sweeps and their
 fit, not the loading). On a machine whose speed drifts (a shared virtual machine), the
@@ -21,12 +22,12 @@ import tempfile
 
 import numpy as np
 
+from compare import cp_tensor
+
 
 def write_case(folder, size, rank, dtype, seed=1):
     rng = np.random.default_rng(seed)
-    a = [rng.standard_normal((size, rank)) for _ in range(3)]
-    x = np.einsum("ir,jr,kr->ijk", *a)
-    x += 0.1 * np.linalg.norm(x) / np.sqrt(x.size) * rng.standard_normal(x.shape)
+    x = cp_tensor((size,) * 3, rank, rng)
     tensor = os.path.join(folder, f"x_{dtype}.npy")
     np.save(tensor, np.asfortranarray(x.astype(dtype)))
     starts = []

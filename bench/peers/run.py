@@ -210,11 +210,16 @@ def tenfold_cp(a, base, start, rank, iters, work, env, log, dtype):
             "phases": t}
 
 
+def genten_for(a, dtype):
+    """The GenTen driver of that precision: its double build, or its float build."""
+    return a.genten if dtype == "float64" else a.genten_float
+
+
 def genten_cp(a, base, gstart, rank, iters, work, env, log, dtype, mttkrp=None):
     """GenTen's CP-ALS (its float build for float32); mttkrp None: its default dense
     MTTKRP (row-based, a Kokkos loop over the tensor's entries), or "phan": its GEMM-based
     one (--mttkrp-method phan)."""
-    cmd = [a.genten if dtype == "float64" else a.genten_float, "--input", base + ".genten", "--dense", "--method", "cp-als",
+    cmd = [genten_for(a, dtype), "--input", base + ".genten", "--dense", "--method", "cp-als",
            "--rank", str(rank), "--maxiters", str(iters), "--tol", "0", "--printitn", "1",
            "--timings", "--initial-file", gstart, "--history-file", "genten_history.txt"]
     if mttkrp:
@@ -377,8 +382,7 @@ def main():
     dtypes = [v for v in a.dtypes.split(",") if v]
     if not dtypes or any(v not in ("float64", "float32") for v in dtypes):
         p.error(f"--dtypes: expected float64 and/or float32, got {a.dtypes!r}")
-    gentens = {"float64": a.genten, "float32": a.genten_float}
-    needed = [a.tenfold] + ([gentens[v] for v in dtypes] if a.only in (None, "cp") else []) + (
+    needed = [a.tenfold] + ([genten_for(a, v) for v in dtypes] if a.only in (None, "cp") else []) + (
         [os.path.join(a.tucker_dir, "serial/drivers/bin/Tucker_sthosvd")] if a.only in (None, "tucker") else [])
     for exe in [] if a.prepare else needed:
         if not os.access(exe, os.X_OK):

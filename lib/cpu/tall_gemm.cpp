@@ -96,10 +96,9 @@ constexpr int kVectors = 3;
 
 // What a call of `tile` does besides the product, when the fields are set: it copies the
 // next tile of A (masked rows; a tile of A^T is copied by a pass of its own) into its
-// packed buffer, and it fetches columns
-// [fetch_first, fetch_first + fetch_count) of a later tile into L2 (the lines of each
-// column's MR elements), one column every k / fetch_count steps, so that memory latency
-// overlaps the multiplications.
+// packed buffer, and it fetches columns [fetch_first, fetch_first + fetch_count) of a
+// later tile into L2 (the lines of each column's MR elements), one column every
+// k / fetch_count steps, so that memory latency overlaps the multiplications.
 struct NextTiles {
   const void* copy_from = nullptr;  // the next tile in place
   void* copy_to = nullptr;          // its packed buffer
@@ -363,9 +362,8 @@ struct Tiles {
 // column when lda is large) is copied once into a packed buffer (k x MR, missing rows
 // zero), where all panels of op(B) find it in the core's cache: the first tile here, each
 // later one during the first panel of the tile before, or for A^T just before it (two
-// buffers, `ap` and `ap + k MR`),
-// after the panels of the tile kFetchAhead - 1 before that fetched it into L2, a share
-// of its columns each.
+// buffers, `ap` and `ap + k MR`), after the panels of the tile kFetchAhead - 1 before
+// that fetched it into L2, a share of its columns each.
 template <class T>
 TENFOLD_AVX512 void run_tiles(const Tiles<T>& t, index_t g0, index_t g1, T* ap) {
   using L = Lanes<T>;
@@ -375,6 +373,8 @@ TENFOLD_AVX512 void run_tiles(const Tiles<T>& t, index_t g0, index_t g1, T* ap) 
   tile_masks<T>(t.rows_of(g0), mask);
   const T* a0 = t.a_of(g0);
   copy_tile(a0, k, t.steps, mask, ap);
+  // Columns of a later tile fetched per panel.
+  const index_t panels = (t.n + kPanel - 1) / kPanel, share = (k + panels - 1) / panels;
   int current = 0;
   for (index_t g = g0; g < g1; ++g) {
     const index_t rows_here = t.rows_of(g);
@@ -390,7 +390,6 @@ TENFOLD_AVX512 void run_tiles(const Tiles<T>& t, index_t g0, index_t g1, T* ap) 
         copy_tile(t.a_of(g + 1), k, t.steps, next.mask, to);
       }
     }
-    const index_t panels = (t.n + kPanel - 1) / kPanel, share = (k + panels - 1) / panels;
     for (index_t j0 = 0; j0 < t.n; j0 += kPanel) {
       NextTiles along;
       if (j0 == 0) along = next;
@@ -426,8 +425,7 @@ bool tall_gemm_suits(index_t m, index_t n, index_t k) {
   static const bool avx512 = __builtin_cpu_supports("avx512f");
   const index_t padded = (n + kPanel - 1) / kPanel * kPanel;
   // A tile of op(A) (MR x k, at most 96 KB) and the next one being copied stay in the
-  // core's L2 cache while the panels of op(B) pass over the first; the rows of a tile
-  // of A^T are gathered with offsets of up to W - 1 columns (32 bits for float).
+  // core's L2 cache while the panels of op(B) pass over the first.
   return avx512 && m >= tile_rows<T>() && n >= 1 && n <= 128 && 5 * padded <= 6 * n && k >= 1 &&
          k * tile_rows<T>() * static_cast<index_t>(sizeof(T)) <= 98304;
 }
