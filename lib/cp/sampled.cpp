@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numeric>
 #include <string>
 #include <utility>
 #include <vector>
@@ -385,47 +386,73 @@ void SampledOperand<T>::update_factor(int n, std::span<const T* const> factors, 
     if (m != n && cdf_[static_cast<std::size_t>(m)].empty())
       leverage_cdf(m, factors[static_cast<std::size_t>(m)]);
   // Draw S rows of K: i_m ~ p_m for every m != n (mode order, then sample order), the
-  // fibre's offset, and the row Z(s, :) = w_s * (Hadamard product of the U_m(i_m, :)).
-  // When S is all of K's rows, each row once instead (p_s = 1/S, w_s = 1): the exact
-  // solve, never worse than a sample of the same size.
+  // fibre's offset and the row's probability p_s. When S is all of K's rows, each row
+  // once instead (p_s = 1/S, w_s = 1): the exact solve, never worse than a sample of the
+  // same size.
   const bool all_rows = all_rows_[ni];
   std::vector<index_t> offset(static_cast<std::size_t>(s_count), 0);
   std::vector<double> prob(static_cast<std::size_t>(s_count), 1.0);
-  std::vector<T> z(static_cast<std::size_t>(s_count * r), T(1));
-  index_t row_stride = 1;  // of mode m in K's row index (all_rows)
+  std::vector<index_t> pick(static_cast<std::size_t>(s_count * (order - 1)));  // i_m of s
+  std::vector<std::vector<T>> ut;  // U_m^T (R x I_m): the rows of U_m contiguous
+  index_t row_stride = 1;          // of mode m in K's row index (all_rows)
   for (int m = 0; m < order; ++m) {
     if (m == n) continue;
     const std::vector<double>& cdf = cdf_[static_cast<std::size_t>(m)];
     const index_t im = dims[static_cast<std::size_t>(m)];
-    const T* u = factors[static_cast<std::size_t>(m)];
+    index_t* picked = pick.data() + static_cast<index_t>(ut.size()) * s_count;
     for (index_t s = 0; s < s_count; ++s) {
       index_t i = (s / row_stride) % im;
       if (all_rows) {
         prob[s] = 1.0 / static_cast<double>(s_count);
       } else {
-        const auto pick = std::upper_bound(cdf.begin(), cdf.end(), rows_rng_.uniform());
-        i = std::min<index_t>(im - 1, pick - cdf.begin());
+        const auto draw = std::upper_bound(cdf.begin(), cdf.end(), rows_rng_.uniform());
+        i = std::min<index_t>(im - 1, draw - cdf.begin());
         prob[s] *= cdf[i] - (i > 0 ? cdf[i - 1] : 0.0);
       }
+      picked[s] = i;
       offset[s] += i * strides_[static_cast<std::size_t>(m)];
-      for (index_t j = 0; j < r; ++j) z[s + j * s_count] *= u[i + j * im];
     }
     row_stride *= im;
+    const T* u = factors[static_cast<std::size_t>(m)];
+    std::vector<T>& t = ut.emplace_back(static_cast<std::size_t>(im * r));
+    for (index_t j = 0; j < r; ++j)
+      for (index_t i = 0; i < im; ++i) t[j + i * r] = u[i + j * im];
   }
+  // The samples in the order of their offsets (the same least-squares problem): the
+  // gather then reads each slab of the tensor forward.
+  std::vector<index_t> sorted(static_cast<std::size_t>(s_count));
+  std::iota(sorted.begin(), sorted.end(), index_t{0});
+  std::sort(sorted.begin(), sorted.end(),
+            [&](index_t a, index_t b) { return offset[a] < offset[b]; });
+  std::vector<index_t> fibre(static_cast<std::size_t>(s_count));
   std::vector<T> weight(static_cast<std::size_t>(s_count));
-  for (index_t s = 0; s < s_count; ++s)
-    weight[s] = static_cast<T>(1.0 / std::sqrt(static_cast<double>(s_count) * prob[s]));
-  for (index_t j = 0; j < r; ++j)
-    for (index_t s = 0; s < s_count; ++s) z[s + j * s_count] *= weight[s];
+  for (index_t s = 0; s < s_count; ++s) {
+    fibre[s] = offset[sorted[s]];
+    weight[s] = static_cast<T>(1.0 / std::sqrt(static_cast<double>(s_count) * prob[sorted[s]]));
+  }
+  // Z^T (R x S): column s = w_s * (Hadamard product of the U_m(i_m, :)), in blocks over
+  // the pool.
+  std::vector<T> zt(static_cast<std::size_t>(r * s_count));
+  constexpr index_t kBlock = 128;
+  parallel_for((s_count + kBlock - 1) / kBlock, [&](index_t b) {
+    for (index_t s = b * kBlock; s < std::min(s_count, (b + 1) * kBlock); ++s) {
+      T* col = zt.data() + s * r;
+      std::fill_n(col, r, weight[s]);
+      for (std::size_t k = 0; k < ut.size(); ++k) {
+        const T* row = ut[k].data() + pick[k * s_count + sorted[s]] * r;
+        for (index_t j = 0; j < r; ++j) col[j] *= row[j];
+      }
+    }
+  });
   // Y(:, s) = w_s X(fibre s), stored as Y^T
   std::vector<T> yt;
-  gather_fibres(n, offset, weight, yt);
+  gather_fibres(n, fibre, weight, yt);
   // U_n = (Y Z) (Z^T Z + ridge I)^{-1}; Cholesky, or, when Z^T Z is numerically
   // singular, with the smallest shift R eps tr(Z^T Z) that makes it definite.
   std::vector<T> v(static_cast<std::size_t>(r * r));
-  c.gemm(Op::trans, Op::none, in, r, s_count, T(1), yt.data(), s_count, z.data(), s_count, T(0),
-         out, in);
-  c.syrk(Op::trans, r, s_count, T(1), z.data(), s_count, T(0), v.data(), r);
+  c.gemm(Op::trans, Op::trans, in, r, s_count, T(1), yt.data(), s_count, zt.data(), r, T(0), out,
+         in);
+  c.syrk(Op::none, r, s_count, T(1), zt.data(), r, T(0), v.data(), r);
   if (ridge > 0.0) c.add_diagonal(r, v.data(), r, static_cast<T>(ridge));
   std::vector<T> chol = v;
   if (!c.potrf(r, chol.data(), r)) {
