@@ -963,6 +963,77 @@ TEST(CpSampled, StoppedBetweenChecksReportsTheExactFitOfItsModel) {
   EXPECT_NEAR(1.0 - r.fit, exact_relative_error(p.tensor, r.model), 1e-12);
 }
 
+// G = V diag(lambda) V^T (n x n) for a random orthogonal V (Gram-Schmidt of Gaussian
+// columns); returns V.
+std::vector<double> psd_with_spectrum(index_t n, const std::vector<double>& lambda,
+                                      std::uint64_t seed, std::vector<double>& g) {
+  detail::Rng rng(seed);
+  std::vector<double> v(static_cast<std::size_t>(n * n));
+  for (double& a : v) a = rng.normal();
+  for (index_t j = 0; j < n; ++j) {
+    double* vj = v.data() + j * n;
+    for (int pass = 0; pass < 2; ++pass) {
+      for (index_t k = 0; k < j; ++k) {
+        const double* vk = v.data() + k * n;
+        double d = 0.0;
+        for (index_t i = 0; i < n; ++i) d += vk[i] * vj[i];
+        for (index_t i = 0; i < n; ++i) vj[i] -= d * vk[i];
+      }
+    }
+    double norm = 0.0;
+    for (index_t i = 0; i < n; ++i) norm += vj[i] * vj[i];
+    for (index_t i = 0; i < n; ++i) vj[i] /= std::sqrt(norm);
+  }
+  g.assign(static_cast<std::size_t>(n * n), 0.0);
+  for (index_t k = 0; k < n; ++k)
+    for (index_t j = 0; j < n; ++j)
+      for (index_t i = 0; i < n; ++i) g[i + j * n] += lambda[k] * v[i + k * n] * v[j + k * n];
+  return v;
+}
+
+TEST(CpSampled, SketchedEigenvectorsMatchTheLeadingOnes) {
+  // The nvecs start of the sampled solver: the leading r eigenvectors of a PSD matrix by
+  // subspace iteration. With the top r eigenvalues in [10, 20] and the rest below 0.01,
+  // three passes leave an error near (0.01 / 10)^3 in each vector, whose cosine with the
+  // exact one (up to sign) is then 1 to rounding (one pass misses by ~3e-9).
+  const index_t n = 120, r = 6;
+  std::vector<double> lambda(static_cast<std::size_t>(n));
+  for (index_t k = 0; k < n; ++k) lambda[k] = k < r ? 20.0 - 2.0 * k : 0.01 / (1.0 + k);
+  std::vector<double> g;
+  const std::vector<double> v = psd_with_spectrum(n, lambda, 5, g);
+  std::vector<double> u(static_cast<std::size_t>(n * r));
+  ASSERT_TRUE(detail::leading_eigenvectors_sketched(n, g.data(), r, 9, u.data()));
+  for (index_t j = 0; j < r; ++j) {
+    double d = 0.0, norm = 0.0;
+    for (index_t i = 0; i < n; ++i) {
+      d += u[i + j * n] * v[i + j * n];
+      norm += u[i + j * n] * u[i + j * n];
+    }
+    EXPECT_NEAR(norm, 1.0, 1e-12) << "vector " << j;
+    EXPECT_NEAR(std::abs(d), 1.0, 1e-12) << "vector " << j;
+  }
+  // A Gram of rank 3 has no 16-dimensional range: the solver says so and writes nothing.
+  for (index_t k = 3; k < n; ++k) lambda[k] = 0.0;
+  psd_with_spectrum(n, lambda, 6, g);
+  std::fill(u.begin(), u.end(), -7.0);
+  EXPECT_FALSE(detail::leading_eigenvectors_sketched(n, g.data(), r, 9, u.data()));
+  EXPECT_TRUE(std::all_of(u.begin(), u.end(), [](double a) { return a == -7.0; }));
+}
+
+TEST(CpSampled, SketchedStartReachesTheExactFit) {
+  // Modes of at least 4 (R + 10) entries start from the sketched eigenvectors of the
+  // sampled Grams; the run must still reach the exact fit.
+  const auto p = planted({70, 64, 60}, 4, 0.3, 0.01, 21);
+  const double exact = exact_als_fit(p.tensor, 4);
+  CpOptions o = sampled_options(4);
+  o.init = CpInit::nvecs;
+  const CpResult<double> r = cp_als(p.tensor, o);
+  EXPECT_EQ(r.init, CpInit::nvecs);
+  EXPECT_GE(r.fit, 0.999 * exact);
+  EXPECT_LE(r.fit, exact + 1e-6);
+  EXPECT_GE(factor_match_score(r.model, p.truth), 0.99);
+}
+
 TEST(CpSampled, OptionsValidated) {
   const auto p = planted({10, 9, 8}, 2, 0.0, 0.0, 15);
   CpOptions o = sampled_options(2);

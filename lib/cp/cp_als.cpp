@@ -182,6 +182,7 @@ void initialise(CpOperand<T>& x, Compute<T>& c, const CpOptions& o,
                              " is not finite in this precision; scale the tensor down or use "
                              "init = random");
       }
+      if (x.gram_eigenvectors(n, g.get(), std::min(r, in), s.u[ni].get())) continue;
       c.syevd(in, g.get(), in, w.data());
       for (index_t j = 0; j < std::min(r, in); ++j) {
         c.copy(s.u[ni].get() + j * in, g.get() + (in - 1 - j) * in, static_cast<std::size_t>(in));

@@ -65,6 +65,14 @@ class CpOperand {
   virtual void update_factor(int /*n*/, std::span<const T* const> /*factors*/, index_t /*rank*/,
                              double /*ridge*/, T* /*out*/) {}
 
+  /// The leading r eigenvectors of mode_gram(n)'s result `gram` (backend memory), largest
+  /// first, into out (I_n x r, backend memory), when the operand finds them its own way
+  /// (the sampled solver: a randomised eigensolver for its sampled Gram). false: nothing
+  /// written, the caller solves the eigenproblem exactly.
+  virtual bool gram_eigenvectors(int /*n*/, const T* /*gram*/, index_t /*r*/, T* /*out*/) {
+    return false;
+  }
+
   /// Returns to the state before the first sweep (for another start).
   virtual void reset() {}
 

@@ -26,6 +26,9 @@ class ReversedOperand final : public CpOperand<T> {
   }
   void factor_changed(int m) override { inner_.factor_changed(flip(m)); }
   void mode_gram(int n, T* out) override { inner_.mode_gram(flip(n), out); }
+  bool gram_eigenvectors(int n, const T* gram, index_t r, T* out) override {
+    return inner_.gram_eigenvectors(flip(n), gram, r, out);
+  }
   double end_sweep(std::span<const T* const> factors, const T* lambda, index_t rank) override {
     return inner_.end_sweep(flipped(factors), lambda, rank);
   }

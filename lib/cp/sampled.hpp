@@ -41,6 +41,13 @@ class FitSample {
   std::vector<T> values_;
 };
 
+/// The leading r eigenvectors of a symmetric positive semidefinite G (n x n, host,
+/// column-major), largest first, into u (n x r): a randomised eigensolver (the sampled
+/// solver's nvecs start, whose Gram is itself a sample). false, u untouched, when the
+/// random subspace loses rank (G of rank below about r + 10).
+bool leading_eigenvectors_sketched(index_t n, const double* g, index_t r, std::uint64_t seed,
+                                   double* u);
+
 /// Throws InvalidOption for samples < 0 or fit_check_every < 0, InvalidArgument for the
 /// sampled solver with nonnegative, line_search, n_starts > 1, compress = on, fixed modes
 /// or a backend other than cpu.
