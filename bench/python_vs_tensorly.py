@@ -12,6 +12,12 @@ The binding overhead is the wall time of the tenfold call minus the library's ow
 total (`timings["total"]`), relative to the latter. Each figure is the median of
 --reps runs. The load average is printed before and after: on a shared machine,
 compare the ratios, not the absolute times.
+
+--settle S sleeps S seconds before each timed call. By default (0) each call follows the
+other library's at once, as in a script that mixes them: after TensorLy's GEMMs NumPy's
+own OpenBLAS threads spin for about 0.1 s (its thread timeout), and a Tenfold call that
+starts then shares the cores with them (docs/python.md, "Threads"). With --settle 0.3
+each call starts on a quiet machine: each library's own speed.
 """
 
 import argparse
@@ -39,46 +45,48 @@ CASES = [
 ]
 
 
-def timed(f):
+def timed(f, settle):
+    time.sleep(settle)
     t = time.perf_counter()
     r = f()
     return time.perf_counter() - t, r
 
 
-def cp_case(dims, rank, iters, reps, rng, dtype):
+def cp_case(dims, rank, iters, reps, rng, dtype, settle):
     x = rng.random(dims).astype(dtype)
     start = [rng.random((n, rank)).astype(dtype) for n in dims]
     ours, theirs, overhead = [], [], []
     for _ in range(reps):
         # Plain ALS on both sides: compression first would time another algorithm.
         wall, r = timed(lambda: tenfold.parafac(x, rank, init=(None, start), n_iter_max=iters,
-                                                tol=0, compress="off"))
+                                                tol=0, compress="off"), settle)
         ours.append(wall / iters)
         overhead.append((wall - r.timings["total"]) / r.timings["total"])
         init = CPTensor((np.ones(rank), [f.copy() for f in start]))
-        wall, _ = timed(lambda: tl_parafac(x, rank, init=init, n_iter_max=iters, tol=0))
+        wall, _ = timed(lambda: tl_parafac(x, rank, init=init, n_iter_max=iters, tol=0), settle)
         theirs.append(wall / iters)
     return statistics.median(ours), statistics.median(theirs), statistics.median(overhead), "s/it"
 
 
-def tucker_case(dims, rank, reps, rng, dtype):
+def tucker_case(dims, rank, reps, rng, dtype, settle):
     x = rng.random(dims).astype(dtype)
     ranks = [rank] * len(dims)
     ours, theirs, overhead = [], [], []
     for _ in range(reps):
-        wall, r = timed(lambda: tenfold.tucker(x, rank=ranks))
+        wall, r = timed(lambda: tenfold.tucker(x, rank=ranks), settle)
         ours.append(wall)
         overhead.append((wall - r.timings["total"]) / r.timings["total"])
-        wall, _ = timed(lambda: tl_tucker(x, rank=ranks, n_iter_max=0, init="svd"))
+        wall, _ = timed(lambda: tl_tucker(x, rank=ranks, n_iter_max=0, init="svd"), settle)
         theirs.append(wall)
     return statistics.median(ours), statistics.median(theirs), statistics.median(overhead), "s"
 
 
-def speed(reps, only, dtype):
+def speed(reps, only, dtype, settle):
     rng = np.random.default_rng(0)
     print(f"tenfold {tenfold.__version__} ({tenfold.num_threads()} threads), "
           f"tensorly {tl.__version__}, numpy {np.__version__}, Python {sys.version.split()[0]}")
     print("load average at the start: %.2f %.2f %.2f" % os.getloadavg())
+    print(f"sleep before each timed call: {settle} s")
     print("| case | unit | Tenfold | TensorLy | TensorLy/Tenfold | target | binding overhead |")
     print("|---|---|---|---|---|---|---|")
     for i, (kind, dims, rank, iters, target) in enumerate(CASES):
@@ -87,10 +95,10 @@ def speed(reps, only, dtype):
         shape = "x".join(map(str, dims))
         if kind == "cp":
             label = f"parafac {shape} R{rank} {dtype}, {iters} iterations"
-            t, tl_t, over, unit = cp_case(dims, rank, iters, reps, rng, dtype)
+            t, tl_t, over, unit = cp_case(dims, rank, iters, reps, rng, dtype, settle)
         else:
             label = f"tucker ST-HOSVD {shape} ranks {rank} {dtype}"
-            t, tl_t, over, unit = tucker_case(dims, rank, reps, rng, dtype)
+            t, tl_t, over, unit = tucker_case(dims, rank, reps, rng, dtype, settle)
         ratio = tl_t / t
         mark = "" if target is None else f">= {target:g} " + ("✓" if ratio >= target else "✗")
         print(f"| {label} | {unit} | {t:.4f} | {tl_t:.4f} | {ratio:.1f} | {mark} | "
@@ -132,8 +140,10 @@ def main():
     p.add_argument("--dtype", choices=("float64", "float32"), default="float64",
                    help="precision of the tensor and the start (both libraries)")
     p.add_argument("--memory", action="store_true", help="peak memory on a 1 GB tensor")
+    p.add_argument("--settle", type=float, default=0.0,
+                   help="seconds of sleep before each timed call (default 0: back to back)")
     a = p.parse_args()
-    memory() if a.memory else speed(a.reps, set(a.cases), a.dtype)
+    memory() if a.memory else speed(a.reps, set(a.cases), a.dtype, a.settle)
 
 
 if __name__ == "__main__":
