@@ -963,27 +963,19 @@ TEST(CpSampled, StoppedBetweenChecksReportsTheExactFitOfItsModel) {
   EXPECT_NEAR(1.0 - r.fit, exact_relative_error(p.tensor, r.model), 1e-12);
 }
 
-// G = V diag(lambda) V^T (n x n) for a random orthogonal V (Gram-Schmidt of Gaussian
-// columns); returns V.
+// G = V diag(lambda) V^T (n x n) for the random orthogonal V = I - 2 w w^T / (w^T w) (a
+// Householder reflection, w Gaussian); returns V.
 std::vector<double> psd_with_spectrum(index_t n, const std::vector<double>& lambda,
                                       std::uint64_t seed, std::vector<double>& g) {
   detail::Rng rng(seed);
-  std::vector<double> v(static_cast<std::size_t>(n * n));
-  for (double& a : v) a = rng.normal();
-  for (index_t j = 0; j < n; ++j) {
-    double* vj = v.data() + j * n;
-    for (int pass = 0; pass < 2; ++pass) {
-      for (index_t k = 0; k < j; ++k) {
-        const double* vk = v.data() + k * n;
-        double d = 0.0;
-        for (index_t i = 0; i < n; ++i) d += vk[i] * vj[i];
-        for (index_t i = 0; i < n; ++i) vj[i] -= d * vk[i];
-      }
-    }
-    double norm = 0.0;
-    for (index_t i = 0; i < n; ++i) norm += vj[i] * vj[i];
-    for (index_t i = 0; i < n; ++i) vj[i] /= std::sqrt(norm);
+  std::vector<double> w(static_cast<std::size_t>(n)), v(static_cast<std::size_t>(n * n));
+  double ww = 0.0;
+  for (double& a : w) {
+    a = rng.normal();
+    ww += a * a;
   }
+  for (index_t j = 0; j < n; ++j)
+    for (index_t i = 0; i < n; ++i) v[i + j * n] = (i == j ? 1.0 : 0.0) - 2.0 * w[i] * w[j] / ww;
   g.assign(static_cast<std::size_t>(n * n), 0.0);
   for (index_t k = 0; k < n; ++k)
     for (index_t j = 0; j < n; ++j)
