@@ -30,6 +30,33 @@
 
 namespace tenfold {
 namespace detail {
+
+template <class T>
+bool cholesky_qr(Compute<T>& c, index_t rows, index_t k, T* u, T* chol, bool shifted) {
+  // G = U^T U = L L^T, U <- U L^{-T}, twice (the second pass restores the orthogonality
+  // the first loses to cond(U)^2). Shifted: a Gram that is not numerically positive
+  // definite is shifted, G + sigma I, and a third pass follows (shifted CholeskyQR3,
+  // Fukaya, Kannan, Nakatsukasa, Yamamoto and Yanagisawa 2020; sigma bounds their
+  // 11 (m n + n (n + 1)) eps ||U||_2^2 by ||U||_F^2).
+  const auto size = static_cast<std::size_t>(rows * k);
+  int passes = 2;
+  for (int pass = 0; pass < passes; ++pass) {
+    c.syrk(Op::trans, k, rows, T(1), u, rows, T(0), chol, k);
+    if (!c.potrf(k, chol, k)) {
+      if (!shifted) return false;
+      const double sigma = 11.0 *
+                           (static_cast<double>(rows) * k + static_cast<double>(k) * (k + 1)) *
+                           std::numeric_limits<real_t<T>>::epsilon() * c.sum_squares(size, u);
+      c.syrk(Op::trans, k, rows, T(1), u, rows, T(0), chol, k);
+      c.add_diagonal(k, chol, k, static_cast<T>(sigma));
+      if (!(sigma > 0.0) || !c.potrf(k, chol, k)) return false;
+      passes = 3;
+    }
+    c.solve_lower_right(Op::trans, k, chol, k, rows, u, rows);
+  }
+  return true;
+}
+
 namespace {
 
 // All backend memory the iteration needs, allocated once.
@@ -109,31 +136,13 @@ bool solve_normal_equations(Compute<T>& c, AlsState<T>& s, index_t rows, T* u) {
   return true;
 }
 
-// U = Q of the thin QR U = Q R (rows >= R), by CholeskyQR2: G = U^T U = L L^T, U <- U L^{-T},
-// twice (the second pass restores the orthogonality the first loses to cond(U)^2). A Gram
-// that is not numerically positive definite is shifted, G + sigma I, and a third pass
-// follows (shifted CholeskyQR3, Fukaya, Kannan, Nakatsukasa, Yamamoto and Yanagisawa
-// 2020; sigma bounds their 11 (m n + n (n + 1)) eps ||U||_2^2 by ||U||_F^2).
+// U = Q of the thin QR of a factor (cholesky_qr, shifted); a zero or non-finite factor
+// has none.
 template <class T>
 void orthonormalize(Compute<T>& c, AlsState<T>& s, index_t rows, T* u, int mode) {
-  const index_t r = s.r;
-  const auto size = static_cast<std::size_t>(rows * r);
-  int passes = 2;
-  for (int pass = 0; pass < passes; ++pass) {
-    c.syrk(Op::trans, r, rows, T(1), u, rows, T(0), s.chol.get(), r);
-    if (!c.potrf(r, s.chol.get(), r)) {
-      const double sigma = 11.0 *
-                           (static_cast<double>(rows) * r + static_cast<double>(r) * (r + 1)) *
-                           std::numeric_limits<real_t<T>>::epsilon() * c.sum_squares(size, u);
-      c.syrk(Op::trans, r, rows, T(1), u, rows, T(0), s.chol.get(), r);
-      c.add_diagonal(r, s.chol.get(), r, static_cast<T>(sigma));
-      if (!(sigma > 0.0) || !c.potrf(r, s.chol.get(), r)) {
-        throw NumericalError("orthogonalise: the factor of mode " + std::to_string(mode) +
-                             " has no QR in this precision (it is zero or not finite)");
-      }
-      passes = 3;
-    }
-    c.solve_lower_right(Op::trans, r, s.chol.get(), r, rows, u, rows);
+  if (!cholesky_qr(c, rows, s.r, u, s.chol.get(), true)) {
+    throw NumericalError("orthogonalise: the factor of mode " + std::to_string(mode) +
+                         " has no QR in this precision (it is zero or not finite)");
   }
 }
 
@@ -759,7 +768,8 @@ void arrange(KTensor<T>& model, const std::vector<bool>& nonnegative) {
                                        const std::vector<index_t>&);                     \
   template CpResult<T> run_cp_als<T>(CpOperand<T>&, Compute<T>&, const CpOptions&,       \
                                      std::span<const Matrix<T>>, Clock::time_point);     \
-  template void arrange<T>(KTensor<T>&, const std::vector<bool>&);
+  template void arrange<T>(KTensor<T>&, const std::vector<bool>&);                       \
+  template bool cholesky_qr<T>(Compute<T>&, index_t, index_t, T*, T*, bool);
 TENFOLD_INSTANTIATE_FOR_EACH_VALUE_TYPE(TENFOLD_INSTANTIATE_CP_ALS_STEPS)
 TENFOLD_INSTANTIATE_FOR_EACH_COMPLEX_TYPE(TENFOLD_INSTANTIATE_CP_ALS_STEPS)
 

@@ -20,6 +20,13 @@ inline double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
+/// U (rows x k, rows >= k, backend memory) = Q of its thin QR U = Q R, by CholeskyQR2;
+/// chol: k x k scratch. Where U^T U is not numerically positive definite (U of lower
+/// rank, zero or not finite): with `shifted`, shifted CholeskyQR3; else, or where even
+/// the shift fails, false (U then unspecified).
+template <class T>
+bool cholesky_qr(Compute<T>& c, index_t rows, index_t k, T* u, T* chol, bool shifted);
+
 /// Throws InvalidArgument / DimensionMismatch for options and a start that do not fit
 /// `dims` (see CpStart).
 template <class T>

@@ -61,19 +61,6 @@ constexpr index_t kSketchOversampling = 10;
 constexpr int kSketchPasses = 3;
 constexpr std::uint64_t kSketchStream = 0x534B45544348454Eull;
 
-// Q (n x k, host) orthonormalised in place by Cholesky QR twice (the second pass restores
-// the orthogonality the first loses to cond(Q)^2): false when Q^T Q is not numerically
-// definite (Q of lower rank).
-bool orthonormalise(Compute<double>& c, index_t n, index_t k, double* q) {
-  std::vector<double> h(static_cast<std::size_t>(k * k));
-  for (int pass = 0; pass < 2; ++pass) {
-    c.syrk(Op::trans, k, n, 1.0, q, n, 0.0, h.data(), k);
-    if (!c.potrf(k, h.data(), k)) return false;
-    c.solve_lower_right(Op::trans, k, h.data(), k, n, q, n);  // Q L^{-T}
-  }
-  return true;
-}
-
 // Column-major strides of `dims`.
 std::vector<index_t> strides_of(const std::vector<index_t>& dims) {
   std::vector<index_t> s(dims.size(), 1);
@@ -597,14 +584,14 @@ bool leading_eigenvectors_sketched(index_t n, const double* g, index_t r, std::u
   std::vector<double> q(size), z(size);
   Rng rng(seed);
   for (double& v : q) v = rng.normal();
+  std::vector<double> h(static_cast<std::size_t>(k * k)), w(static_cast<std::size_t>(k));
   for (int pass = 0; pass < kSketchPasses; ++pass) {
     c->gemm(Op::none, Op::none, n, k, n, 1.0, g, n, q.data(), n, 0.0, z.data(), n);  // G Q
-    if (!orthonormalise(*c, n, k, z.data())) return false;
+    if (!cholesky_qr(*c, n, k, z.data(), h.data(), false)) return false;
     q.swap(z);
   }
   // H = Q^T G Q = W diag(w) W^T (w ascending); the Ritz vectors Q W, largest first.
   c->gemm(Op::none, Op::none, n, k, n, 1.0, g, n, q.data(), n, 0.0, z.data(), n);
-  std::vector<double> h(static_cast<std::size_t>(k * k)), w(static_cast<std::size_t>(k));
   c->gemm(Op::trans, Op::none, k, k, n, 1.0, q.data(), n, z.data(), n, 0.0, h.data(), k);
   c->syevd(k, h.data(), k, w.data());
   std::vector<double> top(static_cast<std::size_t>(k * r));
