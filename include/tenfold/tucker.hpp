@@ -151,8 +151,8 @@ struct TENFOLD_API TuckerResult {
   std::vector<std::vector<double>> eigenvalues;
   /// ||X - X^|| / ||X|| = sqrt(||X||^2 - ||G||^2) / ||X|| (clamped at 0), or below
   /// 16 sqrt(machine epsilon) of T, where that difference cancels, from the formed
-  /// residual X - X^ for tensors of at most kRowMajorCopyMaxBytes (docs/tucker.md, "The
-  /// reported error"). 0 for a zero tensor.
+  /// residual X - X^ for tensors of at most 64 MiB (docs/tucker.md, "The reported
+  /// error"). 0 for a zero tensor.
   double relative_error = 0.0;
   /// numel(X) / (numel(G) + sum_n I_n r_n).
   double compression_ratio = 0.0;

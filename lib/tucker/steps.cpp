@@ -34,10 +34,10 @@ double TuckerState<T>::relative_error() {
   const double formula = relative_error(core.get(), core_numel);
   const double below = kDirectErrorBelow * std::sqrt(std::numeric_limits<T>::epsilon());
   const index_t numel = checked_numel(dims);
-  // The residual takes two tensors more (the TTM chain): only for tensors that the
-  // library would copy anyway (kRowMajorCopyMaxBytes), and when the memory is there.
+  // The residual takes two tensors more (the TTM chain): only for tensors of at most
+  // kFormedResidualMaxBytes, and when the memory is there.
   const double bytes = static_cast<double>(numel) * sizeof(T);
-  if (norm_x2 <= 0.0 || formula >= below || bytes > static_cast<double>(kRowMajorCopyMaxBytes) ||
+  if (norm_x2 <= 0.0 || formula >= below || bytes > static_cast<double>(kFormedResidualMaxBytes) ||
       2.0 * bytes > static_cast<double>(c.available_bytes())) {
     return formula;
   }

@@ -36,8 +36,8 @@ struct TuckerState {
   /// sqrt(max(0, ||X||^2 - ||G||^2)) / ||X||, which cancels (its absolute error is
   /// about sqrt(eps) ||X||), so below kDirectErrorBelow sqrt(eps) it is recomputed from
   /// the residual X - G x_0 U_0 ... itself (accurate to about eps ||X||; two tensors
-  /// more of memory, so only for tensors of at most kRowMajorCopyMaxBytes and when the
-  /// memory is available). Uses work0 and work1.
+  /// more of memory, so only for tensors of at most kFormedResidualMaxBytes and when
+  /// the memory is available). Uses work0 and work1.
   double relative_error();
   /// The same for X^ = Y x_n U_n ... over some modes, with Y (numel entries, backend
   /// memory) = X x_n U_n^T ... : X^ is X's orthogonal projection, so ||X - X^||^2 =
@@ -75,6 +75,9 @@ std::vector<int> choose_mode_order(const std::vector<index_t>& dims, const Tucke
 
 /// Relative errors below this multiple of sqrt(eps) are computed from the residual.
 inline constexpr double kDirectErrorBelow = 16.0;
+/// Largest tensor (in bytes) whose residual is formed for that (it takes two tensors
+/// more of memory).
+inline constexpr std::size_t kFormedResidualMaxBytes = std::size_t{64} << 20;
 
 /// For the eigenvectors v_i of a mode's Gram (in x in, backend memory, ascending
 /// eigenvalues): ||v_i^T Y_(n)||^2 in descending order of the eigenvalues.
