@@ -1,6 +1,6 @@
 // A C-order tensor decomposed through its axis-order copy and in place, and the same
 // values as a Fortran-order tensor, alternated in one run: CP-ALS (10 sweeps, random
-// start, no compression) and HOOI (3 sweeps).
+// start, no compression), HOOI (3 sweeps) and ST-HOSVD.
 //   row_major_input [I] [R] [reps]     (defaults 300 16 2: a 216 MB tensor)
 #include <cstdio>
 #include <cstdlib>

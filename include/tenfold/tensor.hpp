@@ -54,8 +54,8 @@ enum class RowMajorInput {
 
 /// Largest dense row_major input (in bytes) that RowMajorInput::automatic copies: small
 /// tensors, whose copy takes well under a millisecond, give their Fortran-order copy's
-/// bits. Above it the copy would cost as much as one to four CP sweeps or a third of an
-/// ST-HOSVD (docs/performance.md, "C-order input in place"), for no better result.
+/// bits. Above it the copy would cost up to a fifth of a 10-sweep CP call or two fifths
+/// of an ST-HOSVD (docs/performance.md, "C-order input in place"), for no better result.
 inline constexpr std::size_t kRowMajorCopyMaxBytes = std::size_t{1} << 20;
 
 /// Non-owning view of a dense column-major tensor. `T` may be const-qualified.
