@@ -14,6 +14,7 @@
 
 #include "core/compute.hpp"
 #include "cp_test_util.hpp"
+#include "cpu/tall_gemm.hpp"
 #include "reference/reference_compute.hpp"
 #include "tenfold/error.hpp"
 #include "tenfold/threads.hpp"
@@ -206,7 +207,7 @@ TYPED_TEST(Kernels, GemmStridedBatched) {
 
 TYPED_TEST(Kernels, GemmTallAndThin) {
   // The shapes of the MTTKRP's contractions (op(A) tall, n small; lib/cpu/tall_gemm.hpp
-  // on a processor with AVX-512): rows that end inside a tile (one, two or three vectors
+  // on a processor with AVX2 or AVX-512): rows that end inside a tile (one, two or three vectors
   // of it), columns that end inside a panel, A and A^T (transposed in blocks of a vector's lanes,
   // with a last block of k that ends inside one), both op(B), and blocks of rows over threads.
   using T = typename TypeParam::type;
@@ -274,7 +275,7 @@ TYPED_TEST(Kernels, GemmStridedBatchedWithOneB) {
 
 TYPED_TEST(Kernels, GemmColumnDots) {
   // dots(i, j) = alpha (A_i B)(:, j) . W(:, j): where the backend has the kernel (the cpu
-  // backend on a processor with AVX-512), against the products formed by the reference
+  // backend on a processor with AVX2 or AVX-512), against the products formed by the reference
   // backend; rows that end inside a tile, columns inside a panel, tasks of whole products,
   // and the same bits on one thread as on three.
   using T = typename TypeParam::type;
@@ -295,7 +296,7 @@ TYPED_TEST(Kernels, GemmColumnDots) {
       done = this->c.gemm_column_dots(m, n, k, T(0.5), a.data(), lda, sa, b.data(), k, w.data(),
                                       ldw, dots.data(), ldd, batch);
     }
-    if (TypeParam::backend == Backend::cpu && __builtin_cpu_supports("avx512f")) {
+    if (TypeParam::backend == Backend::cpu && detail::tall_gemm_isa() != detail::TallIsa::none) {
       EXPECT_TRUE(done);
     }
     if (!done) {
@@ -330,6 +331,121 @@ TYPED_TEST(Kernels, GemmColumnDots) {
             << "thread count changed dot " << i << ", " << j;
       }
     EXPECT_LT(rel_diff(got, want), this->tol) << m << "x" << n << "x" << k << " batch " << batch;
+  }
+}
+
+// The tall kernel itself, with each instruction set this processor runs (AVX2 and, where
+// the processor has it, AVX-512: the backend's calls above take only the best one),
+// against the definition: rows that end inside a tile, columns inside a panel (4 or 8),
+// A and A^T, both op(B), beta zero (C not read) or not, batches whose tasks cross from one
+// product to the next, and the column dots. Both sets make the same fused multiply-adds in
+// the same order, so their products agree to the bit.
+template <class T>
+class TallKernel : public ::testing::Test {};
+using TallTypes = ::testing::Types<float, double>;
+TYPED_TEST_SUITE(TallKernel, TallTypes);
+
+TYPED_TEST(TallKernel, EveryInstructionSetAgainstTheDefinition) {
+  using T = TypeParam;
+  using detail::TallIsa;
+  if (detail::tall_gemm_isa() == TallIsa::none) GTEST_SKIP() << "no AVX2 with FMA";
+  const ThreeThreads threads;
+  struct Case {
+    index_t m, n, k, batch;
+  };
+  std::uint64_t seed = 170;
+  for (const Case& s :
+       {Case{203, 64, 200, 1}, Case{1000, 40, 5, 1}, Case{301, 12, 37, 2}, Case{97, 7, 64, 3},
+        Case{24, 24, 1, 4}, Case{2011, 36, 50, 1}, Case{50, 20, 9, 33}})
+    for (Op ta : {Op::none, Op::trans})
+      for (Op tb : {Op::none, Op::trans})
+        for (double beta : {0.0, -0.5}) {
+          const index_t lda = (ta == Op::none ? s.m : s.k) + 1,
+                        ldb = (tb == Op::none ? s.k : s.n) + 2;
+          const index_t sa = lda * (ta == Op::none ? s.k : s.m) + 3, sc = s.m + 1,
+                        ldc = sc * s.batch;
+          const auto a = random_values<T>(static_cast<std::size_t>(sa * s.batch), ++seed);
+          const auto b = random_values<T>(
+              static_cast<std::size_t>(ldb * (tb == Op::none ? s.n : s.k)), ++seed);
+          const auto c0 = random_values<T>(static_cast<std::size_t>(ldc * s.n), ++seed);
+          std::vector<T> by_avx2;
+          for (TallIsa isa : {TallIsa::avx2, TallIsa::avx512}) {
+            if (!detail::tall_gemm_suits<T>(s.m, s.n, s.k, isa)) continue;
+            auto cm = c0;
+            if (beta == 0.0) std::fill(cm.begin(), cm.end(), std::numeric_limits<T>::quiet_NaN());
+            detail::tall_gemm<T>(s.m, s.n, s.k, T(1.5), ta, a.data(), lda, sa, tb, b.data(), ldb,
+                                 T(beta), cm.data(), ldc, sc, s.batch, isa);
+            for (index_t i = 0; i < s.batch; ++i) {
+              const std::vector<T> ai(a.begin() + i * sa, a.begin() + (i + 1) * sa);
+              std::vector<T> ci(static_cast<std::size_t>(s.m * s.n)), got = ci;
+              for (index_t j = 0; j < s.n; ++j)
+                for (index_t r = 0; r < s.m; ++r) {
+                  const auto at = static_cast<std::size_t>(i * sc + r + j * ldc);
+                  ci[static_cast<std::size_t>(r + j * s.m)] = beta == 0.0 ? T(0) : c0[at];
+                  got[static_cast<std::size_t>(r + j * s.m)] = cm[at];
+                }
+              const auto want =
+                  ref_gemm(ta, tb, s.m, s.n, s.k, 1.5, ai, lda, b, ldb, beta, ci, s.m);
+              EXPECT_LT(rel_diff(got, want), kernel_tol<T>())
+                  << s.m << "x" << s.n << "x" << s.k << " batch item " << i << " isa " << int(isa)
+                  << " ta " << int(ta) << " tb " << int(tb) << " beta " << beta;
+            }
+            // The row between two products of C is not written.
+            for (index_t j = 0; j < s.n; ++j)
+              for (index_t i = 0; i < s.batch; ++i) {
+                const auto gap = static_cast<std::size_t>(i * sc + s.m + j * ldc);
+                EXPECT_TRUE(beta == 0.0 ? std::isnan(cm[gap]) : cm[gap] == c0[gap])
+                    << "row " << gap;
+              }
+            if (isa == TallIsa::avx2) {
+              by_avx2 = cm;
+            } else if (!by_avx2.empty()) {
+              EXPECT_EQ(cm, by_avx2)
+                  << "AVX-512 and AVX2 disagree, " << s.m << "x" << s.n << "x" << s.k;
+            }
+          }
+        }
+}
+
+TYPED_TEST(TallKernel, ColumnDotsWithEveryInstructionSet) {
+  using T = TypeParam;
+  using detail::TallIsa;
+  if (detail::tall_gemm_isa() == TallIsa::none) GTEST_SKIP() << "no AVX2 with FMA";
+  const ThreeThreads threads;
+  std::uint64_t seed = 190;
+  for (const auto [m, n, k, batch] :
+       {std::tuple<index_t, index_t, index_t, index_t>{203, 60, 30, 5},
+        {25, 12, 9, 33},
+        {96, 40, 17, 70}}) {
+    const index_t lda = m + 1, sa = lda * k + 3, ldw = m + 2, ldd = batch + 1;
+    const auto a = random_values<T>(static_cast<std::size_t>(sa * batch), ++seed);
+    const auto b = random_values<T>(static_cast<std::size_t>(k * n), ++seed);
+    const auto w = random_values<T>(static_cast<std::size_t>(ldw * n), ++seed);
+    std::vector<double> want(static_cast<std::size_t>(batch * n));
+    for (index_t i = 0; i < batch; ++i) {
+      const std::vector<T> ai(a.begin() + i * sa, a.begin() + (i + 1) * sa);
+      const auto ci = ref_gemm(Op::none, Op::none, m, n, k, 0.5, ai, lda, b, k, 0.0,
+                               std::vector<T>(static_cast<std::size_t>(m * n)), m);
+      for (index_t j = 0; j < n; ++j) {
+        double sum = 0.0;
+        for (index_t r = 0; r < m; ++r)
+          sum += ci[static_cast<std::size_t>(r + j * m)] *
+                 static_cast<double>(w[static_cast<std::size_t>(r + j * ldw)]);
+        want[static_cast<std::size_t>(i + j * batch)] = sum;
+      }
+    }
+    for (TallIsa isa : {TallIsa::avx2, TallIsa::avx512}) {
+      if (!detail::tall_gemm_suits<T>(m, n, k, isa)) continue;
+      std::vector<T> dots(static_cast<std::size_t>(ldd * n), std::numeric_limits<T>::quiet_NaN());
+      detail::tall_gemm_dots<T>(m, n, k, T(0.5), a.data(), lda, sa, Op::none, b.data(), k, w.data(),
+                                ldw, dots.data(), ldd, batch, isa);
+      std::vector<T> got;
+      for (index_t j = 0; j < n; ++j)
+        for (index_t i = 0; i < batch; ++i)
+          got.push_back(dots[static_cast<std::size_t>(i + j * ldd)]);
+      EXPECT_LT(rel_diff(got, want), kernel_tol<T>())
+          << m << "x" << n << "x" << k << " batch " << batch << " isa " << int(isa);
+    }
   }
 }
 
