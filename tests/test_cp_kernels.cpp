@@ -273,6 +273,29 @@ TYPED_TEST(Kernels, GemmStridedBatchedWithOneB) {
       }
 }
 
+// dots(i, j) = sum_r alpha (A_i B)(r, j) W(r, j) from ref_gemm's products, at i + j batch
+// (A_i = a + i sa, m x k of leading dimension lda; B k x n; W m x n of leading dimension ldw).
+template <class T>
+std::vector<double> ref_column_dots(index_t m, index_t n, index_t k, double alpha,
+                                    const std::vector<T>& a, index_t lda, index_t sa,
+                                    const std::vector<T>& b, const std::vector<T>& w, index_t ldw,
+                                    index_t batch) {
+  std::vector<double> dots(static_cast<std::size_t>(batch * n));
+  for (index_t i = 0; i < batch; ++i) {
+    const std::vector<T> ai(a.begin() + i * sa, a.begin() + (i + 1) * sa);
+    const auto ci = ref_gemm(Op::none, Op::none, m, n, k, alpha, ai, lda, b, k, 0.0,
+                             std::vector<T>(static_cast<std::size_t>(m * n)), m);
+    for (index_t j = 0; j < n; ++j) {
+      double sum = 0.0;
+      for (index_t r = 0; r < m; ++r)
+        sum += ci[static_cast<std::size_t>(r + j * m)] *
+               static_cast<double>(w[static_cast<std::size_t>(r + j * ldw)]);
+      dots[static_cast<std::size_t>(i + j * batch)] = sum;
+    }
+  }
+  return dots;
+}
+
 TYPED_TEST(Kernels, GemmColumnDots) {
   // dots(i, j) = alpha (A_i B)(:, j) . W(:, j): where the backend has the kernel (the cpu
   // backend on a processor with AVX2 or AVX-512), against the products formed by the reference
@@ -307,25 +330,11 @@ TYPED_TEST(Kernels, GemmColumnDots) {
     this->c.gemm_column_dots(m, n, k, T(0.5), a.data(), lda, sa, b.data(), k, w.data(), ldw,
                              serial.data(), ldd, batch);
     set_num_threads(0);
-    std::vector<double> expect(dots.size(), std::numeric_limits<double>::quiet_NaN());
     std::vector<T> got;
-    for (index_t i = 0; i < batch; ++i) {
-      const std::vector<T> ai(a.begin() + i * sa, a.begin() + (i + 1) * sa);
-      const auto ci = ref_gemm(Op::none, Op::none, m, n, k, 0.5, ai, lda, b, k, 0.0,
-                               std::vector<T>(static_cast<std::size_t>(m * n)), m);
-      for (index_t j = 0; j < n; ++j) {
-        double sum = 0.0;
-        for (index_t r = 0; r < m; ++r)
-          sum += ci[static_cast<std::size_t>(r + j * m)] *
-                 static_cast<double>(w[static_cast<std::size_t>(r + j * ldw)]);
-        expect[static_cast<std::size_t>(i + j * ldd)] = sum;
-      }
-    }
-    std::vector<double> want;
+    const auto want = ref_column_dots(m, n, k, 0.5, a, lda, sa, b, w, ldw, batch);
     for (index_t j = 0; j < n; ++j)
       for (index_t i = 0; i < batch; ++i) {
         got.push_back(dots[static_cast<std::size_t>(i + j * ldd)]);
-        want.push_back(expect[static_cast<std::size_t>(i + j * ldd)]);
         EXPECT_EQ(dots[static_cast<std::size_t>(i + j * ldd)],
                   serial[static_cast<std::size_t>(i + j * ldd)])
             << "thread count changed dot " << i << ", " << j;
@@ -421,19 +430,7 @@ TYPED_TEST(TallKernel, ColumnDotsWithEveryInstructionSet) {
     const auto a = random_values<T>(static_cast<std::size_t>(sa * batch), ++seed);
     const auto b = random_values<T>(static_cast<std::size_t>(k * n), ++seed);
     const auto w = random_values<T>(static_cast<std::size_t>(ldw * n), ++seed);
-    std::vector<double> want(static_cast<std::size_t>(batch * n));
-    for (index_t i = 0; i < batch; ++i) {
-      const std::vector<T> ai(a.begin() + i * sa, a.begin() + (i + 1) * sa);
-      const auto ci = ref_gemm(Op::none, Op::none, m, n, k, 0.5, ai, lda, b, k, 0.0,
-                               std::vector<T>(static_cast<std::size_t>(m * n)), m);
-      for (index_t j = 0; j < n; ++j) {
-        double sum = 0.0;
-        for (index_t r = 0; r < m; ++r)
-          sum += ci[static_cast<std::size_t>(r + j * m)] *
-                 static_cast<double>(w[static_cast<std::size_t>(r + j * ldw)]);
-        want[static_cast<std::size_t>(i + j * batch)] = sum;
-      }
-    }
+    const auto want = ref_column_dots(m, n, k, 0.5, a, lda, sa, b, w, ldw, batch);
     for (TallIsa isa : {TallIsa::avx2, TallIsa::avx512}) {
       if (!detail::tall_gemm_suits<T>(m, n, k, isa)) continue;
       std::vector<T> dots(static_cast<std::size_t>(ldd * n), std::numeric_limits<T>::quiet_NaN());
