@@ -291,7 +291,7 @@ void tall_products(TallIsa isa, index_t m, index_t n, index_t k, T alpha, Op ta,
 }  // namespace
 
 template <class T>
-bool tall_gemm_suits(index_t m, index_t n, index_t k, TallIsa isa) {
+bool tall_gemm_fits(index_t m, index_t n, index_t k, TallIsa isa) {
   if (isa == TallIsa::none || isa > tall_gemm_isa()) return false;
   const auto [rows, panel] = tile_shape<T>(isa);
   const index_t padded = (n + panel - 1) / panel * panel;
@@ -299,6 +299,13 @@ bool tall_gemm_suits(index_t m, index_t n, index_t k, TallIsa isa) {
   // core's L2 cache while the panels of op(B) pass over the first.
   return m >= rows && n >= 1 && n <= 128 && 5 * padded <= 6 * n && k >= 1 &&
          k * rows * static_cast<index_t>(sizeof(T)) <= 98304;
+}
+
+template <class T>
+bool tall_gemm_suits(index_t m, index_t n, index_t k) {
+  const TallIsa isa = tall_gemm_isa();
+  if (isa == TallIsa::avx2 && std::is_same_v<T, double>) return false;
+  return tall_gemm_fits<T>(m, n, k, isa);
 }
 
 template <class T>
@@ -322,8 +329,10 @@ void tall_gemm_dots(index_t m, index_t n, index_t k, T alpha, const T* a, index_
                 static_cast<T*>(nullptr), 0, 0, w, ldw, dots, ldd, batch);
 }
 
-template bool tall_gemm_suits<float>(index_t, index_t, index_t, TallIsa);
-template bool tall_gemm_suits<double>(index_t, index_t, index_t, TallIsa);
+template bool tall_gemm_fits<float>(index_t, index_t, index_t, TallIsa);
+template bool tall_gemm_fits<double>(index_t, index_t, index_t, TallIsa);
+template bool tall_gemm_suits<float>(index_t, index_t, index_t);
+template bool tall_gemm_suits<double>(index_t, index_t, index_t);
 template void tall_gemm<float>(index_t, index_t, index_t, float, Op, const float*, index_t, index_t,
                                Op, const float*, index_t, float, float*, index_t, index_t, index_t,
                                TallIsa);

@@ -21,12 +21,18 @@ enum class TallIsa { none, avx2, avx512 };
 /// The best of them this processor runs: AVX-512F, else AVX2 with FMA, else none.
 TallIsa tall_gemm_isa();
 
-/// Whether tall_gemm<T> with the kernel for `isa` is worth calling for this shape on this
-/// processor: the processor runs `isa`, m at least one tile (3 vectors of rows), n small
-/// (columns of op(B) padded to a panel, 8 with AVX-512 and 4 with AVX2, waste at most a
-/// fifth), k short enough that a tile of op(A) stays in the core's cache.
+/// Whether tall_gemm<T> with the kernel for `isa` can take this shape on this processor:
+/// the processor runs `isa`, m at least one tile (3 vectors of rows), n small (columns of
+/// op(B) padded to a panel, 8 with AVX-512 and 4 with AVX2, waste at most a fifth), k
+/// short enough that a tile of op(A) stays in the core's cache.
 template <class T>
-bool tall_gemm_suits(index_t m, index_t n, index_t k, TallIsa isa = tall_gemm_isa());
+bool tall_gemm_fits(index_t m, index_t n, index_t k, TallIsa isa);
+
+/// Whether the backend should call tall_gemm<T> (with tall_gemm_isa()) rather than BLAS:
+/// where it fits, except double with AVX2, where the kernel measured level with or
+/// behind OpenBLAS's own AVX2 kernels (float gained; docs/performance.md).
+template <class T>
+bool tall_gemm_suits(index_t m, index_t n, index_t k);
 
 /// C_i = alpha op(A_i) op(B) + beta C_i for i < batch, with A_i = a + i stride_a (op(A_i)
 /// m x k, column-major, leading dimension lda; a tile of A^T, the contraction over a
@@ -34,7 +40,7 @@ bool tall_gemm_suits(index_t m, index_t n, index_t k, TallIsa isa = tall_gemm_is
 /// all, C_i = c + i stride_c (m x n, leading dimension ldc); with beta = 0, C is not read. Each
 /// element of C is summed over k in order on one thread (the pool's threads take blocks of rows),
 /// so the result does not depend on the thread count, nor on `isa` (the same fused
-/// multiply-adds in the same order). Call only where tall_gemm_suits.
+/// multiply-adds in the same order). Call only where tall_gemm_fits.
 template <class T>
 void tall_gemm(index_t m, index_t n, index_t k, T alpha, Op ta, const T* a, index_t lda,
                index_t stride_a, Op tb, const T* b, index_t ldb, T beta, T* c, index_t ldc,
@@ -44,7 +50,7 @@ void tall_gemm(index_t m, index_t n, index_t k, T alpha, Op ta, const T* a, inde
 /// n, leading dimension ldd; W m x n, leading dimension ldw, the same for every i): the
 /// columns of each product dotted with those of W, without writing the products. Each
 /// dot is summed tile after tile on one thread, so the result does not depend on the
-/// thread count. Call only where tall_gemm_suits.
+/// thread count. Call only where tall_gemm_fits.
 template <class T>
 void tall_gemm_dots(index_t m, index_t n, index_t k, T alpha, const T* a, index_t lda,
                     index_t stride_a, Op tb, const T* b, index_t ldb, const T* w, index_t ldw,
