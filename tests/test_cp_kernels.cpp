@@ -274,28 +274,44 @@ TYPED_TEST(Kernels, GemmStridedBatchedWithOneB) {
       }
 }
 
-// dots(i, j) = sum_r alpha (A_i B)(r, j) W(r, j) from ref_gemm's products, at i + j batch
-// (A_i = a + i sa, m x k of leading dimension lda; B k x n; W m x n of leading dimension ldw).
+// The operands of a column-dot test, random after `seed` (three draws): A_i = a + i sa
+// (m x k, leading dimension lda = m + 1), B (k x n), W (m x n, leading dimension ldw =
+// m + 2), dots of leading dimension ldd = batch + 1; and `want`, dots(i, j) = sum_r 0.5
+// (A_i B)(r, j) W(r, j) from ref_gemm's products, at i + j batch.
 template <class T>
-std::vector<double> ref_column_dots(index_t m, index_t n, index_t k, double alpha,
-                                    const std::vector<T>& a, index_t lda, index_t sa,
-                                    const std::vector<T>& b, const std::vector<T>& w, index_t ldw,
-                                    index_t batch) {
-  std::vector<double> dots(static_cast<std::size_t>(batch * n));
-  for (index_t i = 0; i < batch; ++i) {
-    const std::vector<T> ai(a.begin() + i * sa, a.begin() + (i + 1) * sa);
-    const auto ci = ref_gemm(Op::none, Op::none, m, n, k, alpha, ai, lda, b, k, 0.0,
-                             std::vector<T>(static_cast<std::size_t>(m * n)), m);
-    for (index_t j = 0; j < n; ++j) {
-      double sum = 0.0;
-      for (index_t r = 0; r < m; ++r)
-        sum += ci[static_cast<std::size_t>(r + j * m)] *
-               static_cast<double>(w[static_cast<std::size_t>(r + j * ldw)]);
-      dots[static_cast<std::size_t>(i + j * batch)] = sum;
+struct DotsCase {
+  index_t m, n, k, batch;
+  index_t lda = m + 1, sa = lda * k + 3, ldw = m + 2, ldd = batch + 1;
+  std::vector<T> a, b, w;
+  std::vector<double> want;
+  DotsCase(index_t m_, index_t n_, index_t k_, index_t batch_, std::uint64_t& seed)
+      : m(m_), n(n_), k(k_), batch(batch_) {
+    a = random_values<T>(static_cast<std::size_t>(sa * batch), ++seed);
+    b = random_values<T>(static_cast<std::size_t>(k * n), ++seed);
+    w = random_values<T>(static_cast<std::size_t>(ldw * n), ++seed);
+    want.resize(static_cast<std::size_t>(batch * n));
+    for (index_t i = 0; i < batch; ++i) {
+      const std::vector<T> ai(a.begin() + i * sa, a.begin() + (i + 1) * sa);
+      const auto ci = ref_gemm(Op::none, Op::none, m, n, k, 0.5, ai, lda, b, k, 0.0,
+                               std::vector<T>(static_cast<std::size_t>(m * n)), m);
+      for (index_t j = 0; j < n; ++j) {
+        double sum = 0.0;
+        for (index_t r = 0; r < m; ++r)
+          sum += ci[static_cast<std::size_t>(r + j * m)] *
+                 static_cast<double>(w[static_cast<std::size_t>(r + j * ldw)]);
+        want[static_cast<std::size_t>(i + j * batch)] = sum;
+      }
     }
   }
-  return dots;
-}
+  // dots(i, j) (leading dimension ldd) in the order of `want`.
+  std::vector<T> in_order(const std::vector<T>& dots) const {
+    std::vector<T> out;
+    for (index_t j = 0; j < n; ++j)
+      for (index_t i = 0; i < batch; ++i)
+        out.push_back(dots[static_cast<std::size_t>(i + j * ldd)]);
+    return out;
+  }
+};
 
 TYPED_TEST(Kernels, GemmColumnDots) {
   // dots(i, j) = alpha (A_i B)(:, j) . W(:, j): where the backend has the kernel (the cpu
@@ -308,17 +324,14 @@ TYPED_TEST(Kernels, GemmColumnDots) {
        {std::tuple<index_t, index_t, index_t, index_t>{203, 64, 30, 5},
         {50, 16, 9, 33},
         {96, 40, 17, 70}}) {
-    const index_t lda = m + 1, sa = lda * k + 3, ldw = m + 2, ldd = batch + 1;
-    const auto a = random_values<T>(static_cast<std::size_t>(sa * batch), ++seed);
-    const auto b = random_values<T>(static_cast<std::size_t>(k * n), ++seed);
-    const auto w = random_values<T>(static_cast<std::size_t>(ldw * n), ++seed);
-    std::vector<T> dots(static_cast<std::size_t>(ldd * n), std::numeric_limits<T>::quiet_NaN());
+    const DotsCase<T> d(m, n, k, batch, seed);
+    std::vector<T> dots(static_cast<std::size_t>(d.ldd * n), std::numeric_limits<T>::quiet_NaN());
     std::vector<T> serial = dots;
     bool done = false;
     {
       const ThreeThreads threads;
-      done = this->c.gemm_column_dots(m, n, k, T(0.5), a.data(), lda, sa, b.data(), k, w.data(),
-                                      ldw, dots.data(), ldd, batch);
+      done = this->c.gemm_column_dots(m, n, k, T(0.5), d.a.data(), d.lda, d.sa, d.b.data(), k,
+                                      d.w.data(), d.ldw, dots.data(), d.ldd, batch);
     }
     if (TypeParam::backend == Backend::cpu && detail::tall_gemm_suits<T>(m, n, k)) {
       EXPECT_TRUE(done);
@@ -328,19 +341,12 @@ TYPED_TEST(Kernels, GemmColumnDots) {
       continue;
     }
     set_num_threads(1);
-    this->c.gemm_column_dots(m, n, k, T(0.5), a.data(), lda, sa, b.data(), k, w.data(), ldw,
-                             serial.data(), ldd, batch);
+    this->c.gemm_column_dots(m, n, k, T(0.5), d.a.data(), d.lda, d.sa, d.b.data(), k, d.w.data(),
+                             d.ldw, serial.data(), d.ldd, batch);
     set_num_threads(0);
-    std::vector<T> got;
-    const auto want = ref_column_dots(m, n, k, 0.5, a, lda, sa, b, w, ldw, batch);
-    for (index_t j = 0; j < n; ++j)
-      for (index_t i = 0; i < batch; ++i) {
-        got.push_back(dots[static_cast<std::size_t>(i + j * ldd)]);
-        EXPECT_EQ(dots[static_cast<std::size_t>(i + j * ldd)],
-                  serial[static_cast<std::size_t>(i + j * ldd)])
-            << "thread count changed dot " << i << ", " << j;
-      }
-    EXPECT_LT(rel_diff(got, want), this->tol) << m << "x" << n << "x" << k << " batch " << batch;
+    const auto got = d.in_order(dots);
+    EXPECT_EQ(got, d.in_order(serial)) << "thread count changed the dots";
+    EXPECT_LT(rel_diff(got, d.want), this->tol) << m << "x" << n << "x" << k << " batch " << batch;
   }
 }
 
@@ -427,21 +433,14 @@ TYPED_TEST(TallKernel, ColumnDotsWithEveryInstructionSet) {
        {std::tuple<index_t, index_t, index_t, index_t>{203, 60, 30, 5},
         {25, 12, 9, 33},
         {96, 40, 17, 70}}) {
-    const index_t lda = m + 1, sa = lda * k + 3, ldw = m + 2, ldd = batch + 1;
-    const auto a = random_values<T>(static_cast<std::size_t>(sa * batch), ++seed);
-    const auto b = random_values<T>(static_cast<std::size_t>(k * n), ++seed);
-    const auto w = random_values<T>(static_cast<std::size_t>(ldw * n), ++seed);
-    const auto want = ref_column_dots(m, n, k, 0.5, a, lda, sa, b, w, ldw, batch);
+    const DotsCase<T> d(m, n, k, batch, seed);
     for (TallIsa isa : {TallIsa::avx2, TallIsa::avx512}) {
       if (!detail::tall_gemm_fits<T>(m, n, k, isa)) continue;
-      std::vector<T> dots(static_cast<std::size_t>(ldd * n), std::numeric_limits<T>::quiet_NaN());
-      detail::tall_gemm_dots<T>(m, n, k, T(0.5), a.data(), lda, sa, Op::none, b.data(), k, w.data(),
-                                ldw, dots.data(), ldd, batch, isa);
-      std::vector<T> got;
-      for (index_t j = 0; j < n; ++j)
-        for (index_t i = 0; i < batch; ++i)
-          got.push_back(dots[static_cast<std::size_t>(i + j * ldd)]);
-      EXPECT_LT(rel_diff(got, want), kernel_tol<T>())
+      std::vector<T> dots(static_cast<std::size_t>(d.ldd * n), std::numeric_limits<T>::quiet_NaN());
+      detail::tall_gemm_dots<T>(m, n, k, T(0.5), d.a.data(), d.lda, d.sa, Op::none, d.b.data(), k,
+                                d.w.data(), d.ldw, dots.data(), d.ldd, batch, isa);
+      const auto got = d.in_order(dots);
+      EXPECT_LT(rel_diff(got, d.want), kernel_tol<T>())
           << m << "x" << n << "x" << k << " batch " << batch << " isa " << int(isa);
     }
   }
