@@ -151,6 +151,9 @@ TENFOLD_TARGET inline void Lanes<float>::transpose(V (&r)[W]) { transpose_by_blo
 
 // Columns of op(B) per panel: 24 accumulators.
 constexpr index_t kPanel = 8;
+// Steps of the multiply loop per test for the copies and fetches that run alongside (1:
+// as the loop was measured on AVX-512 processors; see the AVX2 value).
+constexpr index_t kUnroll = 1;
 
 #include "cpu/tall_gemm_tiles.inc"
 
@@ -251,6 +254,10 @@ struct Lanes<float> {
 
 // Columns of op(B) per panel: 12 accumulators.
 constexpr index_t kPanel = 4;
+// Steps of the multiply loop per test for the copies and fetches that run alongside: a
+// step is 12 multiply-adds, and with a test per step the loop ran at 60-80 % of
+// OpenBLAS's rate, with one per 4 steps at 85-120 % (docs/performance.md).
+constexpr index_t kUnroll = 4;
 
 #include "cpu/tall_gemm_tiles.inc"
 
