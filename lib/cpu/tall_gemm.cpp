@@ -311,7 +311,7 @@ bool tall_gemm_fits(index_t m, index_t n, index_t k, TallIsa isa) {
 template <class T>
 bool tall_gemm_suits(index_t m, index_t n, index_t k) {
   const TallIsa isa = tall_gemm_isa();
-  if (isa == TallIsa::avx2 && std::is_same_v<T, double>) return false;
+  if (isa == TallIsa::avx2 && std::is_same_v<T, double> && n > 16) return false;
   return tall_gemm_fits<T>(m, n, k, isa);
 }
 
