@@ -9,7 +9,11 @@ iterations (tol=0, so TensorLy skips its error computation); the time per iterat
 is the wall time of the call divided by the iterations. Tucker: one call each,
 Tenfold's ST-HOSVD against TensorLy's `tucker` with n_iter_max=0 (its HOSVD start).
 The binding overhead is the wall time of the tenfold call minus the library's own
-total (`timings["total"]`), relative to the latter. Each figure is the median of
+total (`timings["total"]`), relative to the latter. "GEMM sweep" (3-way CP): half the
+time of the three tensor-sized products that two plain ALS sweeps need, each timed as one
+NumPy `matmul` on its own shape in the same round: the least a sweep of exact ALS costs
+at the rate of NumPy's GEMM on those products, so that TensorLy/GEMM sweep is the ratio
+a plain ALS running at that rate would reach. Each figure is the median of
 --reps runs. The load average is printed before and after: on a shared machine,
 compare the ratios, not the absolute times.
 
@@ -52,10 +56,33 @@ def timed(f, settle):
     return time.perf_counter() - t, r
 
 
+def gemm_sweep(x, start):
+    """Seconds of half the three tensor-sized products of two 3-way sweeps (one
+    contraction with each factor: Y_n = X x_n U_n^T), each one NumPy GEMM call on the
+    product's own shape into an output written before: the least a plain ALS sweep of
+    1.5 passes over the tensor costs at NumPy's GEMM rate on these shapes
+    (docs/algorithms.md, "Order 3")."""
+    i0, i1, i2 = x.shape
+    rank = start[0].shape[1]
+    products = (
+        (x.reshape(i0, i1 * i2).T, start[0], np.empty((i1 * i2, rank), x.dtype)),  # X_(0)^T U_0
+        (x.transpose(0, 2, 1), start[1], np.empty((i0, i2, rank), x.dtype)),  # slab by slab
+        (x.reshape(i0 * i1, i2), start[2], np.empty((i0 * i1, rank), x.dtype)),  # X_(01) U_2
+    )
+    for a, b, out in products:
+        out.fill(0)  # its pages touched before the clock
+    total = 0.0
+    for a, b, out in products:
+        t = time.perf_counter()
+        np.matmul(a, b, out=out)
+        total += time.perf_counter() - t
+    return total / 2
+
+
 def cp_case(dims, rank, iters, reps, rng, dtype, settle):
     x = rng.random(dims).astype(dtype)
     start = [rng.random((n, rank)).astype(dtype) for n in dims]
-    ours, theirs, overhead = [], [], []
+    ours, theirs, overhead, bound = [], [], [], []
     for _ in range(reps):
         # Plain ALS on both sides: compression first would time another algorithm.
         wall, r = timed(lambda: tenfold.parafac(x, rank, init=(None, start), n_iter_max=iters,
@@ -65,7 +92,11 @@ def cp_case(dims, rank, iters, reps, rng, dtype, settle):
         init = CPTensor((np.ones(rank), [f.copy() for f in start]))
         wall, _ = timed(lambda: tl_parafac(x, rank, init=init, n_iter_max=iters, tol=0), settle)
         theirs.append(wall / iters)
-    return statistics.median(ours), statistics.median(theirs), statistics.median(overhead), "s/it"
+        if len(dims) == 3:
+            time.sleep(settle)
+            bound.append(gemm_sweep(x, start))
+    return (statistics.median(ours), statistics.median(theirs), statistics.median(overhead),
+            statistics.median(bound) if bound else None, "s/it")
 
 
 def tucker_case(dims, rank, reps, rng, dtype, settle):
@@ -78,7 +109,7 @@ def tucker_case(dims, rank, reps, rng, dtype, settle):
         overhead.append((wall - r.timings["total"]) / r.timings["total"])
         wall, _ = timed(lambda: tl_tucker(x, rank=ranks, n_iter_max=0, init="svd"), settle)
         theirs.append(wall)
-    return statistics.median(ours), statistics.median(theirs), statistics.median(overhead), "s"
+    return statistics.median(ours), statistics.median(theirs), statistics.median(overhead), None, "s"
 
 
 def speed(reps, only, dtype, settle):
@@ -87,22 +118,24 @@ def speed(reps, only, dtype, settle):
           f"tensorly {tl.__version__}, numpy {np.__version__}, Python {sys.version.split()[0]}")
     print("load average at the start: %.2f %.2f %.2f" % os.getloadavg())
     print(f"sleep before each timed call: {settle} s")
-    print("| case | unit | Tenfold | TensorLy | TensorLy/Tenfold | target | binding overhead |")
-    print("|---|---|---|---|---|---|---|")
+    print("| case | unit | Tenfold | TensorLy | TensorLy/Tenfold | target | binding overhead | "
+          "GEMM sweep | TensorLy/GEMM sweep |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for i, (kind, dims, rank, iters, target) in enumerate(CASES):
         if only and i not in only:
             continue
         shape = "x".join(map(str, dims))
         if kind == "cp":
             label = f"parafac {shape} R{rank} {dtype}, {iters} iterations"
-            t, tl_t, over, unit = cp_case(dims, rank, iters, reps, rng, dtype, settle)
+            t, tl_t, over, gemm, unit = cp_case(dims, rank, iters, reps, rng, dtype, settle)
         else:
             label = f"tucker ST-HOSVD {shape} ranks {rank} {dtype}"
-            t, tl_t, over, unit = tucker_case(dims, rank, reps, rng, dtype, settle)
+            t, tl_t, over, gemm, unit = tucker_case(dims, rank, reps, rng, dtype, settle)
         ratio = tl_t / t
         mark = "" if target is None else f">= {target:g} " + ("✓" if ratio >= target else "✗")
+        bound = "| |" if gemm is None else f"| {gemm:.4f} | {tl_t / gemm:.1f} |"
         print(f"| {label} | {unit} | {t:.4f} | {tl_t:.4f} | {ratio:.1f} | {mark} | "
-              f"{100 * over:.2f} % |", flush=True)
+              f"{100 * over:.2f} % {bound}", flush=True)
     print("load average at the end: %.2f %.2f %.2f" % os.getloadavg())
 
 
