@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -310,9 +309,7 @@ bool tall_gemm_fits(index_t m, index_t n, index_t k, TallIsa isa) {
 
 template <class T>
 bool tall_gemm_suits(index_t m, index_t n, index_t k) {
-  const TallIsa isa = tall_gemm_isa();
-  if (isa == TallIsa::avx2 && std::is_same_v<T, double> && n > 16) return false;
-  return tall_gemm_fits<T>(m, n, k, isa);
+  return tall_gemm_fits<T>(m, n, k, tall_gemm_isa());
 }
 
 template <class T>
