@@ -28,7 +28,12 @@ def interrupted(code, ready, wait=0.0, **kwargs):
     """Runs `code` in a child interpreter, reads `ready` lines of its output, waits
     `wait` seconds and sends SIGINT. Returns the lines read, the rest of the output
     (lines) and the seconds from the signal to the child's exit."""
-    child = subprocess.Popen([sys.executable, "-u", "-c", textwrap.dedent(code)],
+    # A child of a background job (`cmd &` in a script) inherits SIGINT ignored, and
+    # Python then installs no KeyboardInterrupt handler: the child sets it as an
+    # interactive interpreter has it.
+    code = ("import signal\nsignal.signal(signal.SIGINT, signal.default_int_handler)\n"
+            + textwrap.dedent(code))
+    child = subprocess.Popen([sys.executable, "-u", "-c", code],
                              stdout=subprocess.PIPE, text=True, **kwargs)
     try:
         lines = [child.stdout.readline().strip() for _ in range(ready)]
