@@ -16,6 +16,7 @@
 #include "cp_test_util.hpp"
 #include "cpu/tall_gemm.hpp"
 #include "reference/reference_compute.hpp"
+#include "same_bits.hpp"
 #include "tenfold/error.hpp"
 #include "tenfold/threads.hpp"
 
@@ -414,14 +415,12 @@ TYPED_TEST(TallKernel, EveryInstructionSetAgainstTheDefinition) {
                     << "row " << gap;
               }
             // Both sets make the same fused multiply-adds in the same order: the same
-            // bits. The rows between products hold the NaN fill with beta = 0 (checked
-            // above), which equality alone would call different.
+            // bits (compared as bits: with beta = 0 the rows between products keep the
+            // NaN fill, checked above, which == would call different).
             if (isa == TallIsa::avx2) {
               by_avx2 = cm;
             } else if (!by_avx2.empty()) {
-              EXPECT_TRUE(
-                  std::equal(cm.begin(), cm.end(), by_avx2.begin(),
-                             [](T x, T y) { return x == y || (std::isnan(x) && std::isnan(y)); }))
+              EXPECT_TRUE(same_bits(cm, by_avx2))
                   << "AVX-512 and AVX2 disagree, " << s.m << "x" << s.n << "x" << s.k << " ta "
                   << int(ta) << " tb " << int(tb) << " beta " << beta;
             }

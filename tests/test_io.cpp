@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "same_bits.hpp"
 #include "temp_dir.hpp"
 #include "tenfold/error.hpp"
 #include "tenfold/io.hpp"
@@ -85,11 +86,7 @@ std::string error_of(const std::function<void()>& f) {
   return {};
 }
 
-template <class T>
-bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
-  return a.size() == b.size() &&
-         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0);
-}
+using tenfold::test::same_bits;
 
 // ---------------------------------------------------------------------------- .npy
 
