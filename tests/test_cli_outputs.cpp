@@ -356,3 +356,31 @@ TEST(CliOutputs, FailedValidationWritesNothing) {
   EXPECT_NE(usage.err.find("--ranks or --tol"), std::string::npos) << usage.err;
   EXPECT_FALSE(fs::exists(dir / "a"));
 }
+
+// Item: outputs are written after the work, all of them or none, their folders created
+// then; an output where nothing can be created is refused before the work.
+TEST(CliOutputs, OutputsInNewFoldersAreWrittenTogetherAfterTheWork) {
+  TempDir dir;
+  const std::string m = s(write_checkpoint(dir / "m.safetensors", 2));
+  const std::string common = "attention compress " + m + " --heads 2 --shared-dim 3 -q ";
+  ASSERT_EQ(tenfold_cli(dir, common + "--out " + s(dir / "keep.st")).code, 0);
+  const std::string before = slurp(dir / "keep.st");
+  // It used to replace keep.st, then fail on the report's missing folder.
+  CliRun r = tenfold_cli(dir, common + "--dtype float64 --out " + s(dir / "keep.st") +
+                                  " --report " + s(dir / "newdir" / "sub" / "r.json"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(slurp(dir / "keep.st"), before);  // float64 tensors now
+  const auto report = nlohmann::json::parse(slurp(dir / "newdir" / "sub" / "r.json"));
+  EXPECT_EQ(report["dtype"], "float64");  // it said float32
+  r = tenfold_cli(dir, common + "--out " + s(dir / "nd" / "sub" / "o.st"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(fs::exists(dir / "nd" / "sub" / "o.st"));
+  for (const auto& e : fs::recursive_directory_iterator(dir.path())) {
+    EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << e.path();
+  }
+  // /proc refuses a new file even to root.
+  r = tenfold_cli(dir, common + "--out /proc/tenfold-test.st");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.err_lines(), 1) << r.err;
+  EXPECT_NE(r.err.find("cannot create --out '/proc/tenfold-test.st'"), std::string::npos) << r.err;
+}

@@ -145,4 +145,52 @@ TEST(CliSparse, BadInputGetsOneLine) {
   }
 }
 
+// Flags and limits of the sparse commands (third round of bad inputs).
+TEST(CliSparse, ShapeFlagRankLimitsAndOutputsCheckedFirst) {
+  TempDir dir;
+  write_counts(dir);
+  const std::string x = (dir / "x.tns").string(), out = (dir / "o").string();
+  // --shape keeps trailing empty slices; a .npy has its own shape (usage error).
+  CliRun r = tenfold_cli(dir, "cp " + x + " --rank 2 -q --shape 10,7,6 -o " + out);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(report(dir, "o")["shape"], (std::vector<int>{10, 7, 6}));
+  EXPECT_EQ(tenfold::io::load_npy<double>(dir / "o" / "factor_0.npy").numel(), 10 * 2);
+  r = tenfold_cli(dir, "cp " + (dir / "x.npy").string() + " --rank 2 --shape 8,7,6 -o " +
+                           (dir / "d").string());
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("--shape applies to sparse inputs"), std::string::npos) << r.err;
+  r = tenfold_cli(dir, "cp-apr " + x + " --rank 2 --shape 8,0,6 -o " + (dir / "d").string());
+  EXPECT_EQ(r.code, 2) << r.err;
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"cp-apr " + x + " --rank 0", "--rank must be at least 1, got 0"},
+      {"cp-apr " + x + " --rank 100000", "--rank 100000 exceeds 42"},
+      {"gcp " + x + " --rank 100000", "--rank 100000 exceeds 42"},
+      {"cp-apr " + x + " --rank 2 --tol 0", "--tol must be finite and > 0, got 0"},
+      // /proc refuses a new file even to root: refused before any epoch runs.
+      {"gcp " + x + " --rank 2 -o /proc/tenfold-test", "cannot create --out '/proc/tenfold-test'"},
+  };
+  for (const auto& [args, needle] : cases) {
+    r = tenfold_cli(dir, args + (args.find(" -o ") == std::string::npos ? " -o " + out + "2" : ""));
+    EXPECT_EQ(r.code, 1) << args;
+    EXPECT_EQ(r.err_lines(), 1) << r.err;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+  }
+}
+
+#if !defined(__SANITIZE_ADDRESS__)  // ASan reserves more address space than the limit
+TEST(CliSparse, ThreadsTheSystemRefusesAreOneLine) {
+  TempDir dir;
+  write_counts(dir);
+  const std::string cmd = "ulimit -v 8000000; OMP_NUM_THREADS=5000 " +
+                          std::string(TENFOLD_CLI) + " cp " + (dir / "x.tns").string() +
+                          " --rank 2 -q -o " + (dir / "t").string();
+  // (the program runs once for --version, then under the limit: the shell's last command)
+  const CliRun t = tenfold_cli(dir, "--version >/dev/null; " + cmd);
+  EXPECT_EQ(t.code, 1) << t.err;
+  EXPECT_EQ(t.err_lines(), 1) << t.err;
+  EXPECT_NE(t.err.find("cannot start thread"), std::string::npos) << t.err;
+  EXPECT_FALSE(std::filesystem::exists(dir / "t"));
+}
+#endif
+
 }  // namespace

@@ -474,17 +474,6 @@ TEST_P(CpAls, EigenFallbackOnSingularNormalEquations) {
   EXPECT_LT(rel_diff(r.model.full().values(), runs[0].model.full().values()), 1e-10);
 }
 
-TEST_P(CpAls, AllZeroTensor) {
-  // Nothing to fit: zero weights, a finite model, and fit 1 by convention (0 / 0).
-  const Tensor<double> x({3, 4, 2});
-  CpOptions o = options(2);
-  o.max_iters = 4;
-  const CpResult<double> r = cp_als(x, o);
-  expect_finite(r);
-  for (double w : r.model.weights) EXPECT_EQ(w, 0.0);
-  EXPECT_EQ(r.fit, 1.0);
-}
-
 TEST_P(CpAls, NvecsWithRankAboveAModeSize) {
   // Mode 1 has two rows for three components: the third column is random.
   const auto p = planted({6, 2, 5}, 2, 0.0, 0.01);

@@ -224,6 +224,7 @@ TEST(CpMissing, Il2ResponseTensorDecomposes) {
 
 TEST(CpMissing, RejectsBadMasks) {
   Tensor<double> x({3, 4, 2});
+  x(0, 0, 0) = 1.0;  // (an all-zero tensor is refused for itself)
   std::vector<std::uint8_t> observed(24, 1);
   CpOptions o;
   o.rank = 2;

@@ -426,11 +426,15 @@ TEST(AtomicWrite, FailsCleanlyWhenTheTargetCannotBeReplaced) {
   EXPECT_NE(m.find("cannot replace"), std::string::npos) << m;
   EXPECT_TRUE(fs::is_directory(dir / "sub" / "inner"));
   EXPECT_EQ(dir.entries(), std::vector<std::string>{"sub"});
-  const std::string missing = error_of<IoError>([&] {
-    tenfold::io::write_file_atomically(dir / "none" / "t.txt", [](std::ostream& os) { os << 1; });
+  // A missing folder is created; one that cannot be (a file is in the way) is named.
+  tenfold::io::write_file_atomically(dir / "none" / "t.txt", [](std::ostream& os) { os << 1; });
+  EXPECT_TRUE(fs::is_regular_file(dir / "none" / "t.txt"));
+  const std::string blocked = error_of<IoError>([&] {
+    tenfold::io::write_file_atomically(dir / "none" / "t.txt" / "u.txt",
+                                       [](std::ostream& os) { os << 1; });
   });
-  EXPECT_NE(missing.find("none"), std::string::npos) << missing;
-  EXPECT_EQ(dir.entries(), std::vector<std::string>{"sub"});
+  EXPECT_NE(blocked.find("cannot create the folder"), std::string::npos) << blocked;
+  EXPECT_EQ(dir.entries(), (std::vector<std::string>{"none", "sub"}));
 }
 
 // ---------------------------------------------------------------- safetensors

@@ -21,6 +21,7 @@
 #include "cli_run.hpp"
 #include "core/layout.hpp"
 #include "cp/cp_als.hpp"
+#include "cp/start_check.hpp"
 #include "relative_difference.hpp"
 #include "temp_dir.hpp"
 #include "tenfold/attention.hpp"

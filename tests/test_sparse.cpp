@@ -305,7 +305,7 @@ TEST(SparseFiles, BadTnsGetsOneLineNamingTheLine) {
   expect_throw_with<IoError>([&] { io::load_tns<double>(write("1 2 x 1\n")); },
                              "line 1: column 3: 'x' is not an index");
   expect_throw_with<IoError>([&] { io::load_tns<double>(write("1 2 3 nan\n")); },
-                             "line 1: column 4: 'nan' is not a finite float64 value");
+                             "line 1: column 4: 'nan' is NaN (values must be finite)");
   const std::vector<index_t> shape = {2, 2, 2};
   expect_throw_with<IoError>([&] { io::load_tns<double>(write("1 2 3 1\n"), shape); },
                              "column 3: index 3 exceeds the size 2 of mode 2");

@@ -8,6 +8,7 @@
 
 #include "commands.hpp"
 #include "common.hpp"
+#include "staged_files.hpp"
 #include "tenfold/attention_checkpoint.hpp"
 #include "tenfold/error.hpp"
 
@@ -89,8 +90,10 @@ int run_rotary(const CompressArgs& a) {
       std::fprintf(stderr, "  %7.2f s\n", l.seconds);
     };
   }
+  // Every output is written in full before any replaces what was there.
+  StagedFiles staged;
   const attention::RotaryCheckpointReport rep =
-      attention::compress_rotary_checkpoint(a.input, a.out, o, progress);
+      attention::compress_rotary_checkpoint(a.input, staged.stage(a.out), o, progress);
   const attention::RotaryConfig& c = rep.config;
 
   std::printf("%-6s %10s %14s", "layer", "key values", "QK rel. error");
@@ -151,7 +154,7 @@ int run_rotary(const CompressArgs& a) {
                      {"source", rep.calibration_source},
                      {"damping", o.rotary.damping}};
     }
-    write_json(a.report,
+    write_json(staged.stage(a.report),
                {{"command", "attention compress"},
                 {"input", a.input},
                 {"output", a.out},
@@ -176,6 +179,7 @@ int run_rotary(const CompressArgs& a) {
                 {"total_params_after", rep.total_params_after},
                 {"seconds", rep.seconds}});
   }
+  staged.commit();
   return 0;
 }
 
@@ -236,7 +240,10 @@ int run_compress(const CompressArgs& a) {
       std::fprintf(stderr, "  %4d iterations  %7.2f s\n", l.iterations, l.seconds);
     };
   }
-  const attention::CheckpointReport rep = attention::compress_checkpoint(a.input, a.out, o);
+  // Every output is written in full before any replaces what was there.
+  StagedFiles staged;
+  const attention::CheckpointReport rep =
+      attention::compress_checkpoint(a.input, staged.stage(a.out), o);
 
   std::printf("%-6s %14s", "layer", "QK rel. error");
   if (data) std::printf(" %16s", "data rel. error");
@@ -283,7 +290,7 @@ int run_compress(const CompressArgs& a) {
                      {"source", rep.calibration_source},
                      {"damping", a.damping}};
     }
-    write_json(a.report, {{"command", "attention compress"},
+    write_json(staged.stage(a.report), {{"command", "attention compress"},
                           {"input", a.input},
                           {"output", a.out},
                           {"shared_dim", rep.shared_dim},
@@ -293,7 +300,7 @@ int run_compress(const CompressArgs& a) {
                           {"init", a.init},
                           {"max_iters", a.max_iters},
                           {"tol", a.tol},
-                          {"dtype", a.float64 ? "float64" : "float32"},
+                          {"dtype", o.float64 ? "float64" : "float32"},
                           {"scale_convention", "scale folded into mixing and content_bias"},
                           {"objective", data ? "data" : "weight"},
                           {"calibration", calibration},
@@ -305,6 +312,7 @@ int run_compress(const CompressArgs& a) {
                           {"total_params_after", rep.total_params_after},
                           {"seconds", rep.seconds}});
   }
+  staged.commit();
   return 0;
 }
 

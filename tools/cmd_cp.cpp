@@ -35,6 +35,7 @@ struct CpArgs {
   double ridge = 0.0;
   double time_limit = 0.0;
   std::string grid;  // --grid, per NumPy axis
+  std::vector<index_t> shape;  // --shape, sparse inputs
   CommonOptions common;
 };
 
@@ -290,7 +291,7 @@ int run_sparse_cp(const CpArgs& a) {
   }
   check_outputs({{"--out", a.out, true}}, {a.input});
   io::NpyHeader header;
-  const SparseTensor<T> x = load_sparse_input<T>(a.input, header);
+  const SparseTensor<T> x = load_sparse_input<T>(a.input, a.shape, header);
   check_rank(a, header);
   CpOptions o = cp_options(a);
   std::vector<Matrix<T>> initial_factors;
@@ -383,6 +384,7 @@ Command add_cp_command(CLI::App& app) {
   cmd->add_option("--time-limit", a->time_limit, "Stop after this many seconds (0: no limit)")
       ->capture_default_str();
   add_grid_option(*cmd, a->grid);
+  add_shape_option(*cmd, a->shape);
   add_common_options(*cmd, a->common);
   // Requests that contradict each other or that the library cannot combine, named by
   // their flags: usage errors (exit 2), raised while parsing.
@@ -418,6 +420,7 @@ Command add_cp_command(CLI::App& app) {
               return a->common.dtype == "float32" ? run_sparse_cp<float>(*a)
                                                   : run_sparse_cp<double>(*a);
             }
+            require_no_shape(a->shape);
             const io::NpyHeader header = read_input_header_everywhere(a->input);
             return choose_dtype(a->common.dtype, header.dtype) == io::DType::float32
                        ? run_cp<float>(*a, header)

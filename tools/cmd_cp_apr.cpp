@@ -17,11 +17,13 @@ struct CpAprArgs {
   std::string out;
   index_t rank = 0;
   CpAprOptions options;
+  std::vector<index_t> shape;  // --shape, sparse inputs
   CommonOptions common;
 };
 
 template <class T>
 int run_cp_apr(const CpAprArgs& a, const io::NpyHeader* npy) {
+  if (npy != nullptr) require_no_shape(a.shape);
   require_single_cpu_process("cp-apr", a.common.backend);
   check_outputs({{"--out", a.out, true}}, {a.input});
   CpAprOptions o = a.options;
@@ -38,7 +40,7 @@ int run_cp_apr(const CpAprArgs& a, const io::NpyHeader* npy) {
   CpAprResult<T> res;
   index_t nnz = 0;
   if (npy == nullptr) {
-    const SparseTensor<T> x = load_sparse_input<T>(a.input, header);
+    const SparseTensor<T> x = load_sparse_input<T>(a.input, a.shape, header);
     nnz = x.nnz();
     res = cp_apr(x, o);
   } else {
@@ -125,6 +127,7 @@ Command add_cp_apr_command(CLI::App& app) {
   cmd->add_option("--time-limit", a->options.time_limit,
                   "Stop after this many seconds (0: no limit)")
       ->capture_default_str();
+  add_shape_option(*cmd, a->shape);
   add_common_options(*cmd, a->common);
   return {cmd,
           [a] {
@@ -132,7 +135,13 @@ Command add_cp_apr_command(CLI::App& app) {
               return run_cp_apr<T>(*a, npy);
             });
           },
-          {}};
+          {{"rank", "--rank"},
+           {"max_iters", "--max-iters"},
+           {"max_inner_iters", "--max-inner-iters"},
+           {"tol", "--tol"},
+           {"kappa", "--kappa"},
+           {"kappa_tol", "--kappa-tol"},
+           {"time_limit", "--time-limit"}}};
 }
 
 }  // namespace tenfold::cli

@@ -21,6 +21,7 @@ struct GcpArgs {
   index_t gradient_samples = 0;
   index_t function_samples = 0;
   GcpOptions options;
+  std::vector<index_t> shape;  // --shape, sparse inputs
   CommonOptions common;
 };
 
@@ -40,6 +41,7 @@ void check_data(const GcpArgs& a, const io::NpyHeader& header, const Tensor<T>& 
 
 template <class T>
 int run_gcp(const GcpArgs& a, const io::NpyHeader* npy) {
+  if (npy != nullptr) require_no_shape(a.shape);
   require_single_cpu_process("gcp", a.common.backend);
   if (npy == nullptr && !a.missing.empty()) {
     throw InvalidArgument(
@@ -68,7 +70,7 @@ int run_gcp(const GcpArgs& a, const io::NpyHeader* npy) {
   GcpResult<T> res;
   nlohmann::json extra;
   if (npy == nullptr) {
-    const SparseTensor<T> x = load_sparse_input<T>(a.input, header);
+    const SparseTensor<T> x = load_sparse_input<T>(a.input, a.shape, header);
     res = gcp(x, o);
     extra = {{"nnz", x.nnz()},
              {"epoch_iters", o.sampling.epoch_iters},
@@ -175,6 +177,7 @@ Command add_gcp_command(CLI::App& app) {
   cmd->add_option("--time-limit", a->options.time_limit,
                   "Stop after this many seconds (0: no limit)")
       ->capture_default_str();
+  add_shape_option(*cmd, a->shape);
   add_common_options(*cmd, a->common);
   return {cmd,
           [a] {

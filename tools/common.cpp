@@ -1,5 +1,6 @@
 #include "common.hpp"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -89,11 +90,11 @@ CLI::Option* add_integer_option(CLI::App& cmd, const std::string& name, I& targe
 
 template <class I>
 CLI::Option* add_integer_option(CLI::App& cmd, const std::string& name, std::vector<I>& target,
-                                const std::string& description) {
+                                const std::string& description, I least) {
   const std::string flag = long_name(name);
   return cmd.add_option_function<std::vector<std::string>>(
       name,
-      [&target, flag](const std::vector<std::string>& lists) {
+      [&target, flag, least](const std::vector<std::string>& lists) {
         // Split here, not by CLI11's delimiter, which drops empty items ("2,,2").
         target.clear();
         for (const std::string& list : lists) {
@@ -105,6 +106,11 @@ CLI::Option* add_integer_option(CLI::App& cmd, const std::string& name, std::vec
                                                    " of '" + list + "' is empty");
             }
             target.push_back(parse_integer<I>(flag, item));
+            if (target.back() < least) {
+              throw CLI::ValidationError(flag, "item " + std::to_string(target.size()) + " of '" +
+                                                   list + "' must be at least " +
+                                                   std::to_string(least) + ", got " + item);
+            }
             if (end == std::string::npos) break;
             begin = end + 1;
           }
@@ -124,7 +130,8 @@ template CLI::Option* add_integer_option<std::uint64_t>(CLI::App&, const std::st
                                                         std::uint64_t&, const std::string&,
                                                         std::uint64_t);
 template CLI::Option* add_integer_option<index_t>(CLI::App&, const std::string&,
-                                                  std::vector<index_t>&, const std::string&);
+                                                  std::vector<index_t>&, const std::string&,
+                                                  index_t);
 
 namespace {
 
@@ -168,10 +175,14 @@ void check_creatable(const Output& o, const fs::path& resolved) {
     throw IoError("cannot create " + o.flag + " " + quote(o.path) + ": " + quote(folder) +
                   " is not a folder");
   }
-  if (::access(folder.c_str(), W_OK | X_OK) != 0) {
-    throw IoError("cannot create " + o.flag + " " + quote(o.path) + ": no permission to write in " +
+  // Permissions do not tell (root passes every check, /proc refuses even root): a hidden
+  // folder is made there and removed again.
+  const fs::path probe = folder / (".tenfold-probe." + std::to_string(::getpid()));
+  if (::mkdir(probe.c_str(), 0700) != 0) {
+    throw IoError("cannot create " + o.flag + " " + quote(o.path) + ": cannot write in " +
                   quote(folder) + " (" + std::strerror(errno) + ")");
   }
+  ::rmdir(probe.c_str());
 }
 
 void check_output(const Output& o, const fs::path& resolved) {
@@ -295,9 +306,25 @@ std::vector<std::uint8_t> observed_entries(const Tensor<T>& x, index_t& n_observ
   return observed;
 }
 
+void add_shape_option(CLI::App& cmd, std::vector<index_t>& shape) {
+  add_integer_option(cmd, "--shape", shape,
+                     "Shape of a sparse input, comma-separated (default: declared by the file, "
+                     "else the largest index of each column)",
+                     index_t{1});
+}
+
+void require_no_shape(const std::vector<index_t>& shape) {
+  if (!shape.empty()) {
+    throw CLI::ValidationError(
+        "--shape applies to sparse inputs (.tns, .tns.gz, .tfsparse); a .npy file holds its "
+        "own shape");
+  }
+}
+
 template <class T>
-SparseTensor<T> load_sparse_input(const std::string& path, io::NpyHeader& header) {
-  SparseTensor<T> x = io::load_sparse_file<T>(path);
+SparseTensor<T> load_sparse_input(const std::string& path, const std::vector<index_t>& shape,
+                                  io::NpyHeader& header) {
+  SparseTensor<T> x = io::load_sparse_file<T>(path, shape);
   header = io::NpyHeader();
   header.fortran_order = true;
   header.shape = x.dims();
@@ -341,8 +368,11 @@ template Tensor<double> load_input<double>(const std::string&, const io::NpyHead
                                            const NanPolicy&);
 template std::vector<std::uint8_t> observed_entries<float>(const Tensor<float>&, index_t&);
 template std::vector<std::uint8_t> observed_entries<double>(const Tensor<double>&, index_t&);
-template SparseTensor<float> load_sparse_input<float>(const std::string&, io::NpyHeader&);
-template SparseTensor<double> load_sparse_input<double>(const std::string&, io::NpyHeader&);
+template SparseTensor<float> load_sparse_input<float>(const std::string&,
+                                                     const std::vector<index_t>&, io::NpyHeader&);
+template SparseTensor<double> load_sparse_input<double>(const std::string&,
+                                                       const std::vector<index_t>&,
+                                                       io::NpyHeader&);
 template void save_factors<float>(const std::filesystem::path&, const io::NpyHeader&,
                                   const std::vector<Matrix<float>>&);
 template void save_factors<double>(const std::filesystem::path&, const io::NpyHeader&,

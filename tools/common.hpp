@@ -54,7 +54,8 @@ CLI::Option* add_integer_option(CLI::App& cmd, const std::string& name, I& targe
                                 I least = std::numeric_limits<I>::min());
 template <class I>
 CLI::Option* add_integer_option(CLI::App& cmd, const std::string& name, std::vector<I>& target,
-                                const std::string& description);
+                                const std::string& description,
+                                I least = std::numeric_limits<I>::min());
 
 /// One output of a command: a file, or a result folder that is written whole (see
 /// write_result_folder) and may only replace an earlier result.
@@ -105,10 +106,19 @@ std::string numpy_index_text(const io::NpyHeader& header, const std::vector<inde
 template <class T>
 std::vector<std::uint8_t> observed_entries(const Tensor<T>& x, index_t& n_observed);
 
-/// Loads a sparse input file (.tns, .tns.gz, .tfsparse) and sets `header` to name its
-/// axes as a Fortran-order array's: axis n is coordinate column n.
+/// Adds --shape I_0,I_1,...: the shape of a sparse input (a .tns file written elsewhere
+/// does not declare it, and its trailing empty slices would be lost).
+void add_shape_option(CLI::App& cmd, std::vector<index_t>& shape);
+
+/// Throws CLI::ValidationError when --shape was given for a dense (.npy) input.
+void require_no_shape(const std::vector<index_t>& shape);
+
+/// Loads a sparse input file (.tns, .tns.gz, .tfsparse) of the shape given (empty: the
+/// file's own) and sets `header` to name its axes as a Fortran-order array's: axis n is
+/// coordinate column n.
 template <class T>
-SparseTensor<T> load_sparse_input(const std::string& path, io::NpyHeader& header);
+SparseTensor<T> load_sparse_input(const std::string& path, const std::vector<index_t>& shape,
+                                  io::NpyHeader& header);
 
 /// Throws InvalidArgument unless `command` runs as one process on --backend cpu.
 void require_single_cpu_process(const std::string& command, const std::string& backend);

@@ -98,6 +98,10 @@ int main(int argc, char** argv) {
     const std::string name = cmd.app->get_name();
     try {
       return cmd.run();
+    } catch (const CLI::Error& e) {
+      // A usage error that only the input could reveal (--shape for a .npy input).
+      std::fprintf(stderr, "tenfold %s: error: %s\n", name.c_str(), e.what());
+      return 2;
     } catch (const tenfold::InvalidOption& e) {
       // The library names its option field; the user typed the flag.
       const auto flag = cmd.flags.find(e.option());

@@ -283,6 +283,10 @@ struct TENFOLD_API CpResult {
   int best_start = 0;              ///< index of the returned start (0 with a single start)
   std::vector<double> start_fits;  ///< final fit of every start
   int line_search_accepted = 0;    ///< extrapolations taken (line_search only)
+  /// Components started again from random columns after they fell to exactly zero (their
+  /// MTTKRP orthogonal to the data, as when the start misses every nonzero of a
+  /// hyper-sparse tensor); each at most 3 times, after which it stays at weight 0.
+  int revived_components = 0;
   /// Whether the tensor was compressed first; then `compression_ranks` are the core's
   /// sizes, the first `compressed_iterations` sweeps ran on the core, and fit_history
   /// holds the full tensor's fit throughout (exact: ||X - M||^2 = ||X||^2 - ||G||^2 +

@@ -49,8 +49,9 @@ template <class T>
 TENFOLD_API void save_npy(const std::filesystem::path& path, TensorView<const T> x,
                           NpyOrder order = NpyOrder::fortran);
 
-/// Writes a file atomically: `writer` fills a temporary file in the same folder,
-/// which is flushed and renamed over `path` only if writer returns normally and
+/// Writes a file atomically: `writer` fills a temporary file in the same folder (which
+/// is created if missing), which is flushed and renamed over `path` only if writer
+/// returns normally and
 /// every write succeeded; otherwise the temporary file is removed and `path` is
 /// untouched. Throws IoError (or what writer throws).
 TENFOLD_API void write_file_atomically(const std::filesystem::path& path,

@@ -69,19 +69,24 @@ TENFOLD_API double sparse_tensor_bytes(int order, index_t nnz, std::size_t value
 namespace io {
 
 /// Reads a FROSTT .tns file: one entry per line, N 1-based indices then the value,
-/// separated by spaces or tabs; lines that are empty or start with '#' are skipped.
-/// A name ending in .gz is read through zlib (gzip). The order is the first entry's
-/// column count minus one; the shape is `shape` when given (every index checked
-/// against it), else the largest index of each mode. Duplicates are summed (see
-/// SparseTensor). The number of lines is counted first and the memory checked before
-/// anything is stored. Throws IoError naming the file, line and column for a wrong
-/// column count, an index < 1 or past the shape, or an unreadable number.
+/// separated by spaces or tabs; '#' starts a comment (to the end of the line), and
+/// lines left blank are skipped. A name ending in .gz (any case, as every extension
+/// here) is read through zlib (gzip); a stream cut short is an error. The order is the
+/// first entry's column count minus one; the shape is `shape` when given (every index
+/// checked against it), else the one a "# shape: I_0 I_1 ..." line before the entries
+/// declares (save_tns writes it), else the largest index of each mode. Duplicates are
+/// summed (see SparseTensor). The number of lines is counted first and the memory
+/// checked before anything is stored; the time is linear in the file's size. Throws
+/// IoError naming the file, line and column for a wrong column count, an index < 1, past
+/// the shape or past 2^63 - 1, a value that is not a number or over- or underflows T, or
+/// a line longer than 1 MiB.
 template <class T>
 TENFOLD_API SparseTensor<T> load_tns(const std::filesystem::path& path,
                                      std::span<const index_t> shape = {});
 
-/// Writes x as a .tns file (1-based indices, values shortest round-trip; gzip when the
-/// name ends in .gz), atomically. Throws IoError.
+/// Writes x as a .tns file (a "# shape:" comment line, then the entries: 1-based
+/// indices, values shortest round-trip; gzip when the name ends in .gz), atomically.
+/// Throws IoError.
 template <class T>
 TENFOLD_API void save_tns(const std::filesystem::path& path, const SparseTensor<T>& x);
 
@@ -100,9 +105,11 @@ TENFOLD_API void save_sparse(const std::filesystem::path& path, const SparseTens
 /// Whether `path` names a sparse tensor file by its extension: .tns, .tns.gz or .tfsparse.
 TENFOLD_API bool is_sparse_file(const std::filesystem::path& path);
 
-/// load_tns or load_sparse by extension (see is_sparse_file).
+/// load_tns or load_sparse by extension (see is_sparse_file), with the shape given
+/// (empty: the file's own). A .tfsparse file's stored shape must equal a shape given.
 template <class T>
-TENFOLD_API SparseTensor<T> load_sparse_file(const std::filesystem::path& path);
+TENFOLD_API SparseTensor<T> load_sparse_file(const std::filesystem::path& path,
+                                             std::span<const index_t> shape = {});
 
 }  // namespace io
 }  // namespace tenfold

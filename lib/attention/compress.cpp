@@ -11,6 +11,7 @@
 #include "core/memory.hpp"
 #include "core/random.hpp"
 #include "cp/cp_als.hpp"
+#include "cp/start_check.hpp"
 #include "tenfold/cp.hpp"
 #include "tenfold/error.hpp"
 

@@ -11,6 +11,7 @@
 #include <exception>
 #include <mutex>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -58,16 +59,22 @@ double spin_micros() {
 
 class Pool {
  public:
+  // Throws Error when the system refuses a thread (process limits, address space), after
+  // stopping the ones already started.
   explicit Pool(int threads) {
     workers_.reserve(static_cast<std::size_t>(threads - 1));
-    for (int t = 1; t < threads; ++t) workers_.emplace_back([this] { worker_main(); });
+    for (int t = 1; t < threads; ++t) {
+      try {
+        workers_.emplace_back([this] { worker_main(); });
+      } catch (const std::system_error& e) {
+        stop_workers();
+        throw Error("cannot start thread " + std::to_string(t + 1) + " of " +
+                    std::to_string(threads) + " (" + e.what() +
+                    "); ask for fewer threads (OMP_NUM_THREADS, or tenfold's set_num_threads)");
+      }
+    }
   }
-  ~Pool() {
-    stop_.store(true);
-    generation_.fetch_add(1);
-    generation_.notify_all();
-    for (std::thread& w : workers_) w.join();
-  }
+  ~Pool() { stop_workers(); }
   Pool(const Pool&) = delete;
   Pool& operator=(const Pool&) = delete;
 
@@ -93,6 +100,13 @@ class Pool {
   }
 
  private:
+  void stop_workers() {
+    stop_.store(true);
+    generation_.fetch_add(1);
+    generation_.notify_all();
+    for (std::thread& w : workers_) w.join();
+  }
+
   void worker_main() {
     // BLAS calls inside tasks run on this thread alone.
     omp_set_num_threads(1);

@@ -19,12 +19,14 @@
 #include "cp/compressed.hpp"
 #include "cp/dense_operand.hpp"
 #include "cp/hals.hpp"
+#include "cp/revive.hpp"
 #include "cp/kruskal_operand.hpp"
 #include "cp/line_search.hpp"
 #include "cp/masked_operand.hpp"
 #include "cp/reversed_operand.hpp"
 #include "cp/sampled.hpp"
 #include "cp/sparsity_operand.hpp"
+#include "cp/start_check.hpp"
 #include "cp/stop.hpp"
 #include "tenfold/error.hpp"
 
@@ -200,122 +202,15 @@ void initialise(CpOperand<T>& x, Compute<T>& c, const CpOptions& o,
   }
 }
 
-// Initial factor n as the caller numbers it: by mode, or by NumPy axis for row-major input.
-std::string factor_name(int n, int order, Layout layout) {
-  if (layout == Layout::col_major) return "initial factor " + std::to_string(n);
-  return "initial factor of NumPy axis " + std::to_string(order - 1 - n) + " (mode " +
-         std::to_string(n) + ")";
-}
-
-// Modes the first update reads, in sweep (NumPy axis) order: all but that of axis 0.
-std::vector<int> modes_read_first(int order, Layout layout) {
-  std::vector<int> read;
-  for (int axis = 1; axis < order; ++axis) read.push_back(array_axis(layout, order, axis));
-  return read;
-}
-
-// A given start must let the ALS move (see stuck_components): zero columns are named
-// by factor and column, dependent components by the first one.
-template <class T>
-void check_start_can_move(const CpOptions& o, std::span<const Matrix<T>> initial_factors,
-                          const std::vector<index_t>& dims) {
-  const int order = static_cast<int>(dims.size());
-  const std::vector<int> read = modes_read_first(order, o.layout);
-  for (int n : read) {
-    const Matrix<T>& f = initial_factors[static_cast<std::size_t>(n)];
-    for (index_t j = 0; j < f.cols(); ++j) {
-      if (std::all_of(f.col(j), f.col(j) + f.rows(), [](T v) { return v == T(0); })) {
-        throw InvalidArgument(factor_name(n, order, o.layout) + ": column " + std::to_string(j) +
-                              " is zero, so component " + std::to_string(j) +
-                              " could never leave zero; give a start with nonzero columns");
-      }
-    }
-  }
-  const std::vector<index_t> stuck = stuck_components(initial_factors, o.rank, read);
-  if (stuck.empty()) return;
-  std::string axes = "1";
-  for (int axis = 2; axis < order; ++axis) axes += ", " + std::to_string(axis);
-  throw InvalidArgument("component " + std::to_string(stuck[0]) +
-                        " of the initial factors is a linear combination of the components "
-                        "before it in the factors the first update reads (NumPy axes " +
-                        axes +
-                        "; e.g. two components equal there), and CP-ALS can never separate "
-                        "them; give a start with independent components");
-}
-
 }  // namespace
 
-template <class T>
-std::vector<index_t> stuck_components(std::span<const Matrix<T>> factors, index_t rank,
-                                      const std::vector<int>& read) {
-  const index_t r = rank;
-  const auto rr = static_cast<std::size_t>(r * r);
-  // In double, or complex double for complex factors.
-  using D = std::conditional_t<is_complex_v<T>, std::complex<double>, double>;
-  const auto compute = make_compute<D>(Backend::cpu);  // host memory
-  Compute<D>& c = *compute;
-  // C = *_m (unit columns of U_m)^T conj(unit columns of U_m): conj(K^H K) for K's columns
-  // scaled to unit norm (a zero column stays zero); its pivots are those of K^H K.
-  std::vector<D> cosines(rr, D(1)), unit, gram(rr);
-  std::vector<bool> zero(static_cast<std::size_t>(r), false);
-  double rows = 1.0;  // rows of K, in double (the product can exceed index_t)
-  for (int n : read) {
-    const Matrix<T>& f = factors[static_cast<std::size_t>(n)];
-    unit.assign(static_cast<std::size_t>(f.size()), D(0));
-    for (index_t j = 0; j < r; ++j) {
-      // Scaled by the largest magnitude first, so that no square overflows or underflows.
-      double peak = 0.0;
-      for (index_t i = 0; i < f.rows(); ++i)
-        peak = std::max(peak, static_cast<double>(std::abs(f(i, j))));
-      if (peak == 0.0) {
-        zero[static_cast<std::size_t>(j)] = true;
-        continue;
-      }
-      double s = 0.0;
-      for (index_t i = 0; i < f.rows(); ++i) s += abs2(D(f(i, j)) / peak);
-      s = std::sqrt(s);
-      for (index_t i = 0; i < f.rows(); ++i)
-        unit[static_cast<std::size_t>(i + j * f.rows())] = D(f(i, j)) / peak / s;
-    }
-    c.syrk(Op::trans, r, f.rows(), D(1), unit.data(), f.rows(), D(0), gram.data(), r);
-    c.hadamard(rr, gram.data(), cosines.data());
-    rows *= static_cast<double>(f.rows());
+void check_cp_rank(index_t rank, const std::vector<index_t>& dims) {
+  if (const index_t bound = max_cp_rank(dims); rank > bound) {
+    throw InvalidOption("rank", std::to_string(rank) + " exceeds " + std::to_string(bound) +
+                                    ", the largest CP rank of any tensor of shape " +
+                                    shape_string(dims) +
+                                    " (the smallest product of all sizes but one)");
   }
-  std::vector<index_t> stuck;
-  if (static_cast<double>(r) > rows) {
-    // Dependence is unavoidable for every start: only zero columns are stuck.
-    for (index_t j = 0; j < r; ++j)
-      if (zero[static_cast<std::size_t>(j)]) stuck.push_back(j);
-    return stuck;
-  }
-  // Column j of K is dependent when its pivot in the Cholesky factor of C (its squared
-  // distance from the span of the earlier unit columns) is <= delta. Every pivot is at
-  // least the smallest eigenvalue of C, so a successful Cholesky of C - delta I (the
-  // usual case, one LAPACK call) means that none is.
-  const double delta = static_cast<double>(r) * 64.0 * std::numeric_limits<double>::epsilon();
-  std::vector<D> l = cosines;
-  c.add_diagonal(r, l.data(), r, D(-delta));
-  if (c.potrf(r, l.data(), r)) return stuck;
-  // Left-looking Cholesky C = L L^H that leaves a zero column for each dependent column.
-  l = cosines;
-  const auto at = [r](index_t i, index_t j) { return static_cast<std::size_t>(i + j * r); };
-  for (index_t j = 0; j < r; ++j) {
-    double d = real_part(l[at(j, j)]);
-    for (index_t k = 0; k < j; ++k) d -= abs2(l[at(j, k)]);
-    if (d <= delta) {
-      stuck.push_back(j);
-      for (index_t i = j; i < r; ++i) l[at(i, j)] = D(0);
-      continue;
-    }
-    const double ljj = std::sqrt(d);
-    l[at(j, j)] = D(ljj);
-    for (index_t i = j + 1; i < r; ++i) {
-      D v = l[at(i, j)];
-      for (index_t k = 0; k < j; ++k) v -= l[at(i, k)] * conj_value(l[at(j, k)]);
-      l[at(i, j)] = v / ljj;
-    }
-  }
-  return stuck;
 }
 
 template <class T>
@@ -384,12 +279,7 @@ void validate_cp_options(const CpOptions& o, std::span<const Matrix<T>> initial_
   if (!(o.time_limit >= 0.0)) {
     throw InvalidOption("time_limit", "must be >= 0, got " + number_string(o.time_limit));
   }
-  if (const index_t bound = max_cp_rank(dims); o.rank > bound) {
-    throw InvalidOption("rank", std::to_string(o.rank) + " exceeds " + std::to_string(bound) +
-                                    ", the largest CP rank of any tensor of shape " +
-                                    shape_string(dims) +
-                                    " (the smallest product of all sizes but one)");
-  }
+  check_cp_rank(o.rank, dims);
   // Fixed modes: distinct mode numbers, a free mode left, a start to keep.
   std::vector<bool> fixed(dims.size(), false);
   for (int n : o.fixed_modes) {
@@ -502,6 +392,11 @@ CpResult<T> run_cp_als(CpOperand<T>& x, Compute<T>& c, const CpOptions& o,
   if (!std::isfinite(norm_x2)) {
     throw NumericalError("the squared norm of the tensor overflows double; scale it down");
   }
+  if (norm_x2 == 0.0) {
+    throw InvalidArgument(
+        "the tensor is zero (every entry it holds is 0): its only CP model is zero, and the "
+        "fit 1 - ||X - M|| / ||X|| is undefined");
+  }
   const double norm_x = std::sqrt(norm_x2);
   c.synchronize();
   t.init = seconds_since(start);
@@ -556,9 +451,17 @@ CpResult<T> run_cp_als(CpOperand<T>& x, Compute<T>& c, const CpOptions& o,
       x.mttkrp(last, s.cptrs, r, s.m.get());
       const double inner = c.dot(static_cast<std::size_t>(dims[static_cast<std::size_t>(last)] * r),
                                  s.m.get(), s.ptrs[static_cast<std::size_t>(last)]);
-      fit = norm_x > 0.0 ? 1.0 - std::sqrt(std::max(0.0, model_resid2(inner))) / norm_x : 1.0;
+      fit = 1.0 - std::sqrt(std::max(0.0, model_resid2(inner))) / norm_x;
     });
   }
+  // Components that fell to zero are revived where an update could not zero them on
+  // purpose (non-negative HALS can) and the loop updates the factors itself.
+  const bool revivable = !x.updates_factors() &&
+                         std::none_of(constrained.begin(), constrained.end(), std::identity());
+  std::vector<bool> free(static_cast<std::size_t>(order));
+  for (int n = 0; n < order; ++n) free[static_cast<std::size_t>(n)] = !fixed[static_cast<std::size_t>(n)];
+  std::vector<int> revivals(static_cast<std::size_t>(r), 0);
+  Rng revive_rng(o.seed ^ 0x9e3779b97f4a7c15ULL);
   double previous_resid2 = std::numeric_limits<double>::infinity();
   for (int iter = 1; iter <= o.max_iters; ++iter) {
     if (iter <= o.orthogonalise) {
@@ -640,7 +543,7 @@ CpResult<T> run_cp_als(CpOperand<T>& x, Compute<T>& c, const CpOptions& o,
           " (overflow: scale the tensor down, or try ridge > 0 or a smaller rank)");
     }
     // Cancellation can leave a tiny negative residual when the model is (nearly) exact.
-    const double new_fit = norm_x > 0.0 ? 1.0 - std::sqrt(std::max(0.0, resid2)) / norm_x : 1.0;
+    const double new_fit = 1.0 - std::sqrt(std::max(0.0, resid2)) / norm_x;
     const double delta = iter == 1 ? new_fit : std::abs(new_fit - fit);
     fit = new_fit;
     res.fit_history.push_back(fit);
@@ -653,7 +556,28 @@ CpResult<T> run_cp_als(CpOperand<T>& x, Compute<T>& c, const CpOptions& o,
       progress.model = snapshot;
     }
     const bool go_on = !o.callback || o.callback(progress);
-    const auto stop = stop_after_iteration(iter > 1 && delta < o.tol, go_on, o.time_limit, elapsed);
+    auto stop = stop_after_iteration(iter > 1 && delta < o.tol, go_on, o.time_limit, elapsed);
+    // Components at zero (see cp/revive.hpp) start again from random columns, unless the
+    // model is already exact to the fit's resolution (sqrt(eps) of ||X||).
+    const bool exact = 1.0 - fit <= std::sqrt(std::numeric_limits<real_t<T>>::epsilon());
+    if (revivable && !exact && iter < o.max_iters && (!stop || *stop == CpStop::converged)) {
+      timed(t.other, [&] {
+        std::vector<index_t> dead = zero_components<T>(c, gram_ptrs, r, free);
+        std::erase_if(dead, [&](index_t j) { return revivals[static_cast<std::size_t>(j)] >= kCpMaxRevivals; });
+        if (dead.empty()) return;
+        redraw_columns<T>(c, dims, s.ptrs, free, dead, r, s.lambda.get(), revive_rng);
+        for (const index_t j : dead) ++revivals[static_cast<std::size_t>(j)];
+        res.revived_components += static_cast<int>(dead.size());
+        for (int n = 0; n < order; ++n) {
+          const auto ni = static_cast<std::size_t>(n);
+          if (!free[ni]) continue;
+          if (line_search) line_search->factor_updated(n, nullptr);
+          c.syrk(Op::trans, r, dims[ni], T(1), s.ptrs[ni], dims[ni], T(0), s.gram[ni].get(), r);
+          x.factor_changed(n);
+        }
+        stop.reset();
+      });
+    }
     res.stop = stop.value_or(CpStop::max_iters);
     if (stop) break;
   }
@@ -762,8 +686,6 @@ void arrange(KTensor<T>& model, const std::vector<bool>& nonnegative) {
 }
 
 #define TENFOLD_INSTANTIATE_CP_ALS_STEPS(T)                                              \
-  template std::vector<index_t> stuck_components<T>(std::span<const Matrix<T>>, index_t, \
-                                                    const std::vector<int>&);            \
   template void validate_cp_options<T>(const CpOptions&, std::span<const Matrix<T>>,     \
                                        const std::vector<index_t>&);                     \
   template CpResult<T> run_cp_als<T>(CpOperand<T>&, Compute<T>&, const CpOptions&,       \

@@ -27,6 +27,10 @@ inline double seconds_since(Clock::time_point t) {
 template <class T>
 bool cholesky_qr(Compute<T>& c, index_t rows, index_t k, T* u, T* chol, bool shifted);
 
+/// Throws InvalidOption("rank") for a rank above max_cp_rank(dims): no tensor of that
+/// shape needs more components, and each costs memory and work (every CP method).
+void check_cp_rank(index_t rank, const std::vector<index_t>& dims);
+
 /// Throws InvalidArgument / DimensionMismatch for options and a start that do not fit
 /// `dims` (see CpStart).
 template <class T>
@@ -39,17 +43,6 @@ inline void refuse_sparsity(const CpOptions& options, const std::string& input) 
     throw InvalidArgument("sparsity applies to dense tensors without a mask, not to " + input);
   }
 }
-
-/// Components of a start that CP-ALS cannot move, ascending. The first update reads
-/// only the factors of the modes `read` (all but the first mode swept), through the
-/// normal matrix V = *_m U_m^T U_m, the Gram of their Khatri-Rao product K. Component j
-/// is stuck when its column is zero in some U_m (it stays zero in every factor for
-/// good) or, when R <= rows(K), when its column of K is numerically a linear
-/// combination of the earlier ones (V singular; the updates keep it dependent): pivot
-/// of the Cholesky factor of K^T K with unit-norm columns <= 64 R eps (double).
-template <class T>
-std::vector<index_t> stuck_components(std::span<const Matrix<T>> factors, index_t rank,
-                                      const std::vector<int>& read);
 
 /// Throws InvalidArgument when options ask for the sampled solver on an input that only
 /// the exact one takes (`input` names it, e.g. "a tensor given as a model"); in

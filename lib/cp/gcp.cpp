@@ -70,6 +70,7 @@ GcpResult<T> gcp_dense(TensorView<const T> x, TensorView<const std::uint8_t> obs
   const auto start = detail::Clock::now();
   detail::validate_dense_shape(x.dims(), "GCP");
   detail::validate_gcp_options(o);
+  detail::check_cp_rank(o.rank, x.dims());
   if (observed.data() != nullptr && observed.dims() != x.dims()) {
     throw DimensionMismatch("the mask is " + detail::shape_string(observed.dims()) +
                             " but the tensor is " + detail::shape_string(x.dims()));

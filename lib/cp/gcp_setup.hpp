@@ -7,7 +7,9 @@
 #include <utility>
 #include <vector>
 
+#include "core/format.hpp"
 #include "core/random.hpp"
+#include "cp/start_check.hpp"
 #include "tenfold/error.hpp"
 #include "tenfold/gcp.hpp"
 
@@ -24,13 +26,13 @@ inline void validate_gcp_options(const GcpOptions& o) {
   at_least("rank", o.rank, 1);
   at_least("max_iters", o.max_iters, 1);
   at_least("memory", o.memory, 1);
-  if (!(o.gtol >= 0.0)) throw InvalidOption("gtol", "must be >= 0, got " + std::to_string(o.gtol));
-  if (!(o.ftol >= 0.0)) throw InvalidOption("ftol", "must be >= 0, got " + std::to_string(o.ftol));
+  if (!(o.gtol >= 0.0)) throw InvalidOption("gtol", "must be >= 0, got " + number_string(o.gtol));
+  if (!(o.ftol >= 0.0)) throw InvalidOption("ftol", "must be >= 0, got " + number_string(o.ftol));
   if (o.loss == GcpLoss::huber && !(o.huber_delta > 0.0 && std::isfinite(o.huber_delta))) {
-    throw InvalidOption("huber_delta", "must be positive, got " + std::to_string(o.huber_delta));
+    throw InvalidOption("huber_delta", "must be positive, got " + number_string(o.huber_delta));
   }
   if (!(o.time_limit >= 0.0)) {
-    throw InvalidOption("time_limit", "must be >= 0, got " + std::to_string(o.time_limit));
+    throw InvalidOption("time_limit", "must be >= 0, got " + number_string(o.time_limit));
   }
 }
 
@@ -46,9 +48,9 @@ inline void validate_gcp_sampling(const GcpSampling& s) {
     throw InvalidOption("epoch_iters", "must be at least 1, got " + std::to_string(s.epoch_iters));
   }
   if (!(s.rate > 0.0 && std::isfinite(s.rate)))
-    throw InvalidOption("rate", "must be positive, got " + std::to_string(s.rate));
+    throw InvalidOption("rate", "must be positive, got " + number_string(s.rate));
   if (!(s.decay > 0.0 && s.decay <= 1.0))
-    throw InvalidOption("decay", "must be in (0, 1], got " + std::to_string(s.decay));
+    throw InvalidOption("decay", "must be in (0, 1], got " + number_string(s.decay));
   if (s.max_fails < 0)
     throw InvalidOption("max_fails", "must be >= 0, got " + std::to_string(s.max_fails));
 }
@@ -56,7 +58,7 @@ inline void validate_gcp_sampling(const GcpSampling& s) {
 // Throws "GCP with the <loss> loss needs <what>; the entry at <where> is <v>".
 inline void refuse_gcp_value(GcpLoss loss, const char* what, const std::string& where, double v) {
   throw InvalidArgument("GCP with the " + std::string(to_string(loss)) + " loss needs " + what +
-                        "; the entry at " + where + " is " + std::to_string(v));
+                        "; the entry at " + where + " is " + number_string(v));
 }
 
 // The start packed mode by mode (column-major I_n x R each): `initial` checked against
@@ -85,6 +87,11 @@ std::vector<double> gcp_start(const std::vector<index_t>& dims, const GcpOptions
                    ("initial factor " + std::to_string(n)).c_str());
       u.insert(u.end(), f.values().begin(), f.values().end());
     }
+    const std::string solver = "GCP with the " + std::string(to_string(o.loss)) + " loss";
+    if (gcp_loss_is_bounded(o.loss))
+      require_nonnegative_start(initial, solver, "its factors are bounded below by zero");
+    require_live_components(initial, 1, solver,
+                            "its gradient vanishes where two of its factor columns are zero");
     return u;
   }
   std::size_t unknowns = 0;

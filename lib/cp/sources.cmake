@@ -15,5 +15,7 @@ target_sources(tenfold_cp PRIVATE
   cp/masked_weighted.cpp
   cp/multi_start.cpp
   cp/random_cp.cpp
+  cp/revive.cpp
   cp/sampled.cpp
-  cp/sparsity_operand.cpp)
+  cp/sparsity_operand.cpp
+  cp/start_check.cpp)

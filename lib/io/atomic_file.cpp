@@ -63,6 +63,9 @@ void write_file_atomically(const std::filesystem::path& path,
                            const std::function<void(std::ostream&)>& writer) {
   if (!path.has_filename()) throw IoError("cannot write " + quoted(path) + ": not a file name");
   const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : ".";
+  std::error_code made;
+  std::filesystem::create_directories(dir, made);
+  if (made) throw IoError("cannot create the folder " + quoted(dir) + ": " + made.message());
   const std::filesystem::path tmp = create_temp(dir, path.filename(), false);
   try {
     std::ofstream os(tmp, std::ios::binary | std::ios::trunc);

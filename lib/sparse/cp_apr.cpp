@@ -11,15 +11,19 @@
 // and the iteration ends when no mode needed an update.
 #include "tenfold/cp_apr.hpp"
 
+#include <algorithm>
 #include <charconv>
+#include <limits>
 #include <cmath>
 #include <string>
 
+#include "core/format.hpp"
 #include "core/instantiate.hpp"
 #include "core/memory.hpp"
 #include "core/random.hpp"
 #include "core/thread_pool.hpp"
 #include "cp/cp_als.hpp"
+#include "cp/start_check.hpp"
 #include "cp/stop.hpp"
 #include "sparse/csf.hpp"
 #include "sparse/entry_order.hpp"
@@ -31,8 +35,9 @@ namespace {
 using detail::Csf;
 
 void validate_apr_options(const CpAprOptions& o) {
-  const auto bad = [](const std::string& name, double v, const char* need) {
-    throw InvalidArgument(name + " must be " + need + ", got " + std::to_string(v));
+  // Numbers as typed: integers without a fraction, reals in shortest round-trip form.
+  const auto bad = [](const char* name, double v, const char* need) {
+    throw InvalidOption(name, std::string("must be ") + need + ", got " + detail::number_string(v));
   };
   if (o.rank < 1) bad("rank", static_cast<double>(o.rank), "at least 1");
   if (o.max_iters < 1) bad("max_iters", o.max_iters, "at least 1");
@@ -67,6 +72,17 @@ void validate_counts(const SparseTensor<T>& x) {
     throw InvalidArgument(
         "CP-APR needs at least one nonzero count (the model of an all-zero "
         "tensor is zero)");
+  }
+  // The weights sum to the total count, and Phi holds ratios of counts to the model:
+  // the total must stay well inside T's range.
+  double total = 0.0;
+  for (const T v : x.values()) total += static_cast<double>(v);
+  const double limit = static_cast<double>(std::numeric_limits<T>::max()) * 1e-6;
+  if (!(total <= limit)) {
+    throw InvalidArgument("CP-APR: the counts sum to " + detail::number_string(total) + ", beyond " +
+                          detail::number_string(limit) + " that " +
+                          (sizeof(T) == 4 ? "float32" : "float64") +
+                          " holds through the updates; scale the counts down");
   }
 }
 
@@ -138,6 +154,7 @@ CpAprResult<T> cp_apr(const SparseTensor<T>& x, const CpAprOptions& o, CpStart<T
   const auto start = detail::Clock::now();
   validate_apr_options(o);
   validate_counts(x);
+  detail::check_cp_rank(o.rank, x.dims());
   const int order = x.order();
   const index_t r = o.rank;
   if (!initial_factors.empty()) {
@@ -152,14 +169,12 @@ CpAprResult<T> cp_apr(const SparseTensor<T>& x, const CpAprOptions& o, CpStart<T
                                 std::to_string(f.rows()) + "x" + std::to_string(f.cols()) +
                                 ", expected " + std::to_string(x.dim(n)) + "x" + std::to_string(r));
       }
-      for (T v : f.values()) {
-        if (!(v >= T(0)) || !std::isfinite(v)) {
-          throw InvalidArgument("initial factor " + std::to_string(n) +
-                                " has a negative or non-finite entry; CP-APR needs a "
-                                "nonnegative start");
-        }
-      }
+      check_finite(TensorView<const T>(f.data(), {f.rows(), f.cols()}),
+                   ("initial factor " + std::to_string(n)).c_str());
     }
+    const std::string why = "the multiplicative updates keep zeros and signs";
+    detail::require_nonnegative_start(initial_factors, "CP-APR", why);
+    detail::require_live_components(initial_factors, 0, "CP-APR", why);
   }
   // Memory: one CSF tree per mode, factors and Phi per mode.
   double factor_bytes = 0.0;
@@ -245,6 +260,12 @@ CpAprResult<T> cp_apr(const SparseTensor<T>& x, const CpAprOptions& o, CpStart<T
       kkt = std::max(kkt, violation);
       m.normalise(n, b);
     }
+    if (!std::isfinite(kkt) ||
+        !std::all_of(m.lambda.begin(), m.lambda.end(), [](T v) { return std::isfinite(v); })) {
+      throw NumericalError("CP-APR produced a non-finite model at iteration " +
+                           std::to_string(iter) +
+                           " (overflow: scale the counts down, or compute in float64)");
+    }
     res.iterations = iter;
     res.inner_iterations += inner;
     res.kkt_violation = kkt;
@@ -257,6 +278,10 @@ CpAprResult<T> cp_apr(const SparseTensor<T>& x, const CpAprOptions& o, CpStart<T
   }
   res.converged = res.stop == CpStop::converged;
   res.log_likelihood = log_likelihood(*trees[0], m);
+  if (std::isnan(res.log_likelihood)) {
+    throw NumericalError("CP-APR: the log-likelihood of the model is not a number (overflow: "
+                         "scale the counts down, or compute in float64)");
+  }
   res.model.weights = m.lambda;
   for (int n = 0; n < order; ++n) {
     const index_t in = x.dim(n);

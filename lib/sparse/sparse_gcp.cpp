@@ -158,6 +158,7 @@ GcpResult<T> gcp(const SparseTensor<T>& x, const GcpOptions& o, CpStart<T> initi
   }
   if (x.nnz() == 0) throw InvalidArgument("GCP of a sparse tensor needs at least one nonzero");
   detail::validate_gcp_options(o);
+  detail::check_cp_rank(o.rank, x.dims());
   const GcpSampling& sp = o.sampling;
   detail::validate_gcp_sampling(sp);
   const int order = x.order();

@@ -1,10 +1,12 @@
 // Sparse tensor files: FROSTT .tns text (optionally gzip) and the binary .tfsparse form.
 #include <algorithm>
 #include <bit>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -31,9 +33,15 @@ std::string quoted(const std::filesystem::path& p) {
   return q;
 }
 
+// Whether the name ends in `tail`, letters compared without case (C.TNS is a .tns file).
 bool ends_with(const std::filesystem::path& p, std::string_view tail) {
   const std::string s = p.string();
-  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+  if (s.size() < tail.size()) return false;
+  return std::equal(tail.begin(), tail.end(), s.end() - static_cast<std::ptrdiff_t>(tail.size()),
+                    [](char a, char b) {
+                      return std::tolower(static_cast<unsigned char>(a)) ==
+                             std::tolower(static_cast<unsigned char>(b));
+                    });
 }
 
 bool gzip_name(const std::filesystem::path& p) { return ends_with(p, ".gz"); }
@@ -80,9 +88,14 @@ class TextStream {
     }
 #ifdef TENFOLD_WITH_ZLIB
     const int got = gzread(gz_, buf, static_cast<unsigned>(n));
-    if (got < 0) {
-      int code = 0;
-      throw IoError("cannot decompress " + quoted(path_) + ": " + gzerror(gz_, &code));
+    int code = Z_OK;
+    const char* what = gzerror(gz_, &code);
+    if (got < 0) throw IoError("cannot decompress " + quoted(path_) + ": " + what);
+    // zlib reads a stream cut short up to the cut, then reports Z_BUF_ERROR.
+    if (code == Z_BUF_ERROR) {
+      throw IoError(quoted(path_) +
+                    " is truncated: its gzip stream ends before the end marker (was the file "
+                    "cut short while copying?)");
     }
     return static_cast<std::size_t>(got);
 #else
@@ -90,33 +103,42 @@ class TextStream {
 #endif
   }
 
-  // Calls line(text, number) for every line (without its '\n' or '\r').
+  // Calls line(text, number) for every line (without its '\n' or '\r'), in time linear
+  // in the file's size: each byte is searched for '\n' once. Throws IoError for a line
+  // longer than kMaxLine (no .tns entry is).
   template <class Line>
   void for_each_line(Line&& line) {
     constexpr std::size_t kBlock = 1 << 20;
     std::string buf;
     std::size_t number = 0;
     for (;;) {
-      const std::size_t kept = buf.size();
+      const std::size_t kept = buf.size();  // the start of a line, searched already
       buf.resize(kept + kBlock);
       const std::size_t got = read(buf.data() + kept, kBlock);
       buf.resize(kept + got);
       std::size_t begin = 0;
-      for (;;) {
-        const std::size_t end = buf.find('\n', begin);
+      for (std::size_t from = kept;;) {
+        const std::size_t end = buf.find('\n', from);
         if (end == std::string::npos) break;
         std::size_t stop = end;
         if (stop > begin && buf[stop - 1] == '\r') --stop;
         line(std::string_view(buf).substr(begin, stop - begin), ++number);
-        begin = end + 1;
+        begin = from = end + 1;
       }
       buf.erase(0, begin);
+      if (buf.size() > kMaxLine) {
+        throw IoError(quoted(path_) + " line " + std::to_string(number + 1) +
+                      ": longer than 1 MiB without a line break (not a .tns entry; is this a "
+                      "text file?)");
+      }
       if (got == 0) {
         if (!buf.empty()) line(std::string_view(buf), ++number);
         return;
       }
     }
   }
+
+  static constexpr std::size_t kMaxLine = 1 << 20;
 
  private:
   std::filesystem::path path_;
@@ -126,10 +148,48 @@ class TextStream {
 #endif
 };
 
-// Lines that hold an entry: not empty, not all blanks, not a '#' comment.
-bool entry_line(std::string_view s) {
-  const std::size_t first = s.find_first_not_of(" \t");
-  return first != std::string_view::npos && s[first] != '#';
+// The part of a line before a '#' (the rest is a comment), and without a UTF-8 byte
+// order mark at the start of the file.
+std::string_view entry_text(std::string_view s, std::size_t line) {
+  if (line == 1 && s.starts_with("\xEF\xBB\xBF")) s.remove_prefix(3);
+  return s.substr(0, s.find('#'));
+}
+
+// A field as it may be printed in a message: bytes outside printable ASCII as \xNN, at
+// most 40 characters.
+std::string printable(std::string_view f) {
+  std::string out;
+  for (const char ch : f.substr(0, 40)) {
+    const auto b = static_cast<unsigned char>(ch);
+    if (b >= 0x20 && b < 0x7f) {
+      out.push_back(ch);
+    } else {
+      constexpr char kHex[] = "0123456789abcdef";
+      out += {'\\', 'x', kHex[b >> 4], kHex[b & 15]};
+    }
+  }
+  if (f.size() > 40) out += "...";
+  return out;
+}
+
+// The shape a file written by save_tns declares in its "# shape: I_0 I_1 ..." line, or
+// an empty vector when the line is something else.
+std::vector<index_t> declared_shape(std::string_view s) {
+  constexpr std::string_view kTag = "# shape:";
+  std::vector<index_t> shape;
+  if (!s.starts_with(kTag)) return shape;
+  s.remove_prefix(kTag.size());
+  while (true) {
+    const std::size_t at = s.find_first_not_of(" \t");
+    if (at == std::string_view::npos) return shape;
+    s.remove_prefix(at);
+    index_t d = 0;
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), d);
+    if (ec != std::errc() || d < 1 || (end != s.data() + s.size() && *end != ' ' && *end != '\t'))
+      return {};
+    shape.push_back(d);
+    s.remove_prefix(static_cast<std::size_t>(end - s.data()));
+  }
 }
 
 // The blank-separated fields of a line.
@@ -173,6 +233,27 @@ bool is_sparse_file(const std::filesystem::path& path) {
   return ends_with(path, ".tns") || ends_with(path, ".tns.gz") || ends_with(path, ".tfsparse");
 }
 
+// Why a .tns value field is refused, in float type T: it is not a number, or it is a
+// number beyond T's range (past its largest finite value, or below its smallest).
+template <class T>
+std::string bad_value(std::string_view f) {
+  const char* type = sizeof(T) == 4 ? "float32" : "float64";
+  long double wide = 0;
+  const auto [end, ec] = std::from_chars(f.data(), f.data() + f.size(), wide);
+  const bool number = end == f.data() + f.size() && (ec == std::errc() || ec == std::errc::result_out_of_range);
+  const std::string shown = "'" + printable(f) + "'";
+  if (!number) return shown + " is not a number";
+  if (std::isnan(wide)) return shown + " is NaN (values must be finite)";
+  if (std::isinf(wide)) return shown + " is infinite (values must be finite)";
+  // from_chars of long double reports a range error for what long double cannot hold.
+  const bool tiny = ec == std::errc::result_out_of_range
+                        ? f.find_first_of("eE") != std::string_view::npos &&
+                              f.find('-', f.find_first_of("eE")) != std::string_view::npos
+                        : std::fabs(wide) < static_cast<long double>(std::numeric_limits<T>::max());
+  return shown + (tiny ? " underflows " : " overflows ") + type + " (its magnitudes run from " +
+         (sizeof(T) == 4 ? "1.4e-45 to 3.4e+38" : "4.9e-324 to 1.8e+308") + ")";
+}
+
 template <class T>
 SparseTensor<T> load_tns(const std::filesystem::path& path, std::span<const index_t> shape) {
   // Pass 1: an upper bound on the entries (lines), for the memory check.
@@ -186,30 +267,41 @@ SparseTensor<T> load_tns(const std::filesystem::path& path, std::span<const inde
   std::vector<std::vector<index_t>> idx;  // per mode
   std::vector<index_t> largest;
   std::vector<T> values;
+  std::vector<index_t> dims(shape.begin(), shape.end());
+  bool given = !dims.empty();  // by the caller, or by a "# shape:" line before the entries
   int order = 0;
   const auto fail = [&](std::size_t line, const std::string& what) {
     throw IoError(quoted(path) + " line " + std::to_string(line) + ": " + what);
   };
-  in.for_each_line([&](std::string_view text, std::size_t line) {
-    if (!entry_line(text)) return;
-    split_fields(text, fields);
+  // The order, and the memory for the entries, once it is known.
+  const auto start = [&](int n, std::size_t line) {
+    order = n;
+    if (given && dims.size() != static_cast<std::size_t>(order)) {
+      fail(line, "the entries have " + std::to_string(order) + " indices but the shape " +
+                     (shape.empty() ? "declared" : "given") + " has " +
+                     std::to_string(dims.size()) + " sizes");
+    }
+    tenfold::detail::require_host_bytes(
+        2.0 * sparse_tensor_bytes(order, static_cast<index_t>(lines), sizeof(T)),
+        "reading " + quoted(path) + " (" + std::to_string(lines) + " lines)");
+    idx.resize(static_cast<std::size_t>(order));
+    for (auto& v : idx) v.reserve(lines);
+    values.reserve(lines);
+    largest.assign(static_cast<std::size_t>(order), 0);
+  };
+  in.for_each_line([&](std::string_view raw, std::size_t line) {
+    if (order == 0 && !given) {
+      dims = declared_shape(raw);
+      given = !dims.empty();
+    }
+    split_fields(entry_text(raw, line), fields);
+    if (fields.empty()) return;
     if (order == 0) {
       if (fields.size() < 2) {
         fail(line, std::to_string(fields.size()) +
                        " column, expected the indices of an entry then its value");
       }
-      order = static_cast<int>(fields.size()) - 1;
-      if (!shape.empty() && shape.size() != static_cast<std::size_t>(order)) {
-        throw IoError(quoted(path) + ": the shape given has " + std::to_string(shape.size()) +
-                      " sizes but the entries have " + std::to_string(order) + " indices");
-      }
-      tenfold::detail::require_host_bytes(
-          2.0 * sparse_tensor_bytes(order, static_cast<index_t>(lines), sizeof(T)),
-          "reading " + quoted(path) + " (" + std::to_string(lines) + " lines)");
-      idx.resize(static_cast<std::size_t>(order));
-      for (auto& v : idx) v.reserve(lines);
-      values.reserve(lines);
-      largest.assign(static_cast<std::size_t>(order), 0);
+      start(static_cast<int>(fields.size()) - 1, line);
     }
     if (fields.size() != static_cast<std::size_t>(order) + 1) {
       fail(line, std::to_string(fields.size()) + " columns, expected " + std::to_string(order + 1) +
@@ -218,20 +310,22 @@ SparseTensor<T> load_tns(const std::filesystem::path& path, std::span<const inde
     }
     for (int n = 0; n < order; ++n) {
       const std::string_view f = fields[static_cast<std::size_t>(n)];
-      long long i = 0;
+      const std::string column = "column " + std::to_string(n + 1) + ": ";
+      index_t i = 0;
       const auto [end, ec] = std::from_chars(f.data(), f.data() + f.size(), i);
-      if (ec != std::errc() || end != f.data() + f.size()) {
-        fail(line, "column " + std::to_string(n + 1) + ": '" + std::string(f) +
-                       "' is not an index (a whole number)");
+      const bool digits = end == f.data() + f.size();
+      if (ec == std::errc::result_out_of_range && digits) {
+        fail(line, column + "index '" + printable(f) + "' is out of range (at most " +
+                       std::to_string(std::numeric_limits<index_t>::max()) + ")");
       }
-      if (i < 1) {
-        fail(line, "column " + std::to_string(n + 1) + ": index " + std::to_string(i) +
-                       " (.tns indices start at 1)");
+      if (ec != std::errc() || !digits) {
+        fail(line, column + "'" + printable(f) + "' is not an index (a whole number)");
       }
-      if (!shape.empty() && i > shape[static_cast<std::size_t>(n)]) {
-        fail(line, "column " + std::to_string(n + 1) + ": index " + std::to_string(i) +
-                       " exceeds the size " + std::to_string(shape[static_cast<std::size_t>(n)]) +
-                       " of mode " + std::to_string(n));
+      if (i < 1) fail(line, column + "index " + std::to_string(i) + " (.tns indices start at 1)");
+      if (given && i > dims[static_cast<std::size_t>(n)]) {
+        fail(line, column + "index " + std::to_string(i) + " exceeds the size " +
+                       std::to_string(dims[static_cast<std::size_t>(n)]) + " of mode " +
+                       std::to_string(n));
       }
       idx[static_cast<std::size_t>(n)].push_back(i - 1);
       largest[static_cast<std::size_t>(n)] =
@@ -241,15 +335,16 @@ SparseTensor<T> load_tns(const std::filesystem::path& path, std::span<const inde
     T value{};
     const auto [end, ec] = std::from_chars(f.data(), f.data() + f.size(), value);
     if (ec != std::errc() || end != f.data() + f.size() || !std::isfinite(value)) {
-      fail(line, "column " + std::to_string(order + 1) + ": '" + std::string(f) +
-                     "' is not a finite " + (sizeof(T) == 4 ? "float32" : "float64") + " value");
+      fail(line, "column " + std::to_string(order + 1) + ": " + bad_value<T>(f));
     }
     values.push_back(value);
   });
-  if (order == 0)
-    throw IoError(quoted(path) + " holds no entries (no line with indices and a value)");
-  std::vector<index_t> dims =
-      shape.empty() ? largest : std::vector<index_t>(shape.begin(), shape.end());
+  if (order == 0) {
+    if (!given)
+      throw IoError(quoted(path) + " holds no entries (no line with indices and a value)");
+    start(static_cast<int>(dims.size()), lines);  // an empty tensor of the declared shape
+  }
+  if (!given) dims = largest;
   const std::size_t nnz = values.size();
   std::vector<index_t> coords;
   coords.reserve(nnz * static_cast<std::size_t>(order));
@@ -257,7 +352,11 @@ SparseTensor<T> load_tns(const std::filesystem::path& path, std::span<const inde
     coords.insert(coords.end(), v.begin(), v.end());
     std::vector<index_t>().swap(v);
   }
-  return SparseTensor<T>(std::move(dims), std::move(coords), std::move(values));
+  try {
+    return SparseTensor<T>(std::move(dims), std::move(coords), std::move(values));
+  } catch (const InvalidArgument& e) {
+    throw IoError(quoted(path) + ": " + e.what());
+  }
 }
 
 template <class T>
@@ -278,10 +377,18 @@ void save_tns(const std::filesystem::path& path, const SparseTensor<T>& x) {
       out.push_back('\n');
     }
   };
+  // A comment line first that declares the shape (load_tns reads it back; other .tns
+  // readers skip '#' lines), so trailing empty slices and empty tensors survive.
+  const auto header = [&] {
+    std::string h = "# shape:";
+    for (index_t d : x.dims()) h += " " + std::to_string(d);
+    return h + "\n";
+  };
   constexpr index_t kBlock = 1 << 14;
   if (!gzip_name(path)) {
     write_file_atomically(path, [&](std::ostream& os) {
-      std::string block;
+      std::string block = header();
+      os.write(block.data(), static_cast<std::streamsize>(block.size()));
       for (index_t k = 0; k < x.nnz(); k += kBlock) {
         text(k, std::min(x.nnz(), k + kBlock), block);
         os.write(block.data(), static_cast<std::streamsize>(block.size()));
@@ -297,7 +404,7 @@ void save_tns(const std::filesystem::path& path, const SparseTensor<T>& x) {
       throw IoError("cannot start gzip compression for " + quoted(path));
     std::unique_ptr<z_stream, int (*)(z_stream*)> guard(&z, deflateEnd);
     std::vector<unsigned char> outbuf(1 << 18);
-    std::string block;
+    std::string block = header();
     const auto pump = [&](int flush) {
       do {
         z.next_out = outbuf.data();
@@ -308,6 +415,9 @@ void save_tns(const std::filesystem::path& path, const SparseTensor<T>& x) {
                  static_cast<std::streamsize>(outbuf.size() - z.avail_out));
       } while (z.avail_out == 0);
     };
+    z.next_in = reinterpret_cast<Bytef*>(block.data());
+    z.avail_in = static_cast<uInt>(block.size());
+    pump(Z_NO_FLUSH);
     for (index_t k = 0; k < x.nnz(); k += kBlock) {
       text(k, std::min(x.nnz(), k + kBlock), block);
       z.next_in = reinterpret_cast<Bytef*>(block.data());
@@ -402,11 +512,22 @@ void save_sparse(const std::filesystem::path& path, const SparseTensor<T>& x) {
 }
 
 template <class T>
-SparseTensor<T> load_sparse_file(const std::filesystem::path& path) {
-  if (ends_with(path, ".tfsparse")) return load_sparse<T>(path);
-  if (ends_with(path, ".tns") || ends_with(path, ".tns.gz")) return load_tns<T>(path);
-  throw IoError("cannot tell the format of " + quoted(path) +
-                " (sparse tensor files end in .tns, .tns.gz or .tfsparse)");
+SparseTensor<T> load_sparse_file(const std::filesystem::path& path,
+                                 std::span<const index_t> shape) {
+  if (ends_with(path, ".tns") || ends_with(path, ".tns.gz")) return load_tns<T>(path, shape);
+  if (!ends_with(path, ".tfsparse")) {
+    throw IoError("cannot tell the format of " + quoted(path) +
+                  " (sparse tensor files end in .tns, .tns.gz or .tfsparse)");
+  }
+  SparseTensor<T> x = load_sparse<T>(path);
+  if (!shape.empty() && !std::equal(shape.begin(), shape.end(), x.dims().begin(), x.dims().end())) {
+    std::string given, stored;
+    for (index_t d : shape) given += (given.empty() ? "" : ", ") + std::to_string(d);
+    for (index_t d : x.dims()) stored += (stored.empty() ? "" : ", ") + std::to_string(d);
+    throw IoError(quoted(path) + " holds a tensor of shape (" + stored +
+                  "), not the shape given (" + given + ")");
+  }
+  return x;
 }
 
 #define TENFOLD_INSTANTIATE_SPARSE_IO(T)                                                        \
@@ -414,7 +535,8 @@ SparseTensor<T> load_sparse_file(const std::filesystem::path& path) {
   template void save_tns<T>(const std::filesystem::path&, const SparseTensor<T>&);              \
   template SparseTensor<T> load_sparse<T>(const std::filesystem::path&);                        \
   template void save_sparse<T>(const std::filesystem::path&, const SparseTensor<T>&);           \
-  template SparseTensor<T> load_sparse_file<T>(const std::filesystem::path&);
+  template SparseTensor<T> load_sparse_file<T>(const std::filesystem::path&,                   \
+                                               std::span<const index_t>);
 TENFOLD_INSTANTIATE_FOR_EACH_VALUE_TYPE(TENFOLD_INSTANTIATE_SPARSE_IO)
 
 }  // namespace tenfold::io

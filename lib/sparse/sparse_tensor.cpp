@@ -85,6 +85,17 @@ SparseTensor<T>::SparseTensor(std::vector<index_t> dims, std::vector<index_t> co
     first.push_back(p);
     sums.push_back(values[k]);
   }
+  // A sum of finite duplicates can overflow.
+  for (std::size_t u = 0; u < sums.size(); ++u) {
+    if (std::isfinite(sums[u])) continue;
+    const auto k = static_cast<std::size_t>(perm[first[u]]);
+    std::string at;
+    for (int n = 0; n < order; ++n)
+      at += (n > 0 ? ", " : "") + std::to_string(idx[static_cast<std::size_t>(n)][k]);
+    throw InvalidArgument("the duplicate entries at index (" + at + ") sum to " +
+                          (sums[u] > 0 ? "+Inf" : "-Inf") + ": their sum overflows " +
+                          (sizeof(T) == 4 ? "float32" : "float64"));
+  }
   std::size_t kept = 0;
   for (T s : sums) kept += s != T(0);
   coords_.resize(kept * static_cast<std::size_t>(order));

@@ -1,5 +1,8 @@
 // tenfold._tenfold: the compiled part of the Python package. The public functions are
 // the pure-Python ones of python/tenfold/, which apply the copy rule and shape results.
+#include <map>
+#include <string>
+
 #include "bindings.hpp"
 #include "tenfold/backend.hpp"
 #include "tenfold/error.hpp"
@@ -23,6 +26,20 @@ NB_MODULE(_tenfold, m) {
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
     try {
       std::rethrow_exception(p);
+    } catch (const tenfold::InvalidOption& e) {
+      // The library's option field by the argument name the Python API gives it (TensorLy's).
+      static const std::map<std::string, std::string> names = {
+          {"max_iters", "n_iter_max"},
+          {"max_inner_iters", "n_inner_iter_max"},
+          {"seed", "random_state"},
+          {"gradient_nonzeros", "gradient_samples"},
+          {"gradient_zeros", "gradient_samples"},
+          {"function_nonzeros", "function_samples"},
+          {"function_zeros", "function_samples"}};
+      const auto name = names.find(e.option());
+      const std::string text =
+          name == names.end() ? e.what() : name->second + " " + e.problem();
+      PyErr_SetString(PyExc_ValueError, text.c_str());
     } catch (const tenfold::InvalidArgument& e) {  // DimensionMismatch included
       PyErr_SetString(PyExc_ValueError, e.what());
     } catch (const tenfold::IoError& e) {

@@ -195,8 +195,8 @@ void register_sparse(nb::module_& m) {
   def_sparse_gcp(&sparse_gcp_typed<float>);
   m.def(
       "load_sparse",
-      [](const std::string& path) {
-        SparseTensor<double> x = io::load_sparse_file<double>(path);
+      [](const std::string& path, const std::vector<index_t>& shape) {
+        SparseTensor<double> x = io::load_sparse_file<double>(path, shape);
         nb::dict d;
         std::vector<index_t> coords = x.coords();
         const std::vector<index_t> dims = x.dims();
@@ -207,7 +207,7 @@ void register_sparse(nb::module_& m) {
         d["shape"] = dims;
         return d;
       },
-      nb::arg("path"));
+      nb::arg("path"), nb::arg("shape"));
   m.def(
       "save_sparse",
       [](const std::string& path, const Coords& coords, const Values<double>& values,

@@ -2,6 +2,7 @@
 
 import numpy as np
 
+from . import _validate
 from .sparse import CpAprResult as _TwoPartResult
 from .sparse import is_sparse as _is_sparse
 
@@ -81,6 +82,9 @@ def gcp(tensor, rank, loss="gaussian", n_iter_max=1000, random_state=None, callb
     from . import _seed, _tenfold
     from ._arrays import as_float_array
 
+    rank = _validate.integer(rank, "rank", 1)
+    n_iter_max = _validate.integer(n_iter_max, "n_iter_max", 1, _validate.INT_MAX)
+    huber_delta = _validate.number(huber_delta, "huber_delta")
     progress = None
     if callback is not None:
         def progress(iteration, objective, gradient_norm, seconds):
@@ -93,10 +97,12 @@ def gcp(tensor, rank, loss="gaussian", n_iter_max=1000, random_state=None, callb
         coords, values, shape = as_coo(tensor, dtype)
         _check_data(values, loss, lambda k: f"coordinates {[int(c) for c in coords[:, k]]}")
         given = [] if init is None else [np.asarray(f, dtype=values.dtype) for f in init]
-        r = _tenfold.sparse_gcp(coords, values, shape, int(rank), str(loss), float(huber_delta),
-                                int(n_iter_max), _seed(random_state), given, progress,
-                                int(epoch_iters), float(rate), int(gradient_samples),
-                                int(function_samples))
+        r = _tenfold.sparse_gcp(coords, values, shape, rank, str(loss), huber_delta, n_iter_max,
+                                _seed(random_state), given, progress,
+                                _validate.integer(epoch_iters, "epoch_iters", 1, _validate.INT_MAX),
+                                _validate.number(rate, "rate"),
+                                _validate.integer(gradient_samples, "gradient_samples", 0),
+                                _validate.integer(function_samples, "function_samples", 0))
     else:
         from . import _mask_like
 
@@ -106,9 +112,10 @@ def gcp(tensor, rank, loss="gaussian", n_iter_max=1000, random_state=None, callb
         _check_data(np.where(observed, x, 0), loss,
                     lambda k: f"NumPy index {[int(i) for i in np.unravel_index(k, x.shape)]}")
         given = [] if init is None else [np.asarray(f, dtype=x.dtype) for f in init]
-        r = _tenfold.gcp(x, int(rank), str(loss), float(huber_delta), m, int(n_iter_max),
-                         float(gtol), float(ftol), int(memory), _seed(random_state), given,
-                         progress)
+        r = _tenfold.gcp(x, rank, str(loss), huber_delta, m, n_iter_max,
+                         _validate.nonnegative(gtol, "gtol"), _validate.nonnegative(ftol, "ftol"),
+                         _validate.integer(memory, "memory", 1, _validate.INT_MAX),
+                         _seed(random_state), given, progress)
     weights, factors = r.pop("weights"), r.pop("factors")
     return GcpResult(weights, factors, **r)
 

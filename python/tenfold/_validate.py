@@ -21,6 +21,18 @@ SEED_MAX = 2**64 - 1  # std::uint64_t (seeds)
 THREADS_PER_CPU = 4  # set_num_threads: the most threads per CPU this process may run on
 
 
+def is_integer(value):
+    """Whether `value` is an integer as `integer` takes one: a Python or NumPy integer (any
+    operator.index operand), not a bool."""
+    if isinstance(value, (bool, np.bool_)):
+        return False
+    try:
+        operator.index(value)
+    except TypeError:
+        return False
+    return True
+
+
 def integer(value, name, minimum=None, maximum=INDEX_MAX):
     """`value` as an int: a Python or NumPy integer (not a bool) in [minimum, maximum]
     (None: no bound)."""
@@ -37,7 +49,8 @@ def integer(value, name, minimum=None, maximum=INDEX_MAX):
     return v
 
 
-def _real(value, name):
+def number(value, name):
+    """`value` as a float: a Python or NumPy real number (not a bool, not a string)."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a number, got {value!r} ({type(value).__name__})")
     return float(value)
@@ -45,7 +58,7 @@ def _real(value, name):
 
 def nonnegative(value, name):
     """`value` as a float, finite and >= 0."""
-    v = _real(value, name)
+    v = number(value, name)
     if not (math.isfinite(v) and v >= 0.0):
         raise ValueError(f"{name} must be finite and >= 0, got {v!r}")
     return v
@@ -53,7 +66,7 @@ def nonnegative(value, name):
 
 def fraction(value, name):
     """`value` as a float in the open interval (0, 1)."""
-    v = _real(value, name)
+    v = number(value, name)
     if not 0.0 < v < 1.0:
         raise ValueError(f"{name} must be in (0, 1), got {v!r}")
     return v

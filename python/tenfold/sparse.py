@@ -8,8 +8,12 @@ Axis n is row n of ``coords``. Duplicate coordinates are summed. The tensor is n
 made dense (docs/sparse.md).
 """
 
+import numbers
+import operator
+
 import numpy as np
 
+from . import _validate
 from ._arrays import float_dtype as _float_dtype
 
 __all__ = ["is_sparse", "as_coo", "parafac", "cp_apr", "load", "save", "CpAprResult"]
@@ -17,21 +21,53 @@ __all__ = ["is_sparse", "as_coo", "parafac", "cp_apr", "load", "save", "CpAprRes
 
 def is_sparse(tensor):
     """Whether `tensor` is a (coords, values, shape) tuple or has .coords (a 2-D array, as
-    sparse.COO's), .data and .shape."""
+    sparse.COO's, or one index array per axis, as scipy.sparse.coo_array's), .data and
+    .shape."""
     if isinstance(tensor, tuple) and len(tensor) == 3 and not isinstance(tensor, _tuple_models()):
         # (coords (ndim, nnz), values (nnz,), shape): not a dense array written as a tuple
         coords, values, shape = tensor
         return (
-            np.ndim(coords) == 2
+            _index_rows(coords)
             and np.ndim(values) == 1
-            and isinstance(shape, (tuple, list))
-            and all(isinstance(s, (int, np.integer)) for s in shape)
+            and np.ndim(shape) == 1
+            and all(isinstance(s, numbers.Real) for s in shape)  # as_coo takes whole numbers
         )
     return (
         not isinstance(tensor, np.ndarray)
         and all(hasattr(tensor, a) for a in ("coords", "data", "shape"))
-        and getattr(tensor.coords, "ndim", None) == 2
+        and _index_rows(tensor.coords)
     )
+
+
+def _index_rows(coords):
+    """Whether `coords` holds one row of indices per axis: a 2-D array, or a sequence of
+    1-D arrays (not stacked here: that copies)."""
+    if isinstance(coords, (tuple, list)):
+        return len(coords) > 0 and all(np.ndim(c) == 1 for c in coords)
+    return np.ndim(coords) == 2
+
+
+def _sizes(shape):
+    """`shape` as a list of ints: Python or NumPy integers, or floats that are whole
+    numbers (20.0). ValueError naming the shape for any other entry."""
+    try:
+        sizes = shape.tolist() if isinstance(shape, np.ndarray) else list(shape)
+    except TypeError:
+        raise ValueError(f"shape must be a sequence of integers, got {shape!r}") from None
+    sizes = [s.item() if isinstance(s, np.generic) else s for s in sizes]
+    out = []
+    for axis, s in enumerate(sizes):
+        if _validate.is_integer(s):
+            n = operator.index(s)
+        elif isinstance(s, float) and s.is_integer():
+            n = int(s)
+        else:
+            raise ValueError(f"shape must hold whole numbers, got {tuple(sizes)} (axis {axis}: {s!r})")
+        if not 1 <= n <= _validate.INDEX_MAX:
+            raise ValueError(f"shape {tuple(sizes)} has size {s!r} along axis {axis}; sizes must be "
+                             f"in [1, {_validate.INDEX_MAX}]")
+        out.append(n)
+    return out
 
 
 def _tuple_models():
@@ -51,10 +87,10 @@ def as_coo(tensor, dtype=None):
         coords, values, shape = tensor
     else:
         coords, values, shape = tensor.coords, tensor.data, tensor.shape
-    try:
-        shape = [int(s) for s in shape]
-    except (TypeError, ValueError):
-        raise ValueError(f"shape must be a sequence of integers, got {shape!r}") from None
+    shape = _sizes(shape)
+    if isinstance(coords, (tuple, list)) and len({np.shape(row) for row in coords}) > 1:
+        raise ValueError(f"coords has rows of lengths {[np.size(row) for row in coords]}; "
+                         "every row (axis) needs one index per value")
     c = np.asarray(coords)
     if c.dtype.kind not in "iu" and c.size > 0:
         raise ValueError(f"coords must hold integers, got dtype {c.dtype}")
@@ -94,6 +130,7 @@ def parafac(tensor, rank, n_iter_max=100, init="svd", tol=1e-6, random_state=Non
     if mask is not None:
         raise ValueError("mask does not apply to a sparse tensor (its absent entries are zeros)")
     coords, values, shape = as_coo(tensor, dtype)
+    rank = _validate.cp_rank(rank, shape)
     if isinstance(init, str):
         init_name = {"svd": "nvecs"}.get(init, init)
         if init_name not in ("nvecs", "random", "auto"):
@@ -112,9 +149,10 @@ def parafac(tensor, rank, n_iter_max=100, init="svd", tol=1e-6, random_state=Non
     from . import _tenfold
 
     r = _tenfold.sparse_cp_als(
-        coords, values, shape, int(rank), int(n_iter_max), init_name, float(tol),
-        _seed(random_state), given, progress, bool(linesearch), float(l2_reg), int(n_starts),
-        str(compress),
+        coords, values, shape, rank, _validate.integer(n_iter_max, "n_iter_max", 0, _validate.INT_MAX),
+        init_name, _validate.nonnegative(tol, "tol"), _seed(random_state), given, progress,
+        bool(linesearch), _validate.nonnegative(l2_reg, "l2_reg"),
+        _validate.integer(n_starts, "n_starts", 0, _validate.INT_MAX), str(compress),
     )
     weights, factors = r.pop("weights"), r.pop("factors")
     if not normalize_factors:
@@ -226,18 +264,26 @@ def cp_apr(tensor, rank, n_iter_max=1000, tol=1e-4, random_state=None, callback=
             return bool(callback(iteration, kkt, inner, seconds))
     given = [] if init is None else [np.asarray(f, dtype=values.dtype) for f in init]
     r = _tenfold.sparse_cp_apr(
-        coords, values, shape, int(rank), int(n_iter_max), int(n_inner_iter_max), float(tol),
-        float(kappa), float(kappa_tol), _seed(random_state), given, progress,
+        coords, values, shape, _validate.integer(rank, "rank", 1),
+        _validate.integer(n_iter_max, "n_iter_max", 1, _validate.INT_MAX),
+        _validate.integer(n_inner_iter_max, "n_inner_iter_max", 1, _validate.INT_MAX),
+        _validate.number(tol, "tol"), _validate.nonnegative(kappa, "kappa"),
+        _validate.nonnegative(kappa_tol, "kappa_tol"), _seed(random_state), given, progress,
     )
     weights, factors = r.pop("weights"), r.pop("factors")
     return CpAprResult(weights, factors, **r)
 
 
-def load(path):
-    """(coords, values, shape) of a .tns, .tns.gz or .tfsparse file (float64 values)."""
+def load(path, shape=None):
+    """(coords, values, shape) of a .tns, .tns.gz or .tfsparse file (float64 values).
+
+    `shape` (one size per axis) is the tensor's shape, every index checked against it;
+    by default a .tns file's "# shape:" line, else its largest index per axis. A
+    .tfsparse file stores its shape, which must equal a `shape` given.
+    """
     from . import _tenfold
 
-    d = _tenfold.load_sparse(str(path))
+    d = _tenfold.load_sparse(str(path), [] if shape is None else _sizes(shape))
     return d["coords"], d["values"], tuple(d["shape"])
 
 

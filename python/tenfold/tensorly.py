@@ -14,11 +14,14 @@ give the direct API (``tenfold.parafac``...) TensorLy's arguments.
 
 import collections
 import inspect
+import operator
 import sys
 import threading
 import warnings
 
 import numpy as np
+
+from . import _validate
 
 __all__ = ["patch", "unpatch", "patched", "calls", "reset_calls"]
 
@@ -576,7 +579,9 @@ def _tucker(tensor, rank, fixed_factors=None, n_iter_max=100, init="svd", return
         elif isinstance(n_iter_max, (bool, np.bool_)) or not isinstance(
                 n_iter_max, (int, np.integer)) or n_iter_max < 1:
             reason = "n_iter_max < 1"
-        elif tuple(tensor.shape) != tuple(rank if rank is not None else tensor.shape):
+        elif (ranks := _tucker_ranks(tensor.shape, rank)) is None:
+            reason = f"rank {rank!r}"
+        elif ranks != tuple(tensor.shape):
             # Tenfold's HOOI starts from ST-HOSVD, TensorLy's from HOSVD: different local
             # optima. Only the untruncated case (every start exact) is served.
             reason = "HOOI start (Tenfold: ST-HOSVD, TensorLy: HOSVD)"
@@ -602,6 +607,25 @@ def _tucker(tensor, rank, fixed_factors=None, n_iter_max=100, init="svd", return
         return (out, errors) if return_errors else out
 
     return _serve("tucker", reason, _originals["tucker"], args, native)
+
+
+def _tucker_ranks(shape, rank):
+    """The core shape TensorLy's tucker takes for `rank` (None: the tensor's shape; an int
+    for every axis; a float or 'same' by validate_tucker_rank), or None where TensorLy
+    makes no tuple of integers of it. validate_tucker_rank's warning for an int is left
+    to the call that runs."""
+    from tensorly.tucker_tensor import validate_tucker_rank
+
+    if rank is None:
+        return tuple(shape)
+    try:
+        ranks = ([rank] * len(shape) if isinstance(rank, int)  # TensorLy's test for an int
+                 else list(validate_tucker_rank(tuple(shape), rank=rank)))
+    except (TypeError, ValueError):
+        return None
+    if not all(_validate.is_integer(r) for r in ranks):
+        return None
+    return tuple(operator.index(r) for r in ranks)
 
 
 _WRAPPERS = {

@@ -184,6 +184,42 @@ def test_compress_file_and_analyze_file_check_their_integers(tmp_path):
         attention.analyze_file(tmp_path / "in.safetensors", heads="12")
 
 
+def sparse_triple(x):
+    nz = np.nonzero(x)
+    return np.array(nz), x[nz], x.shape
+
+
+@pytest.mark.parametrize(
+    "call, error, message",
+    [
+        (lambda x: tenfold.parafac(sparse_triple(x), 2.7), TypeError, r"^rank must be an int, got 2\.7 \(float\)$"),
+        (lambda x: tenfold.parafac(sparse_triple(x), 2, n_iter_max="5"), TypeError, "^n_iter_max must be an int"),
+        (lambda x: tenfold.parafac(sparse_triple(x), 2, tol="1e-6"), TypeError, "^tol must be a number"),
+        (lambda x: tenfold.parafac(sparse_triple(x), 21), ValueError, r"^rank 21 exceeds 20, the largest CP rank"),
+        (lambda x: tenfold.cp_apr(x, "2"), TypeError, r"^rank must be an int, got '2' \(str\)$"),
+        (lambda x: tenfold.cp_apr(x, 2, n_inner_iter_max=2.5), TypeError, "^n_inner_iter_max must be an int"),
+        (lambda x: tenfold.cp_apr(x, 2, n_iter_max=0), ValueError, "^n_iter_max must be at least 1, got 0$"),
+        (lambda x: tenfold.cp_apr(x, 2, kappa="0.01"), TypeError, "^kappa must be a number"),
+        (lambda x: tenfold.gcp(x, 2.5), TypeError, "^rank must be an int"),
+        (lambda x: tenfold.gcp(x, 2, memory=True), TypeError, "^memory must be an int, got the bool True$"),
+        (lambda x: tenfold.gcp(x, 2, n_iter_max=0), ValueError, "^n_iter_max must be at least 1, got 0$"),
+        (lambda x: tenfold.gcp(x, 2, huber_delta="0.5"), TypeError, "^huber_delta must be a number"),
+        (lambda x: tenfold.gcp(sparse_triple(x), 2, epoch_iters=1.5), TypeError, "^epoch_iters must be an int"),
+        (lambda x: tenfold.gcp(sparse_triple(x), 2, rate="1e-3"), TypeError, "^rate must be a number"),
+    ],
+)
+def test_sparse_cp_apr_and_gcp_scalars_are_not_truncated(x, call, error, message):
+    with pytest.raises(error, match=message):
+        call(x)
+
+
+def test_sparse_cp_apr_and_gcp_take_numpy_integers(x):
+    t = sparse_triple(x)
+    assert tenfold.parafac(t, np.int64(2), n_iter_max=np.int32(3)).rank == 2
+    assert len(tenfold.cp_apr(t, np.uint8(2), n_iter_max=np.int64(3)).weights) == 2
+    assert len(tenfold.gcp(x, np.int64(2), n_iter_max=np.int64(3), memory=np.int16(4)).weights) == 2
+
+
 # --- options by their Python keywords ---
 
 

@@ -200,3 +200,67 @@ def test_a_dense_tensor_written_as_a_tuple_stays_dense():
     r = tenfold.parafac(as_tuple, 2, init="random")
     assert not hasattr(r, "nnz")
     assert tenfold.sparse.is_sparse(triple(x))
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [np.array([12, 10, 8]), np.array([12.0, 10.0, 8.0]), (12.0, 10, 8.0), [np.int32(12), np.float64(10.0), 8]],
+    ids=["int-array", "float-array", "whole-floats", "numpy-scalars"],
+)
+def test_shape_as_a_numpy_array_or_whole_floats_is_sparse(shape):
+    c, v, s = triple(counts(11))
+    given = (c, v, shape)
+    assert tenfold.sparse.is_sparse(given)
+    kw = dict(init="random", random_state=0, n_iter_max=5)
+    assert np.array_equal(tenfold.parafac(given, 2, **kw).weights, tenfold.parafac((c, v, s), 2, **kw).weights)
+    a, b = tenfold.cp_apr(given, 2, n_iter_max=5, random_state=0), tenfold.cp_apr((c, v, s), 2, n_iter_max=5, random_state=0)
+    assert a.nnz == b.nnz and np.array_equal(a.weights, b.weights)
+    a, b = tenfold.gcp(given, 2, "poisson", n_iter_max=2, random_state=0), tenfold.gcp((c, v, s), 2, "poisson", n_iter_max=2, random_state=0)
+    assert np.array_equal(a.weights, b.weights)
+
+
+@pytest.mark.parametrize(
+    "shape, shown",
+    [((12, 10.5, 8), r"\(12, 10\.5, 8\) \(axis 1: 10\.5\)"),
+     (np.array([12, 10, 8.25]), r"\(12\.0, 10\.0, 8\.25\) \(axis 2: 8\.25\)"),
+     ((12, True, 8), r"\(12, True, 8\) \(axis 1: True\)")],
+)
+def test_a_shape_that_is_not_whole_numbers_is_named(shape, shown):
+    c, v, _ = triple(counts())
+    with pytest.raises(ValueError, match=f"^shape must hold whole numbers, got {shown}$"):
+        tenfold.parafac((c, v, shape), 2)
+    with pytest.raises(ValueError, match=r"^shape \(12, 0, 8\) has size 0 along axis 1; sizes must be in \[1, "):
+        tenfold.cp_apr((c, v, (12, 0, 8)), 2)
+
+
+def test_scipy_nd_coo_array_is_sparse():
+    scipy_sparse = pytest.importorskip("scipy.sparse")
+    x = counts(12)
+    a = scipy_sparse.coo_array(x)
+    assert isinstance(a.coords, tuple) and tenfold.sparse.is_sparse(a)  # one index array per axis
+    kw = dict(init="random", random_state=0, n_iter_max=5)
+    r, ref = tenfold.parafac(a, 2, **kw), tenfold.parafac(triple(x), 2, **kw)
+    assert r.nnz == np.count_nonzero(x) and np.array_equal(r.weights, ref.weights)
+    assert tenfold.cp_apr(a, 2, n_iter_max=5).nnz == np.count_nonzero(x)
+    c, v, s = tenfold.sparse.as_coo(a)
+    assert c.shape == (3, np.count_nonzero(x)) and s == [12, 10, 8]
+
+
+def test_load_takes_a_shape(tmp_path):
+    path = tmp_path / "x.tns"
+    path.write_text("1 1 1 1.5\n2 3 1 2.5\n")  # no "# shape:" line: the largest indices
+    c, v, s = tenfold.sparse.load(path)
+    assert s == (2, 3, 1)
+    c2, v2, s2 = tenfold.sparse.load(path, shape=np.array([4, 5, 6]))
+    assert s2 == (4, 5, 6)
+    np.testing.assert_array_equal(c2, c)
+    np.testing.assert_array_equal(v2, v)
+    with pytest.raises(OSError, match="line 2: column 2: index 3 exceeds the size 2 of mode 1"):
+        tenfold.sparse.load(path, shape=(4, 2, 6))
+    with pytest.raises(ValueError, match="^shape must hold whole numbers"):
+        tenfold.sparse.load(path, shape=(4, 5.5, 6))
+    binary = tmp_path / "x.tfsparse"
+    tenfold.sparse.save(binary, (c2, v2, s2))
+    assert tenfold.sparse.load(binary, shape=(4.0, 5, 6))[2] == (4, 5, 6)
+    with pytest.raises(OSError, match=r"holds a tensor of shape \(4, 5, 6\), not the shape given \(4, 5, 7\)"):
+        tenfold.sparse.load(binary, shape=(4, 5, 7))

@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -285,6 +286,63 @@ def test_unserved_tensors_run_tensorly(fresh_patch, tensor, reason):
     c = tt.calls()
     assert c["fallback"] == 2 and c["native"] == 0
     assert f"parafac: {reason}" in c["reasons"] and f"tucker: {reason}" in c["reasons"]
+
+
+EPS = np.finfo(np.float64).eps
+
+
+@pytest.mark.parametrize("rank", [3, 2.0, np.float64(2.0)], ids=["int", "float", "numpy-float"])
+@pytest.mark.parametrize("via_class", [False, True], ids=["tucker", "Tucker"])
+def test_tucker_int_and_float_ranks_are_tensorlys(fresh_patch, rank, via_class):
+    """An int is the rank of every axis; a float the fraction of the parameters kept
+    (validate_tucker_rank: 2.0 of a 3x3x3 tensor is (3, 3, 3)). Untruncated, the call is
+    served, and the reconstruction is the tensor's to rounding."""
+    from tensorly.decomposition import Tucker, tucker
+
+    x = np.random.default_rng(5).random((3, 3, 3))
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        if via_class:
+            out, errors = Tucker(rank=rank).fit_transform(x), None
+        else:
+            out, errors = tucker(x, rank, return_errors=True)
+    assert tt.calls()["native"] == 1
+    # TensorLy's warning for an int, once; none for a float.
+    assert sum("Using this rank for all modes" in str(w.message) for w in seen) == (rank == 3)
+    ref, ref_errors = tucker.__wrapped__(x, rank, return_errors=True)
+    assert out.rank == ref.rank == (3, 3, 3)
+    # Both are the tensor to rounding: three orthogonal 3x3 mode products, each entry within
+    # about 3 * 3 eps |x| of the tensor's.
+    np.testing.assert_allclose(tl.tucker_to_tensor(out), tl.tucker_to_tensor(ref), rtol=0,
+                               atol=16 * EPS * np.linalg.norm(x))
+    if errors is not None:
+        # sqrt(|x|^2 - |core|^2) / |x|: the root of a difference at rounding level.
+        assert max(errors + ref_errors) < 16 * np.sqrt(EPS)
+
+
+@pytest.mark.parametrize("rank", [2, 0.5, "same"])
+def test_tucker_truncating_int_and_float_ranks_run_tensorly(fresh_patch, rank):
+    from tensorly.decomposition import Tucker, tucker
+
+    x = np.random.default_rng(6).random((6, 5, 4))
+    out = tucker(x, rank)
+    by_class = Tucker(rank=rank).fit_transform(x)
+    ref = tucker.__wrapped__(x, rank)
+    c = tt.calls()
+    assert c["native"] == 0 and c["fallback"] == 2
+    assert c["reasons"] == {"tucker: HOOI start (Tenfold: ST-HOSVD, TensorLy: HOSVD)": 2}
+    for got in (out, by_class):
+        assert got.rank == ref.rank
+        np.testing.assert_array_equal(tl.tucker_to_tensor(got), tl.tucker_to_tensor(ref))
+
+
+def test_tucker_rank_tensorly_refuses_falls_back(fresh_patch):
+    from tensorly.decomposition import tucker
+
+    x = np.random.default_rng(7).random((3, 3, 3))
+    with pytest.raises(TypeError, match="not iterable"):  # TensorLy's own error
+        tucker(x, np.int64(3))
+    assert tt.calls()["reasons"] == {f"tucker: rank {np.int64(3)!r}": 1}
 
 
 def test_fixed_modes_kept_bit_for_bit_direct_api():

@@ -4,6 +4,7 @@ student left as it was."""
 import copy
 import math
 
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -76,4 +77,18 @@ def test_sequence_without_real_tokens_is_refused_and_the_student_restored():
     all_padding = {**good, "attention_mask": torch.zeros_like(good["attention_mask"])}
     with pytest.raises(ValueError, match=r"batch 0: sequence 0 has no real token"):
         tt.distill(student, teacher, [all_padding], steps=1)
+    _assert_same(student, before)
+
+
+def test_steps_and_lr_are_checked_by_their_keywords():
+    student, teacher = _pair()
+    batches = [make_inputs("bert")]
+    assert len(tt.distill(student, teacher, batches, steps=np.int64(2), lr=np.float32(1e-3))) == 2
+    before = _state(student)
+    with pytest.raises(TypeError, match=r"^steps must be an int, got '3' \(str\)$"):
+        tt.distill(student, teacher, batches, steps="3")
+    with pytest.raises(TypeError, match=r"^steps must be an int, got 2\.5 \(float\)$"):
+        tt.distill(student, teacher, batches, steps=2.5)
+    with pytest.raises(TypeError, match=r"^lr must be a number, got '1e-3' \(str\)$"):
+        tt.distill(student, teacher, batches, steps=1, lr="1e-3")
     _assert_same(student, before)

@@ -213,6 +213,21 @@ def test_inputs_not_modified():
         assert torch.equal(before, after)
 
 
+def test_numpy_sizes_are_integers_and_bad_scalars_are_named():
+    a = tt.CollaborativeAttention(np.int64(16), np.int32(4), np.uint8(8), head_dim=np.int64(4),
+                                  dropout=np.float32(0.25))
+    b = tt.CollaborativeAttention(16, 4, 8, head_dim=4, dropout=0.25)
+    assert a.extra_repr() == b.extra_repr() and type(a.shared_dim) is int
+    with pytest.raises(TypeError, match=r"^shared_dim must be an int, got 8\.0 \(float\)$"):
+        tt.CollaborativeAttention(16, 4, 8.0)
+    with pytest.raises(TypeError, match="^num_heads must be an int, got the bool True$"):
+        tt.CollaborativeAttention(16, True, 8)
+    with pytest.raises(TypeError, match=r"^head_dim must be an int, got 4\.5 \(float\)$"):
+        tt.CollaborativeAttention(16, 4, 8, head_dim=4.5)
+    with pytest.raises(TypeError, match=r"^dropout must be a number, got '0\.1' \(str\)$"):
+        tt.CollaborativeAttention(16, 4, 8, dropout="0.1")
+
+
 def test_bad_input_is_refused_in_the_users_terms():
     with pytest.raises(ValueError, match="embed_dim .10. is not divisible by num_heads .4."):
         tt.CollaborativeAttention(10, 4, 8)

@@ -5,6 +5,7 @@ budgets below full, the data-aware objective, and the refusals."""
 
 import copy
 
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -389,6 +390,33 @@ def test_refuses_bad_shared_dim(shared_dim, message):
     model = make_rotary("llama")
     with pytest.raises(ValueError, match=message):
         tt.compress_model(model, shared_dim=shared_dim)
+    assert not any(isinstance(m, tt.RotarySharedKeyAttention) for m in model.modules())
+
+
+def test_numpy_integers_are_integers():
+    """shared_dim, bands and context are taken as operator.index takes them."""
+    def rows(report):
+        return [(r["key_values"], r["ranks"], r["relative_error"]) for r in report]
+
+    assert rows(tt.compress_model(make_rotary("llama"), np.int64(8))) == rows(
+        tt.compress_model(make_rotary("llama"), 8))
+    assert rows(tt.compress_model(make_rotary("llama"), np.int32(6), bands=np.int64(2), context=np.uint16(64))) == rows(
+        tt.compress_model(make_rotary("llama"), 6, bands=2, context=64))
+
+
+@pytest.mark.parametrize("options, error, message", [
+    (dict(shared_dim=8.0), TypeError, r"^shared_dim must be an int, got 8\.0 \(float\)$"),
+    (dict(shared_dim=np.True_), TypeError, "^shared_dim must be an int, got the bool"),
+    (dict(shared_dim=8, bands=2.0), TypeError, r"^bands must be an int, got 2\.0 \(float\)$"),
+    (dict(shared_dim=8, bands=True), TypeError, "^bands must be an int, got the bool True$"),
+    (dict(shared_dim=8, context="64"), TypeError, r"^context must be an int, got '64' \(str\)$"),
+    (dict(shared_dim=8, damping="0.1"), TypeError, r"^damping must be a number, got '0\.1' \(str\)$"),
+    (dict(shared_dim=8, damping=-0.5), ValueError, r"^damping must be finite and >= 0, got -0\.5$"),
+])
+def test_refuses_non_integers_and_non_numbers_naming_the_option(options, error, message):
+    model = make_rotary("llama")
+    with pytest.raises(error, match=message):
+        tt.compress_model(model, **options)
     assert not any(isinstance(m, tt.RotarySharedKeyAttention) for m in model.modules())
 
 

@@ -16,6 +16,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from .. import _validate
+
 
 class CollaborativeScores(nn.Module):
     """The parameters of the collaborative form, named as the checkpoint names them
@@ -69,6 +71,14 @@ class CollaborativeScores(nn.Module):
         if content.shape[-1] == 0:
             return context
         return context + content.transpose(1, 2).unsqueeze(2)
+
+
+def _positive(value, name: str) -> int:
+    """`value` as a positive int (a Python or NumPy integer, not a bool)."""
+    v = _validate.integer(value, name)
+    if v < 1:
+        raise ValueError(f"{name} must be a positive integer, got {v!r}")
+    return v
 
 
 def _apply_mask(scores: torch.Tensor, mask, causal: bool, where: str) -> torch.Tensor:
@@ -125,17 +135,17 @@ class CollaborativeAttention(nn.Module):
         device=None,
     ):
         super().__init__()
-        for name, v in (("embed_dim", embed_dim), ("num_heads", num_heads), ("shared_dim", shared_dim)):
-            if not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name} must be a positive integer, got {v!r}")
+        embed_dim, num_heads, shared_dim = (_positive(v, name) for name, v in (
+            ("embed_dim", embed_dim), ("num_heads", num_heads), ("shared_dim", shared_dim)))
         if head_dim is None:
             if embed_dim % num_heads:
                 raise ValueError(
                     f"embed_dim ({embed_dim}) is not divisible by num_heads ({num_heads}); pass head_dim"
                 )
             head_dim = embed_dim // num_heads
-        elif not isinstance(head_dim, int) or head_dim < 1:
-            raise ValueError(f"head_dim must be a positive integer, got {head_dim!r}")
+        else:
+            head_dim = _positive(head_dim, "head_dim")
+        dropout = _validate.number(dropout, "dropout")
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout}")
         f = {"dtype": dtype, "device": device}

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable, Mapping
 import torch
 from torch import nn
 
+from .. import _validate
 from ._attention import CollaborativeAttention
 
 
@@ -91,6 +92,7 @@ def distill(
     params = list(parameters) if parameters is not None else collaborative_parameters(student)
     if not params:
         raise ValueError("no parameters to train: is the student converted (tenfold.torch.compress_model)?")
+    steps, lr = _validate.integer(steps, "steps"), _validate.nonnegative(lr, "lr")
     if steps < 1:
         raise ValueError(f"steps must be >= 1, got {steps}")
     trainable = {id(p) for p in params}

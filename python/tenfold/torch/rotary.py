@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from .. import _validate
 from ._attention import _apply_mask
 from ._convert import moment_sums
 
@@ -262,7 +263,7 @@ def rotary_keys(query_weight: torch.Tensor, query_bias: torch.Tensor | None, key
     # Query weight of each key head's group per frequency: a_{g,j} = sum_{h in g} a_{h,j}.
     weight = _energy(u, sq).view(key_heads, heads // key_heads, -1).sum(1)  # (G, d/2)
     full = isinstance(key_values, str)
-    given = not full and not isinstance(key_values, int)
+    given = not full and not _validate.is_integer(key_values)
     if full:  # exactness needs only the span of the keys: plain SVD
         chol = torch.eye(dim, dtype=torch.float64)
     elif sk is None:
@@ -284,7 +285,7 @@ def rotary_keys(query_weight: torch.Tensor, query_bias: torch.Tensor | None, key
             raise ValueError(f"ranks must be {sigma.shape[0]} integers from 0 to {key_heads}, got {key_values}")
     else:
         # The R = key_values/2 largest sigma^2 over all frequencies (each costs 2 values).
-        top = torch.topk(sigma.flatten(), key_values // 2).indices
+        top = torch.topk(sigma.flatten(), int(key_values) // 2).indices
         ranks = torch.bincount(torch.div(top, sigma.shape[1], rounding_mode="floor"), minlength=sigma.shape[0])
     freq = torch.repeat_interleave(torch.arange(sigma.shape[0]), ranks)
     slot = torch.cat([torch.arange(int(r)) for r in ranks]) if len(freq) else freq
@@ -392,6 +393,7 @@ def rotary_band_keys(query_weight: torch.Tensor, query_bias: torch.Tensor | None
     blocks dropped) and L as in rotary_keys; minimiser: SVD of L^T [W_{g,B} F_{g,B}]_g."""
     d = query_weight.shape[0] // heads
     half = d // 2
+    bands = _validate.integer(bands, "bands")
     if bands < 1 or half % bands:
         raise ValueError(f"bands must divide the {half} frequency pairs of a head, got {bands}")
     augment = query_bias is not None or key_bias is not None
@@ -436,8 +438,8 @@ def rotary_band_keys(query_weight: torch.Tensor, query_bias: torch.Tensor | None
     sigma = torch.stack(sigma)  # (d/2/bands, 2 G bands)
     if full:
         ranks = (sigma > RANK_TOL * sigma.max()).sum(1)
-    elif isinstance(key_values, int):
-        top = torch.topk(sigma.flatten(), key_values).indices
+    elif _validate.is_integer(key_values):
+        top = torch.topk(sigma.flatten(), int(key_values)).indices
         ranks = torch.bincount(torch.div(top, sigma.shape[1], rounding_mode="floor"), minlength=sigma.shape[0])
     else:
         ranks = torch.as_tensor(key_values, dtype=torch.long)
@@ -575,29 +577,29 @@ def compress_rotary(model: nn.Module, shared_dim, calibration: Iterable | None =
     if unknown:
         raise ValueError(f"option {unknown[0]!r} does not apply to rotary models (their options are bands, context, "
                          "damping and allocation)")
-    bands = options.get("bands", 1)
-    if isinstance(bands, bool) or not isinstance(bands, int) or bands < 1 or (d // 2) % bands:
+    bands = _validate.integer(options.get("bands", 1), "bands")
+    if bands < 1 or (d // 2) % bands:
         raise ValueError(f"bands must be a positive divisor of the {d // 2} frequency pairs of a head, got {bands!r}")
     step = 2 if bands == 1 else 1  # cached values per shared component
     if isinstance(shared_dim, str):
         if shared_dim != "full":
             raise ValueError(f"shared_dim must be 'full' or an integer, got {shared_dim!r}")
-    elif isinstance(shared_dim, bool) or not isinstance(shared_dim, int) or shared_dim < step or shared_dim % step:
-        raise ValueError(f"shared_dim must be 'full' or an {'even ' if step == 2 else ''}integer >= {step} (key values "
-                         f"cached per token and layer{': two per complex shared key' if step == 2 else ''}), got "
-                         f"{shared_dim!r}")
-    elif shared_dim > original:
-        raise ValueError(f"shared_dim {shared_dim} exceeds the original key cache of {original} values per token "
-                         f"and layer ({key_heads} key heads x {d}); 'full' is exact")
-    context = options.get("context", 2048)
-    if isinstance(context, bool) or not isinstance(context, int) or context < 1:
+    else:
+        shared_dim = _validate.integer(shared_dim, "shared_dim")
+        if shared_dim < step or shared_dim % step:
+            raise ValueError(f"shared_dim must be 'full' or an {'even ' if step == 2 else ''}integer >= {step} (key "
+                             f"values cached per token and layer{': two per complex shared key' if step == 2 else ''}"
+                             f"), got {shared_dim!r}")
+        if shared_dim > original:
+            raise ValueError(f"shared_dim {shared_dim} exceeds the original key cache of {original} values per token "
+                             f"and layer ({key_heads} key heads x {d}); 'full' is exact")
+    context = _validate.integer(options.get("context", 2048), "context")
+    if context < 1:
         raise ValueError(f"context must be a positive integer (tokens), got {context!r}")
-    damping = options.get("damping", 0.01)
+    damping = _validate.nonnegative(options.get("damping", 0.01), "damping")
     allocation = options.get("allocation", "layer")
     if allocation not in ("layer", "model"):
         raise ValueError(f"allocation must be 'layer' or 'model', got {allocation!r}")
-    if not damping >= 0:
-        raise ValueError(f"damping must be >= 0, got {damping}")
     inv_freq, scaling = _rope_frequencies(model, where) if bands > 1 else (None, 1.0)
     biased = layers[0][1].k_proj.bias is not None or layers[0][1].q_proj.bias is not None
     moments = rotary_moments(model, layers, calibration, biased) if calibration is not None else {}
