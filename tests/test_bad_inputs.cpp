@@ -88,7 +88,15 @@ TEST(BadSparseFiles, CommentsByteOrderMarkAndCaseOfTheExtension) {
       write(dir, "C.TNS", "\xEF\xBB\xBF" "1 1 1 1.5 # first\n2 2 2 2.5\t# second\n"));
   EXPECT_EQ(x.values(), (std::vector<double>{1.5, 2.5}));
   EXPECT_TRUE(io::is_sparse_file(dir / "X.Tns.GZ"));
-  EXPECT_TRUE(io::is_sparse_file(dir / "x.TFSPARSE"));
+  // Y.TFSPARSE is written and read as the binary form.
+  io::save_sparse_file(dir / "Y.TFSPARSE", x);
+  std::ifstream bytes(dir / "Y.TFSPARSE", std::ios::binary);
+  std::string magic(8, '\0');
+  bytes.read(magic.data(), 8);
+  EXPECT_EQ(magic, "TFSPARSE");
+  EXPECT_EQ(io::load_sparse_file<double>(dir / "Y.TFSPARSE").values(), x.values());
+  expect_throw_with<IoError>([&] { io::save_sparse_file(dir / "y.txt", x); },
+                             "cannot tell the format to write");
 }
 
 TEST(BadSparseFiles, MessagesSayWhatIsWrongWithTheField) {

@@ -215,11 +215,16 @@ int run_compress(const CompressArgs& a) {
   check_outputs(outputs, inputs);
   if (attention::is_rotary_checkpoint(a.input)) return run_rotary(a);
   for (const char* flag : {"--bands", "--context"}) {
-    if (given(a, flag)) {
-      throw InvalidArgument(std::string(flag) +
-                            " applies to rotary checkpoints (llama, qwen2, "
-                            "mistral in the config.json beside the input)");
+    if (!given(a, flag)) continue;
+    const std::filesystem::path config = attention::config_path(a.input);
+    if (!std::filesystem::exists(config)) {
+      throw InvalidArgument(std::string(flag) + " applies to rotary checkpoints, which are told " +
+                            "by the config.json beside the input, and '" + config.string() +
+                            "' is missing");
     }
+    throw InvalidArgument(std::string(flag) +
+                          " applies to rotary checkpoints (llama, qwen2, mistral in the "
+                          "config.json beside the input)");
   }
   attention::CheckpointOptions o;
   o.compress.rank = parse_shared_dim(a.shared_dim, false);

@@ -176,6 +176,7 @@ nlohmann::json cp_report(const CpArgs& a, const io::NpyHeader& header, const CpR
       {"relative_error", res.relative_error},
       {"fit_history", res.fit_history},
       {"eigen_fallbacks", res.eigen_fallbacks},
+      {"revived_components", res.revived_components},
       {"most_negative_congruence",
        {{"components", {degenerate.first, degenerate.second}},
         {"congruence", degenerate.congruence}}},

@@ -105,6 +105,11 @@ TENFOLD_API void save_sparse(const std::filesystem::path& path, const SparseTens
 /// Whether `path` names a sparse tensor file by its extension: .tns, .tns.gz or .tfsparse.
 TENFOLD_API bool is_sparse_file(const std::filesystem::path& path);
 
+/// save_tns or save_sparse by extension (see is_sparse_file); throws IoError for a
+/// name that is none of them.
+template <class T>
+TENFOLD_API void save_sparse_file(const std::filesystem::path& path, const SparseTensor<T>& x);
+
 /// load_tns or load_sparse by extension (see is_sparse_file), with the shape given
 /// (empty: the file's own). A .tfsparse file's stored shape must equal a shape given.
 template <class T>

@@ -844,10 +844,14 @@ RotaryConfig read_rotary_config(const std::filesystem::path& checkpoint) {
     throw IoError(where + ": RoPE type " + c.rope_type +
                   " changes its frequencies with the sequence length; band latents rotate "
                   "rebuilt keys with fixed frequencies (supported: default, linear)");
-  } else if (c.rope_type != "default") {
+  } else if (c.rope_type == "llama3" || c.rope_type == "yarn") {
     throw IoError(where + ": RoPE type " + c.rope_type +
                   " is not computed by this program (supported: default, linear); "
                   "tenfold.torch's compress_model converts it");
+  } else if (c.rope_type != "default") {
+    throw IoError(where + ": unknown RoPE type '" + c.rope_type +
+                  "' (this program converts default and linear; tenfold.torch's "
+                  "compress_model also llama3 and yarn)");
   }
   // transformers: inv_freq = 1 / base^(arange(0, d, 2) / d) in float32, / factor.
   const float base = static_cast<float>(theta);

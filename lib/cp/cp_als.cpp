@@ -190,8 +190,7 @@ void initialise(CpOperand<T>& x, Compute<T>& c, const CpOptions& o,
       x.mode_gram(n, g.get());
       if (!std::isfinite(c.sum_squares(static_cast<std::size_t>(in * in), g.get()))) {
         throw NumericalError("the nvecs start overflows: the Gram of mode " + std::to_string(n) +
-                             " is not finite in this precision; scale the tensor down or use "
-                             "init = random");
+                             " is not finite in this precision; scale the tensor down, or start at random");
       }
       if (x.gram_eigenvectors(n, g.get(), std::min(r, in), s.u[ni].get())) continue;
       c.syevd(in, g.get(), in, w.data());
@@ -358,8 +357,25 @@ CpResult<T> run_cp_als(CpOperand<T>& x, Compute<T>& c, const CpOptions& o,
     imax = std::max(imax, static_cast<double>(d));
   }
   elements += imax * r + (nvecs ? 3.0 * imax * imax : 0.0) + x.workspace_elements(r, nvecs);
-  require_memory(c, elements, "CP-ALS at rank " + std::to_string(r));
+  // The nvecs start's Gram of the longest mode (I x I) is often the cause: said so.
+  const std::string gram = std::to_string(static_cast<index_t>(imax));
+  require_memory(c, elements,
+                 "CP-ALS at rank " + std::to_string(r) +
+                     (nvecs && 3.0 * imax * imax > elements / 2
+                          ? " with the nvecs start (its eigenvectors need the " + gram + " x " +
+                                gram + " Gram of the longest mode; a random start needs none)"
+                          : std::string()));
 
+  // The norm first: a tensor it overflows fails every start the same way.
+  const double norm_x2 = x.norm_squared();
+  if (!std::isfinite(norm_x2)) {
+    throw NumericalError("the squared norm of the tensor overflows double; scale it down");
+  }
+  if (norm_x2 == 0.0) {
+    throw InvalidArgument(
+        "the tensor is zero (every entry it holds is 0): its only CP model is zero, and the "
+        "fit 1 - ||X - M|| / ||X|| is undefined");
+  }
   AlsState<T> s(c, dims, r);
   res.init = initial_factors.empty() ? resolve_init(o.init, dims) : CpInit::given;
   initialise(x, c, o, initial_factors, res.init, s);
@@ -387,15 +403,6 @@ CpResult<T> run_cp_als(CpOperand<T>& x, Compute<T>& c, const CpOptions& o,
     c.syrk(Op::trans, r, dims[static_cast<std::size_t>(n)], T(1),
            s.ptrs[static_cast<std::size_t>(n)], dims[static_cast<std::size_t>(n)], T(0),
            s.gram[static_cast<std::size_t>(n)].get(), r);
-  }
-  const double norm_x2 = x.norm_squared();
-  if (!std::isfinite(norm_x2)) {
-    throw NumericalError("the squared norm of the tensor overflows double; scale it down");
-  }
-  if (norm_x2 == 0.0) {
-    throw InvalidArgument(
-        "the tensor is zero (every entry it holds is 0): its only CP model is zero, and the "
-        "fit 1 - ||X - M|| / ||X|| is undefined");
   }
   const double norm_x = std::sqrt(norm_x2);
   c.synchronize();

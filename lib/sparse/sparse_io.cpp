@@ -530,11 +530,20 @@ SparseTensor<T> load_sparse_file(const std::filesystem::path& path,
   return x;
 }
 
+template <class T>
+void save_sparse_file(const std::filesystem::path& path, const SparseTensor<T>& x) {
+  if (ends_with(path, ".tfsparse")) return save_sparse<T>(path, x);
+  if (ends_with(path, ".tns") || ends_with(path, ".tns.gz")) return save_tns<T>(path, x);
+  throw IoError("cannot tell the format to write " + quoted(path) +
+                " from its name (sparse tensor files end in .tns, .tns.gz or .tfsparse)");
+}
+
 #define TENFOLD_INSTANTIATE_SPARSE_IO(T)                                                        \
   template SparseTensor<T> load_tns<T>(const std::filesystem::path&, std::span<const index_t>); \
   template void save_tns<T>(const std::filesystem::path&, const SparseTensor<T>&);              \
   template SparseTensor<T> load_sparse<T>(const std::filesystem::path&);                        \
   template void save_sparse<T>(const std::filesystem::path&, const SparseTensor<T>&);           \
+  template void save_sparse_file<T>(const std::filesystem::path&, const SparseTensor<T>&);      \
   template SparseTensor<T> load_sparse_file<T>(const std::filesystem::path&,                   \
                                                std::span<const index_t>);
 TENFOLD_INSTANTIATE_FOR_EACH_VALUE_TYPE(TENFOLD_INSTANTIATE_SPARSE_IO)

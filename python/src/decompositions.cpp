@@ -127,6 +127,7 @@ nb::dict cp_als_typed(const InArray& tensor, index_t rank, int n_iter_max, const
   const auto n_fits = static_cast<index_t>(r.fit_history.size());
   d["fit_history"] = owned_array(std::move(r.fit_history), {n_fits});
   d["eigen_fallbacks"] = r.eigen_fallbacks;
+  d["revived_components"] = r.revived_components;
   d["best_start"] = r.best_start;
   d["start_fits"] = r.start_fits;
   d["line_search_accepted"] = r.line_search_accepted;

@@ -79,6 +79,7 @@ nb::dict sparse_cp_als_typed(const Coords& coords, const Values<T>& values,
   const auto n_fits = static_cast<index_t>(r.fit_history.size());
   d["fit_history"] = owned_array(std::move(r.fit_history), {n_fits});
   d["eigen_fallbacks"] = r.eigen_fallbacks;
+  d["revived_components"] = r.revived_components;
   d["best_start"] = r.best_start;
   d["start_fits"] = r.start_fits;
   d["line_search_accepted"] = r.line_search_accepted;
@@ -212,14 +213,7 @@ void register_sparse(nb::module_& m) {
       "save_sparse",
       [](const std::string& path, const Coords& coords, const Values<double>& values,
          const std::vector<index_t>& shape) {
-        const SparseTensor<double> x = sparse_from(coords, values, shape);
-        if (io::is_sparse_file(path) && path.ends_with(".tfsparse")) {
-          io::save_sparse(path, x);
-        } else if (io::is_sparse_file(path)) {
-          io::save_tns(path, x);
-        } else {
-          throw InvalidArgument("path must end in .tns, .tns.gz or .tfsparse, got '" + path + "'");
-        }
+        io::save_sparse_file(path, sparse_from(coords, values, shape));
       },
       nb::arg("path"), nb::arg("coords").noconvert(), nb::arg("values").noconvert(),
       nb::arg("shape"));

@@ -83,6 +83,7 @@ class CPResult(_Model):
     factors (list of I_n x R arrays, NumPy axis order), fit, relative_error,
     iterations, converged, stop ("converged", "max_iters", "callback"), init (the
     start that ran), fit_history (fit after each iteration), eigen_fallbacks,
+    revived_components (components restarted after falling to zero),
     best_start and start_fits (n_starts), line_search_accepted, compressed,
     compression_ranks and compressed_iterations (compression first), and timings
     (seconds per phase: init, compress, mttkrp, gram, solve, other, total).
