@@ -10,13 +10,18 @@ venv="$root/.venv-test"
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
 "$venv/bin/pip" install -q --disable-pip-version-check -r "$root/python/requirements-test.txt"
 # --- tenfold.torch (docs/torch.md): torch on the CPU, transformers, the MiniLM model ---
-# Two steps: torch without its declared CUDA stack (python/requirements-torch-nodeps.txt
-# says why), then the rest with their dependencies.
+# Two steps, both without dependency resolution: torch without its declared CUDA stack
+# (python/requirements-torch-nodeps.txt says why), then the rest, pinned whole
+# (python/requirements-torch.txt says why).
 "$venv/bin/pip" install -q --disable-pip-version-check --no-deps \
   -r "$root/python/requirements-torch-nodeps.txt"
-"$venv/bin/pip" install -q --disable-pip-version-check -r "$root/python/requirements-torch.txt"
+"$venv/bin/pip" install -q --disable-pip-version-check --no-deps \
+  -r "$root/python/requirements-torch.txt"
 # --- end tenfold.torch ---
-"$root/scripts/build.sh" -DTENFOLD_TEST_PYTHON="$venv/bin/python"
+# Tests and benchmarks on, CUDA back to its default (found or not), whatever demo.sh
+# left in the cache.
+"$root/scripts/build.sh" -UTENFOLD_WITH_CUDA -DTENFOLD_BUILD_TESTS=ON -DTENFOLD_BUILD_BENCH=ON \
+  -DTENFOLD_TEST_PYTHON="$venv/bin/python"
 ctest --test-dir "$root/build" --output-on-failure -j "$(nproc)"
 # The Python package, built by pip as a user builds it (pyproject.toml), then its tests
 # against the installed copy, the program of the build above for the CLI comparisons.

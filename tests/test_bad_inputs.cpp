@@ -84,8 +84,10 @@ TEST(BadSparseFiles, ALongLineIsRefusedInLinearTime) {
 
 TEST(BadSparseFiles, CommentsByteOrderMarkAndCaseOfTheExtension) {
   TempDir dir;
-  const SparseTensor<double> x = io::load_sparse_file<double>(
-      write(dir, "C.TNS", "\xEF\xBB\xBF" "1 1 1 1.5 # first\n2 2 2 2.5\t# second\n"));
+  const SparseTensor<double> x =
+      io::load_sparse_file<double>(write(dir, "C.TNS",
+                                         "\xEF\xBB\xBF"
+                                         "1 1 1 1.5 # first\n2 2 2 2.5\t# second\n"));
   EXPECT_EQ(x.values(), (std::vector<double>{1.5, 2.5}));
   EXPECT_TRUE(io::is_sparse_file(dir / "X.Tns.GZ"));
   // Y.TFSPARSE is written and read as the binary form.
@@ -113,7 +115,9 @@ TEST(BadSparseFiles, MessagesSayWhatIsWrongWithTheField) {
                              "'1e-50' underflows float32");
   expect_throw_with<IoError>(load("1 1 1 nan\n"), "column 4: 'nan' is NaN");
   expect_throw_with<IoError>(load("1 1 1 abc\n"), "column 4: 'abc' is not a number");
-  expect_throw_with<IoError>(load(std::string("1 \x00" "2 1 1\n", 9)),
+  expect_throw_with<IoError>(load(std::string("1 \x00"
+                                              "2 1 1\n",
+                                              9)),
                              "column 2: '\\x002' is not an index");
   expect_throw_with<IoError>(load("1 2\r3 1 1\n"), "column 2: '2\\x0d3' is not an index");
 }
@@ -124,7 +128,9 @@ TEST(BadSparseFiles, DuplicatesWhoseSumOverflowsAreRefused) {
       [&] { io::load_tns<double>(write(dir, "d.tns", "1 1 1 1e308\n2 2 2 1\n1 1 1 1e308\n")); },
       "the duplicate entries at index (0, 0, 0) sum to +Inf");
   expect_throw_with<InvalidArgument>(
-      [] { SparseTensor<float>({2}, {1, 1}, {-3e38f, -3e38f}); },
+      [] {
+        SparseTensor<float>({2}, {1, 1}, {-3e38f, -3e38f});
+      },
       "the duplicate entries at index (1) sum to -Inf: their sum overflows float32");
 }
 
@@ -173,8 +179,11 @@ TEST(BadCpInputs, HyperSparseTensorsGetANonzeroModel) {
 TEST(BadCpInputs, TheZeroTensorIsRefused) {
   CpOptions o;
   o.rank = 1;
-  expect_throw_with<InvalidArgument>([&] { cp_als(Tensor<double>({3, 4, 2}), o); },
-                                     "the tensor is zero");
+  expect_throw_with<InvalidArgument>(
+      [&] {
+        cp_als(Tensor<double>({3, 4, 2}), o);
+      },
+      "the tensor is zero");
 }
 
 TEST(BadCpInputs, CpAprRefusesStartsThatCannotMoveAndCountsItCannotHold) {

@@ -155,8 +155,8 @@ TEST(CliSparse, ShapeFlagRankLimitsAndOutputsCheckedFirst) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(report(dir, "o")["shape"], (std::vector<int>{10, 7, 6}));
   EXPECT_EQ(tenfold::io::load_npy<double>(dir / "o" / "factor_0.npy").numel(), 10 * 2);
-  r = tenfold_cli(dir, "cp " + (dir / "x.npy").string() + " --rank 2 --shape 8,7,6 -o " +
-                           (dir / "d").string());
+  r = tenfold_cli(
+      dir, "cp " + (dir / "x.npy").string() + " --rank 2 --shape 8,7,6 -o " + (dir / "d").string());
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_NE(r.err.find("--shape applies to sparse inputs"), std::string::npos) << r.err;
   r = tenfold_cli(dir, "cp-apr " + x + " --rank 2 --shape 8,0,6 -o " + (dir / "d").string());
@@ -181,9 +181,9 @@ TEST(CliSparse, ShapeFlagRankLimitsAndOutputsCheckedFirst) {
 TEST(CliSparse, ThreadsTheSystemRefusesAreOneLine) {
   TempDir dir;
   write_counts(dir);
-  const std::string cmd = "ulimit -v 8000000; OMP_NUM_THREADS=5000 " +
-                          std::string(TENFOLD_CLI) + " cp " + (dir / "x.tns").string() +
-                          " --rank 2 -q -o " + (dir / "t").string();
+  const std::string cmd = "ulimit -v 8000000; OMP_NUM_THREADS=5000 " + std::string(TENFOLD_CLI) +
+                          " cp " + (dir / "x.tns").string() + " --rank 2 -q -o " +
+                          (dir / "t").string();
   // (the program runs once for --version, then under the limit: the shell's last command)
   const CliRun t = tenfold_cli(dir, "--version >/dev/null; " + cmd);
   EXPECT_EQ(t.code, 1) << t.err;

@@ -34,7 +34,7 @@ struct CpArgs {
   int fit_check_every = 0;
   double ridge = 0.0;
   double time_limit = 0.0;
-  std::string grid;  // --grid, per NumPy axis
+  std::string grid;            // --grid, per NumPy axis
   std::vector<index_t> shape;  // --shape, sparse inputs
   CommonOptions common;
 };

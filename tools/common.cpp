@@ -369,10 +369,10 @@ template Tensor<double> load_input<double>(const std::string&, const io::NpyHead
 template std::vector<std::uint8_t> observed_entries<float>(const Tensor<float>&, index_t&);
 template std::vector<std::uint8_t> observed_entries<double>(const Tensor<double>&, index_t&);
 template SparseTensor<float> load_sparse_input<float>(const std::string&,
-                                                     const std::vector<index_t>&, io::NpyHeader&);
+                                                      const std::vector<index_t>&, io::NpyHeader&);
 template SparseTensor<double> load_sparse_input<double>(const std::string&,
-                                                       const std::vector<index_t>&,
-                                                       io::NpyHeader&);
+                                                        const std::vector<index_t>&,
+                                                        io::NpyHeader&);
 template void save_factors<float>(const std::filesystem::path&, const io::NpyHeader&,
                                   const std::vector<Matrix<float>>&);
 template void save_factors<double>(const std::filesystem::path&, const io::NpyHeader&,

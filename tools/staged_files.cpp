@@ -35,8 +35,8 @@ void StagedFiles::commit() {
     std::error_code ec;
     fs::create_directories(e.out.parent_path(), ec);
     if (ec) {
-      throw IoError("cannot create the folder '" + e.out.parent_path().string() + "': " +
-                    ec.message());
+      throw IoError("cannot create the folder '" + e.out.parent_path().string() +
+                    "': " + ec.message());
     }
   }
   for (const Entry& e : entries_) {

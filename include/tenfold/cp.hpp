@@ -160,7 +160,9 @@ struct TENFOLD_API CpOptions {
   /// seed `seed + s`; the result is the start with the best final fit. 0 (the default)
   /// is automatic: cp_compressed_starts(dims, rank) when the tensor is compressed first
   /// and `init` is automatic or nvecs without given factors (the starts then run on the
-  /// small core, where they cost little), else 1.
+  /// small core, where they cost little); else, with `init` automatic and no given or
+  /// fixed factors, the first start and random ones within half its sweeps (a random
+  /// one kept only when it converged and fits clearly better; docs/algorithms.md); else 1.
   int n_starts = 0;
   /// Non-negative factors: each mode update is HALS (projected coordinate descent on
   /// the columns) instead of the normal-equation solve. The start is made non-negative

@@ -19,11 +19,11 @@
 #include "cp/compressed.hpp"
 #include "cp/dense_operand.hpp"
 #include "cp/hals.hpp"
-#include "cp/revive.hpp"
 #include "cp/kruskal_operand.hpp"
 #include "cp/line_search.hpp"
 #include "cp/masked_operand.hpp"
 #include "cp/reversed_operand.hpp"
+#include "cp/revive.hpp"
 #include "cp/sampled.hpp"
 #include "cp/sparsity_operand.hpp"
 #include "cp/start_check.hpp"
@@ -189,8 +189,9 @@ void initialise(CpOperand<T>& x, Compute<T>& c, const CpOptions& o,
       std::vector<real_t<T>> w(static_cast<std::size_t>(in));
       x.mode_gram(n, g.get());
       if (!std::isfinite(c.sum_squares(static_cast<std::size_t>(in * in), g.get()))) {
-        throw NumericalError("the nvecs start overflows: the Gram of mode " + std::to_string(n) +
-                             " is not finite in this precision; scale the tensor down, or start at random");
+        throw NumericalError(
+            "the nvecs start overflows: the Gram of mode " + std::to_string(n) +
+            " is not finite in this precision; scale the tensor down, or start at random");
       }
       if (x.gram_eigenvectors(n, g.get(), std::min(r, in), s.u[ni].get())) continue;
       c.syevd(in, g.get(), in, w.data());
@@ -463,10 +464,11 @@ CpResult<T> run_cp_als(CpOperand<T>& x, Compute<T>& c, const CpOptions& o,
   }
   // Components that fell to zero are revived where an update could not zero them on
   // purpose (non-negative HALS can) and the loop updates the factors itself.
-  const bool revivable = !x.updates_factors() &&
-                         std::none_of(constrained.begin(), constrained.end(), std::identity());
+  const bool revivable =
+      !x.updates_factors() && std::none_of(constrained.begin(), constrained.end(), std::identity());
   std::vector<bool> free(static_cast<std::size_t>(order));
-  for (int n = 0; n < order; ++n) free[static_cast<std::size_t>(n)] = !fixed[static_cast<std::size_t>(n)];
+  for (int n = 0; n < order; ++n)
+    free[static_cast<std::size_t>(n)] = !fixed[static_cast<std::size_t>(n)];
   std::vector<int> revivals(static_cast<std::size_t>(r), 0);
   Rng revive_rng(o.seed ^ 0x9e3779b97f4a7c15ULL);
   double previous_resid2 = std::numeric_limits<double>::infinity();
@@ -570,7 +572,9 @@ CpResult<T> run_cp_als(CpOperand<T>& x, Compute<T>& c, const CpOptions& o,
     if (revivable && !exact && iter < o.max_iters && (!stop || *stop == CpStop::converged)) {
       timed(t.other, [&] {
         std::vector<index_t> dead = zero_components<T>(c, gram_ptrs, r, free);
-        std::erase_if(dead, [&](index_t j) { return revivals[static_cast<std::size_t>(j)] >= kCpMaxRevivals; });
+        std::erase_if(dead, [&](index_t j) {
+          return revivals[static_cast<std::size_t>(j)] >= kCpMaxRevivals;
+        });
         if (dead.empty()) return;
         redraw_columns<T>(c, dims, s.ptrs, free, dead, r, s.lambda.get(), revive_rng);
         for (const index_t j : dead) ++revivals[static_cast<std::size_t>(j)];
@@ -692,12 +696,12 @@ void arrange(KTensor<T>& model, const std::vector<bool>& nonnegative) {
   }
 }
 
-#define TENFOLD_INSTANTIATE_CP_ALS_STEPS(T)                                              \
-  template void validate_cp_options<T>(const CpOptions&, std::span<const Matrix<T>>,     \
-                                       const std::vector<index_t>&);                     \
-  template CpResult<T> run_cp_als<T>(CpOperand<T>&, Compute<T>&, const CpOptions&,       \
-                                     std::span<const Matrix<T>>, Clock::time_point);     \
-  template void arrange<T>(KTensor<T>&, const std::vector<bool>&);                       \
+#define TENFOLD_INSTANTIATE_CP_ALS_STEPS(T)                                          \
+  template void validate_cp_options<T>(const CpOptions&, std::span<const Matrix<T>>, \
+                                       const std::vector<index_t>&);                 \
+  template CpResult<T> run_cp_als<T>(CpOperand<T>&, Compute<T>&, const CpOptions&,   \
+                                     std::span<const Matrix<T>>, Clock::time_point); \
+  template void arrange<T>(KTensor<T>&, const std::vector<bool>&);                   \
   template bool cholesky_qr<T>(Compute<T>&, index_t, index_t, T*, T*, bool);
 TENFOLD_INSTANTIATE_FOR_EACH_VALUE_TYPE(TENFOLD_INSTANTIATE_CP_ALS_STEPS)
 TENFOLD_INSTANTIATE_FOR_EACH_COMPLEX_TYPE(TENFOLD_INSTANTIATE_CP_ALS_STEPS)

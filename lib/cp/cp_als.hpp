@@ -57,10 +57,16 @@ CpResult<T> run_cp_als(CpOperand<T>& x, Compute<T>& c, const CpOptions& options,
                        std::span<const Matrix<T>> initial_factors,
                        std::chrono::steady_clock::time_point start);
 
+/// Most random starts, and the fewest sweeps left for one, that n_starts = 0 adds.
+inline constexpr int kCpMaxAutomaticStarts = 8;
+inline constexpr int kCpMinAutomaticSweeps = 5;
+
 /// Runs options.n_starts starts of run_cp_als on x (reset between starts): start 0 from
 /// `initial_factors` or options.init and seed, start s > 0 random with seed + s; with
 /// `extra_sweeps` >= 0, no random start begins once the random starts have run that many
-/// sweeps in all. Returns the best final fit, with every start's fit in start_fits and
+/// sweeps in all. n_starts = 0 with init automatic, no given or fixed factors and no
+/// `extra_sweeps` adds random starts within half the first start's sweeps (see
+/// multi_start.cpp). Returns the best final fit, with every start's fit in start_fits and
 /// the total time in timings.total.
 template <class T>
 CpResult<T> run_cp_starts(CpOperand<T>& x, Compute<T>& c, const CpOptions& options,

@@ -26,8 +26,8 @@ std::vector<index_t> zero_components(Compute<T>& c, std::span<T* const> grams, i
 
 template <class T>
 void redraw_columns(Compute<T>& c, std::span<const index_t> dims, std::span<T* const> factors,
-                    const std::vector<bool>& free, std::span<const index_t> columns,
-                    index_t rank, T* lambda, Rng& rng) {
+                    const std::vector<bool>& free, std::span<const index_t> columns, index_t rank,
+                    T* lambda, Rng& rng) {
   std::vector<T> host(static_cast<std::size_t>(rank));
   c.download(host.data(), lambda, host.size());
   for (const index_t j : columns) host[static_cast<std::size_t>(j)] = T(1);
@@ -42,12 +42,12 @@ void redraw_columns(Compute<T>& c, std::span<const index_t> dims, std::span<T* c
   }
 }
 
-#define TENFOLD_INSTANTIATE_REVIVE(T)                                                         \
-  template std::vector<index_t> zero_components<T>(Compute<T>&, std::span<T* const>, index_t, \
-                                                   const std::vector<bool>&);                 \
-  template void redraw_columns<T>(Compute<T>&, std::span<const index_t>, std::span<T* const>, \
-                                  const std::vector<bool>&, std::span<const index_t>, index_t, \
-                                  T*, Rng&);
+#define TENFOLD_INSTANTIATE_REVIVE(T)                                                              \
+  template std::vector<index_t> zero_components<T>(Compute<T>&, std::span<T* const>, index_t,      \
+                                                   const std::vector<bool>&);                      \
+  template void redraw_columns<T>(Compute<T>&, std::span<const index_t>, std::span<T* const>,      \
+                                  const std::vector<bool>&, std::span<const index_t>, index_t, T*, \
+                                  Rng&);
 TENFOLD_INSTANTIATE_FOR_EACH_VALUE_TYPE(TENFOLD_INSTANTIATE_REVIVE)
 TENFOLD_INSTANTIATE_FOR_EACH_COMPLEX_TYPE(TENFOLD_INSTANTIATE_REVIVE)
 

@@ -26,7 +26,7 @@ std::vector<index_t> zero_components(Compute<T>& c, std::span<T* const> grams, i
 /// for each j in `columns`, and lambda_j <- 1.
 template <class T>
 void redraw_columns(Compute<T>& c, std::span<const index_t> dims, std::span<T* const> factors,
-                    const std::vector<bool>& free, std::span<const index_t> columns,
-                    index_t rank, T* lambda, Rng& rng);
+                    const std::vector<bool>& free, std::span<const index_t> columns, index_t rank,
+                    T* lambda, Rng& rng);
 
 }  // namespace tenfold::detail

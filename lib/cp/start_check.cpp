@@ -137,7 +137,6 @@ void check_start_can_move(const CpOptions& o, std::span<const Matrix<T>> initial
                         "them; give a start with independent components");
 }
 
-
 template <class T>
 void require_live_components(std::span<const Matrix<T>> start, int zero_factors_allowed,
                              const std::string& solver, const std::string& why) {
@@ -173,18 +172,18 @@ void require_nonnegative_start(std::span<const Matrix<T>> start, const std::stri
   }
 }
 
-#define TENFOLD_INSTANTIATE_START_CHECK(T)                                                  \
-  template std::vector<index_t> stuck_components<T>(std::span<const Matrix<T>>, index_t,    \
-                                                    const std::vector<int>&);               \
-  template void check_start_can_move<T>(const CpOptions&, std::span<const Matrix<T>>,       \
-                                        const std::vector<index_t>&);                       \
-  template void require_live_components<T>(std::span<const Matrix<T>>, int,                \
-                                           const std::string&, const std::string&);
+#define TENFOLD_INSTANTIATE_START_CHECK(T)                                                      \
+  template std::vector<index_t> stuck_components<T>(std::span<const Matrix<T>>, index_t,        \
+                                                    const std::vector<int>&);                   \
+  template void check_start_can_move<T>(const CpOptions&, std::span<const Matrix<T>>,           \
+                                        const std::vector<index_t>&);                           \
+  template void require_live_components<T>(std::span<const Matrix<T>>, int, const std::string&, \
+                                           const std::string&);
 TENFOLD_INSTANTIATE_FOR_EACH_VALUE_TYPE(TENFOLD_INSTANTIATE_START_CHECK)
 TENFOLD_INSTANTIATE_FOR_EACH_COMPLEX_TYPE(TENFOLD_INSTANTIATE_START_CHECK)
-template void require_nonnegative_start<float>(std::span<const Matrix<float>>,
-                                               const std::string&, const std::string&);
-template void require_nonnegative_start<double>(std::span<const Matrix<double>>,
-                                                const std::string&, const std::string&);
+template void require_nonnegative_start<float>(std::span<const Matrix<float>>, const std::string&,
+                                               const std::string&);
+template void require_nonnegative_start<double>(std::span<const Matrix<double>>, const std::string&,
+                                                const std::string&);
 
 }  // namespace tenfold::detail

@@ -221,6 +221,9 @@ CpResult<T> cp_als(const DistTensor<T>& x, const CpOptions& options, CpStart<T> 
     MPI_Allreduce(MPI_IN_PLACE, &go_on, 1, MPI_INT, MPI_MIN, comm);
     return go_on == 1;
   };
+  // One start by default: the automatic random starts of a single process would pick
+  // by fits that rounding may order differently across process counts.
+  if (o.n_starts == 0) o.n_starts = 1;
   auto c = tenfold::detail::make_compute<T>(Backend::cpu);
   detail::DistDenseOperand<T> op(*c, x);
   return tenfold::detail::run_cp_starts(op, *c, o, initial_factors, start);

@@ -13,8 +13,8 @@
 
 #include <algorithm>
 #include <charconv>
-#include <limits>
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "core/format.hpp"
@@ -79,8 +79,8 @@ void validate_counts(const SparseTensor<T>& x) {
   for (const T v : x.values()) total += static_cast<double>(v);
   const double limit = static_cast<double>(std::numeric_limits<T>::max()) * 1e-6;
   if (!(total <= limit)) {
-    throw InvalidArgument("CP-APR: the counts sum to " + detail::number_string(total) + ", beyond " +
-                          detail::number_string(limit) + " that " +
+    throw InvalidArgument("CP-APR: the counts sum to " + detail::number_string(total) +
+                          ", beyond " + detail::number_string(limit) + " that " +
                           (sizeof(T) == 4 ? "float32" : "float64") +
                           " holds through the updates; scale the counts down");
   }
@@ -279,8 +279,9 @@ CpAprResult<T> cp_apr(const SparseTensor<T>& x, const CpAprOptions& o, CpStart<T
   res.converged = res.stop == CpStop::converged;
   res.log_likelihood = log_likelihood(*trees[0], m);
   if (std::isnan(res.log_likelihood)) {
-    throw NumericalError("CP-APR: the log-likelihood of the model is not a number (overflow: "
-                         "scale the counts down, or compute in float64)");
+    throw NumericalError(
+        "CP-APR: the log-likelihood of the model is not a number (overflow: "
+        "scale the counts down, or compute in float64)");
   }
   res.model.weights = m.lambda;
   for (int n = 0; n < order; ++n) {

@@ -240,7 +240,8 @@ std::string bad_value(std::string_view f) {
   const char* type = sizeof(T) == 4 ? "float32" : "float64";
   long double wide = 0;
   const auto [end, ec] = std::from_chars(f.data(), f.data() + f.size(), wide);
-  const bool number = end == f.data() + f.size() && (ec == std::errc() || ec == std::errc::result_out_of_range);
+  const bool number =
+      end == f.data() + f.size() && (ec == std::errc() || ec == std::errc::result_out_of_range);
   const std::string shown = "'" + printable(f) + "'";
   if (!number) return shown + " is not a number";
   if (std::isnan(wide)) return shown + " is NaN (values must be finite)";
@@ -544,7 +545,7 @@ void save_sparse_file(const std::filesystem::path& path, const SparseTensor<T>& 
   template SparseTensor<T> load_sparse<T>(const std::filesystem::path&);                        \
   template void save_sparse<T>(const std::filesystem::path&, const SparseTensor<T>&);           \
   template void save_sparse_file<T>(const std::filesystem::path&, const SparseTensor<T>&);      \
-  template SparseTensor<T> load_sparse_file<T>(const std::filesystem::path&,                   \
+  template SparseTensor<T> load_sparse_file<T>(const std::filesystem::path&,                    \
                                                std::span<const index_t>);
 TENFOLD_INSTANTIATE_FOR_EACH_VALUE_TYPE(TENFOLD_INSTANTIATE_SPARSE_IO)
 

@@ -37,8 +37,7 @@ NB_MODULE(_tenfold, m) {
           {"function_nonzeros", "function_samples"},
           {"function_zeros", "function_samples"}};
       const auto name = names.find(e.option());
-      const std::string text =
-          name == names.end() ? e.what() : name->second + " " + e.problem();
+      const std::string text = name == names.end() ? e.what() : name->second + " " + e.problem();
       PyErr_SetString(PyExc_ValueError, text.c_str());
     } catch (const tenfold::InvalidArgument& e) {  // DimensionMismatch included
       PyErr_SetString(PyExc_ValueError, e.what());
