@@ -5,9 +5,10 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/install-deps.sh"
-# The library and the program only: no tests, benchmarks or CUDA objects (TENFOLD_WITH_CUDA=ON
-# in the environment asks for them). scripts/test.sh builds the rest into the same folder.
-"$root/scripts/build.sh" -DTENFOLD_BUILD_TESTS=OFF -DTENFOLD_BUILD_BENCH=OFF \
+# The library and the program only: no tests, benchmarks, MPI component or CUDA objects
+# (TENFOLD_WITH_CUDA=ON in the environment asks for those). scripts/test.sh builds the
+# rest into the same folder.
+"$root/scripts/build.sh" -DTENFOLD_BUILD_TESTS=OFF -DTENFOLD_BUILD_BENCH=OFF -DTENFOLD_WITH_MPI=OFF \
   -DTENFOLD_WITH_CUDA="${TENFOLD_WITH_CUDA:-OFF}"
 out=$(mktemp -d)
 "$root/build/tools/tenfold" cp "$root/tests/data/COVID19_data.npy" --rank 2 --init nvecs \

@@ -18,9 +18,10 @@ venv="$root/.venv-test"
 "$venv/bin/pip" install -q --disable-pip-version-check --no-deps \
   -r "$root/python/requirements-torch.txt"
 # --- end tenfold.torch ---
-# Tests and benchmarks on, CUDA back to its default (found or not), whatever demo.sh
-# left in the cache.
-"$root/scripts/build.sh" -UTENFOLD_WITH_CUDA -DTENFOLD_BUILD_TESTS=ON -DTENFOLD_BUILD_BENCH=ON \
+# Tests and benchmarks on, CUDA and MPI back to their defaults (found or not), whatever
+# demo.sh left in the cache.
+"$root/scripts/build.sh" -UTENFOLD_WITH_CUDA -UTENFOLD_WITH_MPI -DTENFOLD_BUILD_TESTS=ON \
+  -DTENFOLD_BUILD_BENCH=ON \
   -DTENFOLD_TEST_PYTHON="$venv/bin/python"
 ctest --test-dir "$root/build" --output-on-failure -j "$(nproc)"
 # The Python package, built by pip as a user builds it (pyproject.toml), then its tests

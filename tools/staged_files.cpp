@@ -23,9 +23,11 @@ fs::path StagedFiles::stage(const fs::path& out) {
   const fs::path target = fs::absolute(out, ec);
   fs::path folder = target.parent_path();
   while (!fs::exists(folder, ec) && folder.has_relative_path()) folder = folder.parent_path();
-  const fs::path temporary =
-      folder / ("." + target.filename().string() + ".tmp." + std::to_string(::getpid()) + "." +
-                std::to_string(entries_.size()));
+  // (built by appending: GCC 12 warns falsely on "." + std::string)
+  std::string name = ".";
+  name += target.filename().string();
+  name += ".tmp." + std::to_string(::getpid()) + "." + std::to_string(entries_.size());
+  const fs::path temporary = folder / name;
   entries_.push_back({temporary, target});
   return temporary;
 }
