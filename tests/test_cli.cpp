@@ -10,6 +10,7 @@
 #include <sstream>
 #include <string>
 
+#include "attention/checkpoint_parts.hpp"
 #include "cli_run.hpp"
 #include "cp_test_util.hpp"
 #include "scoped_env.hpp"

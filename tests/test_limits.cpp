@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "attention/checkpoint_parts.hpp"
 #include "random_matrix.hpp"
 #include "temp_dir.hpp"
 #include "tenfold/attention.hpp"

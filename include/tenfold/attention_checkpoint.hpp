@@ -1,7 +1,10 @@
 // Checkpoint-level attention compression: finds the query/key side of every
 // attention layer in a BERT-family (BERT, RoBERTa, MiniLM), DistilBERT, ALBERT,
 // ViT/DeiT or GPT-2 safetensors checkpoint, compresses each into collaborative form, and writes a
-// checkpoint where everything else is copied through bit for bit.
+// checkpoint where everything else is copied through bit for bit; and rotary checkpoints
+// (Llama, Qwen2, Mistral) into band latents. This header holds what a user calls; the
+// parts the conversions are built from (layer finding and loading, the config.json and
+// calibration file readers) are private to the library.
 #pragma once
 
 #include <cstdint>
@@ -13,85 +16,11 @@
 
 #include "tenfold/attention.hpp"
 #include "tenfold/export.hpp"
-#include "tenfold/safetensors.hpp"
 
 namespace tenfold::attention {
 
-/// Tensor names of one layer's query/key side. `prefix` is the attention prefix P
-/// (BERT: "...encoder.layer.<n>.attention.self.", DistilBERT:
-/// "...transformer.layer.<n>.attention.", ALBERT:
-/// "...albert_layer_groups.<g>.albert_layers.<i>.attention.", ViT/DeiT:
-/// "...encoder.layer.<n>.attention.attention." or, with q_proj/k_proj names,
-/// "...encoder.layer.<n>.attention.", GPT-2: "...h.<n>.attn."); biases are empty
-/// names when absent. `fused_qkv` (GPT-2): query_weight = key_weight names one Conv1D
-/// weight of shape (in, 3 out) holding [q | k | v], query_bias = key_bias its bias.
-struct TENFOLD_API LayerNames {
-  int index = 0;
-  std::string prefix;
-  std::string query_weight, query_bias, key_weight, key_bias;
-  bool fused_qkv = false;
-};
-
-/// The attention layers of a checkpoint, by layer index. Throws IoError when none
-/// is found or a layer misses its query or key weight (also when a layer has a key
-/// weight or a query/key bias but no query weight).
-TENFOLD_API std::vector<LayerNames> find_layers(const io::SafetensorsFile& file);
-
-/// What the checkpoint functions take from the config.json beside a checkpoint.
-struct TENFOLD_API ModelConfig {
-  index_t heads = 0;        ///< num_attention_heads = n_heads = n_head (0: none given)
-  index_t hidden_size = 0;  ///< hidden_size = n_embd = dim (0: none given)
-  /// GPT-2 (fused c_attn layers only): scores divided by sqrt(d) (false: not scaled),
-  /// and also by layer index + 1.
-  bool scale_attn_weights = true;
-  bool scale_attn_by_inverse_layer_idx = false;
-};
-
 /// The config.json the checkpoint functions read: the one beside `checkpoint`.
 TENFOLD_API std::filesystem::path config_path(const std::filesystem::path& checkpoint);
-
-/// Reads config_path(checkpoint); the defaults when there is no such file. Throws
-/// IoError naming the file and the keys on malformed JSON, a value of the wrong type,
-/// or two spellings of the same setting that disagree (num_attention_heads 4, n_head 8).
-TENFOLD_API ModelConfig read_model_config(const std::filesystem::path& checkpoint);
-
-/// Head count from the config.json beside `checkpoint` (read_model_config); 0 when
-/// there is no such file or key.
-TENFOLD_API index_t heads_from_config(const std::filesystem::path& checkpoint);
-
-/// Loads one layer; throws IoError / DimensionMismatch when shapes disagree or
-/// `heads` does not divide the query width, InvalidArgument naming the tensor and
-/// its index as stored ([row, column] of the (out x in) weight) for a NaN or Inf.
-template <class T>
-TENFOLD_API QueryKeyLayer<T> load_layer(const io::SafetensorsFile& file, const LayerNames& names,
-                                        index_t heads);
-
-/// A calibration statistics file: safetensors holding, for each attention layer with
-/// prefix P, P + "input_moment" (D x D, F32 or F64): the mean of x x^T over the
-/// calibration tokens the layer's queries see (padding excluded), and optionally
-/// P + "key_input_moment" when its keys see other tokens; metadata
-/// "tenfold.calibration.tokens" (the token count, a positive integer) and optionally
-/// "tenfold.calibration.source" (free text).
-class TENFOLD_API CalibrationFile {
- public:
-  /// Opens the file and checks its metadata. Throws IoError naming the problem.
-  explicit CalibrationFile(const std::filesystem::path& path);
-
-  std::int64_t tokens() const { return tokens_; }
-  const std::string& source() const { return source_; }
-  /// Throws IoError naming the first moment whose prefix is not in `prefixes`, or the
-  /// first prefix without an input moment.
-  void check_prefixes(const std::vector<std::string>& prefixes) const;
-  /// The layer's moments, validated (D x D, finite, symmetric and positive
-  /// semi-definite to the round-off of the stored dtype): IoError / InvalidArgument
-  /// naming the tensor and `layer`.
-  InputMoments moments(const std::string& prefix, int layer, index_t input_dim) const;
-
- private:
-  io::SafetensorsFile file_;
-  std::int64_t tokens_ = 0;
-  std::string source_;
-};
 
 /// What happened to one layer.
 struct TENFOLD_API LayerReport {
@@ -117,8 +46,10 @@ struct TENFOLD_API CheckpointOptions {
   /// file is refused (InvalidArgument).
   index_t heads = 0;
   bool float64 = false;  ///< compute and write the new tensors in float64 (else float32)
-  /// Calibration statistics (CalibrationFile) for data-aware compression with
-  /// compress.damping; empty: the weight-space objective.
+  /// Calibration statistics for data-aware compression with compress.damping: a
+  /// safetensors file with P + "input_moment" (D x D, the mean of x x^T over the tokens
+  /// the layer with prefix P sees), optionally P + "key_input_moment", and metadata
+  /// tenfold.calibration.tokens (docs/attention.md); empty: the weight-space objective.
   std::filesystem::path calibration;
   /// Called after each layer (progress).
   std::function<void(const LayerReport&)> on_layer;
@@ -146,7 +77,7 @@ struct TENFOLD_API CheckpointReport {
 /// data-aware, with tenfold.calibration.{file,tokens,source,damping}:
 /// tenfold.calibration.relative_errors, data space). The layer's own score scale is
 /// what is folded: 1/sqrt(d), or for GPT-2 what its config.json says
-/// (ModelConfig::scale_attn_weights, scale_attn_by_inverse_layer_idx). config.json's
+/// (scale_attn_weights, scale_attn_by_inverse_layer_idx). config.json's
 /// hidden_size must be the layers' input width. Everything is validated before
 /// anything is written; the inputs (checkpoint, config.json, calibration file) are
 /// never modified, and `output` may be none of them. Throws IoError / InvalidArgument
@@ -190,19 +121,13 @@ struct TENFOLD_API RotaryConfig {
 /// ...), other rotary model types.
 TENFOLD_API bool is_rotary_checkpoint(const std::filesystem::path& checkpoint);
 
-/// Reads and checks the rotary config beside `checkpoint`: refuses partial rotary
-/// embeddings, RoPE types other than default and linear (length-dependent ones:
-/// dynamic, longrope; and llama3 / yarn, which the program does not compute), naming
-/// the key and the reason.
-TENFOLD_API RotaryConfig read_rotary_config(const std::filesystem::path& checkpoint);
-
 /// Options of compress_rotary_checkpoint.
 struct TENFOLD_API RotaryCheckpointOptions {
   /// bands, key_values (0: full), context, damping; inv_freq is taken from the config.
   RotaryOptions rotary;
   bool float64 = false;  ///< write the new tensors in float64 (else float32)
-  /// Calibration statistics (CalibrationFile): P + "input_moment" of E[x' x'^T], with
-  /// x' = [x; 1] ((D+1) x (D+1)) when the layers have query or key biases, else x (D x D).
+  /// Calibration statistics (as CheckpointOptions::calibration): P + "input_moment" of E[x' x'^T],
+  /// with x' = [x; 1] ((D+1) x (D+1)) when the layers have query or key biases, else x (D x D).
   std::filesystem::path calibration;
 };
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/layout.hpp"
+#include "cp/cp_options.hpp"
 #include "cp/operand.hpp"
 #include "tenfold/cp.hpp"
 #include "tenfold/error.hpp"
@@ -26,28 +27,6 @@ inline double seconds_since(Clock::time_point t) {
 /// the shift fails, false (U then unspecified).
 template <class T>
 bool cholesky_qr(Compute<T>& c, index_t rows, index_t k, T* u, T* chol, bool shifted);
-
-/// Throws InvalidOption("rank") for a rank above max_cp_rank(dims): no tensor of that
-/// shape needs more components, and each costs memory and work (every CP method).
-void check_cp_rank(index_t rank, const std::vector<index_t>& dims);
-
-/// Throws InvalidArgument / DimensionMismatch for options and a start that do not fit
-/// `dims` (see CpStart).
-template <class T>
-void validate_cp_options(const CpOptions& options, std::span<const Matrix<T>> initial_factors,
-                         const std::vector<index_t>& dims);
-
-/// CpOptions::sparsity is for a dense tensor without a mask: `input` names any other.
-inline void refuse_sparsity(const CpOptions& options, const std::string& input) {
-  if (options.sparsity > 0) {
-    throw InvalidArgument("sparsity applies to dense tensors without a mask, not to " + input);
-  }
-}
-
-/// Throws InvalidArgument when options ask for the sampled solver on an input that only
-/// the exact one takes (`input` names it, e.g. "a tensor given as a model"); in
-/// cp/sampled.cpp.
-void require_exact_solver(const CpOptions& options, const char* input);
 
 /// Runs CP-ALS on an operand whose options and start were validated: from
 /// `initial_factors` when there are any, else from options.init; `start` is when the

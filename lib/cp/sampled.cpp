@@ -395,7 +395,9 @@ void SampledOperand<T>::leverage_cdf(int m, const T* u) {
   }
   if (!(total > 0.0)) {
     throw NumericalError("solver = sampled: factor " + std::to_string(m) +
-                         " is zero, so no row of the Khatri-Rao product can be sampled");
+                         " is zero, so no row of the Khatri-Rao product can be sampled (the "
+                         "start missed every nonzero of a very sparse tensor: start at random, "
+                         "or use the exact solver, which restarts such components)");
   }
   for (double& v : cdf) v /= total;
   cdf.back() = 1.0;  // every uniform draw in [0, 1) then picks a row of positive mass
@@ -598,38 +600,6 @@ bool leading_eigenvectors_sketched(index_t n, const double* g, index_t r, std::u
   for (index_t j = 0; j < r; ++j) std::copy_n(h.data() + (k - 1 - j) * k, k, top.data() + j * k);
   c->gemm(Op::none, Op::none, n, r, k, 1.0, q.data(), n, top.data(), k, 0.0, u, n);
   return true;
-}
-
-void validate_cp_solver(const CpOptions& o) {
-  if (o.samples < 0) {
-    throw InvalidOption("samples", "must be >= 0 (0: automatic), got " + std::to_string(o.samples));
-  }
-  if (o.fit_check_every < 0) {
-    throw InvalidOption("fit_check_every",
-                        "must be >= 0 (0: automatic), got " + std::to_string(o.fit_check_every));
-  }
-  if (o.solver != CpSolver::sampled) return;
-  const auto refuse = [](const std::string& what) {
-    throw InvalidArgument("solver = sampled cannot be combined with " + what);
-  };
-  if (o.nonnegative) refuse("nonnegative");
-  if (o.line_search) refuse("line_search");
-  if (o.n_starts > 1) refuse("n_starts > 1 (got " + std::to_string(o.n_starts) + ")");
-  if (o.compress == CpCompress::on) refuse("compress = on");
-  if (!o.fixed_modes.empty()) refuse("fixed modes");
-  if (o.orthogonalise > 0) refuse("orthogonalise");
-  if (o.sparsity > 0) refuse("sparsity");
-  if (o.backend != Backend::cpu) {
-    throw InvalidArgument("solver = sampled runs on the cpu backend only, got backend " +
-                          std::string(to_string(o.backend)));
-  }
-}
-
-void require_exact_solver(const CpOptions& o, const char* input) {
-  if (o.solver != CpSolver::exact) {
-    throw InvalidArgument(
-        std::string("solver = sampled needs a dense tensor without a mask, got ") + input);
-  }
 }
 
 template <class T>

@@ -48,11 +48,6 @@ class FitSample {
 bool leading_eigenvectors_sketched(index_t n, const double* g, index_t r, std::uint64_t seed,
                                    double* u);
 
-/// Throws InvalidOption for samples < 0 or fit_check_every < 0, InvalidArgument for the
-/// sampled solver with nonnegative, line_search, n_starts > 1, compress = on, fixed modes
-/// or a backend other than cpu.
-void validate_cp_solver(const CpOptions& options);
-
 /// CP-ALS of the dense tensor x (column-major; `reversed`: its modes are numbered by
 /// NumPy axis, as for run_in_axis_numbering) with the sampled solver; options
 /// validated, layout col_major.
