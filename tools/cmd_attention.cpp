@@ -450,7 +450,8 @@ Command add_attention_command(CLI::App& app) {
           {{"rank", "--shared-dim"},
            {"max_iters", "--max-iters"},
            {"tol", "--tol"},
-           {"damping", "--damping"}}};
+           {"damping", "--damping"},
+           {"context", "--context"}}};
 }
 
 }  // namespace tenfold::cli

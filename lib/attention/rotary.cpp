@@ -14,6 +14,7 @@
 
 #include "attention/heads.hpp"
 #include "attention/moments.hpp"
+#include "core/format.hpp"
 #include "tenfold/error.hpp"
 
 namespace tenfold::attention {
@@ -244,9 +245,10 @@ RotaryKeys rotary_band_keys(const RotaryLayer<T>& layer, const RotaryOptions& o,
   }
   for (double f : o.inv_freq)
     if (!std::isfinite(f)) throw InvalidArgument("inv_freq has a non-finite entry");
-  if (o.context < 1) throw InvalidArgument("context must be at least 1, got " + text(o.context));
+  if (o.context < 1) throw InvalidOption("context", "must be at least 1, got " + text(o.context));
   if (!(o.damping >= 0.0) || !std::isfinite(o.damping)) {
-    throw InvalidArgument("damping must be >= 0, got " + std::to_string(o.damping));
+    throw InvalidOption(
+        "damping", "must be finite and >= 0, got " + tenfold::detail::number_string(o.damping));
   }
   if (o.key_values < 0 || o.key_values > key_heads * d) {
     throw InvalidArgument("key_values " + text(o.key_values) +
