@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "tenfold/cp.hpp"
 #include "tenfold/error.hpp"
 #include "tenfold/gcp.hpp"
 #include "tenfold/ktensor.hpp"
@@ -118,6 +119,12 @@ class Interruptible {
  private:
   std::optional<nb::python_error> raised_;
 };
+
+/// A CP-ALS result as the Python layer reads it (CPResult's attributes), the model and the
+/// core's sizes in NumPy axis order: the view's modes, reversed with `reverse`. Written
+/// once for the dense and the sparse binding (python/src/decompositions.cpp).
+template <class T>
+nb::dict cp_dict(CpResult<T>&& r, bool reverse);
 
 /// The GCP options the dense and the sparse binding share (python/src/gcp.cpp). The
 /// callback (iteration, objective, gradient norm, seconds) stops the run when it returns

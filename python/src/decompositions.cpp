@@ -1,6 +1,7 @@
 // tenfold._tenfold.cp_als and .tucker: the arrays go in as views, the GIL is released
 // while the library computes, and a check after every CP-ALS iteration and every Tucker
-// mode step lets Ctrl-C stop the run.
+// mode step lets Ctrl-C stop the run. cp_dict, the one CpResult -> dict conversion, serves
+// the sparse binding too.
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
@@ -116,35 +117,7 @@ nb::dict cp_als_typed(const InArray& tensor, index_t rank, int n_iter_max, const
       throw;
     }
   });
-  nb::dict d;
-  put_model(d, std::move(r.model), reverse);
-  d["fit"] = r.fit;
-  d["relative_error"] = r.relative_error;
-  d["iterations"] = r.iterations;
-  d["converged"] = r.converged;
-  d["stop"] = std::string(to_string(r.stop));
-  d["init"] = std::string(to_string(r.init));
-  const auto n_fits = static_cast<index_t>(r.fit_history.size());
-  d["fit_history"] = owned_array(std::move(r.fit_history), {n_fits});
-  d["eigen_fallbacks"] = r.eigen_fallbacks;
-  d["revived_components"] = r.revived_components;
-  d["best_start"] = r.best_start;
-  d["start_fits"] = r.start_fits;
-  d["line_search_accepted"] = r.line_search_accepted;
-  d["compressed"] = r.compressed;
-  // The core's sizes in NumPy axis order.
-  if (reverse) std::reverse(r.compression_ranks.begin(), r.compression_ranks.end());
-  d["compression_ranks"] = r.compression_ranks;
-  d["compressed_iterations"] = r.compressed_iterations;
-  const CpTimings& t = r.timings;
-  d["timings"] = timings_dict({{"init", t.init},
-                               {"compress", t.compress},
-                               {"mttkrp", t.mttkrp},
-                               {"gram", t.gram},
-                               {"solve", t.solve},
-                               {"other", t.other},
-                               {"total", t.total}});
-  return d;
+  return cp_dict(std::move(r), reverse);
 }
 
 template <class T>
@@ -206,6 +179,44 @@ nb::dict tucker_typed(const InArray& tensor, const std::vector<index_t>& ranks,
 }
 
 }  // namespace
+
+template <class T>
+nb::dict cp_dict(CpResult<T>&& r, bool reverse) {
+  nb::dict d;
+  put_model(d, std::move(r.model), reverse);
+  d["fit"] = r.fit;
+  d["relative_error"] = r.relative_error;
+  d["iterations"] = r.iterations;
+  d["converged"] = r.converged;
+  d["stop"] = std::string(to_string(r.stop));
+  d["init"] = std::string(to_string(r.init));
+  const auto n_fits = static_cast<index_t>(r.fit_history.size());
+  d["fit_history"] = owned_array(std::move(r.fit_history), {n_fits});
+  d["eigen_fallbacks"] = r.eigen_fallbacks;
+  d["revived_components"] = r.revived_components;
+  d["best_start"] = r.best_start;
+  d["start_fits"] = r.start_fits;
+  d["line_search_accepted"] = r.line_search_accepted;
+  d["compressed"] = r.compressed;
+  // The core's sizes in NumPy axis order.
+  if (reverse) std::reverse(r.compression_ranks.begin(), r.compression_ranks.end());
+  d["compression_ranks"] = r.compression_ranks;
+  d["compressed_iterations"] = r.compressed_iterations;
+  const CpTimings& t = r.timings;
+  d["timings"] = timings_dict({{"init", t.init},
+                               {"compress", t.compress},
+                               {"mttkrp", t.mttkrp},
+                               {"gram", t.gram},
+                               {"solve", t.solve},
+                               {"other", t.other},
+                               {"total", t.total}});
+  return d;
+}
+
+template nb::dict cp_dict<float>(CpResult<float>&&, bool);
+template nb::dict cp_dict<double>(CpResult<double>&&, bool);
+template nb::dict cp_dict<std::complex<float>>(CpResult<std::complex<float>>&&, bool);
+template nb::dict cp_dict<std::complex<double>>(CpResult<std::complex<double>>&&, bool);
 
 void register_decompositions(nb::module_& m) {
   m.def(

@@ -68,30 +68,8 @@ nb::dict sparse_cp_als_typed(const Coords& coords, const Values<T>& values,
     });
   };
   CpResult<T> r = interrupt.run([&] { return cp_als(x, o, start); });
-  nb::dict d;
-  put_model(d, std::move(r.model), false);
-  d["fit"] = r.fit;
-  d["relative_error"] = r.relative_error;
-  d["iterations"] = r.iterations;
-  d["converged"] = r.converged;
-  d["stop"] = std::string(to_string(r.stop));
-  d["init"] = std::string(to_string(r.init));
-  const auto n_fits = static_cast<index_t>(r.fit_history.size());
-  d["fit_history"] = owned_array(std::move(r.fit_history), {n_fits});
-  d["eigen_fallbacks"] = r.eigen_fallbacks;
-  d["revived_components"] = r.revived_components;
-  d["best_start"] = r.best_start;
-  d["start_fits"] = r.start_fits;
-  d["line_search_accepted"] = r.line_search_accepted;
+  nb::dict d = cp_dict(std::move(r), false);
   d["nnz"] = x.nnz();
-  nb::dict t;
-  t["init"] = r.timings.init;
-  t["mttkrp"] = r.timings.mttkrp;
-  t["gram"] = r.timings.gram;
-  t["solve"] = r.timings.solve;
-  t["other"] = r.timings.other;
-  t["total"] = r.timings.total;
-  d["timings"] = t;
   return d;
 }
 

@@ -5,14 +5,14 @@ Fortran-contiguous float32/float64 input in place (see ``docs/python.md`` for th
 rule), release the GIL while they compute, and return arrays that own their memory.
 """
 
-from collections import namedtuple
-
 import numpy as np
 
 from . import _validate
 from ._arrays import as_float_array as _as_float_array
+from ._arrays import mask_like as _mask_like
 from ._blas import extension_blas_environment as _extension_blas_environment
-from . import tensorly as _tensorly
+from ._results import CPResult, CpProgress, TuckerResult
+from ._tensorly_args import run_cp as _run_cp
 
 with _extension_blas_environment():
     from . import _tenfold
@@ -47,86 +47,6 @@ __all__ = [
 from . import sparse  # noqa: E402  (after _tenfold: it calls into it)
 from ._gcp import gcp  # noqa: E402
 from .sparse import cp_apr  # noqa: E402
-
-CpProgress = namedtuple("CpProgress", ["iteration", "fit", "delta", "seconds"])
-CpProgress.__doc__ = """What a parafac callback sees after each iteration.
-
-iteration is 1-based; fit is 1 - ||X - M|| / ||X||; delta is the change of fit (the
-first iteration reports the fit itself); seconds is the wall time since the call began.
-"""
-
-
-class _Model(tuple):
-    """A pair (weights or core, factors) with the report fields as attributes."""
-
-    def __new__(cls, first, factors, **info):
-        self = super().__new__(cls, (first, factors))
-        self.__dict__.update(info)
-        return self
-
-    def __getnewargs__(self):  # pickling: the two parts, then the attributes
-        return tuple(self)
-
-    @property
-    def factors(self):
-        return self[1]
-
-    @property
-    def shape(self):
-        return tuple(f.shape[0] for f in self[1])
-
-
-class CPResult(_Model):
-    """A CP model that unpacks as ``(weights, factors)`` like TensorLy's ``CPTensor``.
-
-    ``tensorly.cp_to_tensor(result)`` reconstructs it. Attributes: weights (R,),
-    factors (list of I_n x R arrays, NumPy axis order), fit, relative_error,
-    iterations, converged, stop ("converged", "max_iters", "callback"), init (the
-    start that ran), fit_history (fit after each iteration), eigen_fallbacks,
-    revived_components (components restarted after falling to zero),
-    best_start and start_fits (n_starts), line_search_accepted, compressed,
-    compression_ranks and compressed_iterations (compression first), and timings
-    (seconds per phase: init, compress, mttkrp, gram, solve, other, total).
-    """
-
-    @property
-    def weights(self):
-        return self[0]
-
-    @property
-    def rank(self):
-        return len(self[0])
-
-    def __repr__(self):
-        return (
-            f"CPResult(shape={self.shape}, rank={self.rank}, fit={self.fit:.6g}, "
-            f"iterations={self.iterations}, converged={self.converged})"
-        )
-
-
-class TuckerResult(_Model):
-    """A Tucker model that unpacks as ``(core, factors)`` like TensorLy's ``TuckerTensor``.
-
-    ``tensorly.tucker_to_tensor(result)`` reconstructs it. Attributes: core, factors
-    (I_n x r_n, orthonormal columns, NumPy axis order), relative_error,
-    compression_ratio, eigenvalues (per axis, the Gram eigenvalues the truncation
-    saw), mode_order (axes in the order ST-HOSVD processed them), iterations and
-    converged (HOOI), error_history (HOOI) and timings (gram, eig, ttm, total).
-    """
-
-    @property
-    def core(self):
-        return self[0]
-
-    @property
-    def rank(self):
-        return self[0].shape
-
-    def __repr__(self):
-        return (
-            f"TuckerResult(shape={self.shape}, rank={self.rank}, "
-            f"relative_error={self.relative_error:.6g})"
-        )
 
 
 def set_num_threads(threads):
@@ -164,10 +84,6 @@ def show_config(mode="stdout"):
           f"BLAS kernels: {kernel}\n"
           f"threads: {config['threads']}\n"
           f"CUDA: {cuda}")
-
-
-def _seed(random_state):
-    return 0 if random_state is None else _validate.seed(random_state)
 
 
 def _given_start(init, tensor, rank):
@@ -349,7 +265,7 @@ def parafac(
         return sparse.parafac(tensor, rank, n_iter_max, init, tol, random_state, normalize_factors,
                               callback, backend, dtype, linesearch=linesearch, l2_reg=l2_reg,
                               mask=mask, n_starts=n_starts, compress=compress)
-    return _tensorly.run_cp(
+    return _run_cp(
         _cp, tensor, rank, n_iter_max, init, tol, random_state, normalize_factors, callback,
         backend, dtype, dict(linesearch=linesearch, l2_reg=l2_reg, mask=mask, n_starts=n_starts,
                              compress=compress, nonnegative=False, solver=solver,
@@ -399,26 +315,13 @@ def non_negative_parafac_hals(
     >>> bool(min(f.min() for f in r.factors) >= 0)
     True
     """
-    return _tensorly.run_cp(
+    return _run_cp(
         _cp, tensor, rank, n_iter_max, init, tol, random_state, normalize_factors, callback,
         backend, dtype, dict(linesearch=False, l2_reg=0.0, mask=None, n_starts=n_starts,
                              compress="off", nonnegative=True),
         dict(svd=svd, sparsity_coefficients=sparsity_coefficients, fixed_modes=fixed_modes,
              nn_modes=nn_modes, exact=exact, verbose=verbose, return_errors=return_errors,
              cvg_criterion=cvg_criterion))
-
-
-def _mask_like(mask, x):
-    """The mask as uint8 with x's shape and memory order (copied: it is small next to x)."""
-    m = np.asarray(mask)
-    if m.shape != x.shape:
-        raise ValueError(f"mask has shape {m.shape}, but the tensor has shape {x.shape}")
-    if m.dtype != np.bool_ and m.dtype.kind not in "biuf":
-        raise TypeError(f"mask must be boolean (or 0/1 numbers), got dtype {m.dtype}")
-    if m.dtype.kind in "iuf" and not np.all((m == 0) | (m == 1)):
-        raise ValueError("mask entries must be 0 or 1 (or True/False)")
-    order = "F" if x.flags.f_contiguous and not x.flags.c_contiguous else "C"
-    return np.array(m != 0, dtype=np.uint8, order=order)
 
 
 def _cp(tensor, rank, n_iter_max, init, tol, random_state, normalize_factors, callback, backend,
@@ -439,8 +342,8 @@ def _cp(tensor, rank, n_iter_max, init, tol, random_state, normalize_factors, ca
         init_name, given = "given", _given_start(init, x, rank)
     r = _tenfold.cp_als(
         x, rank, _validate.integer(n_iter_max, "n_iter_max", 0, _validate.INT_MAX), init_name,
-        _validate.nonnegative(tol, "tol"), _seed(random_state), given, callback, str(backend),
-        bool(linesearch), _validate.nonnegative(l2_reg, "l2_reg"),
+        _validate.nonnegative(tol, "tol"), _validate.random_seed(random_state), given, callback,
+        str(backend), bool(linesearch), _validate.nonnegative(l2_reg, "l2_reg"),
         None if mask is None else _mask_like(mask, x), bool(nonnegative),
         _validate.integer(n_starts, "n_starts", 0, _validate.INT_MAX), str(compress),
         [int(a) for a in fixed_axes], bool(callback_model), int(orthogonalise),

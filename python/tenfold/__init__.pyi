@@ -30,6 +30,7 @@ class CPResult(tuple[np.ndarray, list[np.ndarray]]):
     init: str
     fit_history: np.ndarray
     eigen_fallbacks: int
+    revived_components: int
     best_start: int
     start_fits: list[float]
     line_search_accepted: int
@@ -45,6 +46,7 @@ class CPResult(tuple[np.ndarray, list[np.ndarray]]):
     def rank(self) -> int: ...
     @property
     def shape(self) -> tuple[int, ...]: ...
+    def to_dict(self) -> dict[str, Any]: ...
 
 class TuckerResult(tuple[np.ndarray, list[np.ndarray]]):
     relative_error: float
@@ -63,6 +65,7 @@ class TuckerResult(tuple[np.ndarray, list[np.ndarray]]):
     def rank(self) -> tuple[int, ...]: ...
     @property
     def shape(self) -> tuple[int, ...]: ...
+    def to_dict(self) -> dict[str, Any]: ...
 
 def parafac(
     tensor: npt.ArrayLike,

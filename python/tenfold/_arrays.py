@@ -66,3 +66,16 @@ def as_float_array(x, name, dtype=None, complex_ok=False):
         return a
     order = "F" if a.flags.f_contiguous and not a.flags.c_contiguous else "C"
     return np.array(a, dtype=dt, order=order, copy=True)
+
+
+def mask_like(mask, x):
+    """The mask as uint8 with x's shape and memory order (copied: it is small next to x)."""
+    m = np.asarray(mask)
+    if m.shape != x.shape:
+        raise ValueError(f"mask has shape {m.shape}, but the tensor has shape {x.shape}")
+    if m.dtype != np.bool_ and m.dtype.kind not in "biuf":
+        raise TypeError(f"mask must be boolean (or 0/1 numbers), got dtype {m.dtype}")
+    if m.dtype.kind in "iuf" and not np.all((m == 0) | (m == 1)):
+        raise ValueError("mask entries must be 0 or 1 (or True/False)")
+    order = "F" if x.flags.f_contiguous and not x.flags.c_contiguous else "C"
+    return np.array(m != 0, dtype=np.uint8, order=order)

@@ -3,22 +3,11 @@
 import numpy as np
 
 from . import _validate
-from .sparse import CpAprResult as _TwoPartResult
-from .sparse import is_sparse as _is_sparse
+from ._arrays import as_float_array, mask_like
+from ._results import GcpResult
+from .sparse import as_coo, is_sparse
 
 __all__ = ["gcp", "GcpResult"]
-
-
-class GcpResult(_TwoPartResult):
-    """A GCP model that unpacks as ``(weights, factors)``, on the link scale (poisson:
-    log-rates, bernoulli: log-odds). Attributes: weights, factors (NumPy axis order),
-    iterations, converged, stop, objective, objective_history, seconds."""
-
-    def __repr__(self):
-        return (
-            f"GcpResult(rank={len(self[0])}, objective={self.objective:.6g}, "
-            f"iterations={self.iterations}, converged={self.converged})"
-        )
 
 
 # What each loss needs of the data (the library's gcp_value_requirement, in NumPy terms).
@@ -79,8 +68,7 @@ def gcp(tensor, rank, loss="gaussian", n_iter_max=1000, random_state=None, callb
     >>> [f.shape for f in res.factors], bool(res.objective < bits.size * np.log(2))
     ([(12, 2), (10, 2), (8, 2)], True)
     """
-    from . import _seed, _tenfold
-    from ._arrays import as_float_array
+    from . import _tenfold
 
     rank = _validate.integer(rank, "rank", 1)
     n_iter_max = _validate.integer(n_iter_max, "n_iter_max", 1, _validate.INT_MAX)
@@ -89,25 +77,21 @@ def gcp(tensor, rank, loss="gaussian", n_iter_max=1000, random_state=None, callb
     if callback is not None:
         def progress(iteration, objective, gradient_norm, seconds):
             return bool(callback(iteration, objective, gradient_norm, seconds))
-    if _is_sparse(tensor):
+    if is_sparse(tensor):
         if mask is not None:
             raise ValueError("mask does not apply to a sparse tensor (its absent entries are zeros)")
-        from .sparse import as_coo
-
         coords, values, shape = as_coo(tensor, dtype)
         _check_data(values, loss, lambda k: f"coordinates {[int(c) for c in coords[:, k]]}")
         given = [] if init is None else [np.asarray(f, dtype=values.dtype) for f in init]
         r = _tenfold.sparse_gcp(coords, values, shape, rank, str(loss), huber_delta, n_iter_max,
-                                _seed(random_state), given, progress,
+                                _validate.random_seed(random_state), given, progress,
                                 _validate.integer(epoch_iters, "epoch_iters", 1, _validate.INT_MAX),
                                 _validate.number(rate, "rate"),
                                 _validate.integer(gradient_samples, "gradient_samples", 0),
                                 _validate.integer(function_samples, "function_samples", 0))
     else:
-        from . import _mask_like
-
         x = as_float_array(tensor, "tensor", dtype)
-        m = None if mask is None else _mask_like(mask, x)
+        m = None if mask is None else mask_like(mask, x)
         observed = ~np.isnan(x) if m is None else (m != 0) & ~np.isnan(x)
         _check_data(np.where(observed, x, 0), loss,
                     lambda k: f"NumPy index {[int(i) for i in np.unravel_index(k, x.shape)]}")
@@ -115,7 +99,7 @@ def gcp(tensor, rank, loss="gaussian", n_iter_max=1000, random_state=None, callb
         r = _tenfold.gcp(x, rank, str(loss), huber_delta, m, n_iter_max,
                          _validate.nonnegative(gtol, "gtol"), _validate.nonnegative(ftol, "ftol"),
                          _validate.integer(memory, "memory", 1, _validate.INT_MAX),
-                         _seed(random_state), given, progress)
+                         _validate.random_seed(random_state), given, progress)
     weights, factors = r.pop("weights"), r.pop("factors")
     return GcpResult(weights, factors, **r)
 

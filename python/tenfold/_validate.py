@@ -77,6 +77,11 @@ def seed(value, name="random_state"):
     return integer(value, name, 0, SEED_MAX)
 
 
+def random_seed(random_state):
+    """The seed of `random_state`: None is 0 (so runs repeat), else as seed()."""
+    return 0 if random_state is None else seed(random_state)
+
+
 def tensor_axes(x, name="tensor"):
     """At least 2 axes, none of length 0."""
     if x.ndim < 2:

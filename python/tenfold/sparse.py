@@ -15,6 +15,7 @@ import numpy as np
 
 from . import _validate
 from ._arrays import float_dtype as _float_dtype
+from ._results import CpAprResult, CPResult, CpProgress, _Result
 
 __all__ = ["is_sparse", "as_coo", "parafac", "cp_apr", "load", "save", "CpAprResult"]
 
@@ -23,7 +24,7 @@ def is_sparse(tensor):
     """Whether `tensor` is a (coords, values, shape) tuple or has .coords (a 2-D array, as
     sparse.COO's, or one index array per axis, as scipy.sparse.coo_array's), .data and
     .shape."""
-    if isinstance(tensor, tuple) and len(tensor) == 3 and not isinstance(tensor, _tuple_models()):
+    if isinstance(tensor, tuple) and len(tensor) == 3 and not isinstance(tensor, _Result):
         # (coords (ndim, nnz), values (nnz,), shape): not a dense array written as a tuple
         coords, values, shape = tensor
         return (
@@ -70,12 +71,6 @@ def _sizes(shape):
     return out
 
 
-def _tuple_models():
-    from . import CPResult, TuckerResult
-
-    return (CPResult, TuckerResult)
-
-
 def as_coo(tensor, dtype=None):
     """(coords int64 (ndim, nnz) C order, values float (nnz,), shape list) of a sparse input.
 
@@ -94,6 +89,12 @@ def as_coo(tensor, dtype=None):
     c = np.asarray(coords)
     if c.dtype.kind not in "iu" and c.size > 0:
         raise ValueError(f"coords must hold integers, got dtype {c.dtype}")
+    if c.dtype.kind == "u" and c.ndim == 2 and c.size > 0 and c.max() > np.iinfo(np.int64).max:
+        # (cast to int64 they would wrap to negative indices)
+        axis, entry = (int(i[0]) for i in np.nonzero(c > np.iinfo(np.int64).max))
+        size = shape[axis] if axis < len(shape) else "?"
+        raise ValueError(f"entry {entry} has index {int(c[axis, entry])} on axis {axis}, "
+                         f"outside [0, {size})")
     c = np.ascontiguousarray(c, dtype=np.int64)
     if c.size == 0:
         c = c.reshape(len(shape), 0)
@@ -125,8 +126,6 @@ def parafac(tensor, rank, n_iter_max=100, init="svd", tol=1e-6, random_state=Non
     ``backend='cuda'``. The result also carries ``nnz`` (entries after summing
     duplicates).
     """
-    from . import CPResult, CpProgress, _seed
-
     if mask is not None:
         raise ValueError("mask does not apply to a sparse tensor (its absent entries are zeros)")
     coords, values, shape = as_coo(tensor, dtype)
@@ -150,8 +149,8 @@ def parafac(tensor, rank, n_iter_max=100, init="svd", tol=1e-6, random_state=Non
 
     r = _tenfold.sparse_cp_als(
         coords, values, shape, rank, _validate.integer(n_iter_max, "n_iter_max", 0, _validate.INT_MAX),
-        init_name, _validate.nonnegative(tol, "tol"), _seed(random_state), given, progress,
-        bool(linesearch), _validate.nonnegative(l2_reg, "l2_reg"),
+        init_name, _validate.nonnegative(tol, "tol"), _validate.random_seed(random_state), given,
+        progress, bool(linesearch), _validate.nonnegative(l2_reg, "l2_reg"),
         _validate.integer(n_starts, "n_starts", 0, _validate.INT_MAX), str(compress),
     )
     weights, factors = r.pop("weights"), r.pop("factors")
@@ -177,38 +176,6 @@ def _given_factors(init, dtype, ndim, rank):
         if factors[0].ndim == 2 and factors[0].shape[1] == rank:
             factors[0] = factors[0] * w
     return factors
-
-
-class CpAprResult(tuple):
-    """A Poisson CP model that unpacks as ``(weights, factors)``.
-
-    Attributes: weights, factors (NumPy axis order, nonnegative, unit 2-norm
-    columns), iterations, inner_iterations, converged, stop, kkt_violation,
-    kkt_history, inadmissible_zero_fixes, log_likelihood (sum x log m - m, without
-    log x!), seconds and nnz.
-    """
-
-    def __new__(cls, weights, factors, **info):
-        self = super().__new__(cls, (weights, factors))
-        self.__dict__.update(info)
-        return self
-
-    def __getnewargs__(self):
-        return tuple(self)
-
-    @property
-    def weights(self):
-        return self[0]
-
-    @property
-    def factors(self):
-        return self[1]
-
-    def __repr__(self):
-        return (
-            f"CpAprResult(rank={len(self[0])}, log_likelihood={self.log_likelihood:.6g}, "
-            f"iterations={self.iterations}, converged={self.converged})"
-        )
 
 
 def cp_apr(tensor, rank, n_iter_max=1000, tol=1e-4, random_state=None, callback=None,
@@ -247,7 +214,7 @@ def cp_apr(tensor, rank, n_iter_max=1000, tol=1e-4, random_state=None, callback=
     >>> [f.shape for f in res.factors], bool(np.all(res.factors[0] >= 0))
     ([(10, 2), (8, 2), (6, 2)], True)
     """
-    from . import _seed, _tenfold
+    from . import _tenfold
 
     if is_sparse(tensor):
         coords, values, shape = as_coo(tensor, dtype)
@@ -268,7 +235,8 @@ def cp_apr(tensor, rank, n_iter_max=1000, tol=1e-4, random_state=None, callback=
         _validate.integer(n_iter_max, "n_iter_max", 1, _validate.INT_MAX),
         _validate.integer(n_inner_iter_max, "n_inner_iter_max", 1, _validate.INT_MAX),
         _validate.number(tol, "tol"), _validate.nonnegative(kappa, "kappa"),
-        _validate.nonnegative(kappa_tol, "kappa_tol"), _seed(random_state), given, progress,
+        _validate.nonnegative(kappa_tol, "kappa_tol"), _validate.random_seed(random_state), given,
+        progress,
     )
     weights, factors = r.pop("weights"), r.pop("factors")
     return CpAprResult(weights, factors, **r)

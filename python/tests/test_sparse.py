@@ -264,3 +264,11 @@ def test_load_takes_a_shape(tmp_path):
     assert tenfold.sparse.load(binary, shape=(4.0, 5, 6))[2] == (4, 5, 6)
     with pytest.raises(OSError, match=r"holds a tensor of shape \(4, 5, 6\), not the shape given \(4, 5, 7\)"):
         tenfold.sparse.load(binary, shape=(4, 5, 7))
+
+
+def test_uint64_coords_past_int64_are_named_as_given():
+    # They used to wrap to a negative index in the message.
+    coords = np.array([[2**63 + 5, 1], [0, 1], [0, 1]], dtype=np.uint64)
+    with pytest.raises(ValueError, match=r"^entry 0 has index 9223372036854775813 on axis 0, "
+                                         r"outside \[0, 3\)$"):
+        tenfold.parafac((coords, np.array([1.0, 2.0]), (3, 3, 3)), 1)

@@ -19,6 +19,9 @@ from ._attention import (
     ConvertedCollaborativeAttention,
     Gpt2CollaborativeAttention,
 )
+from ._calibration import moment_sums
+from ._checkpoint import read_checkpoint
+from .rotary import ROTARY_CONFIG_KEY, compress_rotary, is_rotary, load_rotary, rotary_layers
 
 #: The config attribute that marks a converted model (written by save_pretrained).
 CONFIG_KEY = "tenfold_collaborative"
@@ -298,8 +301,6 @@ def write_calibration(model: nn.Module, calibration: Iterable, path, source: str
     (`source`). Written whole or not at all. Returns the token count."""
     from safetensors.torch import save_file
 
-    from .rotary import is_rotary, rotary_layers
-
     if not is_rotary(model):
         raise ValueError(f"write_calibration: {type(model).__name__} is not a rotary model (llama, qwen2, mistral); "
                          "bench/real_model/calibrate.py writes the statistics of BERT-family checkpoints")
@@ -323,53 +324,6 @@ def _moments(model: nn.Module, layers: list, calibration: Iterable) -> dict:
     return {name: (m.numpy(), c) for name, (m, c) in moment_sums(model, layers, calibration).items()}
 
 
-def moment_sums(model: nn.Module, layers: list, calibration: Iterable, append_one: bool = False) -> dict:
-    """Per layer of `layers` ((name, module) pairs): (E[x x^T] as a float64 CPU tensor
-    (D, D), token count) of the inputs x the module sees on the calibration batches,
-    collected with forward pre-hooks, padding excluded when a batch has an
-    attention_mask; with `append_one` x is [x; 1] (D + 1), for a bias."""
-    sums, counts, token_mask = {}, {}, [None]
-
-    def hook_for(name):
-        def hook(module, args, kwargs):
-            x = (args[0] if args else kwargs["hidden_states"]).detach().to(torch.float64)
-            m = token_mask[0]
-            if m is not None and m.shape == x.shape[:2]:
-                x = x[m.to(torch.bool)]
-            x = x.reshape(-1, x.shape[-1])
-            if append_one:
-                x = torch.cat((x, torch.ones_like(x[:, :1])), dim=1)
-            sums[name] = sums.get(name, 0) + x.T @ x
-            counts[name] = counts.get(name, 0) + x.shape[0]
-
-        return hook
-
-    handles = [m.register_forward_pre_hook(hook_for(n), with_kwargs=True) for n, m in layers]
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            for batch in calibration:
-                # (a batch without a mask must not reuse the previous batch's)
-                token_mask[0] = batch.get("attention_mask") if isinstance(batch, Mapping) else None
-                if isinstance(batch, Mapping):
-                    model(**batch)
-                elif isinstance(batch, (tuple, list)):
-                    model(*batch)
-                else:
-                    model(batch)
-    finally:
-        for h in handles:
-            h.remove()
-        model.train(was_training)
-    out = {}
-    for name, _ in layers:
-        if not counts.get(name):
-            raise ValueError(f"{name}: the calibration batches reached no token of this layer")
-        out[name] = (sums[name].cpu() / counts[name], counts[name])
-    return out
-
-
 def compress_model(model: nn.Module, shared_dim: int, calibration: Iterable | None = None, **options) -> list:
     """Compresses every attention layer of a transformers model in place to shared
     dimension R = `shared_dim` with the C++ adapter (tenfold.attention.compress) and
@@ -382,8 +336,6 @@ def compress_model(model: nn.Module, shared_dim: int, calibration: Iterable | No
     shared rotary keys instead (tenfold.torch.rotary.compress_rotary, docs/rope.md):
     `shared_dim` is "full" or the key values cached per token and layer."""
     from tenfold import attention
-
-    from .rotary import compress_rotary, is_rotary
 
     if is_rotary(model):  # RoPE families: shared rotary keys (docs/rope.md)
         return compress_rotary(model, shared_dim, calibration, **options)
@@ -415,31 +367,6 @@ def compress_model(model: nn.Module, shared_dim: int, calibration: Iterable | No
         report.append(row)
     convert(model, tensors)
     return report
-
-
-def _read_checkpoint(path) -> tuple:
-    """All tensors (torch, on the CPU) and the metadata of a safetensors file, or of the
-    shards listed by a model.safetensors.index.json."""
-    from safetensors import safe_open
-
-    path = os.fspath(path)
-    if os.path.isdir(path):
-        single = os.path.join(path, "model.safetensors")
-        index = single + ".index.json"
-        files = [single] if os.path.exists(single) else (
-            sorted({os.path.join(path, v) for v in json.load(open(index))["weight_map"].values()})
-            if os.path.exists(index) else [])
-        if not files:
-            raise FileNotFoundError(f"'{path}' holds no model.safetensors (or its index)")
-    else:
-        files = [path]
-    tensors, meta = {}, {}
-    for file in files:
-        with safe_open(file, framework="pt") as s:
-            meta.update(s.metadata() or {})
-            for k in s.keys():
-                tensors[k] = s.get_tensor(k)
-    return tensors, meta
 
 
 def _key_mapper(model: nn.Module, target: Mapping):
@@ -495,10 +422,8 @@ def load_compressed(model: nn.Module, path) -> nn.Module:
     metadata gives the sizes) and loads every tensor. Shapes and metadata are checked against the model's
     attention modules, and the collaborative tensors for NaN and Inf, before anything
     changes; a disagreement is refused naming the file and the key or tensor."""
-    from .rotary import ROTARY_CONFIG_KEY, is_rotary, load_rotary
-
     if is_rotary(model):  # written by `tenfold attention compress` for a rotary checkpoint
-        _, meta = _read_checkpoint(path)
+        _, meta = read_checkpoint(path)
         where = os.fspath(path)
         if "tenfold.rotary" not in meta:
             raise ValueError(f"'{where}' has no tenfold.rotary metadata: not a checkpoint with shared rotary keys")
@@ -514,7 +439,7 @@ def load_compressed(model: nn.Module, path) -> nn.Module:
             setattr(model.config, ROTARY_CONFIG_KEY, had)
             raise
     f = _family(model)
-    tensors, meta = _read_checkpoint(path)
+    tensors, meta = read_checkpoint(path)
     where = os.fspath(path)
     if meta.get("tenfold.scale_convention", _SCALE_CONVENTION) != _SCALE_CONVENTION:
         raise ValueError(f"'{where}': scale convention {meta['tenfold.scale_convention']!r} is not "
@@ -587,8 +512,6 @@ def from_pretrained(path, model_class=None, **config_overrides) -> nn.Module:
     the collaborative checkpoint. `model_class` defaults to the config's first
     architecture (for example transformers.BertModel)."""
     import transformers
-
-    from .rotary import ROTARY_CONFIG_KEY, load_rotary
 
     config = transformers.AutoConfig.from_pretrained(path, **config_overrides)
     rotary = bool(getattr(config, ROTARY_CONFIG_KEY, None))

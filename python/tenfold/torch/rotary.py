@@ -36,7 +36,8 @@ from torch import nn
 
 from .. import _validate
 from ._attention import _apply_mask
-from ._convert import moment_sums
+from ._calibration import moment_sums
+from ._checkpoint import read_checkpoint
 
 #: model_type -> the attention class the converter replaces.
 ROTARY_FAMILIES = {"llama": "LlamaAttention", "qwen2": "Qwen2Attention", "mistral": "MistralAttention"}
@@ -675,8 +676,6 @@ def load_rotary(model: nn.Module, path) -> nn.Module:
     the original attention: swaps in RotarySharedKeyAttention modules of the sizes the
     config records and loads every tensor. Names and shapes are checked before
     anything changes; a disagreement is refused naming the tensor."""
-    from ._convert import _read_checkpoint
-
     where = os.fspath(path)
     info = getattr(model.config, ROTARY_CONFIG_KEY, None)
     if not info:
@@ -692,7 +691,7 @@ def load_rotary(model: nn.Module, path) -> nn.Module:
                                             module.k_proj.bias is not None or module.q_proj.bias is not None,
                                             config.model_type, int(info.get("bands", 1)))
              for (name, module), size in zip(layers, sizes)}
-    tensors, _ = _read_checkpoint(path)
+    tensors, _ = read_checkpoint(path)
     inside = tuple(n + "." for n, _ in layers)
     target = {k: v for k, v in model.state_dict().items() if not k.startswith(inside)}
     for name, module in built.items():
