@@ -3,7 +3,8 @@ of Hugging Face transformers models (docs/torch.md). Importing this module impor
 torch; ``import tenfold`` alone does not."""
 
 from ._attention import CollaborativeAttention, CollaborativeScores
-from .rotary import RotarySharedKeyAttention, compress_rotary, rotary_keys
+from .rotary import compress_rotary, rotary_keys
+from .rotary_attention import RotarySharedKeyAttention
 from .distill import collaborative_parameters, distill, mean_pool
 from ._convert import (
     CONFIG_KEY,

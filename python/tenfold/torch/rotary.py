@@ -35,9 +35,9 @@ import torch
 from torch import nn
 
 from .. import _validate
-from ._attention import _apply_mask
 from ._calibration import moment_sums
 from ._checkpoint import read_checkpoint
+from .rotary_attention import RotarySharedKeyAttention
 
 #: model_type -> the attention class the converter replaces.
 ROTARY_FAMILIES = {"llama": "LlamaAttention", "qwen2": "Qwen2Attention", "mistral": "MistralAttention"}
@@ -67,134 +67,6 @@ def is_rotary(model: nn.Module) -> bool:
     if model_type in QK_NORM_FAMILIES:
         raise ValueError(_qk_norm_reason(f"{type(model).__name__} (model_type {model_type!r})"))
     return model_type in ROTARY_FAMILIES
-
-
-def rotate_half(x: torch.Tensor) -> torch.Tensor:
-    """[a, b] -> [-b, a] on the last axis: multiplication by i of the pairs (a_j, b_j)."""
-    a, b = x.chunk(2, dim=-1)
-    return torch.cat((-b, a), dim=-1)
-
-
-class RotarySharedKeyAttention(nn.Module):
-    """A RoPE attention layer whose keys come from C shared values per token (docs/rope.md).
-
-    ``bands == 1``: ``key`` (nn.Linear D -> C: real parts of the C/2 shared complex keys,
-    then imaginary parts), ``mixing`` (G, C/2, 2): the complex c_{g,r}, and the buffer
-    ``frequency`` (C/2,): the frequency pair j of each shared key. The key side of the
-    cache holds the rotated shared keys, (B, 1, n, C), and every query head meets them
-    through its mixed queries.
-
-    ``bands > 1``: ``key`` (nn.Linear D -> C: a real latent, each value serving one band
-    of `bands` adjacent frequencies), ``expand`` (G d, C): the latent -> key map (zero
-    outside each value's band), and the buffers ``inv_freq`` (d/2,) and
-    ``attention_scaling`` of the model's RoPE. The cache holds the unrotated latent
-    (B, 1, n, C); the keys are rebuilt from it and rotated by their offset from the
-    query (the index in the cache: positions of attended tokens must be consecutive).
-
-    The value side of the cache is unchanged, (B, G, n, d)."""
-
-    def __init__(self, attention: nn.Module, key_values: int, heads: int, key_heads: int, head_dim: int,
-                 key_bias: bool, family: str, bands: int = 1):
-        super().__init__()
-        ref = attention.q_proj.weight
-        self.q_proj, self.v_proj, self.o_proj = attention.q_proj, attention.v_proj, attention.o_proj
-        self.heads, self.key_heads, self.head_dim = heads, key_heads, head_dim
-        self.key_values, self.bands = key_values, bands
-        self.scaling = float(getattr(attention, "scaling", head_dim**-0.5))
-        self.attention_dropout = float(getattr(attention, "attention_dropout", 0.0))
-        self.layer_idx = getattr(attention, "layer_idx", None)
-        self.is_causal = True
-        self.family = family
-        self.key = nn.Linear(ref.shape[1], key_values, bias=key_bias, dtype=ref.dtype, device=ref.device)
-        if bands == 1:
-            self.mixing = nn.Parameter(torch.zeros(key_heads, key_values // 2, 2, dtype=ref.dtype, device=ref.device))
-            self.register_buffer("frequency", torch.zeros(key_values // 2, dtype=torch.long, device=ref.device))
-        else:
-            self.expand = nn.Parameter(torch.zeros(key_heads * head_dim, key_values, dtype=ref.dtype,
-                                                   device=ref.device))
-            self.register_buffer("inv_freq", torch.zeros(head_dim // 2, dtype=torch.float32, device=ref.device))
-            self.register_buffer("attention_scaling", torch.ones((), dtype=torch.float32, device=ref.device))
-
-    def extra_repr(self) -> str:
-        return (f"family={self.family!r}, heads={self.heads}, key_heads={self.key_heads}, "
-                f"head_dim={self.head_dim}, key_values={self.key_values}, bands={self.bands}")
-
-    def shared_keys(self, hidden_states: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        """(B, n, D) -> the rotated shared keys (B, 1, n, 2R): kappa_r(y) e^{i theta_j n}."""
-        c = cos[..., self.frequency].repeat(1, 1, 2)
-        s = sin[..., self.frequency].repeat(1, 1, 2)
-        k = self.key(hidden_states)
-        return (k * c + rotate_half(k) * s).unsqueeze(1)
-
-    def mixed_queries(self, hidden_states: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        """(B, n, D) -> (B, H, n, 2R): the rotated query pair j of head h times
-        conj(c_{g(h),r}) for every shared key r of frequency j (real parts, then imaginary)."""
-        b, n, _ = hidden_states.shape
-        q = self.q_proj(hidden_states).view(b, n, self.heads, self.head_dim).transpose(1, 2)
-        q = q * cos.unsqueeze(1) + rotate_half(q) * sin.unsqueeze(1)
-        half = self.head_dim // 2
-        a = q[..., self.frequency]  # Re q_{h,j(r)}
-        bb = q[..., half + self.frequency]  # Im q_{h,j(r)}
-        m = self.mixing.repeat_interleave(self.heads // self.key_heads, dim=0)  # head h -> group h // (H/G)
-        cr, ci = m[..., 0].unsqueeze(1), m[..., 1].unsqueeze(1)  # (H, 1, R)
-        # (a + ib)(c_r - i c_i) = (a c_r + b c_i) + i (b c_r - a c_i)
-        return torch.cat((a * cr + bb * ci, bb * cr - a * ci), dim=-1)
-
-    def rotation(self, count: int, dtype: torch.dtype, device) -> tuple[torch.Tensor, torch.Tensor]:
-        """cos, sin (count, d) of the cache indices 0 .. count-1, as the model's RoPE
-        computes them for positions (float32 angles, scaled, cast to `dtype`)."""
-        angles = torch.arange(count, device=device, dtype=torch.float32)[:, None] * self.inv_freq.float()
-        emb = torch.cat((angles, angles), dim=-1)
-        return ((emb.cos() * self.attention_scaling).to(dtype), (emb.sin() * self.attention_scaling).to(dtype))
-
-    def _check_cache(self, cache) -> None:
-        """Only caches that grow with the tokens can hold shared keys: static ones
-        preallocate (B, G, n, d) keys."""
-        from transformers.cache_utils import DynamicLayer
-
-        layers = getattr(cache, "layers", None)
-        if layers is not None and self.layer_idx is not None and self.layer_idx < len(layers):
-            if not isinstance(layers[self.layer_idx], DynamicLayer):
-                raise ValueError(f"{self.family} attention with shared rotary keys: a "
-                                 f"{type(layers[self.layer_idx]).__name__} preallocates the original keys; use the "
-                                 "default dynamic cache")
-
-    def forward(self, hidden_states: torch.Tensor, position_embeddings=None, attention_mask=None, cache=None,
-                **kwargs):
-        if cache is None:
-            cache = kwargs.get("past_key_values")
-        if position_embeddings is None:
-            raise ValueError(f"{self.family} attention: no position_embeddings (cos, sin) were passed")
-        cos, sin = position_embeddings
-        if cos.shape[-1] != self.head_dim:
-            raise ValueError(f"{self.family} attention: rotary embedding of width {cos.shape[-1]}, expected the "
-                             f"head width {self.head_dim} (partial rotary embeddings are not supported)")
-        b, n, _ = hidden_states.shape
-        keys = self.shared_keys(hidden_states, cos, sin) if self.bands == 1 else self.key(hidden_states).unsqueeze(1)
-        values = self.v_proj(hidden_states).view(b, n, self.key_heads, self.head_dim).transpose(1, 2)
-        if cache is not None:
-            self._check_cache(cache)
-            keys, values = cache.update(keys, values, self.layer_idx)
-        if self.bands == 1:
-            queries = self.mixed_queries(hidden_states, cos, sin)
-        else:
-            # Keys rebuilt from the latent, then every token rotated by its cache index:
-            # e^{i theta_j (m - n)} depends only on the offset.
-            total = keys.shape[2]
-            keys = torch.matmul(keys, self.expand.T).view(b, total, self.key_heads, self.head_dim).transpose(1, 2)
-            c, s = self.rotation(total, keys.dtype, keys.device)
-            keys = (keys * c + rotate_half(keys) * s).repeat_interleave(self.heads // self.key_heads, dim=1)
-            queries = self.q_proj(hidden_states).view(b, n, self.heads, self.head_dim).transpose(1, 2)
-            queries = queries * c[total - n:] + rotate_half(queries) * s[total - n:]
-        # Every head against its keys: (B, H, n, k) x (B, 1 or H, k, n_k).
-        scores = torch.matmul(queries, keys.transpose(-1, -2)) * self.scaling
-        scores = _apply_mask(scores, attention_mask, True, f"{self.family} attention")
-        probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(queries.dtype)
-        probs = nn.functional.dropout(probs, p=self.attention_dropout if self.training else 0.0,
-                                      training=self.training)
-        values = values.repeat_interleave(self.heads // self.key_heads, dim=1)
-        context = torch.matmul(probs, values).transpose(1, 2).reshape(b, n, -1)
-        return self.o_proj(context), probs
 
 
 @dataclass
