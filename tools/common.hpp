@@ -1,4 +1,5 @@
-// Shared pieces of the `tenfold` subcommands: output folders, reports, progress.
+// Shared pieces of the `tenfold` subcommands: option parsing (options.cpp), output
+// checks and writing (outputs.cpp), input loading (inputs.cpp).
 #pragma once
 
 #include <CLI/CLI.hpp>
