@@ -272,3 +272,11 @@ def test_uint64_coords_past_int64_are_named_as_given():
     with pytest.raises(ValueError, match=r"^entry 0 has index 9223372036854775813 on axis 0, "
                                          r"outside \[0, 3\)$"):
         tenfold.parafac((coords, np.array([1.0, 2.0]), (3, 3, 3)), 1)
+
+
+def test_a_binary_file_is_refused_in_one_printable_line(tmp_path):
+    # It used to raise UnicodeDecodeError: the message quoted the raw bytes.
+    path = tmp_path / "x.tns"
+    path.write_bytes(b"1 2 3 4\n1 \xff\x00\x9c 1 2\n")
+    with pytest.raises(OSError, match=r"line 2: column 2: '\\xff\\x00\\x9c' is not an index"):
+        tenfold.sparse.load(path)
