@@ -447,11 +447,7 @@ Command add_attention_command(CLI::App& app) {
               if (opt->count() > 0) c->given.push_back(opt->get_name());
             return run_compress(*c);
           },
-          {{"rank", "--shared-dim"},
-           {"max_iters", "--max-iters"},
-           {"tol", "--tol"},
-           {"damping", "--damping"},
-           {"context", "--context"}}};
+          {{"rank", "--shared-dim"}}};
 }
 
 }  // namespace tenfold::cli

@@ -427,14 +427,7 @@ Command add_cp_command(CLI::App& app) {
                        ? run_cp<float>(*a, header)
                        : run_cp<double>(*a, header);
           },
-          {{"rank", "--rank"},
-           {"max_iters", "--max-iters"},
-           {"tol", "--tol"},
-           {"n_starts", "--n-starts"},
-           {"samples", "--samples"},
-           {"fit_check_every", "--fit-check-every"},
-           {"ridge", "--ridge"},
-           {"time_limit", "--time-limit"}}};
+          {}};
 }
 
 }  // namespace tenfold::cli

@@ -135,13 +135,7 @@ Command add_cp_apr_command(CLI::App& app) {
               return run_cp_apr<T>(*a, npy);
             });
           },
-          {{"rank", "--rank"},
-           {"max_iters", "--max-iters"},
-           {"max_inner_iters", "--max-inner-iters"},
-           {"tol", "--tol"},
-           {"kappa", "--kappa"},
-           {"kappa_tol", "--kappa-tol"},
-           {"time_limit", "--time-limit"}}};
+          {}};
 }
 
 }  // namespace tenfold::cli

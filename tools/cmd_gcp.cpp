@@ -185,15 +185,7 @@ Command add_gcp_command(CLI::App& app) {
               return run_gcp<T>(*a, npy);
             });
           },
-          {{"rank", "--rank"},
-           {"max_iters", "--max-iters"},
-           {"gtol", "--gtol"},
-           {"ftol", "--ftol"},
-           {"huber_delta", "--huber-delta"},
-           {"time_limit", "--time-limit"},
-           {"epoch_iters", "--epoch-iters"},
-           {"rate", "--rate"},
-           {"gradient_nonzeros", "--gradient-samples"},
+          {{"gradient_nonzeros", "--gradient-samples"},
            {"gradient_zeros", "--gradient-samples"},
            {"function_nonzeros", "--function-samples"},
            {"function_zeros", "--function-samples"}}};

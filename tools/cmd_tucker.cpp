@@ -148,7 +148,7 @@ Command add_tucker_command(CLI::App& app) {
                        ? run_tucker<float>(*a, header)
                        : run_tucker<double>(*a, header);
           },
-          {{"eps", "--tol"}, {"max_iters", "--max-iters"}}};
+          {{"eps", "--tol"}}};
 }
 
 }  // namespace tenfold::cli

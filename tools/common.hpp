@@ -19,13 +19,18 @@
 namespace tenfold::cli {
 
 /// A subcommand: its parser node, its work, run after a successful parse (returns the
-/// exit status), and the flag of each library option it sets (the library's field
-/// name -> the flag), by which an InvalidOption from the library is reported.
+/// exit status), and the flags of the library options it sets under another name (the
+/// library's field name -> the flag), by which an InvalidOption from the library is
+/// reported; a field named like its flag (max_iters: --max-iters) needs no entry.
 struct Command {
   CLI::App* app = nullptr;
   std::function<int()> run;
   std::map<std::string, std::string> flags;
 };
+
+/// The flag by which `cmd` sets the library option `field`: its entry in cmd.flags, else
+/// the command's flag of the same name with '-' for '_', else "" (none).
+std::string flag_of(const Command& cmd, const std::string& field);
 
 /// Options every subcommand has.
 struct CommonOptions {

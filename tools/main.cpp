@@ -104,9 +104,9 @@ int main(int argc, char** argv) {
       return 2;
     } catch (const tenfold::InvalidOption& e) {
       // The library names its option field; the user typed the flag.
-      const auto flag = cmd.flags.find(e.option());
+      const std::string flag = flag_of(cmd, e.option());
       std::fprintf(stderr, "tenfold %s: error: %s\n", name.c_str(),
-                   flag == cmd.flags.end() ? e.what() : (flag->second + " " + e.problem()).c_str());
+                   flag.empty() ? e.what() : (flag + " " + e.problem()).c_str());
     } catch (const std::bad_alloc&) {
       std::fprintf(stderr, "tenfold %s: error: out of memory\n", name.c_str());
     } catch (const std::exception& e) {

@@ -1,5 +1,6 @@
 // The program's option parsing shared by its commands: the common flags, whole
 // integers and lists of them checked as typed, --shape.
+#include <algorithm>
 #include <charconv>
 #include <cstdint>
 #include <limits>
@@ -10,6 +11,19 @@
 #include "tenfold/error.hpp"
 
 namespace tenfold::cli {
+
+std::string flag_of(const Command& cmd, const std::string& field) {
+  if (const auto f = cmd.flags.find(field); f != cmd.flags.end()) return f->second;
+  std::string flag = "--" + field;
+  std::replace(flag.begin(), flag.end(), '_', '-');
+  // On the command or the subcommand that ran (attention compress).
+  for (const CLI::App* app = cmd.app; app != nullptr;) {
+    if (app->get_option_no_throw(flag) != nullptr) return flag;
+    const auto ran = app->get_subcommands();
+    app = ran.empty() ? nullptr : ran.front();
+  }
+  return {};
+}
 
 void add_backend_option(CLI::App& cmd, std::string& backend) {
   cmd.add_option("--backend", backend,
