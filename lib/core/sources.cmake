@@ -7,6 +7,7 @@ target_sources(tenfold_core PRIVATE
   core/layout.cpp
   core/multilinear.cpp
   core/scaling.cpp
+  core/subspace.cpp
   core/tensor.cpp
   core/thread_pool.cpp
   core/threads.cpp)

@@ -16,6 +16,7 @@
 #include "core/names.hpp"
 #include "core/random.hpp"
 #include "core/scaling.hpp"
+#include "core/subspace.hpp"
 #include "cp/compressed.hpp"
 #include "cp/dense_operand.hpp"
 #include "cp/hals.hpp"
@@ -31,32 +32,6 @@
 
 namespace tenfold {
 namespace detail {
-
-template <class T>
-bool cholesky_qr(Compute<T>& c, index_t rows, index_t k, T* u, T* chol, bool shifted) {
-  // G = U^T U = L L^T, U <- U L^{-T}, twice (the second pass restores the orthogonality
-  // the first loses to cond(U)^2). Shifted: a Gram that is not numerically positive
-  // definite is shifted, G + sigma I, and a third pass follows (shifted CholeskyQR3,
-  // Fukaya, Kannan, Nakatsukasa, Yamamoto and Yanagisawa 2020; sigma bounds their
-  // 11 (m n + n (n + 1)) eps ||U||_2^2 by ||U||_F^2).
-  const auto size = static_cast<std::size_t>(rows * k);
-  int passes = 2;
-  for (int pass = 0; pass < passes; ++pass) {
-    c.syrk(Op::trans, k, rows, T(1), u, rows, T(0), chol, k);
-    if (!c.potrf(k, chol, k)) {
-      if (!shifted) return false;
-      const double sigma = 11.0 *
-                           (static_cast<double>(rows) * k + static_cast<double>(k) * (k + 1)) *
-                           std::numeric_limits<real_t<T>>::epsilon() * c.sum_squares(size, u);
-      c.syrk(Op::trans, k, rows, T(1), u, rows, T(0), chol, k);
-      c.add_diagonal(k, chol, k, static_cast<T>(sigma));
-      if (!(sigma > 0.0) || !c.potrf(k, chol, k)) return false;
-      passes = 3;
-    }
-    c.solve_lower_right(Op::trans, k, chol, k, rows, u, rows);
-  }
-  return true;
-}
 
 namespace {
 
@@ -564,8 +539,7 @@ void arrange(KTensor<T>& model, const std::vector<bool>& nonnegative) {
 #define TENFOLD_INSTANTIATE_CP_ALS_STEPS(T)                                          \
   template CpResult<T> run_cp_als<T>(CpOperand<T>&, Compute<T>&, const CpOptions&,   \
                                      std::span<const Matrix<T>>, Clock::time_point); \
-  template void arrange<T>(KTensor<T>&, const std::vector<bool>&);                   \
-  template bool cholesky_qr<T>(Compute<T>&, index_t, index_t, T*, T*, bool);
+  template void arrange<T>(KTensor<T>&, const std::vector<bool>&);
 TENFOLD_INSTANTIATE_FOR_EACH_VALUE_TYPE(TENFOLD_INSTANTIATE_CP_ALS_STEPS)
 TENFOLD_INSTANTIATE_FOR_EACH_COMPLEX_TYPE(TENFOLD_INSTANTIATE_CP_ALS_STEPS)
 

@@ -21,13 +21,6 @@ inline double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-/// U (rows x k, rows >= k, backend memory) = Q of its thin QR U = Q R, by CholeskyQR2;
-/// chol: k x k scratch. Where U^T U is not numerically positive definite (U of lower
-/// rank, zero or not finite): with `shifted`, shifted CholeskyQR3; else, or where even
-/// the shift fails, false (U then unspecified).
-template <class T>
-bool cholesky_qr(Compute<T>& c, index_t rows, index_t k, T* u, T* chol, bool shifted);
-
 /// Runs CP-ALS on an operand whose options and start were validated: from
 /// `initial_factors` when there are any, else from options.init; `start` is when the
 /// public call began (for the time limit and the init timing).

@@ -55,10 +55,7 @@ constexpr int kStaleSweeps = 15;
 constexpr double kGainErrors = 2.0;
 constexpr double kTrustErrors = 3.0;
 constexpr std::uint64_t kGramStream = 0x4752414D53414D50ull;
-// The randomised eigensolver of the nvecs start: columns beyond the rank, passes of
-// G over the subspace, and its random stream.
-constexpr index_t kSketchOversampling = 10;
-constexpr int kSketchPasses = 3;
+// The random stream of the randomised eigensolver of the nvecs start.
 constexpr std::uint64_t kSketchStream = 0x534B45544348454Eull;
 
 // Column-major strides of `dims`.
@@ -572,35 +569,6 @@ double SampledOperand<T>::end_sweep(std::span<const T* const> factors, const T* 
 }
 
 }  // namespace
-
-// Subspace iteration (Halko, Martinsson and Tropp 2011, Alg. 4.4) on k = r +
-// kSketchOversampling Gaussian columns, Q = orth(G^p Omega) with each pass
-// orthonormalised, then Rayleigh-Ritz on Q^T G Q (k x k): O(p n^2 k) in place of the
-// eigensolver's O(n^3), in double whatever the tensor's precision (Cholesky QR squares
-// the condition of G Q).
-bool leading_eigenvectors_sketched(index_t n, const double* g, index_t r, std::uint64_t seed,
-                                   double* u) {
-  const auto c = make_compute<double>(Backend::cpu);
-  const index_t k = r + kSketchOversampling;
-  const auto size = static_cast<std::size_t>(n * k);
-  std::vector<double> q(size), z(size);
-  Rng rng(seed);
-  for (double& v : q) v = rng.normal();
-  std::vector<double> h(static_cast<std::size_t>(k * k)), w(static_cast<std::size_t>(k));
-  for (int pass = 0; pass < kSketchPasses; ++pass) {
-    c->gemm(Op::none, Op::none, n, k, n, 1.0, g, n, q.data(), n, 0.0, z.data(), n);  // G Q
-    if (!cholesky_qr(*c, n, k, z.data(), h.data(), false)) return false;
-    q.swap(z);
-  }
-  // H = Q^T G Q = W diag(w) W^T (w ascending); the Ritz vectors Q W, largest first.
-  c->gemm(Op::none, Op::none, n, k, n, 1.0, g, n, q.data(), n, 0.0, z.data(), n);
-  c->gemm(Op::trans, Op::none, k, k, n, 1.0, q.data(), n, z.data(), n, 0.0, h.data(), k);
-  c->syevd(k, h.data(), k, w.data());
-  std::vector<double> top(static_cast<std::size_t>(k * r));
-  for (index_t j = 0; j < r; ++j) std::copy_n(h.data() + (k - 1 - j) * k, k, top.data() + j * k);
-  c->gemm(Op::none, Op::none, n, r, k, 1.0, q.data(), n, top.data(), k, 0.0, u, n);
-  return true;
-}
 
 template <class T>
 CpResult<T> run_sampled_cp(TensorView<const T> x, bool reversed, Compute<T>& c, const CpOptions& o,

@@ -5,6 +5,7 @@
 #include <span>
 #include <vector>
 
+#include "core/subspace.hpp"
 #include "cp/cp_als.hpp"
 
 namespace tenfold::detail {
@@ -40,13 +41,6 @@ class FitSample {
   std::vector<std::vector<index_t>> index_;  // per mode, the sampled entries' indices
   std::vector<T> values_;
 };
-
-/// The leading r eigenvectors of a symmetric positive semidefinite G (n x n, host,
-/// column-major), largest first, into u (n x r): a randomised eigensolver (the sampled
-/// solver's nvecs start, whose Gram is itself a sample). false, u untouched, when the
-/// random subspace loses rank (G of rank below about r + 10).
-bool leading_eigenvectors_sketched(index_t n, const double* g, index_t r, std::uint64_t seed,
-                                   double* u);
 
 /// CP-ALS of the dense tensor x (column-major; `reversed`: its modes are numbered by
 /// NumPy axis, as for run_in_axis_numbering) with the sampled solver; options
