@@ -306,9 +306,6 @@ CpResult<T> run_cp_als(CpOperand<T>& x, Compute<T>& c, const CpOptions& o,
   // purpose (non-negative HALS can) and the loop updates the factors itself.
   const bool revivable =
       !x.updates_factors() && std::none_of(constrained.begin(), constrained.end(), std::identity());
-  std::vector<bool> free(static_cast<std::size_t>(order));
-  for (int n = 0; n < order; ++n)
-    free[static_cast<std::size_t>(n)] = !fixed[static_cast<std::size_t>(n)];
   std::vector<int> revivals(static_cast<std::size_t>(r), 0);
   Rng revive_rng(o.seed ^ 0x9e3779b97f4a7c15ULL);
   double previous_resid2 = std::numeric_limits<double>::infinity();
@@ -411,17 +408,17 @@ CpResult<T> run_cp_als(CpOperand<T>& x, Compute<T>& c, const CpOptions& o,
     const bool exact = 1.0 - fit <= std::sqrt(std::numeric_limits<real_t<T>>::epsilon());
     if (revivable && !exact && iter < o.max_iters && (!stop || *stop == CpStop::converged)) {
       timed(t.other, [&] {
-        std::vector<index_t> dead = zero_components<T>(c, gram_ptrs, r, free);
+        std::vector<index_t> dead = zero_components<T>(c, gram_ptrs, r, fixed);
         std::erase_if(dead, [&](index_t j) {
           return revivals[static_cast<std::size_t>(j)] >= kCpMaxRevivals;
         });
         if (dead.empty()) return;
-        redraw_columns<T>(c, dims, s.ptrs, free, dead, r, s.lambda.get(), revive_rng);
+        redraw_columns<T>(c, dims, s.ptrs, fixed, dead, r, s.lambda.get(), revive_rng);
         for (const index_t j : dead) ++revivals[static_cast<std::size_t>(j)];
         res.revived_components += static_cast<int>(dead.size());
         for (int n = 0; n < order; ++n) {
           const auto ni = static_cast<std::size_t>(n);
-          if (!free[ni]) continue;
+          if (fixed[ni]) continue;
           if (line_search) line_search->factor_updated(n, nullptr);
           c.syrk(Op::trans, r, dims[ni], T(1), s.ptrs[ni], dims[ni], T(0), s.gram[ni].get(), r);
           x.factor_changed(n);
