@@ -1,4 +1,4 @@
-// Rotary band latents (rotary_band_keys): exact at full size for GQA, MQA and MHA, with
+// Shared rotary keys (rotary_keys), both forms: exact at full size for GQA, MQA and MHA, with
 // and without biases, in float and double (logits of rotated queries against rotated
 // rebuilt keys, written out by loops); budgets; data-aware errors; refusals. The
 // agreement with tenfold.torch's conversion is python/tests/test_cli_rotary.py.
@@ -132,24 +132,28 @@ TYPED_TEST(RotaryExact, FullSizeGivesTheOriginalLogits) {
     index_t heads, key_heads, d, input, bands;
     bool biases;
   };
-  // GQA, MQA, MHA; D wider and narrower than a band's 2 G b keys; biases.
+  // GQA, MQA, MHA; D wider and narrower than a band's 2 G b keys; biases; both forms
+  // (bands = 1: complex keys per pair).
   for (const Case c :
        {Case{4, 2, 8, 20, 2, false}, Case{6, 1, 8, 20, 4, true}, Case{3, 3, 8, 20, 2, true},
-        Case{4, 2, 16, 12, 4, false}, Case{4, 2, 16, 12, 8, true}}) {
+        Case{4, 2, 16, 12, 4, false}, Case{4, 2, 16, 12, 8, true}, Case{4, 2, 8, 20, 1, false},
+        Case{6, 1, 8, 20, 1, true}, Case{3, 3, 8, 2, 1, true}}) {
     const RotaryLayer<T> l = random_rotary<T>(c.heads, c.key_heads, c.d, c.input, c.biases, 11);
     RotaryOptions o;
     o.bands = c.bands;
     o.inv_freq = frequencies(c.d);
-    const RotaryKeys r = rotary_band_keys(l, o);
+    const RotaryKeys r = rotary_keys(l, o);
     const std::vector<double> want =
         logits(l, o.inv_freq, [&](index_t g, const auto& y) { return original_key(l, g, y); });
     const std::vector<double> got =
         logits(l, o.inv_freq, [&](index_t g, const auto& y) { return rebuilt_key(r, c.d, g, y); });
     EXPECT_LT(relative(got, want), tol) << c.heads << " heads, " << c.key_heads << " key heads";
     EXPECT_LT(r.relative_error, tol);
-    // Random keys have full rank per band: min(D', 2 G b) values each.
+    // Random keys have full rank per band: min(D', 2 G b) values each, or two per
+    // complex key, min(D', G) of them, for bands = 1.
     const index_t dim = c.input + (c.biases ? 1 : 0);
-    const index_t per_band = std::min(dim, 2 * c.key_heads * c.bands);
+    const index_t per_band =
+        c.bands == 1 ? 2 * std::min(dim, c.key_heads) : std::min(dim, 2 * c.key_heads * c.bands);
     EXPECT_EQ(r.key_values(), per_band * (c.d / 2 / c.bands));
     EXPECT_EQ(r.decode_flops,
               rotary_decode_flops(c.heads, c.key_heads, c.d, r.key_values(), c.bands));
@@ -164,7 +168,7 @@ TEST(Rotary, BudgetIsSpreadOverBandsAndErrorFallsWithIt) {
   double last = 2.0;
   for (index_t budget : {1, 4, 9, 16, 25, 32}) {
     o.key_values = budget;
-    const RotaryKeys r = rotary_band_keys(l, o);
+    const RotaryKeys r = rotary_keys(l, o);
     EXPECT_EQ(r.key_values(), budget);
     EXPECT_EQ(std::accumulate(r.ranks.begin(), r.ranks.end(), index_t{0}), budget);
     // Each band's ranks are the count of its singular values among the largest.
@@ -172,6 +176,32 @@ TEST(Rotary, BudgetIsSpreadOverBandsAndErrorFallsWithIt) {
     last = r.relative_error;
   }
   EXPECT_LT(last, 1e-10);  // G d = 32: everything kept
+}
+
+TEST(Rotary, ComplexKeysSpendTheBudgetOnTheLargestSingularValues) {
+  // bands = 1: two values per complex key; a budget keeps the largest sigma over all
+  // pairs, so any other split of the same count (given as ranks) drops at least as much.
+  const RotaryLayer<double> l = random_rotary<double>(4, 2, 8, 20, true, 3);
+  RotaryOptions o;
+  o.bands = 1;
+  o.key_values = 8;
+  const RotaryKeys best = rotary_keys(l, o);
+  EXPECT_EQ(best.key_values(), 8);
+  EXPECT_EQ(best.frequency.size(), 4u);
+  EXPECT_EQ(best.mixing.cols(), 8);
+  EXPECT_EQ(best.decode_flops, 2 * 4 * 8);
+  for (const std::vector<index_t>& ranks :
+       {std::vector<index_t>{1, 1, 1, 1}, {2, 2, 0, 0}, {0, 2, 0, 2}, {2, 0, 1, 1}}) {
+    o.ranks = ranks;
+    const RotaryKeys other = rotary_keys(l, o);
+    EXPECT_EQ(other.ranks, ranks);
+    EXPECT_LE(best.relative_error, other.relative_error + 1e-12);
+  }
+  o.ranks = {3, 0, 0, 0};  // at most min(D', G) = 2 keys per pair
+  EXPECT_THROW(rotary_keys(l, o), InvalidArgument);
+  o.ranks = {};
+  o.key_values = 7;  // two values per complex key
+  EXPECT_THROW(rotary_keys(l, o), InvalidArgument);
 }
 
 TEST(Rotary, DataAwareReportsTheDataErrorAndIsExactAtFullSize) {
@@ -186,13 +216,13 @@ TEST(Rotary, DataAwareReportsTheDataErrorAndIsExactAtFullSize) {
   RotaryOptions o;
   o.bands = 2;
   o.inv_freq = frequencies(8);
-  const RotaryKeys full = rotary_band_keys(l, o, &m);
+  const RotaryKeys full = rotary_keys(l, o, &m);
   ASSERT_TRUE(full.data_error.has_value());
   EXPECT_LT(*full.data_error, 1e-10);
   o.key_values = 6;
   o.damping = 0.0;
-  const RotaryKeys data = rotary_band_keys(l, o, &m);
-  const RotaryKeys weight = rotary_band_keys(l, o);
+  const RotaryKeys data = rotary_keys(l, o, &m);
+  const RotaryKeys weight = rotary_keys(l, o);
   ASSERT_TRUE(data.data_error.has_value());
   EXPECT_FALSE(weight.data_error.has_value());
   EXPECT_GT(*data.data_error, 0.0);
@@ -210,17 +240,17 @@ TEST(Rotary, RefusesBadOptions) {
   RotaryOptions o;
   o.inv_freq = frequencies(8);
   o.bands = 3;
-  EXPECT_THROW(rotary_band_keys(l, o), InvalidArgument);
+  EXPECT_THROW(rotary_keys(l, o), InvalidArgument);
   o.bands = 2;
   o.key_values = 17;
-  EXPECT_THROW(rotary_band_keys(l, o), InvalidArgument);
+  EXPECT_THROW(rotary_keys(l, o), InvalidArgument);
   o.key_values = 0;
   o.inv_freq.pop_back();
-  EXPECT_THROW(rotary_band_keys(l, o), DimensionMismatch);
+  EXPECT_THROW(rotary_keys(l, o), DimensionMismatch);
   RotaryLayer<double> bad = l;
   bad.key_heads = 3;
   o.inv_freq = frequencies(8);
-  EXPECT_THROW(rotary_band_keys(bad, o), InvalidArgument);
+  EXPECT_THROW(rotary_keys(bad, o), InvalidArgument);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 
 #include "commands.hpp"
 #include "common.hpp"
+#include "layer_table.hpp"
 #include "staged_files.hpp"
 #include "tenfold/attention_checkpoint.hpp"
 #include "tenfold/error.hpp"
@@ -59,7 +60,7 @@ index_t parse_shared_dim(const std::string& text, bool rotary) {
   return v;
 }
 
-// Rotary checkpoints (Llama, Qwen2, Mistral): band latents, the rotary report.
+// Rotary checkpoints (Llama, Qwen2, Mistral): shared rotary keys, the rotary report.
 int run_rotary(const CompressArgs& a) {
   for (const char* flag : {"--heads", "--max-iters", "--tol", "--init", "--seed", "--backend"}) {
     if (given(a, flag)) {
@@ -71,7 +72,7 @@ int run_rotary(const CompressArgs& a) {
   if (!given(a, "--bands")) {
     throw InvalidArgument(
         "a rotary checkpoint needs --bands: adjacent frequency pairs per band "
-        "(a divisor of d/2, at least 2; docs/rope.md recommends 8)");
+        "(a divisor of d/2; 1: complex keys shared per pair; docs/rope.md compares them)");
   }
   attention::RotaryCheckpointOptions o;
   o.rotary.bands = a.bands;
@@ -96,30 +97,24 @@ int run_rotary(const CompressArgs& a) {
       attention::compress_rotary_checkpoint(a.input, staged.stage(a.out), o, progress);
   const attention::RotaryConfig& c = rep.config;
 
-  std::printf("%-6s %10s %14s", "layer", "key values", "QK rel. error");
-  if (data) std::printf(" %16s", "data rel. error");
-  std::printf(" %13s %9s %14s %14s\n", "decode flops", "seconds", "params before", "params after");
-  index_t before = 0, after = 0;
-  nlohmann::json layers = nlohmann::json::array();
+  std::optional<CalibrationUse> calibration;
+  if (data) {
+    calibration = CalibrationUse{a.calibration, rep.calibration_source, rep.calibration_tokens,
+                                 o.rotary.damping};
+  }
+  LayerTable table(data, {{"key values", 10, "key_values"}},
+                   {{"decode flops", 13, "decode_flops"}});
   for (const attention::RotaryLayerReport& l : rep.layers) {
-    std::printf("%-6d %10lld %14.6g", l.index, static_cast<long long>(l.key_values),
-                l.relative_error);
-    if (l.data_error) std::printf(" %16.6g", *l.data_error);
-    std::printf(" %13lld %9.2f %14lld %14lld\n", static_cast<long long>(l.decode_flops), l.seconds,
-                static_cast<long long>(l.params_before), static_cast<long long>(l.params_after));
-    before += l.params_before;
-    after += l.params_after;
-    nlohmann::json j = {{"index", l.index},
-                        {"prefix", l.prefix},
-                        {"key_values", l.key_values},
-                        {"ranks", l.ranks},
-                        {"relative_error", l.relative_error},
-                        {"decode_flops", l.decode_flops},
-                        {"seconds", l.seconds},
-                        {"params_before", l.params_before},
-                        {"params_after", l.params_after}};
-    if (l.data_error) j["data_relative_error"] = *l.data_error;
-    layers.push_back(j);
+    table.add({l.index,
+               l.prefix,
+               l.relative_error,
+               l.data_error,
+               l.seconds,
+               l.params_before,
+               l.params_after,
+               {l.key_values},
+               {l.decode_flops},
+               {{"ranks", l.ranks}}});
   }
   // The key values per token and layer: one number, or the range when layers differ
   // (full size of rank-deficient layers).
@@ -138,46 +133,26 @@ int run_rotary(const CompressArgs& a) {
       c.family.c_str(), static_cast<long long>(rep.bands), cache.c_str(),
       static_cast<long long>(rep.original_key_values), static_cast<long long>(c.key_heads),
       static_cast<long long>(c.head_dim), static_cast<long long>(c.heads),
-      static_cast<long long>(c.hidden_size), static_cast<long long>(before),
-      static_cast<long long>(after), static_cast<long long>(rep.total_params_before),
+      static_cast<long long>(c.hidden_size), static_cast<long long>(table.params_before()),
+      static_cast<long long>(table.params_after()), static_cast<long long>(rep.total_params_before),
       static_cast<long long>(rep.total_params_after), rep.seconds);
-  if (data) {
-    std::printf("data-aware: %lld calibration tokens (%s), damping %g\n",
-                static_cast<long long>(rep.calibration_tokens), rep.calibration_source.c_str(),
-                o.rotary.damping);
-  }
+  print_calibration(calibration);
   if (!a.report.empty()) {
-    nlohmann::json calibration = nullptr;
-    if (data) {
-      calibration = {{"file", a.calibration},
-                     {"tokens", rep.calibration_tokens},
-                     {"source", rep.calibration_source},
-                     {"damping", o.rotary.damping}};
-    }
-    write_json(staged.stage(a.report),
-               {{"command", "attention compress"},
-                {"input", a.input},
-                {"output", a.out},
-                {"family", c.family},
-                {"shared_dim", a.shared_dim == "full" ? nlohmann::json("full")
-                                                      : nlohmann::json(o.rotary.key_values)},
-                {"bands", rep.bands},
-                {"context", o.rotary.context},
-                {"heads", c.heads},
-                {"key_heads", c.key_heads},
-                {"head_dim", c.head_dim},
-                {"input_dim", c.hidden_size},
-                {"rope_type", c.rope_type},
-                {"original_key_values", rep.original_key_values},
-                {"dtype", o.float64 ? "float64" : "float32"},
-                {"objective", data ? "data" : "weight"},
-                {"calibration", calibration},
-                {"layers", layers},
-                {"qk_params_before", before},
-                {"qk_params_after", after},
-                {"total_params_before", rep.total_params_before},
-                {"total_params_after", rep.total_params_after},
-                {"seconds", rep.seconds}});
+    nlohmann::json report =
+        layer_report(a.input, a.out, o.float64, calibration, table, rep.total_params_before,
+                     rep.total_params_after, rep.seconds);
+    report.update({{"family", c.family},
+                   {"shared_dim", a.shared_dim == "full" ? nlohmann::json("full")
+                                                         : nlohmann::json(o.rotary.key_values)},
+                   {"bands", rep.bands},
+                   {"context", o.rotary.context},
+                   {"heads", c.heads},
+                   {"key_heads", c.key_heads},
+                   {"head_dim", c.head_dim},
+                   {"input_dim", c.hidden_size},
+                   {"rope_type", c.rope_type},
+                   {"original_key_values", rep.original_key_values}});
+    write_json(staged.stage(a.report), report);
   }
   staged.commit();
   return 0;
@@ -188,19 +163,6 @@ struct AnalyzeArgs {
   index_t heads = 0;
   bool json = false;
 };
-
-nlohmann::json layer_json(const attention::LayerReport& l) {
-  nlohmann::json j = {{"index", l.index},
-                      {"prefix", l.prefix},
-                      {"relative_error", l.relative_error},
-                      {"iterations", l.iterations},
-                      {"converged", l.converged},
-                      {"seconds", l.seconds},
-                      {"params_before", l.params_before},
-                      {"params_after", l.params_after}};
-  if (l.data_error) j["data_relative_error"] = *l.data_error;
-  return j;
-}
 
 int run_compress(const CompressArgs& a) {
   std::vector<Output> outputs = {{"--out", a.out, false}};
@@ -250,20 +212,25 @@ int run_compress(const CompressArgs& a) {
   const attention::CheckpointReport rep =
       attention::compress_checkpoint(a.input, staged.stage(a.out), o);
 
-  std::printf("%-6s %14s", "layer", "QK rel. error");
-  if (data) std::printf(" %16s", "data rel. error");
-  std::printf(" %10s %9s %14s %14s\n", "iterations", "seconds", "params before", "params after");
-  index_t before = 0, after = 0;
-  nlohmann::json layers = nlohmann::json::array();
-  for (const attention::LayerReport& l : rep.layers) {
-    std::printf("%-6d %14.6g", l.index, l.relative_error);
-    if (l.data_error) std::printf(" %16.6g", *l.data_error);
-    std::printf(" %10d %9.2f %14lld %14lld\n", l.iterations, l.seconds,
-                static_cast<long long>(l.params_before), static_cast<long long>(l.params_after));
-    before += l.params_before;
-    after += l.params_after;
-    layers.push_back(layer_json(l));
+  std::optional<CalibrationUse> calibration;
+  if (data) {
+    calibration =
+        CalibrationUse{a.calibration, rep.calibration_source, rep.calibration_tokens, a.damping};
   }
+  LayerTable table(data, {}, {{"iterations", 10, "iterations"}});
+  for (const attention::LayerReport& l : rep.layers) {
+    table.add({l.index,
+               l.prefix,
+               l.relative_error,
+               l.data_error,
+               l.seconds,
+               l.params_before,
+               l.params_after,
+               {},
+               {l.iterations},
+               {{"converged", l.converged}}});
+  }
+  const index_t before = table.params_before(), after = table.params_after();
   std::printf(
       "shared dim %lld (heads %lld x head dim %lld, width %lld): query/key parameters "
       "%lld -> %lld, model %lld -> %lld, %.2f s\n",
@@ -282,41 +249,21 @@ int run_compress(const CompressArgs& a) {
                  static_cast<long long>(rep.shared_dim), static_cast<long long>(before),
                  static_cast<long long>(after));
   }
-  if (data) {
-    std::printf("data-aware: %lld calibration tokens (%s), damping %g\n",
-                static_cast<long long>(rep.calibration_tokens), rep.calibration_source.c_str(),
-                a.damping);
-  }
+  print_calibration(calibration);
   if (!a.report.empty()) {
-    nlohmann::json calibration = nullptr;
-    if (data) {
-      calibration = {{"file", a.calibration},
-                     {"tokens", rep.calibration_tokens},
-                     {"source", rep.calibration_source},
-                     {"damping", a.damping}};
-    }
-    write_json(staged.stage(a.report),
-               {{"command", "attention compress"},
-                {"input", a.input},
-                {"output", a.out},
-                {"shared_dim", rep.shared_dim},
-                {"heads", rep.heads},
-                {"head_dim", rep.head_dim},
-                {"input_dim", rep.input_dim},
-                {"init", a.init},
-                {"max_iters", a.max_iters},
-                {"tol", a.tol},
-                {"dtype", o.float64 ? "float64" : "float32"},
-                {"scale_convention", "scale folded into mixing and content_bias"},
-                {"objective", data ? "data" : "weight"},
-                {"calibration", calibration},
-                {"layers", layers},
-                {"qk_params_before", before},
-                {"qk_params_after", after},
-                {"larger_than_input", larger},
-                {"total_params_before", rep.total_params_before},
-                {"total_params_after", rep.total_params_after},
-                {"seconds", rep.seconds}});
+    nlohmann::json report =
+        layer_report(a.input, a.out, o.float64, calibration, table, rep.total_params_before,
+                     rep.total_params_after, rep.seconds);
+    report.update({{"shared_dim", rep.shared_dim},
+                   {"heads", rep.heads},
+                   {"head_dim", rep.head_dim},
+                   {"input_dim", rep.input_dim},
+                   {"init", a.init},
+                   {"max_iters", a.max_iters},
+                   {"tol", a.tol},
+                   {"scale_convention", "scale folded into mixing and content_bias"},
+                   {"larger_than_input", larger}});
+    write_json(staged.stage(a.report), report);
   }
   staged.commit();
   return 0;
@@ -390,9 +337,9 @@ Command add_attention_command(CLI::App& app) {
           "and layer, 1..G*d, or full (the smallest exact size)")
       ->required();
   add_integer_option(*compress, "--bands", c->bands,
-                     "Rotary checkpoints: adjacent frequency pairs per band (a divisor of d/2, "
-                     ">= 2)",
-                     index_t{2});
+                     "Rotary checkpoints: adjacent frequency pairs per band (a divisor of d/2; "
+                     "1: complex keys shared per frequency pair)",
+                     index_t{1});
   add_integer_option(*compress, "--context", c->context,
                      "Rotary checkpoints: the objective averages the query-key offsets of a "
                      "causal sequence this long",

@@ -240,19 +240,23 @@ template <class T>
 TENFOLD_API Redundancy redundancy(const QueryKeyLayer<T>& layer);
 
 // ---------------------------------------------------------------------------
-// Rotary (RoPE) attention with grouped keys: shared band latents (docs/rope.md).
+// Rotary (RoPE) attention with grouped keys: shared keys (docs/rope.md).
 //
 // Query head h (key head g(h) = h / (H / G)) scores position m against position n by
 //   s_h(m, n) = scale * q_h(x)^T Rot((m - n) theta) k_g(y),
-// the rotation turning each frequency pair j of a head by (m - n) theta_j. Within a
-// band of b adjacent pairs the 2 G b key coordinates of all key heads are rebuilt from
-// k_B real latent values per token, cached unrotated and rotated after the rebuild,
-// so the rotation stays exact: k_g(y) ~ E_{g,B} rho_B(y), rho_B(y) = Lambda_B^T [y; 1].
-// The latent minimises, per band, sum_g E|| (k_g - E_g rho) ||^2 weighted by the
-// offset-averaged query coherence of the heads of group g (and whitened by the input
-// moment when one is given); its minimiser is one SVD per band, and the budget goes to
-// the largest singular values over all bands. Queries are unchanged. This is the
-// computation of tenfold.torch's compress_model(..., bands=b) (rotary_band_keys).
+// the rotation turning each frequency pair j of a head by (m - n) theta_j. Two forms
+// share the keys of all key heads, each with one SVD per band and the budget spent on
+// the largest singular values over all bands; queries are unchanged:
+// - bands = 1: per pair j, R_j complex keys kappa_r(y) = e_r^T [y; 1] with
+//   k_{g,j} ~ sum_r c_{g,r} kappa_r; a complex factor commutes with the rotation, so
+//   the cache holds the rotated kappa_r (2 values each) and every query head meets them
+//   through its mixed queries. Weighted by each pair's query energy.
+// - bands = b > 1: within a band of b adjacent pairs the 2 G b key coordinates of all
+//   key heads are rebuilt from k_B real latent values per token, cached unrotated and
+//   rotated after the rebuild: k_g(y) ~ E_{g,B} rho_B(y), rho_B(y) = Lambda_B^T [y; 1].
+//   Weighted by the offset-averaged query coherence of the heads of group g.
+// Both are whitened by the input moment when one is given. This is the computation of
+// tenfold.torch's compress_model for Llama, Qwen2 and Mistral models.
 
 /// One rotary layer's query/key side: H query heads sharing G key heads (H a multiple
 /// of G: GQA; G = 1: MQA; G = H: MHA), head width d (even), input width D. Weights are
@@ -282,13 +286,17 @@ enum class RopePairing {
   half_split,
 };
 
-/// Options of rotary_band_keys().
+/// Options of rotary_keys().
 struct TENFOLD_API RotaryOptions {
   index_t bands = 8;  ///< b: adjacent frequency pairs per band, a divisor of d/2
-  index_t key_values =
-      0;  ///< C: latent values cached per token (<= G d); 0: "full", the smallest exact size
+  /// C: values cached per token (<= G d; even for bands = 1, two per complex key); 0 with
+  /// no `ranks`: "full", the smallest exact size.
+  index_t key_values = 0;
+  /// Components per band given instead of a budget (d/2/b entries): complex keys per
+  /// pair (0 ... min(D', G)) for bands = 1, latent values (0 ... min(D', 2 G b)) else.
+  std::vector<index_t> ranks;
   /// theta_j, the d/2 frequencies of the model's RoPE (inv_freq, after any static
-  /// scaling); they enter the objective through the offsets' phases.
+  /// scaling); bands > 1 only: they enter the objective through the offsets' phases.
   std::vector<double> inv_freq;
   index_t context = 2048;  ///< the objective averages the offsets of a causal sequence this long
   /// With moments: the key-side moment S is whitened as S + damping tr(S) / D' I.
@@ -296,19 +304,26 @@ struct TENFOLD_API RotaryOptions {
   RopePairing pairing = RopePairing::half_split;
 };
 
-/// One layer's band latents. D' = D + 1 when the layer is biased() (the last row then
+/// One layer's shared keys. D' = D + 1 when the layer is biased() (the last row then
 /// holds the latent's bias), else D; C = key_values().
 struct TENFOLD_API RotaryKeys {
   index_t bands = 0;  ///< b
-  /// D' x C: column c maps [y; 1] to latent value c (the rows of tenfold.torch's
-  /// key.weight, with key.bias in row D when biased).
+  /// D' x C: column c maps [y; 1] to cached value c (the rows of tenfold.torch's
+  /// key.weight, with key.bias in row D when biased). bands = 1: the real parts of the
+  /// R = C/2 complex keys e_r, then their imaginary parts.
   Matrix<double> latent;
-  /// (G d) x C: the key coordinates rebuilt from the latent (zero outside each value's
-  /// band), in the heads' layout (tenfold.torch's expand).
+  /// (G d) x C: the key coordinates rebuilt from the cached values (zero outside each
+  /// value's band), in the heads' layout (tenfold.torch's expand for bands > 1).
   Matrix<double> expand;
-  std::vector<index_t> ranks;  ///< latent values per band, in band order (d/2/b entries)
-  /// (d/2/b) x min(D', 2 G b): sigma of each band's weighted, whitened keys, descending
-  /// (zero for "full", which takes the plain SVD).
+  /// bands = 1: G x C, the mixing c_{g,r} (real parts in column r, imaginary in R + r),
+  /// and the frequency pair j(r) of each complex key (R entries, ascending); empty else.
+  Matrix<double> mixing;
+  std::vector<index_t> frequency;
+  /// Components per band, in band order (d/2/b entries): complex keys per pair for
+  /// bands = 1, latent values else.
+  std::vector<index_t> ranks;
+  /// (d/2/b) x min(D', G) (bands = 1) or min(D', 2 G b): sigma of each band's weighted,
+  /// whitened keys, descending (zero for "full", which takes the plain SVD).
   Matrix<double> singular_values;
   /// Square root of the objective's relative value, weight-only (queries' coherence
   /// without moments, unwhitened keys).
@@ -317,25 +332,26 @@ struct TENFOLD_API RotaryKeys {
   std::optional<double> data_error;
   std::int64_t decode_flops = 0;  ///< rotary_decode_flops() of the result
   index_t params_before = 0;      ///< q_proj and k_proj weights and biases
-  index_t params_after = 0;       ///< q_proj, the latent (with bias) and 2 G b C rebuild entries
+  /// q_proj, the latent (with bias) and the mixing (G C) or the 2 G b C rebuild entries
+  index_t params_after = 0;
   double seconds = 0.0;
 
   index_t key_values() const { return expand.cols(); }  ///< C
 };
 
 /// Flops (a multiply-add counts two) of the scores of one new token against one cached
-/// token in one layer for band latents: the rebuild 4 G b C, the rotation 3 G d and
-/// 2 H d for the scores.
+/// token in one layer: 2 H C for bands = 1 (mixed queries against the cached rotated
+/// keys); for bands > 1 the rebuild 4 G b C, the rotation 3 G d and 2 H d.
 TENFOLD_API std::int64_t rotary_decode_flops(index_t heads, index_t key_heads, index_t head_dim,
                                              index_t key_values, index_t bands);
 
-/// The band latents of one layer, computed in double. `moments` (optional: nullptr for
+/// The shared keys of one layer, computed in double. `moments` (optional: nullptr for
 /// the weight-only objective) gives E[x' x'^T] of the layer's inputs x' = [x; 1]
 /// (D' x D'; key = query or empty), each checked by validate_moment to float32
 /// round-off. Throws InvalidArgument / DimensionMismatch naming
 /// the option, NumericalError when the damped key moment is singular.
 template <class T>
-TENFOLD_API RotaryKeys rotary_band_keys(const RotaryLayer<T>& layer, const RotaryOptions& options,
-                                        const InputMoments* moments = nullptr);
+TENFOLD_API RotaryKeys rotary_keys(const RotaryLayer<T>& layer, const RotaryOptions& options,
+                                   const InputMoments* moments = nullptr);
 
 }  // namespace tenfold::attention

@@ -12,6 +12,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tenfold/attention.hpp"
@@ -114,6 +115,16 @@ struct TENFOLD_API RotaryConfig {
   /// arithmetic as transformers computes its inv_freq, then widened.
   std::vector<double> inv_freq;
 };
+
+/// The model families (config model_type) whose rotary attention converts, each with
+/// the name of its attention class in transformers, and the rotary families refused
+/// because they normalise queries and keys per head (QK-norm). One list for the
+/// program and tenfold.torch.
+struct TENFOLD_API RotaryFamilies {
+  std::vector<std::pair<std::string, std::string>> converted;  ///< model_type, attention class
+  std::vector<std::string> qk_norm;
+};
+TENFOLD_API const RotaryFamilies& rotary_families();
 
 /// The model_type of the config.json beside `checkpoint` ("" when there is none):
 /// true for the rotary families above. Throws IoError in one line, naming the reason,

@@ -18,10 +18,15 @@
 namespace tenfold::attention {
 namespace {
 
-/// Rotary model types the conversion supports, and those it refuses with the reason.
-const std::vector<std::string> rotary_families = {"llama", "qwen2", "mistral"};
-const std::vector<std::string> qk_norm_families = {"qwen3", "qwen3_moe", "qwen3_next",  "olmo2",
-                                                   "olmoe", "gemma3",    "gemma3_text", "cohere2"};
+/// "llama, qwen2, mistral": the families that convert, for messages.
+std::string converted_names() {
+  std::string out;
+  for (const auto& family : rotary_families().converted) {
+    if (!out.empty()) out += ", ";
+    out += family.first;
+  }
+  return out;
+}
 
 // The config.json beside `checkpoint` as a JSON object: empty when there is no such
 // file or it holds no object; IoError when it is not JSON.
@@ -110,24 +115,33 @@ index_t heads_from_config(const std::filesystem::path& checkpoint) {
   return read_model_config(checkpoint).heads;
 }
 
+const RotaryFamilies& rotary_families() {
+  static const RotaryFamilies families{
+      {{"llama", "LlamaAttention"}, {"qwen2", "Qwen2Attention"}, {"mistral", "MistralAttention"}},
+      {"qwen3", "qwen3_moe", "qwen3_next", "olmo2", "olmoe", "gemma3", "gemma3_text", "cohere2"}};
+  return families;
+}
+
 bool is_rotary_checkpoint(const std::filesystem::path& checkpoint) {
   const nlohmann::json j = read_config_json(checkpoint);
   if (!j.contains("model_type") || !j["model_type"].is_string()) return false;
   const std::string type = j["model_type"].get<std::string>();
   const std::string where = quoted_config(checkpoint);
-  const auto in = [&](const std::vector<std::string>& v) {
-    return std::find(v.begin(), v.end(), type) != v.end();
-  };
-  if (in(rotary_families)) return true;
-  if (in(qk_norm_families)) {
+  const RotaryFamilies& f = rotary_families();
+  if (std::any_of(f.converted.begin(), f.converted.end(),
+                  [&](const auto& family) { return family.first == type; })) {
+    return true;
+  }
+  if (std::find(f.qk_norm.begin(), f.qk_norm.end(), type) != f.qk_norm.end()) {
     throw IoError(where + ": model_type " + type +
                   " normalises every query and key head (q_norm, k_norm: an RMSNorm) before the "
                   "rotation, so a key is not a linear function of the token and no shared linear "
-                  "key projection reproduces it; rotary conversion supports llama, qwen2, mistral");
+                  "key projection reproduces it; rotary conversion supports " +
+                  converted_names());
   }
   if (j.contains("rope_theta") || j.contains("rope_scaling") || j.contains("rope_parameters")) {
     throw IoError(where + ": rotary model_type " + type +
-                  " is not supported; rotary conversion supports llama, qwen2, mistral");
+                  " is not supported; rotary conversion supports " + converted_names());
   }
   return false;
 }

@@ -1,11 +1,13 @@
 // Rotary checkpoints (Llama, Qwen2, Mistral): find_rotary_layers finds every
 // "<M>layers.<n>.self_attn." layer and refuses QK-norm layers, load_rotary_layer checks
 // a layer's shapes against config.json and its values for NaN and Inf, and
-// compress_rotary_checkpoint replaces each layer's k_proj by band latents
-// (rotary_band_keys), optionally against calibration moments of [x; 1], in the tensors
-// tenfold.torch's RotarySharedKeyAttention loads, through the checkpoint writer.
+// compress_rotary_checkpoint replaces each layer's k_proj by shared keys (rotary_keys:
+// complex keys per frequency pair for bands 1, band latents else), optionally against calibration
+// moments of [x; 1], in the tensors tenfold.torch's RotarySharedKeyAttention loads, through the
+// checkpoint writer.
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -139,11 +141,9 @@ RotaryCheckpointReport compress_rotary_checkpoint(
   rep.bands = ro.bands;
   rep.original_key_values = c.key_heads * c.head_dim;
   const index_t half = c.head_dim / 2;
-  if (ro.bands < 2 || half % ro.bands) {
-    throw InvalidArgument("bands must be a divisor of the " + std::to_string(half) +
-                          " frequency pairs of a head and at least 2 (bands 1, complex "
-                          "per-frequency keys, is tenfold.torch's), got " +
-                          std::to_string(ro.bands));
+  if (ro.bands < 1 || half % ro.bands) {
+    throw InvalidOption("bands", "must be a positive divisor of the " + std::to_string(half) +
+                                     " frequency pairs of a head, got " + std::to_string(ro.bands));
   }
   if (ro.key_values < 0 || ro.key_values > rep.original_key_values) {
     throw InvalidArgument("shared dimension " + std::to_string(ro.key_values) +
@@ -192,7 +192,7 @@ RotaryCheckpointReport compress_rotary_checkpoint(
     const RotaryLayer<double> layer = load_rotary_layer<double>(file, n, c);
     RotaryKeys keys;
     try {
-      keys = rotary_band_keys(layer, ro, moments.empty() ? nullptr : &moments[i]);
+      keys = rotary_keys(layer, ro, moments.empty() ? nullptr : &moments[i]);
     } catch (const NumericalError& e) {
       throw NumericalError("layer " + std::to_string(n.index) + " (" + n.prefix + "): " + e.what());
     }
@@ -229,9 +229,23 @@ RotaryCheckpointReport compress_rotary_checkpoint(
       for (index_t j = 0; j < cv; ++j) bias_row(0, j) = keys.latent(c.hidden_size, j);
       add("key.bias", out_dtype, {cv}, matrix(bias_row, 1, false));
     }
-    add("expand", out_dtype, {gd, cv}, matrix(keys.expand, gd, false));
-    add("inv_freq", "F32", {half}, detail::as_bytes(inv_freq));
-    add("attention_scaling", "F32", {}, detail::as_bytes(std::vector<float>{one}));
+    if (ro.bands == 1) {
+      // mixing (G, R, 2): c_{g,r} as (real, imaginary); frequency (R,): the pair of key r.
+      const index_t shared = cv / 2;
+      Matrix<double> mixing(c.key_heads, cv);
+      for (index_t g = 0; g < c.key_heads; ++g)
+        for (index_t r = 0; r < shared; ++r) {
+          mixing(g, 2 * r) = keys.mixing(g, r);
+          mixing(g, 2 * r + 1) = keys.mixing(g, shared + r);
+        }
+      add("mixing", out_dtype, {c.key_heads, shared, 2}, matrix(mixing, c.key_heads, false));
+      const std::vector<std::int64_t> frequency(keys.frequency.begin(), keys.frequency.end());
+      add("frequency", "I64", {shared}, detail::as_bytes(frequency));
+    } else {
+      add("expand", out_dtype, {gd, cv}, matrix(keys.expand, gd, false));
+      add("inv_freq", "F32", {half}, detail::as_bytes(inv_freq));
+      add("attention_scaling", "F32", {}, detail::as_bytes(std::vector<float>{one}));
+    }
     writer.replace(n.prefix + "k_proj.weight");
     if (n.key_bias) writer.replace(n.prefix + "k_proj.bias");
   }

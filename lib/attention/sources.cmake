@@ -9,5 +9,7 @@ target_sources(tenfold_attention PRIVATE
   attention/moments.cpp
   attention/redundancy.cpp
   attention/rotary.cpp
+  attention/rotary_bands.cpp
+  attention/rotary_frequencies.cpp
   attention/rotary_checkpoint.cpp
   attention/scores.cpp)

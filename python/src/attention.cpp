@@ -7,6 +7,7 @@
 #include <nanobind/stl/filesystem.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
 
 #include <cstdint>
 #include <optional>
@@ -161,9 +162,82 @@ nb::dict curve(EnergyCurve&& c) {
   return d;
 }
 
+// The shared rotary keys of one layer (rotary_keys), in the arrays tenfold.torch loads:
+// key_weight (C, D'), expand (G d, C), mixing (G, C), and frequency and ranks as lists.
+nb::dict rotary_keys_dict(const InArray& query_weight, const std::optional<InArray>& query_bias,
+                          const InArray& key_weight, const std::optional<InArray>& key_bias,
+                          index_t heads, index_t key_heads, const RotaryOptions& o,
+                          const std::optional<InArray>& query_moment,
+                          const std::optional<InArray>& key_moment) {
+  RotaryLayer<double> layer;
+  layer.heads = heads;
+  layer.key_heads = key_heads;
+  layer.query_weight = weight_from<double>(query_weight, "query_weight");
+  layer.key_weight = weight_from<double>(key_weight, "key_weight");
+  layer.query_bias = bias_from<double>(query_bias, "query_bias");
+  layer.key_bias = bias_from<double>(key_bias, "key_bias");
+  if (heads < 1 || layer.query_weight.cols() % heads) {
+    throw DimensionMismatch("heads = " + std::to_string(heads) +
+                            " does not divide the query_weight rows (" +
+                            std::to_string(layer.query_weight.cols()) + ")");
+  }
+  layer.head_dim = layer.query_weight.cols() / heads;
+  InputMoments moments;
+  if (query_moment) moments.query = matrix_from<double>(*query_moment, "query_moment");
+  if (key_moment) moments.key = matrix_from<double>(*key_moment, "key_moment");
+  RotaryKeys r = rotary_keys(layer, o, query_moment ? &moments : nullptr);
+  nb::dict d;
+  d["key_weight"] = as_rows(std::move(r.latent));
+  d["expand"] = owned_matrix(std::move(r.expand));
+  d["mixing"] = owned_matrix(std::move(r.mixing));
+  d["frequency"] = nb::cast(r.frequency);
+  d["ranks"] = nb::cast(r.ranks);
+  d["singular_values"] = owned_matrix(std::move(r.singular_values));
+  d["relative_error"] = r.relative_error;
+  d["data_error"] = r.data_error;
+  d["decode_flops"] = r.decode_flops;
+  d["params_before"] = r.params_before;
+  d["params_after"] = r.params_after;
+  d["seconds"] = r.seconds;
+  return d;
+}
+
 }  // namespace
 
 void register_attention(nb::module_& m) {
+  m.def(
+      "rotary_keys",
+      [](const InArray& query_weight, const std::optional<InArray>& query_bias,
+         const InArray& key_weight, const std::optional<InArray>& key_bias, index_t heads,
+         index_t key_heads, index_t key_values, const std::vector<index_t>& ranks, index_t bands,
+         const std::vector<double>& inv_freq, index_t context, double damping,
+         const std::optional<InArray>& query_moment, const std::optional<InArray>& key_moment) {
+        RotaryOptions o;
+        o.bands = bands;
+        o.key_values = key_values;
+        o.ranks = ranks;
+        o.inv_freq = inv_freq;
+        o.context = context;
+        o.damping = damping;
+        return rotary_keys_dict(query_weight, query_bias, key_weight, key_bias, heads, key_heads, o,
+                                query_moment, key_moment);
+      },
+      nb::arg("query_weight").noconvert(), nb::arg("query_bias").noconvert().none(),
+      nb::arg("key_weight").noconvert(), nb::arg("key_bias").noconvert().none(), nb::arg("heads"),
+      nb::arg("key_heads"), nb::arg("key_values"), nb::arg("ranks"), nb::arg("bands"),
+      nb::arg("inv_freq"), nb::arg("context"), nb::arg("damping"),
+      nb::arg("query_moment").noconvert().none(), nb::arg("key_moment").noconvert().none());
+  m.def("rotary_families", [] {
+    const RotaryFamilies& f = rotary_families();
+    nb::dict converted;
+    for (const auto& [type, cls] : f.converted) converted[type.c_str()] = cls;
+    nb::dict d;
+    d["converted"] = converted;
+    d["qk_norm"] = f.qk_norm;
+    return d;
+  });
+  m.def("rotary_decode_flops", &rotary_decode_flops, nb::arg("heads"), nb::arg("key_heads"),
+        nb::arg("head_dim"), nb::arg("key_values"), nb::arg("bands"));
   m.def(
       "compress",
       [](const InArray& query_weight, const InArray& key_weight,

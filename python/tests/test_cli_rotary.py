@@ -67,10 +67,11 @@ def relative(a, b):
 
 @pytest.mark.parametrize("family,heads,key_heads", [("llama", 4, 2), ("llama", 4, 1), ("llama", 4, 4),
                                                      ("qwen2", 4, 2), ("mistral", 4, 2)])
-def test_full_is_exact(cli, tmp_path, family, heads, key_heads):
+@pytest.mark.parametrize("bands", [1, 2])
+def test_full_is_exact(cli, tmp_path, family, heads, key_heads, bands):
     extra = {"sliding_window": 8} if family == "mistral" else {}
     original = save_model(tmp_path / "m", family, heads, key_heads, **extra)
-    model, stdout = converted(cli, tmp_path, tmp_path / "m", "--shared-dim", "full", "--bands", "2",
+    model, stdout = converted(cli, tmp_path, tmp_path / "m", "--shared-dim", "full", "--bands", str(bands),
                               family=family)
     x = tokens()
     with torch.no_grad():
@@ -84,12 +85,13 @@ def test_full_is_exact(cli, tmp_path, family, heads, key_heads):
 
 @pytest.mark.parametrize("family", ["llama", "qwen2"])
 @pytest.mark.parametrize("data", [False, True])
-def test_reduced_budget_matches_tenfold_torch(cli, tmp_path, family, data):
+@pytest.mark.parametrize("bands", [1, 4])
+def test_reduced_budget_matches_tenfold_torch(cli, tmp_path, family, data, bands):
     """The program's factors and logits against compress_model on the same weights,
     weight-only and with calibration moments written by write_calibration."""
     original = save_model(tmp_path / "m", family)
     batches = [{"input_ids": tokens(seed=s)} for s in (5, 6)]
-    args = ["--shared-dim", 10, "--bands", 4, "--report", tmp_path / "report.json"]
+    args = ["--shared-dim", 10, "--bands", bands, "--report", tmp_path / "report.json"]
     if data:
         stats = tmp_path / "calib.safetensors"
         count = tt.write_calibration(original, batches, stats, source="random tokens")
@@ -97,22 +99,22 @@ def test_reduced_budget_matches_tenfold_torch(cli, tmp_path, family, data):
         args += ["--calibration", stats]
     model, _ = converted(cli, tmp_path, tmp_path / "m", *args, family=family)
     reference = load(tmp_path / "m", family)
-    rows = tt.compress_model(reference, 10, calibration=batches if data else None, bands=4)
+    rows = tt.compress_model(reference, 10, calibration=batches if data else None, bands=bands)
     report = json.loads((tmp_path / "report.json").read_text())
     for row, layer, mine, theirs in zip(rows, report["layers"], model.model.layers, reference.model.layers):
         a, b = mine.self_attn, theirs.self_attn
-        # The rebuilt keys expand @ key: the same up to the signs of singular vectors.
-        ka, kb = a.expand @ a.key.weight, b.expand @ b.key.weight
-        assert relative(ka, kb) < 1e-5
-        if family == "qwen2":
-            assert relative(a.expand @ a.key.bias, b.expand @ b.key.bias) < 1e-5
+        # One solver: the same tensors, up to the float32 rounding of the checkpoint.
+        for name, t in b.state_dict().items():
+            if name.startswith(("key.", "expand", "mixing", "frequency")):
+                assert relative(a.state_dict()[name].double(), t.double()) < 1e-6, name
         assert layer["key_values"] == row["key_values"] == 10
         assert layer["ranks"] == row["ranks"]
         assert layer["decode_flops"] == row["decode_flops"]
         assert layer["relative_error"] == pytest.approx(row["relative_error"], rel=1e-6)
         if data:
             assert layer["data_relative_error"] == pytest.approx(row["data_error"], rel=1e-6)
-        assert torch.equal(a.inv_freq, b.inv_freq)
+        if bands > 1:
+            assert torch.equal(a.inv_freq, b.inv_freq)
     x = tokens()
     with torch.no_grad():
         got, want, first = model(x).logits, reference(x).logits, original(x).logits
@@ -140,6 +142,7 @@ def test_calibration_for_biases_needs_the_augmented_moment(cli, tmp_path):
     ("partial", ["--shared-dim", "full", "--bands", 2], "partial_rotary_factor"),
     ("llama", ["--shared-dim", "full"], "--bands"),
     ("llama", ["--shared-dim", "full", "--bands", 3], "divisor"),
+    ("llama", ["--shared-dim", 7, "--bands", 1], "two values"),
     ("llama", ["--shared-dim", 33, "--bands", 2], "exceeds the original key cache of 32"),
     ("llama", ["--shared-dim", 0, "--bands", 2], "positive integer or full"),
     ("llama", ["--shared-dim", 8, "--bands", 2, "--init", "random"], "--init does not apply"),

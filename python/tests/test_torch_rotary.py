@@ -118,34 +118,32 @@ def test_bands_cache_holds_the_latent():
     assert float((out.logits[-1] - full).norm() / full.norm()) < 1e-4
 
 
-def test_query_coherence_is_the_mean_square_over_offsets():
-    # P_g = sum_{h in g} sum_Delta w(Delta) Rot(theta Delta) E[q q^T] Rot(theta Delta)^T,
-    # w(Delta) = (T - Delta) / (T (T + 1) / 2), by brute force over the offsets.
-    g = torch.Generator().manual_seed(0)
-    heads, key_heads, d, dim, context = 4, 2, 6, 5, 13
-    weight = torch.randn(heads * d, dim, generator=g, dtype=torch.float64)
-    x = torch.randn(40, dim, generator=g, dtype=torch.float64)
-    moment = x.T @ x / 40
-    theta = torch.tensor([1.0, 0.3, 0.01], dtype=torch.float64)
-    got = tt.rotary.query_coherence(weight, moment, theta, heads=heads, key_heads=key_heads, context=context)
-    q = torch.einsum("hai,ni->hna", weight.view(heads, d, dim), x)  # (H, n, d)
-    expected = torch.zeros(key_heads, d, d, dtype=torch.float64)
+def _coherence(weight, moment, theta, *, heads, key_heads, context):
+    """P_g = sum_{h in g} sum_Delta w(Delta) Rot(theta Delta) E[q q^T] Rot(theta Delta)^T,
+    w(Delta) = (T - Delta) / (T (T + 1) / 2), by brute force over the offsets (E[q q^T] from
+    the moment, or W W^T without one): the band objective's weight, from its definition."""
+    d = weight.shape[0] // heads
+    half = d // 2
+    w = weight.double().view(heads, d, -1)
+    m = w @ w.transpose(1, 2) if moment is None else w @ moment @ w.transpose(1, 2)
+    p = torch.zeros(key_heads, d, d, dtype=torch.float64)
     for delta in range(context):
-        c, s = torch.cos(theta * delta), torch.sin(theta * delta)
-        a, b = q[..., :3], q[..., 3:]
-        v = torch.cat((a * c - b * s, b * c + a * s), dim=-1)  # Rot(theta Delta) q, transformers' layout
-        p = torch.einsum("hna,hnb->hab", v, v) / 40 * (context - delta) / (context * (context + 1) / 2)
-        expected += p.view(key_heads, 2, d, d).sum(1)
-    torch.testing.assert_close(got, expected, rtol=1e-10, atol=1e-12)
+        c, s = torch.cos(theta.double() * delta), torch.sin(theta.double() * delta)
+        rot = torch.zeros(d, d, dtype=torch.float64)  # (a, b) -> (a c - b s, b c + a s) per pair
+        idx = torch.arange(half)
+        rot[idx, idx], rot[idx, idx + half] = c, -s
+        rot[idx + half, idx], rot[idx + half, idx + half] = s, c
+        weight_delta = (context - delta) / (context * (context + 1) / 2)
+        p += (rot @ m @ rot.T).view(key_heads, heads // key_heads, d, d).sum(1) * weight_delta
+    return p
 
 
 def _band_weights(model, moment, damping):
     """Layer 0's q/k weights and the band objective's pieces from their definitions:
-    P = query_coherence (context 64) and the damped key moment S (I without one)."""
+    P = the offset-averaged query coherence (context 64) and the damped key moment S (I without one)."""
     layer = model.model.layers[0].self_attn
     theta = model.model.rotary_emb.inv_freq
-    p = tt.rotary.query_coherence(layer.q_proj.weight.detach().double(), moment, theta, heads=4, key_heads=2,
-                                  context=64)
+    p = _coherence(layer.q_proj.weight.detach().double(), moment, theta, heads=4, key_heads=2, context=64)
     eye = torch.eye(DIM, dtype=torch.float64)
     s = eye if moment is None else moment + damping * torch.trace(moment) / DIM * eye
     return layer, theta, p, s
@@ -174,7 +172,7 @@ def test_band_keys_beat_a_brute_force_fit():
     layer, theta, p, s = _band_weights(model, moment, 0.01)
     weight = layer.k_proj.weight.detach().double()
     ranks = [3, 1]
-    r = tt.rotary.rotary_band_keys(layer.q_proj.weight, None, layer.k_proj.weight, None, heads=4, key_heads=2,
+    r = tt.rotary_keys(layer.q_proj.weight, None, layer.k_proj.weight, None, heads=4, key_heads=2,
                                    key_values=ranks, inv_freq=theta, bands=2, context=64, query_moment=moment,
                                    key_moment=moment, damping=0.01)
     assert r.ranks.tolist() == ranks and 0 < r.data_error < 1
@@ -207,10 +205,10 @@ def test_band_allocation_is_optimal_for_its_objective():
     layer, theta, p, s = _band_weights(make_rotary("llama", seed=3), None, 0.0)
     args = (layer.q_proj.weight, None, layer.k_proj.weight, None)
     common = dict(heads=4, key_heads=2, inv_freq=theta, bands=2, context=64)
-    best = tt.rotary.rotary_band_keys(*args, key_values=6, **common)
+    best = tt.rotary_keys(*args, key_values=6, **common)
     assert int(best.ranks.sum()) == 6 and best.relative_error > 0.01
     for ranks in ([3, 3], [6, 0], [0, 6], [4, 2], [2, 4], [5, 1]):
-        other = tt.rotary.rotary_band_keys(*args, key_values=ranks, **common)
+        other = tt.rotary_keys(*args, key_values=ranks, **common)
         assert best.relative_error <= other.relative_error + 1e-12
     # The reported error is the objective's: its ratio recomputed from the definition.
     weight = layer.k_proj.weight.detach().double()
