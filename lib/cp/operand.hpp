@@ -1,6 +1,12 @@
-// What CP-ALS needs from its input: MTTKRP for a mode, the squared norm, and the
-// mode Grams for the nvecs initialisation. Dense, Kruskal-form and Tucker-form
-// tensors each provide these at their own cost.
+// What the one CP-ALS loop needs from its input. Six methods every operand provides:
+// its mode sizes, the squared norm, MTTKRP for a mode, the mode Grams (the nvecs start),
+// factor_changed (operands cache partial contractions between MTTKRPs and drop them
+// here) and workspace_elements (the memory the others need); dense, sparse, Kruskal-form
+// and Tucker-form tensors each at their own cost. Six hooks with defaults, for the
+// operands that need them: end_sweep (entries that follow the model: EM for missing
+// values), model_error2 (an error other than ||X - model||^2: TensorLy's sparsity),
+// updates_factors / update_factor / gram_eigenvectors (operands that solve the factor
+// update their own way: sampled least squares), and reset (another start).
 #pragma once
 
 #include <span>

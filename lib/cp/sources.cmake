@@ -4,6 +4,7 @@ target_sources(tenfold_cp PRIVATE
   cp/cp_missing.cpp
   cp/cp_options.cpp
   cp/factor_match.cpp
+  cp/fit_sample.cpp
   cp/full_model.cpp
   cp/gcp.cpp
   cp/gcp_loss.cpp
