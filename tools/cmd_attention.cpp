@@ -97,24 +97,16 @@ int run_rotary(const CompressArgs& a) {
       attention::compress_rotary_checkpoint(a.input, staged.stage(a.out), o, progress);
   const attention::RotaryConfig& c = rep.config;
 
-  std::optional<CalibrationUse> calibration;
-  if (data) {
-    calibration = CalibrationUse{a.calibration, rep.calibration_source, rep.calibration_tokens,
-                                 o.rotary.damping};
-  }
+  const std::optional<CalibrationUse> calibration =
+      calibration_use(a.calibration, rep, o.rotary.damping);
   LayerTable table(data, {{"key values", 10, "key_values"}},
                    {{"decode flops", 13, "decode_flops"}});
   for (const attention::RotaryLayerReport& l : rep.layers) {
-    table.add({l.index,
-               l.prefix,
-               l.relative_error,
-               l.data_error,
-               l.seconds,
-               l.params_before,
-               l.params_after,
-               {l.key_values},
-               {l.decode_flops},
-               {{"ranks", l.ranks}}});
+    LayerRow row = common_row(l);
+    row.lead = {l.key_values};
+    row.trail = {l.decode_flops};
+    row.more = {{"ranks", l.ranks}};
+    table.add(row);
   }
   // The key values per token and layer: one number, or the range when layers differ
   // (full size of rank-deficient layers).
@@ -212,23 +204,13 @@ int run_compress(const CompressArgs& a) {
   const attention::CheckpointReport rep =
       attention::compress_checkpoint(a.input, staged.stage(a.out), o);
 
-  std::optional<CalibrationUse> calibration;
-  if (data) {
-    calibration =
-        CalibrationUse{a.calibration, rep.calibration_source, rep.calibration_tokens, a.damping};
-  }
+  const std::optional<CalibrationUse> calibration = calibration_use(a.calibration, rep, a.damping);
   LayerTable table(data, {}, {{"iterations", 10, "iterations"}});
   for (const attention::LayerReport& l : rep.layers) {
-    table.add({l.index,
-               l.prefix,
-               l.relative_error,
-               l.data_error,
-               l.seconds,
-               l.params_before,
-               l.params_after,
-               {},
-               {l.iterations},
-               {{"converged", l.converged}}});
+    LayerRow row = common_row(l);
+    row.trail = {l.iterations};
+    row.more = {{"converged", l.converged}};
+    table.add(row);
   }
   const index_t before = table.params_before(), after = table.params_after();
   std::printf(

@@ -32,6 +32,20 @@ struct LayerRow {
   nlohmann::json more = nlohmann::json::object();
 };
 
+/// The fields every layer report has (LayerReport, RotaryLayerReport).
+template <class Report>
+LayerRow common_row(const Report& l) {
+  LayerRow row;
+  row.index = l.index;
+  row.prefix = l.prefix;
+  row.relative_error = l.relative_error;
+  row.data_error = l.data_error;
+  row.seconds = l.seconds;
+  row.params_before = l.params_before;
+  row.params_after = l.params_after;
+  return row;
+}
+
 /// Prints the header at construction and a row per add(); keeps the report's rows and
 /// the query/key parameter totals.
 class LayerTable {
@@ -55,6 +69,14 @@ struct CalibrationUse {
   index_t tokens = 0;
   double damping = 0.0;
 };
+
+/// What a checkpoint report `rep` says of the calibration file `file`; none without one.
+template <class Report>
+std::optional<CalibrationUse> calibration_use(const std::string& file, const Report& rep,
+                                              double damping) {
+  if (file.empty()) return std::nullopt;
+  return CalibrationUse{file, rep.calibration_source, rep.calibration_tokens, damping};
+}
 
 /// "data-aware: N calibration tokens (source), damping x" when calibrated.
 void print_calibration(const std::optional<CalibrationUse>& c);
