@@ -16,7 +16,7 @@
 #include "cp/dense_operand.hpp"
 #include "tenfold/error.hpp"
 #include "tenfold/ktensor.hpp"
-#include "tucker/tucker_operand.hpp"
+#include "cp/tucker_operand.hpp"
 #include "tucker_test_util.hpp"
 
 namespace tenfold::test {

@@ -1,6 +1,7 @@
 target_sources(tenfold_core PRIVATE
   core/dense_mttkrp.cpp
   core/format.cpp
+  core/hals.cpp
   core/host_lapack.cpp
   core/ktensor.cpp
   core/memory.cpp

@@ -19,7 +19,7 @@
 #include "core/subspace.hpp"
 #include "cp/compressed.hpp"
 #include "cp/dense_operand.hpp"
-#include "cp/hals.hpp"
+#include "core/hals.hpp"
 #include "cp/kruskal_operand.hpp"
 #include "cp/line_search.hpp"
 #include "cp/masked_operand.hpp"

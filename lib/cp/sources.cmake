@@ -9,7 +9,6 @@ target_sources(tenfold_cp PRIVATE
   cp/gcp.cpp
   cp/gcp_loss.cpp
   cp/gevd.cpp
-  cp/hals.cpp
   cp/kruskal_operand.cpp
   cp/lbfgs.cpp
   cp/line_search.cpp
@@ -20,4 +19,5 @@ target_sources(tenfold_cp PRIVATE
   cp/revive.cpp
   cp/sampled.cpp
   cp/sparsity_operand.cpp
-  cp/start_check.cpp)
+  cp/start_check.cpp
+  cp/tucker_operand.cpp)

@@ -3,5 +3,4 @@ target_sources(tenfold_tucker PRIVATE
   tucker/hosvd.cpp
   tucker/steps.cpp
   tucker/ttensor.cpp
-  tucker/tucker.cpp
-  tucker/tucker_operand.cpp)
+  tucker/tucker.cpp)

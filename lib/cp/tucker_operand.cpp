@@ -1,4 +1,4 @@
-#include "tucker/tucker_operand.hpp"
+#include "cp/tucker_operand.hpp"
 
 #include <algorithm>
 #include <chrono>

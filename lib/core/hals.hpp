@@ -1,6 +1,6 @@
-// Non-negative mode update by HALS (hierarchical alternating least squares; Cichocki
-// and Phan 2009, Gillis and Glineur 2012), used by CP-ALS in place of the
-// normal-equation solve when CpOptions::nonnegative is set.
+// Non-negative least-squares update by HALS (hierarchical alternating least squares;
+// Cichocki and Phan 2009, Gillis and Glineur 2012): CP-ALS's mode update when
+// CpOptions::nonnegative is set, and the factor update of non-negative Tucker.
 #pragma once
 
 #include <vector>

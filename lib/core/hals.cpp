@@ -1,4 +1,4 @@
-#include "cp/hals.hpp"
+#include "core/hals.hpp"
 
 #include <algorithm>
 #include <cmath>
