@@ -36,6 +36,26 @@ const fs::path kIl2 = fs::path(TENFOLD_TEST_DATA_DIR) / "IL2_Response_Tensor.npy
 
 std::vector<index_t> npy_shape(const fs::path& p) { return tenfold::io::read_npy_header(p).shape; }
 
+// A command line that must fail with `code` and one stderr line holding `message`.
+struct RefusedCase {
+  std::string args;
+  int code;
+  std::string message;
+};
+
+// Runs each case (with `tail` appended): its exit code, one line naming the problem, and
+// no output folder dir/o.
+void expect_refused(const fs::path& dir, const std::vector<RefusedCase>& cases,
+                    const std::string& tail) {
+  for (const RefusedCase& c : cases) {
+    const CliRun r = tenfold_cli(dir, c.args + tail);
+    EXPECT_EQ(r.code, c.code) << c.args << "\n" << r.err;
+    EXPECT_EQ(r.err_lines(), 1) << c.args << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << c.args << "\n" << r.err;
+    EXPECT_FALSE(fs::exists(dir / "o")) << c.args;
+  }
+}
+
 }  // namespace
 
 TEST(Cli, HelpDocumentsEveryFlag) {
@@ -159,12 +179,7 @@ TEST(Cli, BadInputGivesOneLineAndNoOutput) {
     cut << slurp(kCovid).substr(0, 5000);
   }
   const std::string out = " --out " + (dir / "o").string();
-  struct Case {
-    std::string args;
-    int code;
-    std::string message;
-  };
-  const std::vector<Case> cases = {
+  const std::vector<RefusedCase> cases = {
       {"cp " + (dir / "missing.npy").string() + " --rank 2" + out, 1, "missing.npy"},
       {"cp " + (dir / "in.npy").string() + " --rank 0" + out, 1, "rank"},
       {"cp " + (dir / "in.npy").string() + " --rank -3" + out, 1, "rank"},
@@ -182,13 +197,7 @@ TEST(Cli, BadInputGivesOneLineAndNoOutput) {
       {"frobnicate", 2, "frobnicate"},
   };
   const std::string input_bytes = slurp(dir / "in.npy");
-  for (const Case& c : cases) {
-    const CliRun r = tenfold_cli(dir, c.args);
-    EXPECT_EQ(r.code, c.code) << c.args << "\n" << r.err;
-    EXPECT_EQ(r.err_lines(), 1) << c.args << "\n" << r.err;
-    EXPECT_NE(r.err.find(c.message), std::string::npos) << c.args << "\n" << r.err;
-    EXPECT_FALSE(fs::exists(dir / "o")) << c.args;
-  }
+  expect_refused(dir, cases, "");
   EXPECT_EQ(slurp(dir / "in.npy"), input_bytes);
 }
 
@@ -259,12 +268,7 @@ TEST(Cli, OptionErrorsNameTheFlag) {
   const std::string model = (dir / "model.safetensors").string();
   const std::string compress = "attention compress " + model + " -q --heads 2 --shared-dim 3 ";
   const std::string out = " --out " + (dir / "o").string();
-  struct Case {
-    std::string args;
-    int code;
-    std::string message;
-  };
-  const std::vector<Case> cases = {
+  const std::vector<RefusedCase> cases = {
       {cp + "--max-iters -1", 1, "tenfold cp: error: --max-iters must be >= 0, got -1"},
       {cp + "--tol -1", 1, "tenfold cp: error: --tol must be finite and >= 0, got -1"},
       {cp + "--tol nan", 1, "--tol must be finite and >= 0, got nan"},
@@ -302,13 +306,7 @@ TEST(Cli, OptionErrorsNameTheFlag) {
       {compress + "--max-iters 0", 1, "--max-iters must be at least 1, got 0"},
       {compress + "--tol -0.5", 1, "--tol must be finite and >= 0, got -0.5"},
   };
-  for (const Case& c : cases) {
-    const CliRun r = tenfold_cli(dir, c.args + out);
-    EXPECT_EQ(r.code, c.code) << c.args << "\n" << r.err;
-    EXPECT_EQ(r.err_lines(), 1) << c.args << "\n" << r.err;
-    EXPECT_NE(r.err.find(c.message), std::string::npos) << c.args << "\n" << r.err;
-    EXPECT_FALSE(fs::exists(dir / "o")) << c.args;
-  }
+  expect_refused(dir, cases, out);
   // A list split by commas or spaces, and --init auto with a start, still run.
   ASSERT_EQ(tenfold_cli(dir, tucker + "--ranks 2 2 2" + out).code, 0);
   EXPECT_EQ(tenfold_cli(dir, cp + "--max-iters 2 --out " + (dir / "a").string()).code, 0);
@@ -453,7 +451,7 @@ TEST(Cli, AttentionReadsAlbertAndVitNames) {
     std::string file, prefix;
     std::vector<std::pair<std::string, std::string>> map;
   };
-  const std::vector<Case> cases = {
+  const std::vector<RefusedCase> cases = {
       {"albert",
        "albert.encoder.albert_layer_groups.0.albert_layers.0.attention.",
        {{"encoder.layer.0.attention.self.",
@@ -607,7 +605,7 @@ TEST(Cli, AttentionBadCheckpointsGiveOneLineAndWriteNothing) {
   struct Case {
     std::string args, message;
   };
-  const std::vector<Case> cases = {
+  const std::vector<RefusedCase> cases = {
       {write("cut.safetensors", good.substr(0, good.size() - 10)) + " --heads 2",
        "cut.safetensors"},
       {write("beyond.safetensors", beyond) + " --heads 2", "header"},
@@ -857,7 +855,7 @@ TEST(Cli, AttentionConfigMustAgreeWithItselfAndTheTensors) {
   struct Case {
     std::string config, message;
   };
-  const std::vector<Case> cases = {
+  const std::vector<RefusedCase> cases = {
       {R"({"num_attention_heads": 2, "n_head": 4})",
        "num_attention_heads = 2 disagrees with n_head = 4"},
       {R"({"num_attention_heads": 2, "hidden_size": 8, "n_embd": 16})",
@@ -904,7 +902,7 @@ TEST(Cli, AttentionFoldsGpt2ConfigScaling) {
     std::string config;
     bool by_sqrt_d, by_layer;
   };
-  const std::vector<Case> cases = {
+  const std::vector<RefusedCase> cases = {
       {R"("scale_attn_weights": false)", false, false},
       {R"("scale_attn_by_inverse_layer_idx": true)", true, true},
       {R"("scale_attn_weights": false, "scale_attn_by_inverse_layer_idx": true)", false, true},

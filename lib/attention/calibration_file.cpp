@@ -66,6 +66,21 @@ void CalibrationFile::check_prefixes(const std::vector<std::string>& prefixes) c
   }
 }
 
+std::vector<InputMoments> CalibrationFile::layer_moments(
+    const std::vector<std::pair<std::string, int>>& layers, index_t input_dim,
+    const std::function<void(const std::string&, const std::vector<index_t>&)>& check) const {
+  std::vector<std::string> prefixes;
+  for (const auto& layer : layers) prefixes.push_back(layer.first);
+  check_prefixes(prefixes);
+  if (check) {
+    for (const std::string& prefix : prefixes)
+      check(prefix, file_.at(prefix + "input_moment").shape);
+  }
+  std::vector<InputMoments> out;
+  for (const auto& [prefix, index] : layers) out.push_back(moments(prefix, index, input_dim));
+  return out;
+}
+
 InputMoments CalibrationFile::moments(const std::string& prefix, int layer,
                                       index_t input_dim) const {
   const auto read = [&](const std::string& name) {

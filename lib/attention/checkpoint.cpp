@@ -150,11 +150,9 @@ CheckpointReport compress_typed(const std::filesystem::path& input, const Checkp
   std::vector<InputMoments> moments;
   if (!o.calibration.empty()) {
     const CalibrationFile calib(o.calibration);
-    std::vector<std::string> prefixes;
-    for (const LayerNames& l : layers) prefixes.push_back(l.prefix);
-    calib.check_prefixes(prefixes);
-    for (const LayerNames& l : layers)
-      moments.push_back(calib.moments(l.prefix, l.index, rep.input_dim));
+    std::vector<std::pair<std::string, int>> names;
+    for (const LayerNames& l : layers) names.emplace_back(l.prefix, l.index);
+    moments = calib.layer_moments(names, rep.input_dim);
     rep.calibration_tokens = calib.tokens();
     rep.calibration_source = calib.source();
   }
@@ -243,8 +241,8 @@ CheckpointReport compress_typed(const std::filesystem::path& input, const Checkp
       o.calibration, rep.calibration_tokens, rep.calibration_source, o.compress.damping, {}};
   if (!moments.empty())
     for (const LayerReport& l : rep.layers) calibration.data_errors.push_back(*l.data_error);
-  detail::record_errors(meta, errors, moments.empty() ? nullptr : &calibration);
-  const detail::CheckpointWriter::Params params = writer.write(file, meta);
+  const detail::CheckpointWriter::Params params =
+      writer.write(file, meta, errors, moments.empty() ? nullptr : &calibration);
   rep.total_params_before = params.before;
   rep.total_params_after = params.after;
   rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

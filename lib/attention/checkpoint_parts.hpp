@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -90,6 +91,12 @@ class CalibrationFile {
   /// semi-definite to the round-off of the stored dtype): IoError / InvalidArgument
   /// naming the tensor and `layer`.
   InputMoments moments(const std::string& prefix, int layer, index_t input_dim) const;
+  /// check_prefixes of the layers' prefixes, `check` (when given) of each layer's
+  /// prefix and stored moment shape, then moments() of each layer (prefix, index), in
+  /// order.
+  std::vector<InputMoments> layer_moments(
+      const std::vector<std::pair<std::string, int>>& layers, index_t input_dim,
+      const std::function<void(const std::string&, const std::vector<index_t>&)>& check = {}) const;
 
  private:
   io::SafetensorsFile file_;

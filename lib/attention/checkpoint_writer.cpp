@@ -11,6 +11,7 @@
 #include "tenfold/error.hpp"
 
 namespace tenfold::attention::detail {
+namespace {
 
 void record_errors(std::map<std::string, std::string>& metadata,
                    const std::vector<double>& relative_errors,
@@ -28,6 +29,8 @@ void record_errors(std::map<std::string, std::string>& metadata,
   metadata["tenfold.calibration.source"] = calibration->source;
   metadata["tenfold.calibration.damping"] = nlohmann::json(calibration->damping).dump();
 }
+
+}  // namespace
 
 CheckpointWriter::CheckpointWriter(std::filesystem::path output,
                                    std::initializer_list<ReadFile> reads)
@@ -49,8 +52,11 @@ void CheckpointWriter::insert(const std::string& at, std::string name, std::stri
   inserted_[at].push_back({std::move(name), std::move(dtype), std::move(shape), std::move(bytes)});
 }
 
-CheckpointWriter::Params CheckpointWriter::write(
-    const io::SafetensorsFile& input, const std::map<std::string, std::string>& metadata) const {
+CheckpointWriter::Params CheckpointWriter::write(const io::SafetensorsFile& input,
+                                                 std::map<std::string, std::string> metadata,
+                                                 const std::vector<double>& relative_errors,
+                                                 const CalibrationRecord* calibration) const {
+  record_errors(metadata, relative_errors, calibration);
   const auto numel = [](const std::vector<index_t>& shape) { return checked_numel(shape); };
   Params params;
   // Output: the input's tensors in order, the new ones where their input tensor stood,

@@ -43,13 +43,6 @@ struct CalibrationRecord {
   std::vector<double> data_errors;  ///< per layer, data space
 };
 
-/// tenfold.relative_errors (per layer, weight space) and tenfold.objective ("weight";
-/// "data" with `calibration`, which adds tenfold.calibration.{relative_errors, file,
-/// tokens, source, damping}).
-void record_errors(std::map<std::string, std::string>& metadata,
-                   const std::vector<double>& relative_errors,
-                   const CalibrationRecord* calibration);
-
 /// One output checkpoint of a conversion, from the refusal of a bad output to the write.
 class CheckpointWriter {
  public:
@@ -69,9 +62,13 @@ class CheckpointWriter {
     index_t before = 0, after = 0;
   };
   /// Writes the output (io::save_safetensors, atomically): `input`'s tensors as above,
-  /// its metadata with `metadata`'s keys set over it.
-  Params write(const io::SafetensorsFile& input,
-               const std::map<std::string, std::string>& metadata) const;
+  /// its metadata with `metadata`'s keys set over it, and the errors:
+  /// tenfold.relative_errors (per layer, weight space) and tenfold.objective ("weight";
+  /// "data" with `calibration`, which adds tenfold.calibration.{relative_errors, file,
+  /// tokens, source, damping}).
+  Params write(const io::SafetensorsFile& input, std::map<std::string, std::string> metadata,
+               const std::vector<double>& relative_errors,
+               const CalibrationRecord* calibration) const;
 
  private:
   struct NewTensor {

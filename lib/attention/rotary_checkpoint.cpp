@@ -158,22 +158,18 @@ RotaryCheckpointReport compress_rotary_checkpoint(
   std::vector<InputMoments> moments;
   if (!o.calibration.empty()) {
     const CalibrationFile calib(o.calibration);
-    std::vector<std::string> prefixes;
-    for (const RotaryNames& l : layers) prefixes.push_back(l.prefix);
-    calib.check_prefixes(prefixes);
-    const io::SafetensorsFile raw(o.calibration);
-    for (const RotaryNames& l : layers) {
-      const auto& shape = raw.at(l.prefix + "input_moment").shape;
+    std::vector<std::pair<std::string, int>> names;
+    for (const RotaryNames& l : layers) names.emplace_back(l.prefix, l.index);
+    moments = calib.layer_moments(names, dim, [&](const std::string& prefix, const auto& shape) {
       if (biased && shape == std::vector<index_t>{c.hidden_size, c.hidden_size}) {
-        throw IoError("calibration tensor '" + l.prefix + "input_moment' is " +
+        throw IoError("calibration tensor '" + prefix + "input_moment' is " +
                       detail::shape_text(shape) +
                       "; the layers have query/key biases, so the rotary objective needs the "
                       "moment of [x; 1], (" +
                       std::to_string(dim) + ", " + std::to_string(dim) +
                       ") (tenfold.torch.write_calibration writes it)");
       }
-      moments.push_back(calib.moments(l.prefix, l.index, dim));
-    }
+    });
     rep.calibration_tokens = calib.tokens();
     rep.calibration_source = calib.source();
   }
@@ -263,8 +259,8 @@ RotaryCheckpointReport compress_rotary_checkpoint(
   meta["tenfold.head_dim"] = std::to_string(c.head_dim);
   const detail::CalibrationRecord calibration{o.calibration, rep.calibration_tokens,
                                               rep.calibration_source, ro.damping, data_errors};
-  detail::record_errors(meta, errors, moments.empty() ? nullptr : &calibration);
-  const detail::CheckpointWriter::Params params = writer.write(file, meta);
+  const detail::CheckpointWriter::Params params =
+      writer.write(file, meta, errors, moments.empty() ? nullptr : &calibration);
   rep.total_params_before = params.before;
   rep.total_params_after = params.after;
   rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -1,6 +1,7 @@
 target_sources(tenfold_cp PRIVATE
   cp/compressed.cpp
   cp/cp_als.cpp
+  cp/cp_api.cpp
   cp/cp_missing.cpp
   cp/cp_options.cpp
   cp/factor_match.cpp

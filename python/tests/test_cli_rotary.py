@@ -13,37 +13,21 @@ transformers = pytest.importorskip("transformers")
 pytest.importorskip("safetensors")
 
 import tenfold.torch as tt  # noqa: E402
+from torch_models import DIM, ROTARY_CLASSES, rotary_model  # noqa: E402
 
-VOCAB, DIM, HEAD_DIM = 64, 32, 16
-FAMILIES = {
-    "llama": (transformers.LlamaConfig, transformers.LlamaForCausalLM),
-    "qwen2": (transformers.Qwen2Config, transformers.Qwen2ForCausalLM),
-    "mistral": (transformers.MistralConfig, transformers.MistralForCausalLM),
-    "qwen3": (transformers.Qwen3Config, transformers.Qwen3ForCausalLM),
-}
+VOCAB, HEAD_DIM = 64, 16
 
 
 def save_model(path, family="llama", heads=4, key_heads=2, seed=0, **extra):
-    """A two-layer random-weight model (initializer_range 0.3: attention far from
-    uniform; Qwen2's query/key biases random too) saved with save_pretrained."""
-    config_class, model_class = FAMILIES[family]
-    config = config_class(vocab_size=VOCAB, hidden_size=DIM, intermediate_size=2 * DIM, num_hidden_layers=2,
-                          num_attention_heads=heads, num_key_value_heads=key_heads, head_dim=HEAD_DIM,
-                          max_position_embeddings=256, initializer_range=0.3, attn_implementation="eager",
-                          **extra)
-    torch.manual_seed(seed)
-    model = model_class(config).eval()
-    with torch.no_grad():
-        for layer in model.model.layers:
-            for proj in (layer.self_attn.q_proj, layer.self_attn.k_proj):
-                if proj.bias is not None:
-                    proj.bias.normal_()
+    """A two-layer random-weight model (torch_models.rotary_model) saved with save_pretrained."""
+    model = rotary_model(family, head_dim=HEAD_DIM, heads=heads, key_heads=key_heads, impl="eager", seed=seed,
+                         vocab=VOCAB, **extra)
     model.save_pretrained(path)
     return model
 
 
 def load(path, family="llama"):
-    return FAMILIES[family][1].from_pretrained(path, attn_implementation="eager").eval()
+    return ROTARY_CLASSES[family][1].from_pretrained(path, attn_implementation="eager").eval()
 
 
 def run(cli, *args):

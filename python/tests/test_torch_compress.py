@@ -95,16 +95,22 @@ def test_load_compressed_equals_compress_model(cli, tmp_path, family):
     np.testing.assert_allclose(run(loaded, inputs).numpy(), run(model, inputs).numpy(), rtol=0, atol=1e-6)
 
 
-def test_load_compressed_refuses_mismatches_naming_the_tensor(cli, tmp_path):
-    model = make_model("bert")
-    path = _cli_checkpoint(cli, tmp_path, model, 12)
+def _bert_checkpoint_parts(cli, tmp_path):
+    """A BERT checkpoint of the program at R = 12: its path, tensors and metadata, and a
+    fresh BERT of another seed to load it into."""
     from safetensors import safe_open
-    from safetensors.torch import load_file, save_file
+    from safetensors.torch import load_file
 
-    tensors = load_file(path)
+    path = _cli_checkpoint(cli, tmp_path, make_model("bert"), 12)
     with safe_open(path, "pt") as f:
         meta = f.metadata()
-    other = make_model("bert", seed=3)
+    return path, load_file(path), meta, make_model("bert", seed=3)
+
+
+def test_load_compressed_refuses_mismatches_naming_the_tensor(cli, tmp_path):
+    from safetensors.torch import save_file
+
+    path, tensors, meta, other = _bert_checkpoint_parts(cli, tmp_path)
     bad = dict(tensors)
     name = "encoder.layer.1.attention.self.collab.key.weight"
     bad[name] = bad[name][:, :-1].contiguous()
@@ -151,15 +157,9 @@ def test_module_head_count_wins_over_the_config(cli, tmp_path):
 
 
 def test_load_compressed_refuses_non_finite_tensors_and_bad_metadata(cli, tmp_path):
-    model = make_model("bert")
-    path = _cli_checkpoint(cli, tmp_path, model, 12)
-    from safetensors import safe_open
-    from safetensors.torch import load_file, save_file
+    from safetensors.torch import save_file
 
-    tensors = load_file(path)
-    with safe_open(path, "pt") as f:
-        meta = f.metadata()
-    other = make_model("bert", seed=3)
+    path, tensors, meta, other = _bert_checkpoint_parts(cli, tmp_path)
     kinds = [type(m) for m in other.modules()]
     key = "encoder.layer.1.attention.self.collab.key.weight"
     mixing = "encoder.layer.0.attention.self.collab.mixing"

@@ -13,31 +13,15 @@ transformers = pytest.importorskip("transformers")
 pytest.importorskip("tenfold")
 
 import tenfold.torch as tt  # noqa: E402
+from torch_models import DIM, rotary_model  # noqa: E402
 
-VOCAB, DIM, HEAD_DIM = 64, 32, 8
+VOCAB, HEAD_DIM = 64, 8
 
 
 def make_rotary(family, heads=4, key_heads=2, impl="sdpa", seed=0):
-    """A two-layer model of the family with random weights large enough that the
-    attention is far from uniform (initializer_range 0.3); Qwen2's biases random too."""
-    config_class, model_class = {
-        "llama": (transformers.LlamaConfig, transformers.LlamaForCausalLM),
-        "qwen2": (transformers.Qwen2Config, transformers.Qwen2ForCausalLM),
-        "mistral": (transformers.MistralConfig, transformers.MistralForCausalLM),
-        "qwen3": (transformers.Qwen3Config, transformers.Qwen3ForCausalLM),
-    }[family]
     extra = {"sliding_window": 8} if family == "mistral" else {}
-    config = config_class(vocab_size=VOCAB, hidden_size=DIM, intermediate_size=2 * DIM, num_hidden_layers=2,
-                          num_attention_heads=heads, num_key_value_heads=key_heads, head_dim=HEAD_DIM,
-                          max_position_embeddings=256, initializer_range=0.3, attn_implementation=impl, **extra)
-    torch.manual_seed(seed)
-    model = model_class(config).eval()
-    with torch.no_grad():
-        for layer in model.model.layers:
-            for proj in (layer.self_attn.q_proj, layer.self_attn.k_proj):
-                if proj.bias is not None:
-                    proj.bias.normal_()
-    return model
+    return rotary_model(family, head_dim=HEAD_DIM, heads=heads, key_heads=key_heads, impl=impl, seed=seed,
+                        vocab=VOCAB, **extra)
 
 
 def inputs(seed=1):
@@ -103,14 +87,19 @@ def test_bands_full_is_exact(family, heads, key_heads, impl, bands):
     assert model.config.tenfold_rotary == {"family": family, "key_values": key_heads * HEAD_DIM, "bands": bands}
 
 
-def test_bands_cache_holds_the_latent():
-    model = make_rotary("qwen2")
-    tt.compress_model(model, shared_dim=5, bands=2)
+def generate_four(model):
+    """Four greedy tokens after a 6-token prompt, with the logits: (output, its cache)."""
     ids, _ = inputs()
     with torch.no_grad():
         out = model.generate(ids[:1, :6], max_new_tokens=4, min_new_tokens=4, do_sample=False, pad_token_id=0,
                              return_dict_in_generate=True, output_logits=True)
-    cache = out.cache if hasattr(out, "cache") else out.past_key_values
+    return out, out.cache if hasattr(out, "cache") else out.past_key_values
+
+
+def test_bands_cache_holds_the_latent():
+    model = make_rotary("qwen2")
+    tt.compress_model(model, shared_dim=5, bands=2)
+    out, cache = generate_four(model)
     for layer in cache.layers:
         assert tuple(layer.keys.shape) == (1, 1, 9, 5)  # five latent values per token (any count: real)
     with torch.no_grad():
@@ -272,16 +261,12 @@ def test_full_in_half_precision(dtype):
 def test_cache_holds_the_shared_keys():
     model = make_rotary("llama")
     tt.compress_model(model, shared_dim=6)
-    ids, _ = inputs()
-    with torch.no_grad():
-        out = model.generate(ids[:1, :6], max_new_tokens=4, min_new_tokens=4, do_sample=False, pad_token_id=0,
-                             return_dict_in_generate=True, output_logits=True)
-    cache = out.cache if hasattr(out, "cache") else out.past_key_values
+    out, cache = generate_four(model)
     for layer in cache.layers:
         assert tuple(layer.keys.shape) == (1, 1, 9, 6)  # one shared key row per token: 6 values
         assert tuple(layer.values.shape) == (1, 2, 9, HEAD_DIM)
     with pytest.raises(ValueError, match="StaticLayer preallocates the original keys"):
-        model.generate(ids[:1, :6], max_new_tokens=2, do_sample=False, pad_token_id=0,
+        model.generate(inputs()[0][:1, :6], max_new_tokens=2, do_sample=False, pad_token_id=0,
                        cache_implementation="static")
     # Decoding with the cache agrees with recomputing the whole prefix.
     with torch.no_grad():

@@ -94,3 +94,30 @@ def run(model, inputs):
     with torch.no_grad():
         out = model(**inputs)
     return out.logits if hasattr(out, "logits") and out.logits is not None else out.last_hidden_state
+
+
+#: The rotary families tenfold.torch converts, and Qwen3 (QK-norm, refused).
+ROTARY_CLASSES = {
+    "llama": (tr.LlamaConfig, tr.LlamaForCausalLM),
+    "qwen2": (tr.Qwen2Config, tr.Qwen2ForCausalLM),
+    "mistral": (tr.MistralConfig, tr.MistralForCausalLM),
+    "qwen3": (tr.Qwen3Config, tr.Qwen3ForCausalLM),
+}
+
+
+def rotary_model(family, *, head_dim, heads=HEADS, key_heads=2, impl="sdpa", seed=0, vocab=64, **config):
+    """A two-layer rotary model of the family (width DIM) with random weights large enough
+    that the attention is far from uniform (initializer_range 0.3); Qwen2's query/key
+    biases random too."""
+    config_class, model_class = ROTARY_CLASSES[family]
+    cfg = config_class(vocab_size=vocab, hidden_size=DIM, intermediate_size=2 * DIM, num_hidden_layers=2,
+                       num_attention_heads=heads, num_key_value_heads=key_heads, head_dim=head_dim,
+                       max_position_embeddings=256, initializer_range=0.3, attn_implementation=impl, **config)
+    torch.manual_seed(seed)
+    model = model_class(cfg).eval()
+    with torch.no_grad():
+        for layer in model.model.layers:
+            for proj in (layer.self_attn.q_proj, layer.self_attn.k_proj):
+                if proj.bias is not None:
+                    proj.bias.normal_()
+    return model
