@@ -43,6 +43,19 @@ class AsDouble {
   const Matrix<double>* m_ = nullptr;
 };
 
+/// W with the bias as an extra last row when `augment` (zeros for a missing bias): D' x n,
+/// in double: the layer acting on [x; 1].
+template <class T>
+Matrix<double> augmented(const Matrix<T>& w, const std::vector<T>& bias, bool augment) {
+  const index_t rows = w.rows() + (augment ? 1 : 0);
+  Matrix<double> out(rows, w.cols());
+  for (index_t j = 0; j < w.cols(); ++j) {
+    for (index_t i = 0; i < w.rows(); ++i) out(i, j) = static_cast<double>(w(i, j));
+    if (augment) out(w.rows(), j) = bias.empty() ? 0.0 : static_cast<double>(bias[j]);
+  }
+  return out;
+}
+
 /// G_h = A_h^T B_h (d x d) for every head, A_h and B_h being the column blocks
 /// h d ... (h+1) d - 1 of A and B (D x H d); returned as H consecutive d x d blocks.
 std::vector<double> head_grams(tenfold::detail::Compute<double>& c, const Matrix<double>& a,

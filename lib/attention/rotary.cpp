@@ -25,18 +25,6 @@ using tenfold::detail::Op;
 
 std::string text(index_t v) { return std::to_string(v); }
 
-/// W with the bias as an extra last row when `augment` (zeros for a missing bias): D' x n.
-template <class T>
-Matrix<double> augmented(const Matrix<T>& w, const std::vector<T>& bias, bool augment) {
-  const index_t rows = w.rows() + (augment ? 1 : 0);
-  Matrix<double> out(rows, w.cols());
-  for (index_t j = 0; j < w.cols(); ++j) {
-    for (index_t i = 0; i < w.rows(); ++i) out(i, j) = static_cast<double>(w(i, j));
-    if (augment) out(w.rows(), j) = bias.empty() ? 0.0 : static_cast<double>(bias[j]);
-  }
-  return out;
-}
-
 /// Throws unless the options suit the layer (bands, frequencies, budget or ranks).
 void check_options(const RotaryOptions& o, index_t key_heads, index_t d) {
   const index_t half = d / 2, b = o.bands;
@@ -213,8 +201,8 @@ RotaryKeys rotary_keys(const RotaryLayer<T>& layer, const RotaryOptions& o,
   p.key_heads = layer.key_heads;
   p.head_dim = layer.head_dim;
   const bool augment = layer.biased();
-  p.wq = augmented(layer.query_weight, layer.query_bias, augment);
-  p.wk = augmented(layer.key_weight, layer.key_bias, augment);
+  p.wq = detail::augmented(layer.query_weight, layer.query_bias, augment);
+  p.wk = detail::augmented(layer.key_weight, layer.key_bias, augment);
   p.full = o.key_values == 0 && o.ranks.empty();
   if (moments) {
     p.query_moment = &moments->query;

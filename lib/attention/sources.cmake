@@ -12,4 +12,5 @@ target_sources(tenfold_attention PRIVATE
   attention/rotary_bands.cpp
   attention/rotary_frequencies.cpp
   attention/rotary_checkpoint.cpp
-  attention/scores.cpp)
+  attention/scores.cpp
+  attention/values.cpp)

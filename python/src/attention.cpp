@@ -18,6 +18,7 @@
 #include "bindings.hpp"
 #include "tenfold/attention_checkpoint.hpp"
 #include "tenfold/error.hpp"
+#include "tenfold/kv_cache.hpp"
 
 namespace tenfold::python {
 
@@ -227,6 +228,41 @@ void register_attention(nb::module_& m) {
       nb::arg("key_heads"), nb::arg("key_values"), nb::arg("ranks"), nb::arg("bands"),
       nb::arg("inv_freq"), nb::arg("context"), nb::arg("damping"),
       nb::arg("query_moment").noconvert().none(), nb::arg("key_moment").noconvert().none());
+  m.def(
+      "value_latent",
+      [](const InArray& value_weight, const std::optional<InArray>& value_bias,
+         const InArray& output_weight, index_t heads, index_t key_heads, index_t values,
+         double damping, const std::optional<InArray>& moment) {
+        ValueLayer<double> layer;
+        layer.heads = heads;
+        layer.key_heads = key_heads;
+        layer.value_weight = weight_from<double>(value_weight, "value_weight");
+        layer.value_bias = bias_from<double>(value_bias, "value_bias");
+        layer.output_weight = weight_from<double>(output_weight, "output_weight");
+        if (key_heads < 1 || layer.value_weight.cols() % key_heads) {
+          throw DimensionMismatch("key_heads = " + std::to_string(key_heads) +
+                                  " does not divide the value_weight rows (" +
+                                  std::to_string(layer.value_weight.cols()) + ")");
+        }
+        layer.head_dim = layer.value_weight.cols() / key_heads;
+        Matrix<double> s;
+        if (moment) s = matrix_from<double>(*moment, "moment");
+        ValueLatent r = value_latent(layer, ValueOptions{values, damping}, moment ? &s : nullptr);
+        nb::dict d;
+        d["latent"] = as_rows(std::move(r.latent));
+        d["expand"] = owned_matrix(std::move(r.expand));
+        d["output"] = as_rows(std::move(r.output));
+        d["singular_values"] = nb::cast(r.singular_values);
+        d["relative_error"] = r.relative_error;
+        d["data_error"] = r.data_error;
+        d["params_before"] = r.params_before;
+        d["params_after"] = r.params_after;
+        d["seconds"] = r.seconds;
+        return d;
+      },
+      nb::arg("value_weight").noconvert(), nb::arg("value_bias").noconvert().none(),
+      nb::arg("output_weight").noconvert(), nb::arg("heads"), nb::arg("key_heads"),
+      nb::arg("values"), nb::arg("damping"), nb::arg("moment").noconvert().none());
   m.def("rotary_families", [] {
     const RotaryFamilies& f = rotary_families();
     nb::dict converted;

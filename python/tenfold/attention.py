@@ -12,7 +12,7 @@ import numpy as np
 from . import _tenfold, _validate
 from ._arrays import as_float_array, float_dtype
 
-__all__ = ["compress", "compress_file", "analyze_file", "CompressResult", "CheckpointReport"]
+__all__ = ["compress", "compress_file", "analyze_file", "value_latent", "CompressResult", "CheckpointReport"]
 
 
 class _Record:
@@ -238,3 +238,30 @@ def analyze_file(input, *, heads=0):
             layer[key] = EnergyCurve(layer[key])
         out.append(LayerRedundancy(layer))
     return out
+
+
+def value_latent(value_weight, output_weight, value_bias=None, *, heads, key_heads, values=None,
+                 moment=None, damping=0.01):
+    """The latent value cache of one layer (docs/kv-cache.md): `values` latent values per
+    token (None: the smallest exact size) shared by the ``key_heads`` value heads, with each
+    head's up-projection folded into o_proj. Weights in PyTorch's (out, in) layout:
+    value_weight (G d, D), output_weight (E, H d); `moment` the (D', D') second moment of
+    [x; 1] (D' = D + 1 with a value bias), for the data-aware objective, whitened as
+    S + damping tr(S) / D' I.
+
+    Returns a dict, float64: ``latent`` (C_v, D'): the cached values c = latent [x; 1] (its
+    last column the bias when D' = D + 1); ``expand`` (G d, C_v): the values rebuilt from
+    c; ``output`` (E, H C_v): o_proj with the rebuild folded in, applied to the heads'
+    attention-weighted latents; ``singular_values``, ``relative_error`` (the objective's,
+    weight-only), ``data_error`` (on `moment`, or None), ``params_before``,
+    ``params_after``, ``seconds``."""
+    vw = np.asarray(value_weight, dtype=np.float64)
+    ow = np.asarray(output_weight, dtype=np.float64)
+    vb = None if value_bias is None else np.asarray(value_bias, dtype=np.float64)
+    s = None if moment is None else np.asarray(moment, dtype=np.float64)
+    count = 0 if values is None else _validate.integer(values, "values", 1)
+    return _tenfold.value_latent(np.ascontiguousarray(vw), vb, np.ascontiguousarray(ow),
+                                 _validate.integer(heads, "heads", 1),
+                                 _validate.integer(key_heads, "key_heads", 1), count,
+                                 _validate.nonnegative(damping, "damping"),
+                                 None if s is None else np.ascontiguousarray(s))

@@ -89,3 +89,15 @@ def compress_file(
     float64: bool = False,
 ) -> CheckpointReport: ...
 def analyze_file(input: _Path, *, heads: int = 0) -> list[LayerRedundancy]: ...
+
+def value_latent(
+    value_weight: npt.ArrayLike,
+    output_weight: npt.ArrayLike,
+    value_bias: Optional[npt.ArrayLike] = None,
+    *,
+    heads: int,
+    key_heads: int,
+    values: Optional[int] = None,
+    moment: Optional[npt.ArrayLike] = None,
+    damping: float = 0.01,
+) -> dict: ...

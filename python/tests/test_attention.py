@@ -139,3 +139,62 @@ def test_checkpoint_functions_match_compress_on_each_layer(tmp_path):
         attention.compress_file(tmp_path / "missing.safetensors", out, shared_dim=5, heads=2)
     with pytest.raises(OSError):
         attention.analyze_file(tmp_path / "missing.safetensors")
+
+
+def _value_layer(rng, heads=4, groups=2, d=8, dim=20, out=24):
+    return (rng.standard_normal((groups * d, dim)) / np.sqrt(dim),
+            rng.standard_normal((out, heads * d)) / np.sqrt(heads * d),
+            rng.standard_normal(groups * d))
+
+
+def _layer_output(vw, ow, vb, xs, a, heads, groups):
+    """y = sum_h W_O^h sum_n a_{h,n} v_{g(h)}(x_n), straight from the definition."""
+    d = vw.shape[0] // groups
+    v = xs @ vw.T + vb  # (n, G d)
+    return sum(ow[:, h * d:(h + 1) * d] @ (a[h] @ v[:, (h // (heads // groups)) * d:][:, :d])
+               for h in range(heads))
+
+
+def test_value_latent_is_exact_at_full_size_and_folds_into_o_proj():
+    rng = np.random.default_rng(0)
+    vw, ow, vb = _value_layer(rng)
+    r = attention.value_latent(vw, ow, vb, heads=4, key_heads=2)
+    k = r["latent"].shape[0]
+    assert k == 16 and r["output"].shape == (24, 4 * k) and r["relative_error"] < 1e-10
+    xs, a = rng.standard_normal((5, 20)), rng.standard_normal((4, 5))
+    c = np.hstack([xs, np.ones((5, 1))]) @ r["latent"].T  # the cached latent, (n, C_v)
+    y = sum(r["output"][:, h * k:(h + 1) * k] @ (a[h] @ c) for h in range(4))
+    want = _layer_output(vw, ow, vb, xs, a, 4, 2)
+    assert np.linalg.norm(y - want) < 1e-10 * np.linalg.norm(want)
+
+
+def test_value_latent_error_is_the_dropped_share_of_the_weighted_svd():
+    # Independently: X = W_V^T blockdiag(F_g), F_g F_g^T = sum_{h in g} W_O^h^T W_O^h.
+    rng = np.random.default_rng(1)
+    vw, ow, _ = _value_layer(rng)
+    blocks = []
+    for g in range(2):
+        m = sum(ow[:, h * 8:(h + 1) * 8].T @ ow[:, h * 8:(h + 1) * 8] for h in (2 * g, 2 * g + 1))
+        lam, vec = np.linalg.eigh(m)
+        blocks.append(vec * np.sqrt(np.clip(lam, 0, None)))
+    f = np.zeros((16, 16))
+    f[:8, :8], f[8:, 8:] = blocks
+    sigma = np.linalg.svd(vw.T @ f, compute_uv=False)
+    for k in (2, 5, 9):
+        r = attention.value_latent(vw, ow, heads=4, key_heads=2, values=k)
+        want = np.sqrt((sigma[k:] ** 2).sum() / (sigma ** 2).sum())
+        assert abs(r["relative_error"] - want) < 1e-12 and r["data_error"] is None
+        assert r["latent"].shape == (k, 20)
+
+
+def test_value_latent_refuses_bad_arguments():
+    rng = np.random.default_rng(2)
+    vw, ow, vb = _value_layer(rng)
+    with pytest.raises(ValueError, match="values"):
+        attention.value_latent(vw, ow, heads=4, key_heads=2, values=17)
+    with pytest.raises(ValueError, match="key_heads"):
+        attention.value_latent(vw, ow, heads=4, key_heads=3)
+    with pytest.raises(ValueError, match="output_weight"):
+        attention.value_latent(vw, ow[:, :-1], heads=4, key_heads=2)
+    with pytest.raises(ValueError, match="moment"):
+        attention.value_latent(vw, ow, vb, heads=4, key_heads=2, moment=np.eye(20))

@@ -1,0 +1,86 @@
+// The value half of the KV cache: a latent value cache for attention layers with grouped
+// keys and values (docs/kv-cache.md).
+//
+// Head h (value head g(h) = h / (H / G)) outputs o_h = sum_n a_{h,n} v_g(x_n), and o_proj
+// maps the heads' outputs to y = sum_h W_O^h o_h. Values are not rotated, so they can come
+// from C_v latent values per token shared by all value heads, c(x) = A [x; 1], with
+// v_g ~ B_g c and each head's up-projection folded into o_proj: y = sum_h (W_O^h B_g(h))
+// sum_n a_{h,n} c_n. The cache holds c (C_v values per token instead of G d).
+//
+// Objective: the layer's output error, sum_g E || F_g^T (v_g - B_g c) ||^2 with
+// F_g F_g^T = sum_{h in g} W_O^h^T W_O^h (what o_proj does with each head's output; the
+// heads of a group are counted apart, an upper bound on their joint error), over the
+// inputs' second moment S (L L^T = S + damping tr(S) / D' I) or, weight-only, S = I. Its
+// minimiser is one SVD: with X = L^T W_V blockdiag(F_g) = U Sigma V^T, A = U_k^T L^{-1}
+// and B = W_V^T L U_k (the values' projection on the kept latent).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "tenfold/attention.hpp"
+#include "tenfold/export.hpp"
+#include "tenfold/tensor.hpp"
+
+namespace tenfold::attention {
+
+/// One attention layer's value/output side: H query heads sharing G value heads (H a
+/// multiple of G), head width d, input width D, output width E. Column-major as
+/// RotaryLayer: value_weight (D x G d) is PyTorch's (G d, D) v_proj weight,
+/// output_weight (H d x E) its (E, H d) o_proj weight.
+template <class T>
+struct TENFOLD_API ValueLayer {
+  index_t heads = 0;          ///< H >= 1, a multiple of key_heads
+  index_t key_heads = 0;      ///< G >= 1 (value heads)
+  index_t head_dim = 0;       ///< d >= 1
+  Matrix<T> value_weight;     ///< D x (G d)
+  std::vector<T> value_bias;  ///< G d entries, or empty
+  Matrix<T> output_weight;    ///< (H d) x E
+
+  index_t input_dim() const { return value_weight.rows(); }  ///< D
+  /// Throws InvalidArgument / DimensionMismatch unless the sizes above hold and every
+  /// entry is finite.
+  void validate() const;
+};
+
+/// Options of value_latent().
+struct TENFOLD_API ValueOptions {
+  /// C_v: latent values cached per token (1 ... G d); 0: "full", the smallest exact size
+  /// (singular values above 1e-6 of the largest).
+  index_t values = 0;
+  /// With moments: S is whitened as S + damping tr(S) / D' I.
+  double damping = 0.01;
+};
+
+/// One layer's latent value cache. D' = D + 1 with a value bias (the last row then holds
+/// the latent's bias), else D; C_v = values().
+struct TENFOLD_API ValueLatent {
+  Matrix<double> latent;  ///< D' x C_v: column c maps [x; 1] to latent value c
+  Matrix<double> expand;  ///< (G d) x C_v: B, the values rebuilt from the latent
+  /// (H C_v) x E: the folded o_proj, rows h C_v ... (h + 1) C_v = (W_O^h B_g(h))^T
+  /// (PyTorch's (E, H C_v) weight); o_proj's bias is unchanged.
+  Matrix<double> output;
+  /// sigma of X, descending, min(D', G d) of them (zero for "full": the plain SVD of
+  /// W_V blockdiag(F_g)).
+  std::vector<double> singular_values;
+  /// Square root of the objective's relative value, weight-only (S = I).
+  double relative_error = 0.0;
+  /// The same on the given (undamped) moment; absent without one.
+  std::optional<double> data_error;
+  index_t params_before = 0;  ///< v_proj (weight and bias) and o_proj's weight
+  index_t params_after = 0;   ///< the latent (with bias) and the folded o_proj weight
+  double seconds = 0.0;
+
+  index_t values() const { return latent.cols(); }  ///< C_v
+};
+
+/// The latent value cache of one layer, computed in double. `moment` (optional: nullptr
+/// for the weight-only objective) is E[x' x'^T] of the layer's inputs x' = [x; 1] (D' x D'),
+/// checked by validate_moment to float32 round-off. Throws InvalidArgument /
+/// DimensionMismatch naming the option, NumericalError when the damped moment is singular.
+template <class T>
+TENFOLD_API ValueLatent value_latent(const ValueLayer<T>& layer, const ValueOptions& options,
+                                     const Matrix<double>* moment = nullptr);
+
+}  // namespace tenfold::attention

@@ -1,0 +1,189 @@
+// The latent value cache (include/tenfold/kv_cache.hpp, docs/kv-cache.md): the output
+// weighting F_g of each value head, one whitened and weighted SVD, the latent, its
+// rebuild map and o_proj with the rebuild folded in.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "attention/heads.hpp"
+#include "attention/moments.hpp"
+#include "attention/rotary_solver.hpp"
+#include "tenfold/error.hpp"
+#include "tenfold/kv_cache.hpp"
+
+namespace tenfold::attention {
+namespace {
+
+using tenfold::detail::Compute;
+using tenfold::detail::Op;
+
+std::string text(index_t v) { return std::to_string(v); }
+
+/// F_g (d x d) with F_g F_g^T = sum_{h in g} W_O^h^T W_O^h: rows h d ... (h + 1) d of
+/// the (H d) x E output weight are W_O^h^T.
+std::vector<Matrix<double>> output_roots(Compute<double>& c, const Matrix<double>& wo,
+                                         index_t heads, index_t groups, index_t d) {
+  std::vector<Matrix<double>> roots;
+  const index_t per = heads / groups, e = wo.cols(), hd = wo.rows();
+  for (index_t g = 0; g < groups; ++g) {
+    Matrix<double> m(d, d);
+    for (index_t h = g * per; h < (g + 1) * per; ++h) {
+      c.gemm(Op::none, Op::trans, d, d, e, 1.0, &wo(h * d, 0), hd, &wo(h * d, 0), hd, 1.0, m.data(),
+             d);
+    }
+    roots.push_back(detail::psd_factor(m));
+  }
+  return roots;
+}
+
+/// Y blockdiag(F_1 ... F_G): each value head's d columns times its root.
+Matrix<double> weigh(Compute<double>& c, const Matrix<double>& y,
+                     const std::vector<Matrix<double>>& roots) {
+  Matrix<double> out(y.rows(), y.cols());
+  const index_t d = roots.front().rows();
+  for (std::size_t g = 0; g < roots.size(); ++g) {
+    const index_t at = static_cast<index_t>(g) * d;
+    c.gemm(Op::none, Op::none, y.rows(), d, d, 1.0, &y(0, at), y.rows(), roots[g].data(), d, 0.0,
+           &out(0, at), out.rows());
+  }
+  return out;
+}
+
+/// tr(Y^T S Y) (||Y||^2 without S), Y = M blockdiag(F).
+double weighted_energy(Compute<double>& c, const Matrix<double>& m,
+                       const std::vector<Matrix<double>>& roots, const Matrix<double>* s) {
+  const Matrix<double> y = weigh(c, m, roots);
+  if (!s) return c.sum_squares(y.values().size(), y.data());
+  Matrix<double> sy(y.rows(), y.cols());
+  c.gemm(Op::none, Op::none, y.rows(), y.cols(), y.rows(), 1.0, s->data(), y.rows(), y.data(),
+         y.rows(), 0.0, sy.data(), sy.rows());
+  return c.dot(y.values().size(), y.data(), sy.data());
+}
+
+}  // namespace
+
+template <class T>
+void ValueLayer<T>::validate() const {
+  if (key_heads < 1 || heads < 1 || heads % key_heads) {
+    throw InvalidArgument("heads (" + text(heads) + ") must be a positive multiple of key_heads (" +
+                          text(key_heads) + ")");
+  }
+  if (head_dim < 1) throw InvalidArgument("head_dim must be at least 1, got " + text(head_dim));
+  const index_t dim = value_weight.rows();
+  if (dim < 1 || value_weight.cols() != key_heads * head_dim) {
+    throw DimensionMismatch("value_weight is " + text(dim) + "x" + text(value_weight.cols()) +
+                            ", expected D x G d with G d = " + text(key_heads * head_dim));
+  }
+  if (output_weight.rows() != heads * head_dim || output_weight.cols() < 1) {
+    throw DimensionMismatch("output_weight is " + text(output_weight.rows()) + "x" +
+                            text(output_weight.cols()) +
+                            ", expected H d x E with H d = " + text(heads * head_dim));
+  }
+  if (!value_bias.empty() && static_cast<index_t>(value_bias.size()) != key_heads * head_dim) {
+    throw DimensionMismatch("value_bias has " + text(static_cast<index_t>(value_bias.size())) +
+                            " entries, expected G d = " + text(key_heads * head_dim));
+  }
+  if (!value_bias.empty()) {
+    check_finite(TensorView<const T>(value_bias.data(), {key_heads * head_dim}), "value_bias");
+  }
+  check_finite(TensorView<const T>(value_weight.data(), {dim, value_weight.cols()}),
+               "value_weight");
+  check_finite(
+      TensorView<const T>(output_weight.data(), {output_weight.rows(), output_weight.cols()}),
+      "output_weight");
+}
+
+template <class T>
+ValueLatent value_latent(const ValueLayer<T>& layer, const ValueOptions& o,
+                         const Matrix<double>* moment) {
+  const auto start = std::chrono::steady_clock::now();
+  layer.validate();
+  const index_t heads = layer.heads, groups = layer.key_heads, d = layer.head_dim;
+  const index_t gd = groups * d, e = layer.output_weight.cols();
+  if (o.values < 0 || o.values > gd) {
+    throw InvalidOption("values",
+                        "must be in [1, G d = " + text(gd) + "] (0: full), got " + text(o.values));
+  }
+  if (!(o.damping >= 0.0) || !std::isfinite(o.damping)) {
+    throw InvalidOption("damping", "must be finite and >= 0");
+  }
+  const bool biased = !layer.value_bias.empty(), full = o.values == 0;
+  const Matrix<double> wv = detail::augmented(layer.value_weight, layer.value_bias, biased);
+  const index_t dim = wv.rows();
+  if (moment) {
+    validate_moment(*moment, dim, "value input moment", std::numeric_limits<float>::epsilon());
+  }
+  const auto host = detail::host_compute();
+  Compute<double>& c = *host;
+  const Matrix<double> wo = detail::to_double(layer.output_weight);
+  const std::vector<Matrix<double>> roots = output_roots(c, wo, heads, groups, d);
+
+  // X = L^T W_V blockdiag(F) (W_V blockdiag(F) without whitening, and for "full"), its SVD.
+  Matrix<double> chol;
+  const bool whiten = moment && !full;
+  if (whiten) chol = detail::damped_cholesky(*moment, o.damping, "the value input moment");
+  Matrix<double> x = wv;
+  if (whiten) {
+    c.gemm(Op::trans, Op::none, dim, gd, dim, 1.0, chol.data(), dim, wv.data(), dim, 0.0, x.data(),
+           dim);
+  }
+  auto [u, sigma] = detail::left_singular(weigh(c, x, roots));
+  Matrix<double> sv(1, static_cast<index_t>(sigma.size()));
+  std::copy(sigma.begin(), sigma.end(), sv.values().begin());
+  const index_t k = detail::choose_ranks(sv, full, {}, o.values, "latent values").front();
+
+  // Latent A^T = L^{-T} U_k (D' x k) and rebuild B = W_V^T L U_k (G d x k).
+  Matrix<double> basis_t(k, dim), lu(dim, k);  // U_k^T, then L U_k
+  for (index_t j = 0; j < k; ++j)
+    for (index_t i = 0; i < dim; ++i) basis_t(j, i) = lu(i, j) = u(i, j);
+  if (whiten) {
+    c.solve_lower_right(Op::none, dim, chol.data(), dim, k, basis_t.data(), k);  // U^T L^{-1}
+    Matrix<double> tmp(dim, k);
+    c.gemm(Op::none, Op::none, dim, k, dim, 1.0, chol.data(), dim, lu.data(), dim, 0.0, tmp.data(),
+           dim);
+    lu = std::move(tmp);
+  }
+  ValueLatent out;
+  out.latent = Matrix<double>(dim, k);
+  for (index_t j = 0; j < k; ++j)
+    for (index_t i = 0; i < dim; ++i) out.latent(i, j) = basis_t(j, i);
+  out.expand = Matrix<double>(gd, k);
+  c.gemm(Op::trans, Op::none, gd, k, dim, 1.0, wv.data(), dim, lu.data(), dim, 0.0,
+         out.expand.data(), gd);
+  // o_proj with the rebuild folded in: rows h k ... of (H k) x E are B_g(h)^T (W_O^h)^T.
+  out.output = Matrix<double>(heads * k, e);
+  for (index_t h = 0; h < heads; ++h) {
+    c.gemm(Op::trans, Op::none, k, e, d, 1.0, &out.expand((h / (heads / groups)) * d, 0), gd,
+           &wo(h * d, 0), wo.rows(), 0.0, &out.output(h * k, 0), heads * k);
+  }
+  out.singular_values = full ? std::vector<double>(sigma.size(), 0.0) : sigma;
+
+  // Errors: the objective's relative value, weight-only and on the undamped moment.
+  Matrix<double> diff = wv;  // W_V - A^T B^T
+  if (k > 0) {
+    c.gemm(Op::none, Op::trans, dim, gd, k, -1.0, out.latent.data(), dim, out.expand.data(), gd,
+           1.0, diff.data(), dim);
+  }
+  const auto ratio = [&](const Matrix<double>* s) {
+    const double den = weighted_energy(c, wv, roots, s);
+    return den > 0.0 ? std::sqrt(weighted_energy(c, diff, roots, s) / den) : 0.0;
+  };
+  out.relative_error = ratio(nullptr);
+  if (moment) out.data_error = ratio(moment);
+  out.params_before =
+      layer.input_dim() * gd + static_cast<index_t>(layer.value_bias.size()) + heads * d * e;
+  out.params_after = dim * k + heads * k * e;
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return out;
+}
+
+template struct ValueLayer<float>;
+template struct ValueLayer<double>;
+template ValueLatent value_latent<float>(const ValueLayer<float>&, const ValueOptions&,
+                                         const Matrix<double>*);
+template ValueLatent value_latent<double>(const ValueLayer<double>&, const ValueOptions&,
+                                          const Matrix<double>*);
+
+}  // namespace tenfold::attention

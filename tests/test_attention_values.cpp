@@ -1,0 +1,188 @@
+// The latent value cache (value_latent, include/tenfold/kv_cache.hpp): the layer's output
+// through the latent and the folded o_proj, written out by loops, equals the original's
+// at full size for GQA, MQA and MHA, with and without a value bias, in float and double;
+// budgets; the data-aware error; refusals.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "random_matrix.hpp"
+#include "tenfold/error.hpp"
+#include "tenfold/kv_cache.hpp"
+
+namespace {
+
+using namespace tenfold;
+using namespace tenfold::attention;
+using namespace tenfold::test;
+
+template <class T>
+ValueLayer<T> random_values(index_t heads, index_t groups, index_t d, index_t input, index_t out,
+                            bool bias, std::uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  ValueLayer<T> l;
+  l.heads = heads;
+  l.key_heads = groups;
+  l.head_dim = d;
+  l.value_weight = gaussian<T>(input, groups * d, 1.0 / std::sqrt(double(input)), gen);
+  l.output_weight = gaussian<T>(heads * d, out, 1.0 / std::sqrt(double(heads * d)), gen);
+  if (bias) l.value_bias = gaussian<T>(groups * d, 1, 1.0, gen).values();
+  return l;
+}
+
+// y = sum_h W_O^h (sum_n a_{h,n} v_g(h)(x_n)) for tokens xs with attention weights a
+// (heads x tokens), the original layer.
+template <class T>
+std::vector<double> original_output(const ValueLayer<T>& l, const std::vector<Matrix<double>>& xs,
+                                    const Matrix<double>& a) {
+  const index_t d = l.head_dim, per = l.heads / l.key_heads, e = l.output_weight.cols();
+  std::vector<double> y(e, 0.0);
+  for (index_t h = 0; h < l.heads; ++h) {
+    std::vector<double> o(d, 0.0);
+    for (std::size_t n = 0; n < xs.size(); ++n) {
+      for (index_t c = 0; c < d; ++c) {
+        const index_t col = (h / per) * d + c;
+        double v = l.value_bias.empty() ? 0.0 : l.value_bias[col];
+        for (index_t i = 0; i < l.input_dim(); ++i) v += l.value_weight(i, col) * xs[n](i, 0);
+        o[c] += a(h, static_cast<index_t>(n)) * v;
+      }
+    }
+    for (index_t j = 0; j < e; ++j)
+      for (index_t c = 0; c < d; ++c) y[j] += l.output_weight(h * d + c, j) * o[c];
+  }
+  return y;
+}
+
+// The same through the cached latent c_n = latent^T [x_n; 1] and the folded o_proj.
+std::vector<double> latent_output(const ValueLatent& r, index_t heads,
+                                  const std::vector<Matrix<double>>& xs, const Matrix<double>& a) {
+  const index_t k = r.values(), e = r.output.cols(), dim = xs.front().rows();
+  std::vector<double> y(e, 0.0);
+  for (index_t h = 0; h < heads; ++h) {
+    std::vector<double> mixed(k, 0.0);
+    for (std::size_t n = 0; n < xs.size(); ++n) {
+      for (index_t c = 0; c < k; ++c) {
+        double v = r.latent.rows() > dim ? r.latent(dim, c) : 0.0;
+        for (index_t i = 0; i < dim; ++i) v += r.latent(i, c) * xs[n](i, 0);
+        mixed[c] += a(h, static_cast<index_t>(n)) * v;
+      }
+    }
+    for (index_t j = 0; j < e; ++j)
+      for (index_t c = 0; c < k; ++c) y[j] += r.output(h * k + c, j) * mixed[c];
+  }
+  return y;
+}
+
+double relative(const std::vector<double>& a, const std::vector<double>& b) {
+  double num = 0.0, den = 0.0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    num += (a[i] - b[i]) * (a[i] - b[i]);
+    den += b[i] * b[i];
+  }
+  return std::sqrt(num / den);
+}
+
+template <class T>
+class ValueExact : public ::testing::Test {};
+using Precisions = ::testing::Types<float, double>;
+TYPED_TEST_SUITE(ValueExact, Precisions);
+
+TYPED_TEST(ValueExact, FullSizeGivesTheOriginalOutput) {
+  using T = TypeParam;
+  const double tol = std::is_same_v<T, float> ? 1e-4 : 1e-10;
+  struct Case {
+    index_t heads, groups, d, input, out;
+    bool bias;
+  };
+  // GQA, MQA, MHA; D wider and narrower than G d; a value bias.
+  for (const Case c : {Case{4, 2, 8, 40, 24, false}, Case{6, 1, 8, 20, 16, true},
+                       Case{3, 3, 8, 40, 24, true}, Case{4, 2, 16, 12, 20, false}}) {
+    const ValueLayer<T> l = random_values<T>(c.heads, c.groups, c.d, c.input, c.out, c.bias, 7);
+    const ValueLatent r = value_latent(l, ValueOptions{});
+    std::mt19937_64 gen(3);
+    std::vector<Matrix<double>> xs;
+    for (int n = 0; n < 5; ++n) xs.push_back(gaussian<double>(c.input, 1, 1.0, gen));
+    const Matrix<double> a = gaussian<double>(c.heads, 5, 1.0, gen);
+    EXPECT_LT(relative(latent_output(r, c.heads, xs, a), original_output(l, xs, a)), tol)
+        << c.heads << " heads, " << c.groups << " groups";
+    EXPECT_LT(r.relative_error, tol);
+    // Random weights have full rank: min(D', G d) latent values.
+    EXPECT_EQ(r.values(), std::min(c.input + (c.bias ? 1 : 0), c.groups * c.d));
+  }
+}
+
+TEST(Values, BudgetKeepsTheLargestSingularValuesAndErrorFallsWithIt) {
+  const ValueLayer<double> l = random_values<double>(4, 2, 8, 40, 24, true, 5);
+  double last = 2.0;
+  for (index_t budget : {1, 4, 8, 12, 16}) {
+    ValueOptions o;
+    o.values = budget;
+    const ValueLatent r = value_latent(l, o);
+    EXPECT_EQ(r.values(), budget);
+    EXPECT_EQ(r.output.rows(), 4 * budget);
+    EXPECT_LT(r.relative_error, last);
+    // The error is the dropped singular values' share of the objective.
+    double kept = 0.0, all = 0.0;
+    for (std::size_t i = 0; i < r.singular_values.size(); ++i) {
+      all += r.singular_values[i] * r.singular_values[i];
+      if (static_cast<index_t>(i) < budget) kept += r.singular_values[i] * r.singular_values[i];
+    }
+    EXPECT_NEAR(r.relative_error, std::sqrt((all - kept) / all), 1e-10);
+    last = r.relative_error;
+  }
+  EXPECT_LT(last, 1e-10);  // G d = 16 values: everything kept
+}
+
+TEST(Values, DataAwareMinimisesTheDataError) {
+  const ValueLayer<double> l = random_values<double>(4, 2, 8, 12, 24, false, 9);
+  std::mt19937_64 gen(4);
+  // Inputs with very unequal scales per coordinate: the moment matters.
+  Matrix<double> x = gaussian<double>(12, 200, 1.0, gen);
+  for (index_t t = 0; t < 200; ++t)
+    for (index_t i = 0; i < 12; ++i) x(i, t) *= std::pow(3.0, -double(i) / 2.0);
+  Matrix<double> s(12, 12);
+  for (index_t t = 0; t < 200; ++t)
+    for (index_t j = 0; j < 12; ++j)
+      for (index_t i = 0; i < 12; ++i) s(i, j) += x(i, t) * x(j, t) / 200.0;
+  ValueOptions o;
+  o.values = 5;
+  o.damping = 0.0;
+  const ValueLatent data = value_latent(l, o, &s);
+  const ValueLatent weight = value_latent(l, o);
+  ASSERT_TRUE(data.data_error.has_value());
+  EXPECT_FALSE(weight.data_error.has_value());
+  // The weight-only latent measured on the data: no better than the data-aware one.
+  const ValueLatent weight_on_data = [&] {
+    ValueOptions full;
+    full.values = 5;
+    full.damping = 1e12;  // whitening by a multiple of I: the weight-only latent
+    return value_latent(l, full, &s);
+  }();
+  EXPECT_LE(*data.data_error, *weight_on_data.data_error + 1e-12);
+  EXPECT_GT(*data.data_error, 0.0);
+}
+
+TEST(Values, RefusesBadSizesAndOptions) {
+  const ValueLayer<double> l = random_values<double>(4, 2, 8, 10, 12, false, 1);
+  ValueOptions o;
+  o.values = 17;
+  EXPECT_THROW(value_latent(l, o), InvalidArgument);
+  o.values = 4;
+  o.damping = -1.0;
+  EXPECT_THROW(value_latent(l, o), InvalidArgument);
+  ValueLayer<double> bad = l;
+  bad.key_heads = 3;
+  EXPECT_THROW(value_latent(bad, ValueOptions{}), InvalidArgument);
+  bad = l;
+  bad.output_weight = Matrix<double>(31, 12);
+  EXPECT_THROW(value_latent(bad, ValueOptions{}), DimensionMismatch);
+  bad = l;
+  bad.value_weight(0, 0) = std::nan("");
+  EXPECT_THROW(value_latent(bad, ValueOptions{}), InvalidArgument);
+  const Matrix<double> wrong(9, 9);
+  EXPECT_THROW(value_latent(l, o, &wrong), InvalidArgument);
+}
+
+}  // namespace
