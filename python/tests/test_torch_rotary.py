@@ -426,3 +426,51 @@ def test_refuses_qk_norm_unknown_options_and_other_implementations():
     tt.compress_model(model, shared_dim="full")
     with pytest.raises(ValueError, match="already has shared rotary keys"):
         tt.compress_model(model, shared_dim="full")
+
+
+@pytest.mark.parametrize("family,bands", [("llama", 1), ("qwen2", 1), ("qwen2", 2), ("mistral", 2)])
+def test_latent_values_at_full_size_are_exact(family, bands):
+    # value_dim="full": one latent per token for all value heads, o_proj with the rebuild
+    # folded in; the cache holds (B, 1, n, C_v) values.
+    model = make_rotary(family)
+    ids, mask = inputs()
+    before = logits(model, ids, mask)
+    report = tt.compress_model(model, shared_dim="full", bands=bands, value_dim="full")
+    for row in report:
+        assert row["value_values"] == row["original_value_values"] == 2 * HEAD_DIM and row["value_error"] < 1e-6
+    assert relative(logits(model, ids, mask), before, mask) < 1e-4
+    assert model.config.tenfold_rotary["value_values"] == 2 * HEAD_DIM
+    out, cache = generate_four(model)
+    for layer in cache.layers:  # (Mistral's sliding window keeps fewer tokens)
+        assert tuple(layer.values.shape) == (1, 1, layer.keys.shape[2], 2 * HEAD_DIM)
+    with torch.no_grad():
+        full = model(out.sequences[:, :-1]).logits[:, -1]
+    assert float((out.logits[-1] - full).norm() / full.norm()) < 1e-4
+
+
+def test_latent_values_below_full_data_aware_and_saved(tmp_path):
+    model = make_rotary("qwen2", seed=3)
+    ids, mask = inputs()
+    before = logits(model, ids, mask)
+    batches = [{"input_ids": ids, "attention_mask": mask}]
+    report = tt.compress_model(model, shared_dim=8, calibration=batches, value_dim=6)
+    assert all(r["value_values"] == 6 and 0 < r["value_error"] < 1 and 0 < r["value_data_error"] < 1
+               for r in report)
+    after = logits(model, ids, mask)
+    assert relative(after, before, mask) > 1e-3  # the budget does change the model
+    _, cache = generate_four(model)
+    assert all(tuple(layer.values.shape) == (1, 1, 9, 6) for layer in cache.layers)
+    model.save_pretrained(tmp_path / "m")
+    loaded = tt.from_pretrained(tmp_path / "m")
+    assert loaded.config.tenfold_rotary == model.config.tenfold_rotary
+    torch.testing.assert_close(logits(loaded, ids, mask), after, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("value_dim", [0, 17, "half", 2.5])
+def test_bad_value_dim_is_refused_before_any_change(value_dim):
+    model = make_rotary("llama")
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    with pytest.raises((ValueError, TypeError), match="value_dim"):
+        tt.compress_model(model, shared_dim=8, value_dim=value_dim)
+    assert all(torch.equal(v, state[k]) for k, v in model.state_dict().items())
+    assert not hasattr(model.config, "tenfold_rotary")

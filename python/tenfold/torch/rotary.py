@@ -38,7 +38,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .. import _tenfold, _validate
+from .. import _tenfold, _validate, attention
 from ._calibration import moment_sums
 from ._checkpoint import read_checkpoint
 from .rotary_attention import RotarySharedKeyAttention
@@ -233,7 +233,11 @@ def compress_rotary(model: nn.Module, shared_dim, calibration: Iterable | None =
     default 2048), `damping` (of the key-side moment, default 0.01) and `allocation`:
     "layer" (default: every layer caches `shared_dim` values) or "model" (`shared_dim`
     values per layer on average, spent where the model's largest singular values
-    are). Returns one dict per layer; the model is unchanged on error."""
+    are). `value_dim` ("full" or C_v, at most G d; default None: values unchanged) also
+    caches the values as C_v latent values per token and layer, shared by all value
+    heads, with the rebuild folded into o_proj (docs/kv-cache.md; data-aware with the same
+    calibration and damping). Returns one dict per layer; the model is unchanged on
+    error."""
     config = model.config
     family = config.model_type
     layers = rotary_layers(model)
@@ -241,10 +245,13 @@ def compress_rotary(model: nn.Module, shared_dim, calibration: Iterable | None =
     d = layers[0][1].head_dim
     original = key_heads * d
     where = f"{type(model).__name__} ({family})"
-    unknown = sorted(set(options) - {"damping", "allocation", "bands", "context"})
+    unknown = sorted(set(options) - {"damping", "allocation", "bands", "context", "value_dim"})
     if unknown:
         raise ValueError(f"option {unknown[0]!r} does not apply to rotary models (their options are bands, context, "
-                         "damping and allocation)")
+                         "damping, allocation and value_dim)")
+    value_dim = options.get("value_dim")
+    if value_dim is not None and value_dim != "full":
+        value_dim = _validate.integer(value_dim, "value_dim", 1, original)
     bands = _validate.integer(options.get("bands", 1), "bands")
     if bands < 1 or (d // 2) % bands:
         raise ValueError(f"bands must be a positive divisor of the {d // 2} frequency pairs of a head, got {bands!r}")
@@ -270,15 +277,34 @@ def compress_rotary(model: nn.Module, shared_dim, calibration: Iterable | None =
         raise ValueError(f"allocation must be 'layer' or 'model', got {allocation!r}")
     inv_freq, scaling = _rope_frequencies(model, where) if bands > 1 else (None, 1.0)
     biased = layers[0][1].k_proj.bias is not None or layers[0][1].q_proj.bias is not None
-    moments = rotary_moments(model, layers, calibration, biased) if calibration is not None else {}
+    value_biased = layers[0][1].v_proj.bias is not None
+    # Moments of [x; 1] when either side needs the 1; the other side takes the x block.
+    ones = biased or (value_dim is not None and value_biased)
+    moments = rotary_moments(model, layers, calibration, ones) if calibration is not None else {}
+    dim = layers[0][1].q_proj.in_features
+
+    def moment(name, with_one):
+        m = moments.get(name, (None, None))[0]
+        return m if m is None or with_one == ones else m[:dim, :dim]
+
+    def value_latent(name, module):
+        def array(t):
+            return None if t is None else t.detach().to(torch.float64).cpu().numpy()
+
+        try:
+            return attention.value_latent(array(module.v_proj.weight), array(module.o_proj.weight),
+                                          array(module.v_proj.bias), heads=heads, key_heads=key_heads,
+                                          values=None if value_dim == "full" else value_dim,
+                                          moment=moment(name, value_biased), damping=damping)
+        except (ValueError, ArithmeticError) as e:
+            raise ValueError(f"{name} ({family}) values: {e}") from None
 
     def keys(name, module, key_values):
-        stats = moments.get(name, (None, None))
         try:
             return rotary_keys(module.q_proj.weight, module.q_proj.bias, module.k_proj.weight, module.k_proj.bias,
                                heads=heads, key_heads=key_heads, key_values=key_values, bands=bands,
-                               inv_freq=inv_freq, context=context, query_moment=stats[0], key_moment=stats[0],
-                               damping=damping)
+                               inv_freq=inv_freq, context=context, query_moment=moment(name, biased),
+                               key_moment=moment(name, biased), damping=damping)
         except (ValueError, ArithmeticError) as e:
             raise ValueError(f"{name} ({family}): {e}") from None
 
@@ -299,8 +325,18 @@ def compress_rotary(model: nn.Module, shared_dim, calibration: Iterable | None =
         stats = moments.get(name, (None, None))
         r = keys(name, module, budgets[name])
         key_values = r.key_weight.shape[0]
-        new = RotarySharedKeyAttention(module, key_values, heads, key_heads, d, r.key_bias is not None, family, bands)
+        v = value_latent(name, module) if value_dim is not None else None
+        new = RotarySharedKeyAttention(module, key_values, heads, key_heads, d, r.key_bias is not None, family, bands,
+                                       None if v is None else v["latent"].shape[0], value_biased)
         with torch.no_grad():
+            if v is not None:
+                latent = torch.from_numpy(v["latent"])
+                new.value.weight.copy_(latent[:, :dim])
+                if value_biased:
+                    new.value.bias.copy_(latent[:, dim])
+                new.o_proj.weight.copy_(torch.from_numpy(v["output"]))
+                if module.o_proj.bias is not None:
+                    new.o_proj.bias.copy_(module.o_proj.bias)
             new.key.weight.copy_(r.key_weight)
             if r.key_bias is not None:
                 new.key.bias.copy_(r.key_bias)
@@ -317,6 +353,10 @@ def compress_rotary(model: nn.Module, shared_dim, calibration: Iterable | None =
                "ranks": r.ranks.tolist(), "relative_error": r.relative_error, "data_error": r.data_error,
                "decode_flops": r.decode_flops, "seconds": time.perf_counter() - start + spent,
                "params_before": r.params_before, "params_after": r.params_after}
+        if v is not None:
+            row.update(value_values=new.value_values, original_value_values=original, value_error=v["relative_error"],
+                       value_data_error=v["data_error"], value_params_before=v["params_before"],
+                       value_params_after=v["params_after"])
         if stats[1] is not None:
             row["calibration_tokens"] = stats[1]
         report.append(row)
@@ -325,9 +365,13 @@ def compress_rotary(model: nn.Module, shared_dim, calibration: Iterable | None =
             for name, module in layers:
                 if child is module:
                     setattr(parent, child_name, built[name])
-    values = [m.key_values for m in built.values()]
-    setattr(config, ROTARY_CONFIG_KEY, {"family": family, "key_values": values[0] if len(set(values)) == 1 else values,
-                                        "bands": bands})
+    def one_or_all(sizes):
+        return sizes[0] if len(set(sizes)) == 1 else sizes
+
+    entry = {"family": family, "key_values": one_or_all([m.key_values for m in built.values()]), "bands": bands}
+    if value_dim is not None:
+        entry["value_values"] = one_or_all([m.value_values for m in built.values()])
+    setattr(config, ROTARY_CONFIG_KEY, entry)
     return report
 
 
@@ -343,15 +387,21 @@ def load_rotary(model: nn.Module, path) -> nn.Module:
         raise ValueError(f"the config of '{where}' has no {ROTARY_CONFIG_KEY}: not a model with shared rotary keys")
     is_rotary(model)
     layers = rotary_layers(model)
-    sizes = info["key_values"] if isinstance(info["key_values"], list) else [info["key_values"]] * len(layers)
-    if len(sizes) != len(layers):
-        raise ValueError(f"'{where}': {len(sizes)} key sizes recorded for {len(layers)} attention layers")
+    def per_layer(key, what):
+        recorded = info.get(key)
+        sizes = recorded if isinstance(recorded, list) else [recorded] * len(layers)
+        if len(sizes) != len(layers):
+            raise ValueError(f"'{where}': {len(sizes)} {what} sizes recorded for {len(layers)} attention layers")
+        return sizes
+
     config = model.config
     built = {name: RotarySharedKeyAttention(module, int(size), config.num_attention_heads,
                                             config.num_key_value_heads, module.head_dim,
                                             module.k_proj.bias is not None or module.q_proj.bias is not None,
-                                            config.model_type, int(info.get("bands", 1)))
-             for (name, module), size in zip(layers, sizes)}
+                                            config.model_type, int(info.get("bands", 1)),
+                                            None if values is None else int(values), module.v_proj.bias is not None)
+             for (name, module), size, values in zip(layers, per_layer("key_values", "key"),
+                                                     per_layer("value_values", "value"))}
     tensors, _ = read_checkpoint(path)
     inside = tuple(n + "." for n, _ in layers)
     target = {k: v for k, v in model.state_dict().items() if not k.startswith(inside)}

@@ -32,15 +32,26 @@ class RotarySharedKeyAttention(nn.Module):
     (B, 1, n, C); the keys are rebuilt from it and rotated by their offset from the
     query (the index in the cache: positions of attended tokens must be consecutive).
 
-    The value side of the cache is unchanged, (B, G, n, d)."""
+    The value side of the cache is unchanged, (B, G, n, d), unless ``value_values`` C_v is
+    given (docs/kv-cache.md): then ``value`` (nn.Linear D -> C_v) makes one latent per
+    token that all value heads share, the cache holds it, (B, 1, n, C_v), every head
+    attends over it, and ``o_proj`` (nn.Linear H C_v -> E) has each head's value
+    up-projection folded in."""
 
     def __init__(self, attention: nn.Module, key_values: int, heads: int, key_heads: int, head_dim: int,
-                 key_bias: bool, family: str, bands: int = 1):
+                 key_bias: bool, family: str, bands: int = 1, value_values: int | None = None,
+                 value_bias: bool = False):
         super().__init__()
         ref = attention.q_proj.weight
         self.q_proj, self.v_proj, self.o_proj = attention.q_proj, attention.v_proj, attention.o_proj
         self.heads, self.key_heads, self.head_dim = heads, key_heads, head_dim
-        self.key_values, self.bands = key_values, bands
+        self.key_values, self.bands, self.value_values = key_values, bands, value_values
+        if value_values is not None:
+            out = attention.o_proj
+            del self.v_proj
+            self.value = nn.Linear(ref.shape[1], value_values, bias=value_bias, dtype=ref.dtype, device=ref.device)
+            self.o_proj = nn.Linear(heads * value_values, out.out_features, bias=out.bias is not None,
+                                    dtype=out.weight.dtype, device=out.weight.device)
         self.scaling = float(getattr(attention, "scaling", head_dim**-0.5))
         self.attention_dropout = float(getattr(attention, "attention_dropout", 0.0))
         self.layer_idx = getattr(attention, "layer_idx", None)
@@ -58,7 +69,8 @@ class RotarySharedKeyAttention(nn.Module):
 
     def extra_repr(self) -> str:
         return (f"family={self.family!r}, heads={self.heads}, key_heads={self.key_heads}, "
-                f"head_dim={self.head_dim}, key_values={self.key_values}, bands={self.bands}")
+                f"head_dim={self.head_dim}, key_values={self.key_values}, bands={self.bands}"
+                + ("" if self.value_values is None else f", value_values={self.value_values}"))
 
     def shared_keys(self, hidden_states: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         """(B, n, D) -> the rotated shared keys (B, 1, n, 2R): kappa_r(y) e^{i theta_j n}."""
@@ -112,7 +124,10 @@ class RotarySharedKeyAttention(nn.Module):
                              f"head width {self.head_dim} (partial rotary embeddings are not supported)")
         b, n, _ = hidden_states.shape
         keys = self.shared_keys(hidden_states, cos, sin) if self.bands == 1 else self.key(hidden_states).unsqueeze(1)
-        values = self.v_proj(hidden_states).view(b, n, self.key_heads, self.head_dim).transpose(1, 2)
+        if self.value_values is None:
+            values = self.v_proj(hidden_states).view(b, n, self.key_heads, self.head_dim).transpose(1, 2)
+        else:  # one latent per token for all value heads: (B, 1, n, C_v)
+            values = self.value(hidden_states).unsqueeze(1)
         if cache is not None:
             self._check_cache(cache)
             keys, values = cache.update(keys, values, self.layer_idx)
@@ -133,6 +148,8 @@ class RotarySharedKeyAttention(nn.Module):
         probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(queries.dtype)
         probs = nn.functional.dropout(probs, p=self.attention_dropout if self.training else 0.0,
                                       training=self.training)
-        values = values.repeat_interleave(self.heads // self.key_heads, dim=1)
+        if self.value_values is None:
+            values = values.repeat_interleave(self.heads // self.key_heads, dim=1)
+        # (B, H, n, n_k) x (B, H or 1, n_k, d or C_v): each head's weighted values or latent.
         context = torch.matmul(probs, values).transpose(1, 2).reshape(b, n, -1)
         return self.o_proj(context), probs
