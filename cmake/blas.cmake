@@ -67,7 +67,8 @@ elseif(TENFOLD_BLAS STREQUAL "scipy-openblas")
       cblas_zherk cblas_cherk
       LAPACKE_dpotrf_work LAPACKE_spotrf_work LAPACKE_dsyevd LAPACKE_ssyevd
       LAPACKE_zpotrf_work LAPACKE_cpotrf_work LAPACKE_zheevd LAPACKE_cheevd
-      LAPACKE_dgeev LAPACKE_dgesv LAPACKE_dgesdd
+      LAPACKE_dgeev LAPACKE_dgesv LAPACKE_dgesdd LAPACKE_dsyev
+      LAPACKE_dgeqrf LAPACKE_dorgqr
       openblas_get_config openblas_get_corename openblas_get_parallel openblas_set_num_threads)
     target_compile_definitions(tenfold_blas INTERFACE ${name}=scipy_${name})
   endforeach()

@@ -22,4 +22,15 @@ double relative_difference(const std::vector<T>& a, const std::vector<T>& b) {
   return scale > 0.0 ? gap / scale : gap;
 }
 
+/// ||a - b|| / ||b|| (2-norms); the sizes must match.
+inline double relative_norm_difference(const std::vector<double>& a, const std::vector<double>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double num = 0.0, den = 0.0;
+  for (std::size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    num += (a[i] - b[i]) * (a[i] - b[i]);
+    den += b[i] * b[i];
+  }
+  return std::sqrt(num / den);
+}
+
 }  // namespace tenfold::test

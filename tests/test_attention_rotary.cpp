@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "random_matrix.hpp"
+#include "relative_difference.hpp"
 #include "tenfold/attention.hpp"
 #include "tenfold/error.hpp"
 
@@ -111,15 +112,6 @@ std::vector<double> rebuilt_key(const RotaryKeys& r, index_t d, index_t g,
   return k;
 }
 
-double relative(const std::vector<double>& a, const std::vector<double>& b) {
-  double num = 0.0, den = 0.0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    num += (a[i] - b[i]) * (a[i] - b[i]);
-    den += b[i] * b[i];
-  }
-  return std::sqrt(num / den);
-}
-
 template <class T>
 class RotaryExact : public ::testing::Test {};
 using Precisions = ::testing::Types<float, double>;
@@ -147,7 +139,8 @@ TYPED_TEST(RotaryExact, FullSizeGivesTheOriginalLogits) {
         logits(l, o.inv_freq, [&](index_t g, const auto& y) { return original_key(l, g, y); });
     const std::vector<double> got =
         logits(l, o.inv_freq, [&](index_t g, const auto& y) { return rebuilt_key(r, c.d, g, y); });
-    EXPECT_LT(relative(got, want), tol) << c.heads << " heads, " << c.key_heads << " key heads";
+    EXPECT_LT(relative_norm_difference(got, want), tol)
+        << c.heads << " heads, " << c.key_heads << " key heads";
     EXPECT_LT(r.relative_error, tol);
     // Random keys have full rank per band: min(D', 2 G b) values each, or two per
     // complex key, min(D', G) of them, for bands = 1.
@@ -232,7 +225,8 @@ TEST(Rotary, DataAwareReportsTheDataErrorAndIsExactAtFullSize) {
   std::mt19937_64 probe(1);
   const Matrix<double> y = gaussian<double>(10, 1, 1.0, probe);
   const std::vector<double> yv = y.values();
-  EXPECT_GT(relative(rebuilt_key(data, 8, 0, yv), rebuilt_key(weight, 8, 0, yv)), 1e-3);
+  EXPECT_GT(relative_norm_difference(rebuilt_key(data, 8, 0, yv), rebuilt_key(weight, 8, 0, yv)),
+            1e-3);
 }
 
 TEST(Rotary, RefusesBadOptions) {

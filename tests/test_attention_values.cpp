@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "random_matrix.hpp"
+#include "relative_difference.hpp"
 #include "tenfold/error.hpp"
 #include "tenfold/kv_cache.hpp"
 
@@ -75,15 +76,6 @@ std::vector<double> latent_output(const ValueLatent& r, index_t heads,
   return y;
 }
 
-double relative(const std::vector<double>& a, const std::vector<double>& b) {
-  double num = 0.0, den = 0.0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    num += (a[i] - b[i]) * (a[i] - b[i]);
-    den += b[i] * b[i];
-  }
-  return std::sqrt(num / den);
-}
-
 template <class T>
 class ValueExact : public ::testing::Test {};
 using Precisions = ::testing::Types<float, double>;
@@ -105,7 +97,8 @@ TYPED_TEST(ValueExact, FullSizeGivesTheOriginalOutput) {
     std::vector<Matrix<double>> xs;
     for (int n = 0; n < 5; ++n) xs.push_back(gaussian<double>(c.input, 1, 1.0, gen));
     const Matrix<double> a = gaussian<double>(c.heads, 5, 1.0, gen);
-    EXPECT_LT(relative(latent_output(r, c.heads, xs, a), original_output(l, xs, a)), tol)
+    EXPECT_LT(relative_norm_difference(latent_output(r, c.heads, xs, a), original_output(l, xs, a)),
+              tol)
         << c.heads << " heads, " << c.groups << " groups";
     EXPECT_LT(r.relative_error, tol);
     // Random weights have full rank: min(D', G d) latent values.

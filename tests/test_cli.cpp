@@ -45,7 +45,7 @@ struct RefusedCase {
 
 // Runs each case (with `tail` appended): its exit code, one line naming the problem, and
 // no output folder dir/o.
-void expect_refused(const fs::path& dir, const std::vector<RefusedCase>& cases,
+void expect_refused(const TempDir& dir, const std::vector<RefusedCase>& cases,
                     const std::string& tail) {
   for (const RefusedCase& c : cases) {
     const CliRun r = tenfold_cli(dir, c.args + tail);
@@ -451,7 +451,7 @@ TEST(Cli, AttentionReadsAlbertAndVitNames) {
     std::string file, prefix;
     std::vector<std::pair<std::string, std::string>> map;
   };
-  const std::vector<RefusedCase> cases = {
+  const std::vector<Case> cases = {
       {"albert",
        "albert.encoder.albert_layer_groups.0.albert_layers.0.attention.",
        {{"encoder.layer.0.attention.self.",
@@ -605,7 +605,7 @@ TEST(Cli, AttentionBadCheckpointsGiveOneLineAndWriteNothing) {
   struct Case {
     std::string args, message;
   };
-  const std::vector<RefusedCase> cases = {
+  const std::vector<Case> cases = {
       {write("cut.safetensors", good.substr(0, good.size() - 10)) + " --heads 2",
        "cut.safetensors"},
       {write("beyond.safetensors", beyond) + " --heads 2", "header"},
@@ -855,7 +855,7 @@ TEST(Cli, AttentionConfigMustAgreeWithItselfAndTheTensors) {
   struct Case {
     std::string config, message;
   };
-  const std::vector<RefusedCase> cases = {
+  const std::vector<Case> cases = {
       {R"({"num_attention_heads": 2, "n_head": 4})",
        "num_attention_heads = 2 disagrees with n_head = 4"},
       {R"({"num_attention_heads": 2, "hidden_size": 8, "n_embd": 16})",
@@ -902,7 +902,7 @@ TEST(Cli, AttentionFoldsGpt2ConfigScaling) {
     std::string config;
     bool by_sqrt_d, by_layer;
   };
-  const std::vector<RefusedCase> cases = {
+  const std::vector<Case> cases = {
       {R"("scale_attn_weights": false)", false, false},
       {R"("scale_attn_by_inverse_layer_idx": true)", true, true},
       {R"("scale_attn_weights": false, "scale_attn_by_inverse_layer_idx": true)", false, true},

@@ -10,6 +10,7 @@
 #include <functional>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -19,6 +20,12 @@
 #include "tenfold/tucker.hpp"
 
 namespace tenfold::test {
+
+/// The agreement of an exact result with its reference: about 1e4 unit round-offs.
+template <class T>
+double exact_tol() {
+  return std::is_same_v<T, double> ? 1e-12 : 1e-5;
+}
 
 template <class T>
 Tensor<T> random_tensor(const std::vector<index_t>& dims, std::uint64_t seed) {

@@ -322,9 +322,7 @@ Command add_cp_command(CLI::App& app) {
                      "Number of components, 1 up to the smallest product of all axis sizes but "
                      "one")
       ->required();
-  cmd->add_option("-o,--out", a->out,
-                  "Output folder, written whole: created, or replacing an earlier result")
-      ->required();
+  add_out_option(*cmd, a->out);
   add_integer_option(*cmd, "--max-iters", a->max_iters, "Maximum number of ALS iterations");
   cmd->add_option("--tol", a->tol, "Stop when the fit changes by less than this")
       ->capture_default_str();

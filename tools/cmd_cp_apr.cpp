@@ -110,9 +110,7 @@ Command add_cp_apr_command(CLI::App& app) {
                   "Counts: sparse .tns, .tns.gz or .tfsparse, or a dense .npy; order >= 2")
       ->required();
   add_integer_option(*cmd, "-r,--rank", a->rank, "Number of components, >= 1")->required();
-  cmd->add_option("-o,--out", a->out,
-                  "Output folder, written whole: created, or replacing an earlier result")
-      ->required();
+  add_out_option(*cmd, a->out);
   add_integer_option(*cmd, "--max-iters", a->options.max_iters, "Maximum outer iterations");
   add_integer_option(*cmd, "--max-inner-iters", a->options.max_inner_iters,
                      "Multiplicative updates per mode and iteration, at most");

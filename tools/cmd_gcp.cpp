@@ -139,9 +139,7 @@ Command add_gcp_command(CLI::App& app) {
                   ".tfsparse; order >= 2")
       ->required();
   add_integer_option(*cmd, "-r,--rank", a->rank, "Number of components, >= 1")->required();
-  cmd->add_option("-o,--out", a->out,
-                  "Output folder, written whole: created, or replacing an earlier result")
-      ->required();
+  add_out_option(*cmd, a->out);
   cmd->add_option("--loss", a->loss,
                   "gaussian (least squares), poisson (counts, log link), bernoulli (0/1 data, "
                   "logit link), gamma or rayleigh (nonnegative data; nonnegative factors), "

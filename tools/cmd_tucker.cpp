@@ -126,9 +126,7 @@ Command add_tucker_command(CLI::App& app) {
                               "||X - X^|| <= eps ||X||");
   ranks->excludes(tol);
   tol->excludes(ranks);
-  cmd->add_option("-o,--out", a->out,
-                  "Output folder, written whole: created, or replacing an earlier result")
-      ->required();
+  add_out_option(*cmd, a->out);
   cmd->add_option("--method", a->method, "sthosvd, hosvd or hooi")
       ->check(CLI::IsMember({"sthosvd", "hosvd", "hooi"}))
       ->capture_default_str();

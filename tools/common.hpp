@@ -39,6 +39,9 @@ struct CommonOptions {
   std::string dtype;  ///< "", "float32" or "float64" ("" = as stored)
 };
 
+/// Adds the required -o/--out (an output folder written whole) to a subcommand.
+void add_out_option(CLI::App& cmd, std::string& out);
+
 /// Adds --backend (cpu, cuda or reference) to a subcommand.
 void add_backend_option(CLI::App& cmd, std::string& backend);
 

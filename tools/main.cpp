@@ -65,9 +65,10 @@ int main(int argc, char** argv) {
       "tenfold"};
   app.set_version_flag("--version", TENFOLD_VERSION);
   app.require_subcommand(1);
-  const std::vector<Command> commands = {add_cp_command(app), add_cp_apr_command(app),
-                                         add_gcp_command(app), add_tucker_command(app),
-                                         add_attention_command(app)};
+  const std::vector<Command> commands = {
+      add_cp_command(app),     add_cp_apr_command(app),   add_gcp_command(app),
+      add_tucker_command(app), add_parafac2_command(app), add_cmtf_command(app),
+      add_tt_command(app),     add_nntucker_command(app), add_attention_command(app)};
 
   const auto known = [&](const std::string& name) {
     for (const Command& c : commands)

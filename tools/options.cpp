@@ -25,6 +25,12 @@ std::string flag_of(const Command& cmd, const std::string& field) {
   return {};
 }
 
+void add_out_option(CLI::App& cmd, std::string& out) {
+  cmd.add_option("-o,--out", out,
+                 "Output folder, written whole: created, or replacing an earlier result")
+      ->required();
+}
+
 void add_backend_option(CLI::App& cmd, std::string& backend) {
   cmd.add_option("--backend", backend,
                  "Compute backend: cpu, cuda, or reference (plain loops in double, slow; for "

@@ -241,11 +241,7 @@ CheckpointReport compress_typed(const std::filesystem::path& input, const Checkp
       o.calibration, rep.calibration_tokens, rep.calibration_source, o.compress.damping, {}};
   if (!moments.empty())
     for (const LayerReport& l : rep.layers) calibration.data_errors.push_back(*l.data_error);
-  const detail::CheckpointWriter::Params params =
-      writer.write(file, meta, errors, moments.empty() ? nullptr : &calibration);
-  rep.total_params_before = params.before;
-  rep.total_params_after = params.after;
-  rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  writer.write(rep, start, file, meta, errors, moments.empty() ? nullptr : &calibration);
   return rep;
 }
 

@@ -6,6 +6,7 @@
 // where its input tensor stood, and the input's metadata with the conversion's keys.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -69,6 +70,18 @@ class CheckpointWriter {
   Params write(const io::SafetensorsFile& input, std::map<std::string, std::string> metadata,
                const std::vector<double>& relative_errors,
                const CalibrationRecord* calibration) const;
+  /// write(), then the report's parameter totals and its seconds since `start`.
+  template <class Report>
+  void write(Report& report, std::chrono::steady_clock::time_point start,
+             const io::SafetensorsFile& input, std::map<std::string, std::string> metadata,
+             const std::vector<double>& relative_errors,
+             const CalibrationRecord* calibration) const {
+    const Params p = write(input, std::move(metadata), relative_errors, calibration);
+    report.total_params_before = p.before;
+    report.total_params_after = p.after;
+    report.seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
 
  private:
   struct NewTensor {

@@ -259,11 +259,7 @@ RotaryCheckpointReport compress_rotary_checkpoint(
   meta["tenfold.head_dim"] = std::to_string(c.head_dim);
   const detail::CalibrationRecord calibration{o.calibration, rep.calibration_tokens,
                                               rep.calibration_source, ro.damping, data_errors};
-  const detail::CheckpointWriter::Params params =
-      writer.write(file, meta, errors, moments.empty() ? nullptr : &calibration);
-  rep.total_params_before = params.before;
-  rep.total_params_after = params.after;
-  rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  writer.write(rep, start, file, meta, errors, moments.empty() ? nullptr : &calibration);
   return rep;
 }
 

@@ -16,13 +16,21 @@ namespace tenfold::detail {
 inline constexpr int kHalsMaxInner = 5;
 inline constexpr double kHalsInnerTol = 1e-8;
 
+/// How hals_update measures a pass's change for its early stop.
+enum class HalsChange {
+  own,  ///< the squared change of U
+  /// TensorLy's hals_nnls (its broadcast V - newV): per column r, sum_j ||u_j - u_r^new||^2
+  /// over all columns j of U before u_r's update (non-negative Tucker, iterate for iterate)
+  tensorly,
+};
+
 /// min_{U >= 0} ||X_(n) - U KR^T|| given M = X_(n) KR (rows x R) and V = KR^T KR
 /// (R x R), starting from U (rows x R, backend memory), column by column:
 ///   u_r <- max(0, u_r + (m_r - U v_r) / v_rr)    (columns with v_rr <= 0 are left)
 /// Runs on the host (U, M and V are small); `host` is reused scratch.
 template <class T>
 void hals_update(Compute<T>& c, index_t rows, index_t rank, const T* m, const T* v, T* u,
-                 std::vector<T>& host);
+                 std::vector<T>& host, HalsChange measure = HalsChange::own);
 
 /// U <- |U| (n entries, backend memory): a non-negative start from any start.
 template <class T>

@@ -7,9 +7,11 @@
 #endif
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <limits>
+#include <mutex>
 #include <new>
 #include <sstream>
 
@@ -38,9 +40,8 @@ std::uint64_t cgroup_room() {
   return std::numeric_limits<std::uint64_t>::max();
 }
 
-}  // namespace
-
-std::uint64_t host_available_bytes() {
+// MemAvailable (or the free physical pages) and the cgroup's room, read now.
+std::uint64_t read_available_bytes() {
   std::uint64_t available = 0;
   bool found = false;
   std::ifstream meminfo("/proc/meminfo");
@@ -61,6 +62,25 @@ std::uint64_t host_available_bytes() {
                     : std::numeric_limits<std::uint64_t>::max();
   }
   return std::min(available, cgroup_room());
+}
+
+// Reading those files costs about 50 us, as much as a whole CP-ALS call on a small tensor
+// (PARAFAC2 makes 15 per iteration): a reading serves the calls of the next 20 ms.
+constexpr auto kAvailableBytesReuse = std::chrono::milliseconds(20);
+
+}  // namespace
+
+std::uint64_t host_available_bytes() {
+  static std::mutex mutex;
+  static std::chrono::steady_clock::time_point read_at;
+  static std::uint64_t last = 0;
+  const std::lock_guard<std::mutex> lock(mutex);
+  const auto now = std::chrono::steady_clock::now();
+  if (last == 0 || now - read_at > kAvailableBytesReuse) {
+    last = read_available_bytes();
+    read_at = now;
+  }
+  return last;
 }
 
 namespace {

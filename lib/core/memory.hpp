@@ -15,7 +15,8 @@ namespace tenfold::detail {
 
 /// Host memory this process can still allocate: MemAvailable of /proc/meminfo,
 /// lowered to the room left under a cgroup (v2 or v1) memory limit; the available
-/// physical pages (sysconf) where /proc/meminfo cannot be read.
+/// physical pages (sysconf) where /proc/meminfo cannot be read. A reading serves the calls
+/// of the next 20 ms.
 std::uint64_t host_available_bytes();
 
 /// Asks Linux (madvise) to back the 2 MiB pages that lie wholly inside [p, p + bytes)

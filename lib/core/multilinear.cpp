@@ -28,25 +28,35 @@ ModeSplit split(std::span<const index_t> dims, int n) {
 template <class T>
 void mode_gram(Compute<T>& c, const T* x, std::span<const index_t> dims, int n, T* out,
                const T* y) {
+  if (y != nullptr) {
+    mode_cross(c, x, dims, n, y, dims[static_cast<std::size_t>(n)], out);
+    return;
+  }
   const auto [il, in, ir] = split(dims, n);
   if (il == 1) {
     // X_(n) is X viewed as I_n x I_R.
-    if (y == nullptr) {
-      c.syrk(Op::none, in, ir, T(1), x, in, T(0), out, in);
-    } else {
-      c.gemm(Op::none, Op::trans, in, in, ir, T(1), x, in, y, in, T(0), out, in);
-    }
+    c.syrk(Op::none, in, ir, T(1), x, in, T(0), out, in);
     return;
   }
-  // X_(n) Y_(n)^T = sum_k S_k^T R_k over the I_L x I_n slices S_k of X and R_k of Y.
+  // X_(n) X_(n)^T = sum_k S_k^T S_k over the I_L x I_n slices S_k of X.
   for (index_t k = 0; k < ir; ++k) {
-    const T beta = k == 0 ? T(0) : T(1);
-    const T* xk = x + k * il * in;
-    if (y == nullptr) {
-      c.syrk(Op::trans, in, il, T(1), xk, il, beta, out, in);
-    } else {
-      c.gemm(Op::trans, Op::none, in, in, il, T(1), xk, il, y + k * il * in, il, beta, out, in);
-    }
+    c.syrk(Op::trans, in, il, T(1), x + k * il * in, il, k == 0 ? T(0) : T(1), out, in);
+  }
+}
+
+template <class T>
+void mode_cross(Compute<T>& c, const T* x, std::span<const index_t> dims, int n, const T* y,
+                index_t jn, T* out) {
+  const auto [il, in, ir] = split(dims, n);
+  if (il == 1) {
+    // X_(n) is X viewed as I_n x I_R, Y_(n) as J_n x I_R.
+    c.gemm(Op::none, Op::trans, in, jn, ir, T(1), x, in, y, jn, T(0), out, in);
+    return;
+  }
+  // X_(n) Y_(n)^T = sum_k S_k^T R_k over the I_L x I_n slices S_k of X and I_L x J_n R_k of Y.
+  for (index_t k = 0; k < ir; ++k) {
+    c.gemm(Op::trans, Op::none, in, jn, il, T(1), x + k * il * in, il, y + k * il * jn, il,
+           k == 0 ? T(0) : T(1), out, in);
   }
 }
 
@@ -89,6 +99,8 @@ const T* ttm_chain(Compute<T>& c, const T* x, std::vector<index_t>& dims,
 
 #define TENFOLD_INSTANTIATE_MULTILINEAR(T)                                                        \
   template void mode_gram<T>(Compute<T>&, const T*, std::span<const index_t>, int, T*, const T*); \
+  template void mode_cross<T>(Compute<T>&, const T*, std::span<const index_t>, int, const T*,     \
+                              index_t, T*);                                                       \
   template void ttm<T>(Compute<T>&, const T*, std::span<const index_t>, int, Op, const T*,        \
                        index_t, index_t, T*);                                                     \
   template const T* ttm_chain<T>(Compute<T>&, const T*, std::vector<index_t>&,                    \

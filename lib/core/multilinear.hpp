@@ -18,6 +18,12 @@ template <class T>
 void mode_gram(Compute<T>& c, const T* x, std::span<const index_t> dims, int n, T* out,
                const T* y = nullptr);
 
+/// out (I_n x J_n) = X_(n) Y_(n)^T for X of shape dims and Y of shape dims with I_n
+/// replaced by J_n (backend memory; the same order of the other modes in both unfoldings).
+template <class T>
+void mode_cross(Compute<T>& c, const T* x, std::span<const index_t> dims, int n, const T* y,
+                index_t jn, T* out);
+
 /// Y = X x_n op(U), i.e. Y_(n) = op(U) X_(n), where op(U) is j x I_n and U has
 /// leading dimension ldu. Y has the shape of X with I_n replaced by j; y must not
 /// overlap x.

@@ -34,6 +34,8 @@ class MaskedOperand final : public CpOperand<T> {
   void mode_gram(int n, T* out) override { filled_op_.mode_gram(n, out); }
   double end_sweep(std::span<const T* const> factors, const T* lambda, index_t rank) override;
   void reset() override;
+  /// The filled tensor F (backend memory), for operands that view parts of it (CMTF).
+  const T* filled() const { return filled_.get(); }
   bool updates_factors() const override { return weighted_; }
   /// Row i of U_n: (sum_j k_j k_j^T + ridge I) u_i = sum_j x_j k_j over the observed
   /// entries j of slice i, k_j the Hadamard product of the other factors' rows.

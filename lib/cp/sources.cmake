@@ -1,4 +1,5 @@
 target_sources(tenfold_cp PRIVATE
+  cp/cmtf.cpp
   cp/compressed.cpp
   cp/cp_als.cpp
   cp/cp_api.cpp
@@ -15,7 +16,10 @@ target_sources(tenfold_cp PRIVATE
   cp/line_search.cpp
   cp/masked_operand.cpp
   cp/masked_weighted.cpp
+  cp/mode_update.cpp
   cp/multi_start.cpp
+  cp/parafac2.cpp
+  cp/parafac2_steps.cpp
   cp/random_cp.cpp
   cp/revive.cpp
   cp/sampled.cpp

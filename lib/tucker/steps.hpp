@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <functional>
+#include <utility>
 #include <vector>
 
 #include "core/compute.hpp"
@@ -18,18 +19,24 @@ struct Truncation {
   double max_discarded = 0.0;
 };
 
+/// Runs step(), waits for the backend c and adds the elapsed seconds to acc.
+template <class T, class F>
+void timed(Compute<T>& c, double& acc, F&& step) {
+  const auto t0 = std::chrono::steady_clock::now();
+  step();
+  c.synchronize();
+  acc += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
 /// The input on the backend, the model being built (in backend memory) and timings.
 template <class T>
 struct TuckerState {
   TuckerState(Compute<T>& compute, TensorView<const T> tensor);
 
-  /// Runs step(), waits for the backend and adds the elapsed seconds to acc.
+  /// timed(c, acc, step)
   template <class F>
   void timed(double& acc, F&& step) {
-    const auto t0 = std::chrono::steady_clock::now();
-    step();
-    c.synchronize();
-    acc += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    detail::timed(c, acc, std::forward<F>(step));
   }
 
   /// ||X - X^|| / ||X|| of the model (orthonormal factors, G = X x_0 U_0^T ...):

@@ -184,6 +184,18 @@ void put_model(nb::dict& d, KTensor<T>&& model, bool reverse) {
   d["factors"] = factor_list(std::move(factors), reverse);
 }
 
+template <class T>
+void put_tucker_model(nb::dict& d, TTensor<T>&& model, bool reverse) {
+  const std::vector<index_t> core_dims = model.core.dims();
+  d["core"] = owned_array(std::move(model.core.values()), core_dims, reverse);
+  std::vector<nb::object> factors;
+  for (Matrix<T>& f : model.factors) factors.push_back(owned_matrix(std::move(f)));
+  d["factors"] = factor_list(std::move(factors), reverse);
+}
+
+template void put_tucker_model<float>(nb::dict&, TTensor<float>&&, bool);
+template void put_tucker_model<double>(nb::dict&, TTensor<double>&&, bool);
+
 std::optional<TensorView<const std::uint8_t>> mask_view(const std::optional<InArray>& mask,
                                                         const std::vector<index_t>& dims,
                                                         Layout layout) {

@@ -17,6 +17,7 @@
 #include "tenfold/gcp.hpp"
 #include "tenfold/ktensor.hpp"
 #include "tenfold/tensor.hpp"
+#include "tenfold/tucker.hpp"
 
 namespace tenfold::python {
 
@@ -71,6 +72,23 @@ std::vector<Matrix<T>> given_factors(const std::vector<InArray>& given, bool rev
 /// d["weights"] and d["factors"] (NumPy axis order) of a model, its memory moved out.
 template <class T>
 void put_model(nb::dict& d, KTensor<T>&& model, bool reverse);
+
+/// d["core"] and d["factors"] (NumPy axis order) of a Tucker model, its memory moved out.
+template <class T>
+void put_tucker_model(nb::dict& d, TTensor<T>&& model, bool reverse);
+
+/// f(): an InvalidArgument from the library, which names a non-finite entry in its own
+/// mode order, is said again by NumPy index when `x` (viewed with `layout`) holds one
+/// outside the missing entries (`observed`, when given: nonzero where observed).
+template <class T, class F>
+auto in_numpy_terms(TensorView<const T> x, Layout layout, const std::uint8_t* observed, F&& f) {
+  try {
+    return f();
+  } catch (const InvalidArgument&) {
+    check_finite_numpy(x, layout, "tensor", observed);
+    throw;
+  }
+}
 
 /// The view of a mask (uint8, the tensor's shape and memory order: the Python layer
 /// makes it so) of a tensor viewed with `dims` and `layout`; nullopt without one.
@@ -140,5 +158,8 @@ void register_decompositions(nb::module_& m);
 void register_attention(nb::module_& m);
 void register_sparse(nb::module_& m);
 void register_gcp(nb::module_& m);
+void register_parafac2(nb::module_& m);     // python/src/parafac2.cpp
+void register_cmtf(nb::module_& m);         // python/src/cmtf.cpp
+void register_tt_nntucker(nb::module_& m);  // python/src/tt_nntucker.cpp
 
 }  // namespace tenfold::python

@@ -141,21 +141,10 @@ nb::dict tucker_typed(const InArray& tensor, const std::vector<index_t>& ranks,
   // After every mode step: pending signals stop the run.
   Interruptible interrupt;
   o.callback = [&](const TuckerProgress&) { return interrupt.check(); };
-  TuckerResult<T> r = interrupt.run([&] {
-    try {
-      return tucker(x, o);
-    } catch (const InvalidArgument&) {
-      // The library names a NaN by its own mode order; say it in NumPy axes.
-      check_finite_numpy(x, o.layout, "tensor");
-      throw;
-    }
-  });
+  TuckerResult<T> r = interrupt.run(
+      [&] { return in_numpy_terms(x, o.layout, nullptr, [&] { return tucker(x, o); }); });
   nb::dict d;
-  const std::vector<index_t> core_dims = r.model.core.dims();
-  d["core"] = owned_array(std::move(r.model.core.values()), core_dims, reverse);
-  std::vector<nb::object> factors;
-  for (Matrix<T>& f : r.model.factors) factors.push_back(owned_matrix(std::move(f)));
-  d["factors"] = factor_list(std::move(factors), reverse);
+  put_tucker_model(d, std::move(r.model), reverse);
   if (reverse) std::reverse(r.eigenvalues.begin(), r.eigenvalues.end());
   nb::list eigenvalues;
   for (std::vector<double>& e : r.eigenvalues) {

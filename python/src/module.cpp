@@ -69,4 +69,7 @@ NB_MODULE(_tenfold, m) {
   tenfold::python::register_attention(m);
   tenfold::python::register_sparse(m);
   tenfold::python::register_gcp(m);
+  tenfold::python::register_parafac2(m);
+  tenfold::python::register_cmtf(m);
+  tenfold::python::register_tt_nntucker(m);
 }

@@ -29,6 +29,19 @@ __all__ = [
     "parafac",
     "non_negative_parafac_hals",
     "tucker",
+    "parafac2",
+    "Parafac2Result",
+    "coupled_matrix_tensor_3d_factorization",
+    "CoupledCPResult",
+    "tensor_train",
+    "tensor_train_matrix",
+    "tt_to_tensor",
+    "tt_norm",
+    "tt_inner",
+    "TensorTrainResult",
+    "non_negative_tucker",
+    "non_negative_tucker_hals",
+    "NonNegativeTuckerResult",
     "cp_apr",
     "gcp",
     "sparse",
@@ -46,7 +59,12 @@ __all__ = [
 
 from . import sparse  # noqa: E402  (after _tenfold: it calls into it)
 from ._gcp import gcp  # noqa: E402
+from ._parafac2 import Parafac2Result, parafac2  # noqa: E402
+from ._cmtf import CoupledCPResult, coupled_matrix_tensor_3d_factorization  # noqa: E402
 from .sparse import cp_apr  # noqa: E402
+from ._tt_nntucker import (NonNegativeTuckerResult, TensorTrainResult,  # noqa: E402
+                           non_negative_tucker, non_negative_tucker_hals, tensor_train,
+                           tensor_train_matrix, tt_inner, tt_norm, tt_to_tensor)
 
 
 def set_num_threads(threads):

@@ -9,6 +9,19 @@ from ._tenfold import NumericalError as NumericalError
 from . import sparse as sparse
 from .sparse import cp_apr as cp_apr
 from ._gcp import gcp as gcp
+from ._parafac2 import Parafac2Result as Parafac2Result
+from ._parafac2 import parafac2 as parafac2
+from ._cmtf import CoupledCPResult as CoupledCPResult
+from ._cmtf import coupled_matrix_tensor_3d_factorization as coupled_matrix_tensor_3d_factorization
+from ._tt_nntucker import TensorTrainResult as TensorTrainResult
+from ._tt_nntucker import tensor_train as tensor_train
+from ._tt_nntucker import tensor_train_matrix as tensor_train_matrix
+from ._tt_nntucker import tt_inner as tt_inner
+from ._tt_nntucker import tt_norm as tt_norm
+from ._tt_nntucker import tt_to_tensor as tt_to_tensor
+from ._tt_nntucker import NonNegativeTuckerResult as NonNegativeTuckerResult
+from ._tt_nntucker import non_negative_tucker as non_negative_tucker
+from ._tt_nntucker import non_negative_tucker_hals as non_negative_tucker_hals
 
 __version__: str
 

@@ -20,7 +20,7 @@ import warnings
 
 import numpy as np
 
-from . import _cp, _validate
+from . import _cp, _tensorly_parafac2, _tensorly_tt, _validate
 from . import tucker as _direct_tucker
 from ._tensorly_args import (fixed_axes, fold_weights, nonnegative_axes, run_cp, sparse_entries,
                              sparsify)
@@ -402,12 +402,18 @@ _WRAPPERS = {
     "non_negative_parafac_hals": _non_negative_parafac_hals,
     "tucker": _tucker,
 }
+# tensor_train, non_negative_tucker and non_negative_tucker_hals (python/tenfold/_tensorly_tt.py)
+_HOMES.update(_tensorly_tt.HOMES)
+_WRAPPERS.update(_tensorly_tt.wrappers(_serve, _tensor_reason, _originals))
+# parafac2 (python/tenfold/_tensorly_parafac2.py)
+_HOMES.update(_tensorly_parafac2.HOMES)
+_WRAPPERS.update(_tensorly_parafac2.make_wrappers(_serve, _originals))
 
 
 def patch():
-    """Installs Tenfold behind tensorly.decomposition's parafac, non_negative_parafac_hals
-    and tucker, wherever TensorLy's modules hold them (the classes CP, CP_NN_HALS and Tucker
-    call them through their modules). Idempotent."""
+    """Installs Tenfold behind tensorly.decomposition's parafac, non_negative_parafac_hals,
+    tucker and the functions of _HOMES' other entries, wherever TensorLy's modules hold them
+    (the classes CP, CP_NN_HALS and Tucker call them through their modules). Idempotent."""
     import importlib
 
     with _lock:

@@ -52,21 +52,36 @@ def fresh_patch():
     tt.unpatch()
 
 
-def test_tensorly_suites_pass_with_the_patch(tmp_path):
-    """Every item of TensorLy's test_cp.py and test_tucker.py passes with the patch."""
+def run_tensorly_suites(tmp_path, files, items=None):
+    """TensorLy's own test `files` (from the installed package, imports made absolute)
+    run patched in a subprocess, all of them or the `items` given (file::test); asserts
+    they pass and returns the patch's call counts (tenfold.tensorly.calls())."""
     tests = Path(tl.__file__).parent / "decomposition" / "tests"
-    for name in SUITES:
+    for name in files:
         (tmp_path / name).write_text(absolute_imports((tests / name).read_text()))
     (tmp_path / "conftest.py").write_text(CONFTEST)
     calls = tmp_path / "calls.json"
     env = dict(os.environ, TENFOLD_CALLS_JSON=str(calls),
                PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
     run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                          "-W", "ignore", str(tmp_path)], cwd=tmp_path, env=env,
+                          "-W", "ignore", *(items or [str(tmp_path)])], cwd=tmp_path, env=env,
                          capture_output=True, text=True, timeout=1800)
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
     counts = json.loads(calls.read_text())
     print(json.dumps(counts, indent=1))
+    return counts
+
+
+def native_share(counts, functions):
+    """(native, fallback) calls of `functions` in the patch's counts."""
+    native = sum(counts["native_by_function"].get(f, 0) for f in functions)
+    fallback = sum(n for reason, n in counts["reasons"].items() if reason.split(":")[0] in functions)
+    return native, fallback
+
+
+def test_tensorly_suites_pass_with_the_patch(tmp_path):
+    """Every item of TensorLy's test_cp.py and test_tucker.py passes with the patch."""
+    counts = run_tensorly_suites(tmp_path, SUITES)
     assert counts["native"] > 0
 
 

@@ -87,6 +87,15 @@ def test_bands_full_is_exact(family, heads, key_heads, impl, bands):
     assert model.config.tenfold_rotary == {"family": family, "key_values": key_heads * HEAD_DIM, "bands": bands}
 
 
+def assert_round_trip(model, tmp_path):
+    """save_pretrained, then tenfold.torch.from_pretrained: the same config entry and logits."""
+    ids, mask = inputs()
+    model.save_pretrained(tmp_path / "m")
+    loaded = tt.from_pretrained(tmp_path / "m")
+    assert loaded.config.tenfold_rotary == model.config.tenfold_rotary
+    torch.testing.assert_close(logits(loaded, ids, mask), logits(model, ids, mask), rtol=1e-5, atol=1e-6)
+
+
 def generate_four(model):
     """Four greedy tokens after a 6-token prompt, with the logits: (output, its cache)."""
     ids, _ = inputs()
@@ -212,12 +221,7 @@ def test_bands_model_allocation_and_save_pretrained(tmp_path):
     assert sum(r["key_values"] for r in report) == 14
     assert all(r["decode_flops"] == 4 * 2 * 2 * r["key_values"] + 3 * 2 * HEAD_DIM + 2 * 4 * HEAD_DIM
                for r in report)
-    ids, mask = inputs()
-    before = logits(model, ids, mask)
-    model.save_pretrained(tmp_path / "m")
-    loaded = tt.from_pretrained(tmp_path / "m")
-    assert loaded.config.tenfold_rotary == model.config.tenfold_rotary
-    torch.testing.assert_close(logits(loaded, ids, mask), before, rtol=1e-5, atol=1e-6)
+    assert_round_trip(model, tmp_path)
 
 
 @pytest.mark.parametrize("side", ["q_proj", "k_proj"])
@@ -351,12 +355,7 @@ def test_model_allocation_spends_the_budget_where_the_model_needs_it():
 def test_save_pretrained_and_from_pretrained(tmp_path):
     model = make_rotary("qwen2", seed=3)
     tt.compress_model(model, shared_dim=8, allocation="model")
-    ids, mask = inputs()
-    before = logits(model, ids, mask)
-    model.save_pretrained(tmp_path / "m")
-    loaded = tt.from_pretrained(tmp_path / "m")
-    assert loaded.config.tenfold_rotary == model.config.tenfold_rotary
-    torch.testing.assert_close(logits(loaded, ids, mask), before, rtol=1e-5, atol=1e-6)
+    assert_round_trip(model, tmp_path)
     # A config that records other sizes than the tensors is refused, naming a tensor.
     config = copy.deepcopy(model.config)
     config.tenfold_rotary = {"family": "qwen2", "key_values": 4}
@@ -460,10 +459,7 @@ def test_latent_values_below_full_data_aware_and_saved(tmp_path):
     assert relative(after, before, mask) > 1e-3  # the budget does change the model
     _, cache = generate_four(model)
     assert all(tuple(layer.values.shape) == (1, 1, 9, 6) for layer in cache.layers)
-    model.save_pretrained(tmp_path / "m")
-    loaded = tt.from_pretrained(tmp_path / "m")
-    assert loaded.config.tenfold_rotary == model.config.tenfold_rotary
-    torch.testing.assert_close(logits(loaded, ids, mask), after, rtol=1e-5, atol=1e-6)
+    assert_round_trip(model, tmp_path)
 
 
 @pytest.mark.parametrize("value_dim", [0, 17, "half", 2.5])
