@@ -62,29 +62,25 @@ int run_cp_apr(const CpAprArgs& a, const io::NpyHeader* npy) {
     res = cp_apr(counts, o);
   }
   const KTensor<T>& m = res.model;
-  const nlohmann::json j = {
-      {"command", "cp-apr"},
-      {"input", a.input},
-      {"shape", header.shape},
-      {"nnz", nnz},
-      {"dtype", dtype_name<T>()},
-      {"rank", m.rank()},
-      {"seed", o.seed},
-      {"tol", o.tol},
-      {"max_iters", o.max_iters},
-      {"max_inner_iters", o.max_inner_iters},
-      {"kappa", o.kappa},
-      {"kappa_tol", o.kappa_tol},
-      {"iterations", res.iterations},
-      {"inner_iterations", res.inner_iterations},
-      {"converged", res.converged},
-      {"stop", std::string(to_string(res.stop))},
-      {"kkt_violation", res.kkt_violation},
-      {"kkt_history", res.kkt_history},
-      {"inadmissible_zero_fixes", res.inadmissible_zero_fixes},
-      {"log_likelihood", res.log_likelihood},
-      {"seconds", res.seconds},
-      {"factor_files", "factor_<a>.npy is the factor of NumPy axis a of the input (I_a x rank)"}};
+  nlohmann::json j = report_head<T>("cp-apr", a.input, header.shape, m.rank());
+  j.update(
+      {{"nnz", nnz},
+       {"seed", o.seed},
+       {"tol", o.tol},
+       {"max_iters", o.max_iters},
+       {"max_inner_iters", o.max_inner_iters},
+       {"kappa", o.kappa},
+       {"kappa_tol", o.kappa_tol},
+       {"iterations", res.iterations},
+       {"inner_iterations", res.inner_iterations},
+       {"converged", res.converged},
+       {"stop", std::string(to_string(res.stop))},
+       {"kkt_violation", res.kkt_violation},
+       {"kkt_history", res.kkt_history},
+       {"inadmissible_zero_fixes", res.inadmissible_zero_fixes},
+       {"log_likelihood", res.log_likelihood},
+       {"seconds", res.seconds},
+       {"factor_files", "factor_<a>.npy is the factor of NumPy axis a of the input (I_a x rank)"}});
   io::write_folder_atomically(a.out, [&](const std::filesystem::path& dir) {
     io::save_npy<T>(dir / "weights.npy", TensorView<const T>(m.weights.data(), {m.rank()}));
     save_factors(dir, header, m.factors);

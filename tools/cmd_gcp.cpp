@@ -92,24 +92,19 @@ int run_gcp(const GcpArgs& a, const io::NpyHeader* npy) {
     extra = {{"missing", missing ? "nan" : "none"}, {"observed", n_observed}};
   }
   const KTensor<T>& m = res.model;
-  nlohmann::json j = {
-      {"command", "gcp"},
-      {"input", a.input},
-      {"shape", header.shape},
-      {"dtype", dtype_name<T>()},
-      {"rank", m.rank()},
-      {"loss", a.loss},
-      {"seed", o.seed},
-      {"max_iters", o.max_iters},
-      {"iterations", res.iterations},
-      {"converged", res.converged},
-      {"stop", std::string(to_string(res.stop))},
-      {"objective", res.objective},
-      {"objective_history", res.objective_history},
-      {"seconds", res.seconds},
-      {"factor_files",
-       "factor_<a>.npy is the factor of NumPy axis a of the input (I_a x rank), on the link "
-       "scale (poisson: log-rates, bernoulli: log-odds; the others: the mean)"}};
+  nlohmann::json j = report_head<T>("gcp", a.input, header.shape, m.rank());
+  j.update({{"loss", a.loss},
+            {"seed", o.seed},
+            {"max_iters", o.max_iters},
+            {"iterations", res.iterations},
+            {"converged", res.converged},
+            {"stop", std::string(to_string(res.stop))},
+            {"objective", res.objective},
+            {"objective_history", res.objective_history},
+            {"seconds", res.seconds},
+            {"factor_files",
+             "factor_<a>.npy is the factor of NumPy axis a of the input (I_a x rank), on the link "
+             "scale (poisson: log-rates, bernoulli: log-odds; the others: the mean)"}});
   if (o.loss == GcpLoss::huber) j["huber_delta"] = o.huber_delta;
   j.update(extra);
   io::write_folder_atomically(a.out, [&](const std::filesystem::path& dir) {

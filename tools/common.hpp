@@ -146,6 +146,18 @@ constexpr const char* dtype_name() {
   return sizeof(T) == 4 ? "float32" : "float64";
 }
 
+/// The fields every decomposition's report.json starts with: the command, the input file,
+/// its NumPy shape, the dtype and the rank.
+template <class T>
+nlohmann::json report_head(const char* command, const std::string& input,
+                           const std::vector<index_t>& shape, index_t rank) {
+  return {{"command", command},
+          {"input", input},
+          {"shape", shape},
+          {"dtype", dtype_name<T>()},
+          {"rank", rank}};
+}
+
 /// Resolves --dtype against the stored dtype; throws InvalidArgument for other names.
 io::DType choose_dtype(const std::string& requested, io::DType stored);
 
