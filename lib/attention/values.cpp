@@ -117,7 +117,8 @@ ValueLatent value_latent(const ValueLayer<T>& layer, const ValueOptions& o,
   }
   const auto host = detail::host_compute();
   Compute<double>& c = *host;
-  const Matrix<double> wo = detail::to_double(layer.output_weight);
+  const detail::AsDouble wo_double(layer.output_weight);  // a view when T is double
+  const Matrix<double>& wo = wo_double.get();
   const std::vector<Matrix<double>> roots = output_roots(c, wo, heads, groups, d);
 
   // X = L^T W_V blockdiag(F) (W_V blockdiag(F) without whitening, and for "full"), its SVD.
