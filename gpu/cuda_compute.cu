@@ -309,6 +309,26 @@ class CudaCompute final : public Compute<T> {
     if (n == 0) return 0.0;
     auto* partial = static_cast<double*>(partial_.get());
     launch_dot(stream(), n, x, y, partial);
+    return reduction_result(partial);
+  }
+
+  double sum_squares(std::size_t n, const T* x) override { return dot(n, x, x); }
+
+  double masked_fill(std::size_t n, const T* w, const T* wx, const T* m, T* f) override {
+    if (n == 0) return 0.0;
+    auto* partial = static_cast<double*>(partial_.get());
+    launch_masked_fill(stream(), n, w, wx, m, f, partial);
+    return reduction_result(partial);
+  }
+
+ private:
+  cudaStream_t stream() const { return stream_.get(); }
+  cublasHandle_t blas() const { return blas_.get(); }
+  cusolverDnHandle_t solver() const { return solver_.get(); }
+  int* info() const { return static_cast<int*>(info_.get()); }
+
+  // partial[kReduceBlocks], the total of a two-pass reduction (waits for it).
+  double reduction_result(const double* partial) {
     double result = 0.0;
     check(cudaMemcpyAsync(&result, partial + kReduceBlocks, sizeof(double), cudaMemcpyDeviceToHost,
                           stream()),
@@ -316,14 +336,6 @@ class CudaCompute final : public Compute<T> {
     synchronize();
     return result;
   }
-
-  double sum_squares(std::size_t n, const T* x) override { return dot(n, x, x); }
-
- private:
-  cudaStream_t stream() const { return stream_.get(); }
-  cublasHandle_t blas() const { return blas_.get(); }
-  cusolverDnHandle_t solver() const { return solver_.get(); }
-  int* info() const { return static_cast<int*>(info_.get()); }
 
   // The devInfo of the last cuSOLVER call (waits for it).
   int read_info() {

@@ -130,6 +130,21 @@ __global__ void dot_partial_kernel(std::size_t n, const T* x, const T* y, double
   if (threadIdx.x == 0) partial[blockIdx.x] = s;
 }
 
+// f = wx + (1 - w) .* m; partial[block] = the block's sum of (wx - w .* m)^2.
+template <class T>
+__global__ void masked_fill_partial_kernel(std::size_t n, const T* w, const T* wx, const T* m, T* f,
+                                           double* partial) {
+  __shared__ double shared[kThreads];
+  double s = 0.0;
+  for (std::size_t i = first_index(); i < n; i += grid_stride()) {
+    f[i] = wx[i] + (T(1) - w[i]) * m[i];
+    const double r = static_cast<double>(wx[i] - w[i] * m[i]);
+    s += r * r;
+  }
+  s = block_reduce(s, shared, Sum{});
+  if (threadIdx.x == 0) partial[blockIdx.x] = s;
+}
+
 // Second pass, one block: partial[count] = sum of partial[0..count).
 __global__ void sum_partials_kernel(int count, double* partial) {
   __shared__ double shared[kThreads];
@@ -219,18 +234,29 @@ void launch_dot(cudaStream_t stream, std::size_t n, const T* x, const T* y, doub
   check_launch("dot final-sum kernel launch");
 }
 
-#define TENFOLD_INSTANTIATE_KERNELS(T)                                                            \
-  template void launch_fill<T>(cudaStream_t, T*, std::size_t, T);                                 \
-  template void launch_hadamard<T>(cudaStream_t, std::size_t, const T*, T*);                      \
-  template void launch_axpy<T>(cudaStream_t, std::size_t, T, const T*, T*);                       \
-  template void launch_khatri_rao<T>(cudaStream_t, index_t, index_t, index_t, const T*, const T*, \
-                                     T*);                                                         \
-  template void launch_normalize_columns<T>(cudaStream_t, ColumnNorm, index_t, index_t, T*,       \
-                                            index_t, T*);                                         \
-  template void launch_scale_columns<T>(cudaStream_t, index_t, index_t, T*, index_t, const T*);   \
-  template void launch_add_diagonal<T>(cudaStream_t, index_t, T*, index_t, T);                    \
-  template void launch_mirror_lower<T>(cudaStream_t, index_t, T*, index_t);                       \
-  template void launch_dot<T>(cudaStream_t, std::size_t, const T*, const T*, double*);
+template <class T>
+void launch_masked_fill(cudaStream_t stream, std::size_t n, const T* w, const T* wx, const T* m,
+                        T* f, double* partial) {
+  masked_fill_partial_kernel<<<kReduceBlocks, kThreads, 0, stream>>>(n, w, wx, m, f, partial);
+  check_launch("masked_fill kernel launch");
+  sum_partials_kernel<<<1, kThreads, 0, stream>>>(kReduceBlocks, partial);
+  check_launch("masked_fill final-sum kernel launch");
+}
+
+#define TENFOLD_INSTANTIATE_KERNELS(T)                                                             \
+  template void launch_fill<T>(cudaStream_t, T*, std::size_t, T);                                  \
+  template void launch_hadamard<T>(cudaStream_t, std::size_t, const T*, T*);                       \
+  template void launch_axpy<T>(cudaStream_t, std::size_t, T, const T*, T*);                        \
+  template void launch_khatri_rao<T>(cudaStream_t, index_t, index_t, index_t, const T*, const T*,  \
+                                     T*);                                                          \
+  template void launch_normalize_columns<T>(cudaStream_t, ColumnNorm, index_t, index_t, T*,        \
+                                            index_t, T*);                                          \
+  template void launch_scale_columns<T>(cudaStream_t, index_t, index_t, T*, index_t, const T*);    \
+  template void launch_add_diagonal<T>(cudaStream_t, index_t, T*, index_t, T);                     \
+  template void launch_mirror_lower<T>(cudaStream_t, index_t, T*, index_t);                        \
+  template void launch_dot<T>(cudaStream_t, std::size_t, const T*, const T*, double*);             \
+  template void launch_masked_fill<T>(cudaStream_t, std::size_t, const T*, const T*, const T*, T*, \
+                                      double*);
 TENFOLD_INSTANTIATE_FOR_EACH_VALUE_TYPE(TENFOLD_INSTANTIATE_KERNELS)
 
 }  // namespace tenfold::detail

@@ -48,5 +48,9 @@ void launch_mirror_lower(cudaStream_t stream, index_t n, T* c, index_t ldc);
 /// partial[kReduceBlocks] = sum x_i y_i in double; partial holds kReduceBlocks + 1 doubles.
 template <class T>
 void launch_dot(cudaStream_t stream, std::size_t n, const T* x, const T* y, double* partial);
+/// f = wx + (1 - w) .* m; partial[kReduceBlocks] = sum (wx - w .* m)^2 (as launch_dot).
+template <class T>
+void launch_masked_fill(cudaStream_t stream, std::size_t n, const T* w, const T* wx, const T* m,
+                        T* f, double* partial);
 
 }  // namespace tenfold::detail

@@ -63,11 +63,15 @@ class Primitives : public ::testing::TestWithParam<Backend> {};
 
 template <class T>
 void gemm_cases(Backend b) {
-  // m, n, k: ones, odd, tall, wide, a long inner dimension, empty sides.
+  // m, n, k: ones, odd, tall, wide, a long inner dimension, empty sides; a TTM's short and
+  // wide product over a tensor's first mode (A^T B, B tensor-sized, many tiles).
   const std::vector<std::tuple<index_t, index_t, index_t>> shapes = {
-      {1, 1, 1}, {7, 5, 9}, {301, 3, 5}, {3, 301, 5}, {4, 3, 700}, {5, 6, 0}, {0, 4, 3}, {5, 0, 2}};
+      {1, 1, 1}, {7, 5, 9}, {301, 3, 5}, {3, 301, 5},    {4, 3, 700},
+      {5, 6, 0}, {0, 4, 3}, {5, 0, 2},   {10, 2000, 150}};
   std::uint64_t seed = 1;
-  for (const auto& [m, n, k] : shapes)
+  // (plain variables, not structured bindings: the lambdas below capture them)
+  for (const auto& shape : shapes) {
+    const index_t m = std::get<0>(shape), n = std::get<1>(shape), k = std::get<2>(shape);
     for (Op ta : {Op::none, Op::trans})
       for (Op tb : {Op::none, Op::trans})
         for (double beta : {0.0, -0.5}) {
@@ -86,6 +90,7 @@ void gemm_cases(Backend b) {
               },
               kernel_tol<T>(), what);
         }
+  }
 }
 
 TEST_P(Primitives, Gemm) {
@@ -95,8 +100,10 @@ TEST_P(Primitives, Gemm) {
 
 template <class T>
 void batched_cases(Backend b) {
-  for (const auto& [m, n, k, batch] : std::vector<std::tuple<index_t, index_t, index_t, index_t>>{
-           {1, 1, 1, 1}, {5, 3, 7, 4}, {40, 2, 3, 33}, {3, 4, 5, 0}})
+  for (const auto& shape : std::vector<std::tuple<index_t, index_t, index_t, index_t>>{
+           {1, 1, 1, 1}, {5, 3, 7, 4}, {40, 2, 3, 33}, {3, 4, 5, 0}}) {
+    const index_t m = std::get<0>(shape), n = std::get<1>(shape), k = std::get<2>(shape),
+                  batch = std::get<3>(shape);
     for (Op ta : {Op::none, Op::trans}) {
       const index_t lda = ta == Op::none ? m : k, sa = lda * (ta == Op::none ? k : m) + 2;
       const index_t sb = k * n + 1, sc = m * n + 3;
@@ -108,6 +115,7 @@ void batched_cases(Backend b) {
           },
           kernel_tol<T>(), "batched gemm batch " + std::to_string(batch));
     }
+  }
 }
 
 TEST_P(Primitives, GemmStridedBatched) {
@@ -117,8 +125,9 @@ TEST_P(Primitives, GemmStridedBatched) {
 
 template <class T>
 void syrk_cases(Backend b) {
-  for (const auto& [n, k] :
-       std::vector<std::pair<index_t, index_t>>{{1, 1}, {7, 13}, {40, 3}, {3, 900}, {6, 0}, {0, 4}})
+  for (const auto& shape : std::vector<std::pair<index_t, index_t>>{
+           {1, 1}, {7, 13}, {40, 3}, {3, 900}, {6, 0}, {0, 4}}) {
+    const index_t n = shape.first, k = shape.second;
     for (Op trans : {Op::none, Op::trans})
       for (double beta : {0.0, 2.0}) {
         const index_t lda = (trans == Op::trans ? k : n) + 1, ldc = n + 2;
@@ -129,6 +138,7 @@ void syrk_cases(Backend b) {
             },
             kernel_tol<T>(), "syrk " + std::to_string(n) + "x" + std::to_string(k));
       }
+  }
 }
 
 TEST_P(Primitives, Syrk) {
@@ -138,8 +148,9 @@ TEST_P(Primitives, Syrk) {
 
 template <class T>
 void cholesky_cases(Backend b) {
-  for (const auto& [n, m] :
+  for (const auto& shape :
        std::vector<std::pair<index_t, index_t>>{{1, 1}, {5, 7}, {33, 2}, {40, 130}, {3, 0}}) {
+    const index_t n = shape.first, m = shape.second;
     const index_t ld = n + 1, ldb = m + 2;
     // potrf, then potrs_right: B (L L^T)^{-1}, or one triangular solve: B L^{-T} or B L^{-1};
     // the strict upper triangle is not compared.
@@ -228,14 +239,17 @@ void elementwise_cases(Backend b) {
         },
         kernel_tol<T>(), "axpy");
   }
-  for (const auto& [ma, mb, r] : std::vector<std::tuple<index_t, index_t, index_t>>{
-           {1, 1, 1}, {4, 3, 5}, {300, 2, 3}, {2, 300, 7}, {3, 4, 0}})
+  for (const auto& shape : std::vector<std::tuple<index_t, index_t, index_t>>{
+           {1, 1, 1}, {4, 3, 5}, {300, 2, 3}, {2, 300, 7}, {3, 4, 0}}) {
+    const index_t ma = std::get<0>(shape), mb = std::get<1>(shape), r = std::get<2>(shape);
     exact("khatri_rao", {values<T>(ma * r, 54), values<T>(mb * r, 55), values<T>(ma * mb * r, 56)},
           [&](Compute<T>& c, const std::vector<T*>& p) {
             c.khatri_rao(ma, mb, r, p[0], p[1], p[2]);
           });
-  for (const auto& [m, n] :
+  }
+  for (const auto& shape :
        std::vector<std::pair<index_t, index_t>>{{1, 1}, {5, 4}, {1000, 3}, {3, 700}, {4, 0}}) {
+    const index_t m = shape.first, n = shape.second;
     const index_t lda = m + 2;
     auto a = values<T>(lda * n, 57);
     if (n > 1)
@@ -279,6 +293,43 @@ void reduction_cases(Backend b) {
     EXPECT_NEAR(dot[0], dot[1], 1e-12 * (ss[1] + 1.0)) << "dot n " << n;
     EXPECT_NEAR(ss[0], ss[1], 1e-12 * (ss[1] + 1.0)) << "sum_squares n " << n;
   }
+}
+
+template <class T>
+void masked_fill_cases(Backend b) {
+  const auto test = detail::make_compute<T>(b);
+  const auto ref = detail::make_compute<T>(Backend::reference);
+  for (const index_t n : {0, 1, 63, 1000, 40001}) {
+    // w: about a third missing; wx = w .* x
+    std::vector<T> w = values<T>(n, 62), wx = values<T>(n, 63);
+    for (std::size_t i = 0; i < w.size(); ++i) {
+      w[i] = std::abs(w[i]) < T(0.35) ? T(0) : T(1);
+      wx[i] *= w[i];
+    }
+    double r2[2] = {};
+    Host<T> out[2];
+    int i = 0;
+    for (Compute<T>* c : {test.get(), ref.get()}) {
+      out[i] = run_on<T>(*c, {w, wx, values<T>(n, 64), values<T>(n, 65)},
+                         [&](Compute<T>& cc, const std::vector<T*>& p) {
+                           r2[i] =
+                               cc.masked_fill(static_cast<std::size_t>(n), p[0], p[1], p[2], p[3]);
+                         });
+      ++i;
+    }
+    // f: the same arithmetic per entry on both; the sum differs only in its order.
+    EXPECT_LT(rel_diff(out[0][3], out[1][3]), kernel_tol<T>()) << "masked_fill n " << n;
+    EXPECT_NEAR(r2[0], r2[1], 1e-12 * (r2[1] + 1.0)) << "masked_fill sum n " << n;
+    for (std::size_t j = 0; j < static_cast<std::size_t>(n); ++j) {
+      if (w[j] == T(1)) ASSERT_EQ(out[1][3][j], wx[j]) << "observed entry " << j;
+      if (w[j] == T(0)) ASSERT_EQ(out[1][3][j], out[1][2][j]) << "missing entry " << j;
+    }
+  }
+}
+
+TEST_P(Primitives, MaskedFill) {
+  masked_fill_cases<float>(GetParam());
+  masked_fill_cases<double>(GetParam());
 }
 
 TEST_P(Primitives, DotAndSumSquares) {

@@ -113,6 +113,12 @@ class Compute {
   virtual double dot(std::size_t n, const T* x, const T* y) = 0;
   /// sum |x_i|^2, accumulated in double.
   virtual double sum_squares(std::size_t n, const T* x) = 0;
+  /// One EM step of a tensor with missing entries (n elements; w the 0/1 mask, wx the
+  /// data with 0 where it is missing, m the model): f = wx + (1 - w) .* m (exactly the data
+  /// where observed, exactly the model elsewhere), and the residual over the observed
+  /// entries, sum |wx_i - w_i m_i|^2, returned (accumulated in double). f aliases none of
+  /// the inputs.
+  virtual double masked_fill(std::size_t n, const T* w, const T* wx, const T* m, T* f) = 0;
 };
 
 /// Whether the diagonal of a Cholesky factor L (host memory, n pivots, stride `inc`)

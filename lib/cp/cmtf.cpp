@@ -1,10 +1,13 @@
 // Coupled matrix-tensor factorisation by ALS, as TensorLy 0.10's
 // coupled_matrix_tensor_3d_factorization, every update one pass of the CP-ALS loop with
-// the other factors fixed; missing entries by EM (MaskedOperand on Z = [X_(0), Y]).
+// the other factors fixed; missing entries by EM (MaskedOperand on Z = [X_(0), Y]),
+// complete data without (DenseOperand on Z).
 #include "tenfold/cmtf.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <optional>
 #include <string>
 
 #include "core/memory.hpp"
@@ -108,8 +111,41 @@ CmtfShape validate(TensorView<const T> x, TensorView<const T> y,
   return s;
 }
 
-// Z = [X_(0), Y] (I x (JK + M), column-major) and its mask, on the host; observed entries
-// checked finite. Returns ||W X||^2 and ||W Y||^2.
+// Z(a, b + J c) = X(a, b, c) for an I x J x K block of either layout (the matrix: J = 1),
+// observed entries only (mask null: all), into z (column-major, leading dimension I) and,
+// with masks, a 1 into w; returns the observed entries' squared norm, or sets `bad` to the
+// (a, b, c) of a non-finite observed entry. Plain locals, so that the byte stores of w do
+// not make the compiler reload the sizes at every entry.
+template <class T>
+double gather(const T* x, const std::uint8_t* mask, bool row_major, index_t ni, index_t nj,
+              index_t nk, T* z, std::uint8_t* w, std::array<index_t, 3>& bad) {
+  double norm = 0.0;
+  // Blocks of 8 rows a, c faster than b: row-major input is read in runs along c, Z
+  // written in runs along a, either layout touching few cache lines at a time.
+  constexpr index_t kRows = 8;
+  for (index_t a0 = 0; a0 < ni; a0 += kRows) {
+    const index_t a1 = std::min(ni, a0 + kRows);
+    for (index_t b = 0; b < nj; ++b)
+      for (index_t c = 0; c < nk; ++c)
+        for (index_t a = a0; a < a1; ++a) {
+          const index_t at = row_major ? c + nk * (b + nj * a) : a + ni * (b + nj * c);
+          if (mask != nullptr && mask[at] == 0) continue;
+          const T v = x[at];
+          if (!std::isfinite(v)) {
+            bad = {a, b, c};
+            return norm;
+          }
+          const index_t to = a + ni * (b + nj * c);
+          z[to] = v;
+          if (w != nullptr) w[to] = 1;
+          norm += static_cast<double>(v) * static_cast<double>(v);
+        }
+  }
+  return norm;
+}
+
+// Z = [X_(0), Y] (I x (JK + M), column-major) and, with masks, its mask, on the host;
+// observed entries checked finite. Returns ||W X||^2 and ||W Y||^2.
 template <class T>
 std::pair<double, double> couple(TensorView<const T> x, TensorView<const T> y,
                                  const TensorView<const std::uint8_t>* ox,
@@ -117,39 +153,25 @@ std::pair<double, double> couple(TensorView<const T> x, TensorView<const T> y,
                                  Layout layout, std::vector<T>& z, std::vector<std::uint8_t>& w) {
   const bool row_major = layout == Layout::row_major;
   z.assign(static_cast<std::size_t>(s.i * s.cols()), T(0));
-  w.assign(z.size(), 0);
-  double nx = 0.0, ny = 0.0;
-  const auto put = [&](std::size_t to, index_t at, TensorView<const T> from,
-                       const TensorView<const std::uint8_t>* mask, double& norm,
-                       const auto& where) {
-    if (mask != nullptr && (*mask)[at] == 0) return;
-    const T v = from[at];
-    if (!std::isfinite(v)) {
-      throw InvalidArgument(where() + (mask != nullptr ? " that its mask marks observed"
-                                                       : " (pass masks to treat it as missing)"));
-    }
-    z[to] = v;
-    w[to] = 1;
-    norm += static_cast<double>(v) * static_cast<double>(v);
-  };
-  for (index_t c = 0; c < s.k; ++c)
-    for (index_t b = 0; b < s.j; ++b)
-      for (index_t a = 0; a < s.i; ++a) {
-        const index_t at = row_major ? c + s.k * (b + s.j * a) : a + s.i * (b + s.j * c);
-        put(static_cast<std::size_t>(a + s.i * (b + s.j * c)), at, x, ox, nx, [&] {
-          return "the tensor has a non-finite entry at (" + std::to_string(a) + ", " +
-                 std::to_string(b) + ", " + std::to_string(c) + ")";
-        });
-      }
+  w.assign(ox != nullptr ? z.size() : 0, 0);
   const index_t off = s.i * s.j * s.k;
-  for (index_t c = 0; c < s.m; ++c)
-    for (index_t a = 0; a < s.i; ++a) {
-      const index_t at = row_major ? c + s.m * a : a + s.i * c;
-      put(static_cast<std::size_t>(off + a + s.i * c), at, y, oy, ny, [&] {
-        return "the matrix has a non-finite entry at (" + std::to_string(a) + ", " +
-               std::to_string(c) + ")";
-      });
-    }
+  std::uint8_t* wp = w.empty() ? nullptr : w.data();
+  const std::string why =
+      ox != nullptr ? " that its mask marks observed" : " (pass masks to treat it as missing)";
+  std::array<index_t, 3> bad = {-1, -1, -1};
+  const double nx = gather(x.data(), ox != nullptr ? ox->data() : nullptr, row_major, s.i, s.j, s.k,
+                           z.data(), wp, bad);
+  if (bad[0] >= 0) {
+    throw InvalidArgument("the tensor has a non-finite entry at (" + std::to_string(bad[0]) + ", " +
+                          std::to_string(bad[1]) + ", " + std::to_string(bad[2]) + ")" + why);
+  }
+  const double ny =
+      gather(y.data(), oy != nullptr ? oy->data() : nullptr, row_major, s.i, index_t{1}, s.m,
+             z.data() + off, wp != nullptr ? wp + off : nullptr, bad);
+  if (bad[0] >= 0) {
+    throw InvalidArgument("the matrix has a non-finite entry at (" + std::to_string(bad[0]) + ", " +
+                          std::to_string(bad[2]) + ")" + why);
+  }
   return {nx, ny};
 }
 
@@ -197,11 +219,13 @@ CmtfResult<T> run_cmtf(TensorView<const T> x, TensorView<const T> y,
   const auto t0 = Clock::now();
   const CmtfShape s = validate(x, y, ox, oy, o, start);
   auto c = make_compute<T>(o.backend);
-  // Z and its mask on the host, the masked operand's four copies of Z, the coupled
-  // factor W ((JK + M) x R) on the host and in the loop
+  const bool masked = ox != nullptr;
+  // Z (and its mask) on the host, the masked operand's four copies of Z or the plain
+  // operand's device copy, the coupled factor W ((JK + M) x R) on the host and in the loop
   const double zsize = static_cast<double>(s.i) * static_cast<double>(s.cols());
   require_memory(*c,
-                 6.0 * zsize + 3.0 * static_cast<double>(s.cols()) * static_cast<double>(o.rank),
+                 (masked ? 6.0 : 2.0) * zsize +
+                     3.0 * static_cast<double>(s.cols()) * static_cast<double>(o.rank),
                  "CMTF at rank " + std::to_string(o.rank));
   std::vector<T> zh;
   std::vector<std::uint8_t> wh;
@@ -213,13 +237,22 @@ CmtfResult<T> run_cmtf(TensorView<const T> x, TensorView<const T> y,
   if (!std::isfinite(nx + ny)) {
     throw NumericalError("the squared norm of the data overflows double; scale it down");
   }
-  // Z, its filled copy (EM) and the operands that view its two blocks
-  MaskedOperand<T> z(*c, TensorView<const T>(zh.data(), {s.i, s.cols()}),
-                     TensorView<const std::uint8_t>(wh.data(), {s.i, s.cols()}));
-  std::vector<T>().swap(zh);
-  std::vector<std::uint8_t>().swap(wh);
-  DenseOperand<T> xo(*c, z.filled(), {s.i, s.j, s.k});
-  DenseOperand<T> yo(*c, z.filled() + s.i * s.j * s.k, {s.i, s.m});
+  // Z as an operand (with masks: its filled copy, EM), and the operands that view its two
+  // blocks
+  std::optional<MaskedOperand<T>> zm;
+  std::optional<DenseOperand<T>> zd;
+  if (masked) {
+    zm.emplace(*c, TensorView<const T>(zh.data(), {s.i, s.cols()}),
+               TensorView<const std::uint8_t>(wh.data(), {s.i, s.cols()}));
+    std::vector<T>().swap(zh);
+    std::vector<std::uint8_t>().swap(wh);
+  } else {
+    zd.emplace(*c, TensorView<const T>(zh.data(), {s.i, s.cols()}));  // views zh on the host
+  }
+  CpOperand<T>& z = masked ? static_cast<CpOperand<T>&>(*zm) : *zd;
+  const T* zdata = masked ? zm->filled() : zd->data();
+  DenseOperand<T> xo(*c, zdata, {s.i, s.j, s.k});
+  DenseOperand<T> yo(*c, zdata + s.i * s.j * s.k, {s.i, s.m});
   const index_t r = o.rank;
   std::vector<Matrix<T>> f(3);  // A, B, C
   Rng rng(o.seed);
@@ -241,16 +274,23 @@ CmtfResult<T> run_cmtf(TensorView<const T> x, TensorView<const T> y,
   CmtfResult<T> res;
   double e_old = 0.0, e_new = 0.0;
   for (int it = 0; it < o.max_iters; ++it) {
-    if (ox != nullptr) {  // EM changed the missing entries (without masks: none to change)
+    if (masked) {  // EM changed the missing entries (without masks: none to change)
       xo.data_changed();
       yo.data_changed();
     }
     // V = Y^T A (A^T A)^{-1}  (Y ~ A V^T, A fixed)
     const std::vector<Matrix<T>> av = {f[0], std::move(v)};
     v = update_one_mode(yo, *c, std::span<const Matrix<T>>(av), 1, o.backend).factor;
-    // C, then B: X ~ [[A, B, C]], the others fixed
-    f[2] = update_one_mode(xo, *c, std::span<const Matrix<T>>(f), 2, o.backend).factor;
-    f[1] = update_one_mode(xo, *c, std::span<const Matrix<T>>(f), 1, o.backend).factor;
+    // C, then B: X ~ [[A, B, C]], the others fixed. B and A changed since (A last: C's
+    // MTTKRP then contracts X with A, and B's finishes from the same contraction)
+    xo.factor_changed(1);
+    xo.factor_changed(0);
+    f[2] = update_one_mode(xo, *c, std::span<const Matrix<T>>(f), 2, o.backend, false,
+                           FactorsSeen::reported)
+               .factor;
+    f[1] = update_one_mode(xo, *c, std::span<const Matrix<T>>(f), 1, o.backend, false,
+                           FactorsSeen::reported)
+               .factor;
     // A: Z ~ A W^T, W = [C (.) B; V]; the pass ends with the missing entries of Z set to
     // A W^T (EM) and the error ||W (Z - A W^T)|| over the observed ones
     const std::vector<Matrix<T>> aw = {f[0], coupled_factor(f[1], f[2], v)};

@@ -17,13 +17,21 @@ MaskedOperand<T>::MaskedOperand(Compute<T>& c, TensorView<const T> x,
       weighted_(weighted),
       filled_op_(c, filled_.get(), x.dims()),
       full_(c, x.dims()) {
-  std::vector<T> xo(numel_), w(numel_);
+  // W X and W, written in place on a host backend, uploaded from host copies otherwise
+  std::vector<T> xo_host, w_host;
+  if (!c.host_memory()) {
+    xo_host.resize(numel_);
+    w_host.resize(numel_);
+  }
+  T* xo = c.host_memory() ? observed_x_.get() : xo_host.data();
+  T* w = c.host_memory() ? weight_.get() : w_host.data();
   double sum = 0.0;
   std::size_t count = 0;
   for (std::size_t i = 0; i < numel_; ++i) {
-    if (observed.data()[i] == 0) continue;
-    xo[i] = x.data()[i];
-    w[i] = T(1);
+    const bool seen = observed.data()[i] != 0;
+    xo[i] = seen ? x.data()[i] : T(0);
+    w[i] = seen ? T(1) : T(0);
+    if (!seen) continue;
     sum += static_cast<double>(xo[i]);
     ++count;
     if (weighted) {
@@ -32,8 +40,10 @@ MaskedOperand<T>::MaskedOperand(Compute<T>& c, TensorView<const T> x,
     }
   }
   mean_ = count > 0 ? static_cast<T>(sum / static_cast<double>(count)) : T(0);
-  c.upload(observed_x_.get(), xo.data(), numel_);
-  c.upload(weight_.get(), w.data(), numel_);
+  if (!c.host_memory()) {
+    c.upload(observed_x_.get(), xo, numel_);
+    c.upload(weight_.get(), w, numel_);
+  }
   norm_observed2_ = c.sum_squares(numel_, observed_x_.get());
   reset();
 }
@@ -47,11 +57,8 @@ template <class T>
 void MaskedOperand<T>::reset() {
   Compute<T>& c = this->c_;
   // F = W X + (1 - W) mean
-  c.fill(filled_.get(), numel_, mean_);
-  c.copy(model_.get(), weight_.get(), numel_);
-  c.hadamard(numel_, filled_.get(), model_.get());         // model = W mean
-  c.axpy(numel_, T(-1), model_.get(), filled_.get());      // filled = (1 - W) mean
-  c.axpy(numel_, T(1), observed_x_.get(), filled_.get());  // filled += W X
+  c.fill(model_.get(), numel_, mean_);
+  c.masked_fill(numel_, weight_.get(), observed_x_.get(), model_.get(), filled_.get());
   filled_op_.data_changed();
 }
 
@@ -60,12 +67,10 @@ double MaskedOperand<T>::end_sweep(std::span<const T* const> factors, const T* l
                                    index_t rank) {
   Compute<T>& c = this->c_;
   full_.form(factors, lambda, rank, model_.get());
-  // F = W X - W M  (the residual on the observed entries), then F += M.
-  c.copy(filled_.get(), observed_x_.get(), numel_);
-  c.axpy(numel_, T(-1), model_.get(), filled_.get());
-  c.hadamard(numel_, weight_.get(), filled_.get());
-  const double resid2 = c.sum_squares(numel_, filled_.get());
-  c.axpy(numel_, T(1), model_.get(), filled_.get());
+  // F = M + (W X - W M): the data where observed, the model elsewhere; the residual
+  // W X - W M is the one over the observed entries.
+  const double resid2 =
+      c.masked_fill(numel_, weight_.get(), observed_x_.get(), model_.get(), filled_.get());
   filled_op_.data_changed();
   return resid2;
 }

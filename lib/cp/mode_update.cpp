@@ -7,7 +7,7 @@ namespace tenfold::detail {
 
 template <class T>
 ModeUpdate<T> update_one_mode(CpOperand<T>& x, Compute<T>& c, std::span<const Matrix<T>> factors,
-                              int n, Backend backend, bool nonnegative) {
+                              int n, Backend backend, bool nonnegative, FactorsSeen seen) {
   CpOptions o;
   o.rank = factors[0].cols();
   o.max_iters = 1;
@@ -18,7 +18,7 @@ ModeUpdate<T> update_one_mode(CpOperand<T>& x, Compute<T>& c, std::span<const Ma
   o.backend = backend;
   for (int m = 0; m < x.order(); ++m) {
     if (m != n) o.fixed_modes.push_back(m);
-    x.factor_changed(m);  // the factors are new to the operand's cached contractions
+    if (seen == FactorsSeen::none) x.factor_changed(m);
   }
   if (nonnegative) {
     o.nonnegative = true;
@@ -33,9 +33,9 @@ ModeUpdate<T> update_one_mode(CpOperand<T>& x, Compute<T>& c, std::span<const Ma
   return out;
 }
 
-#define TENFOLD_INSTANTIATE_MODE_UPDATE(T)                              \
-  template ModeUpdate<T> update_one_mode<T>(CpOperand<T>&, Compute<T>&, \
-                                            std::span<const Matrix<T>>, int, Backend, bool);
+#define TENFOLD_INSTANTIATE_MODE_UPDATE(T)   \
+  template ModeUpdate<T> update_one_mode<T>( \
+      CpOperand<T>&, Compute<T>&, std::span<const Matrix<T>>, int, Backend, bool, FactorsSeen);
 TENFOLD_INSTANTIATE_FOR_EACH_VALUE_TYPE(TENFOLD_INSTANTIATE_MODE_UPDATE)
 
 }  // namespace tenfold::detail

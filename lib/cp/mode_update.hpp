@@ -17,6 +17,13 @@ struct ModeUpdate {
   double relative_error = 0.0;  ///< of the model with it (the loop's measure for `x`)
 };
 
+/// Which factors are new to the operand before an update.
+enum class FactorsSeen {
+  none,      ///< every factor may have changed: x.factor_changed for each first
+  reported,  ///< the caller has called x.factor_changed for those that changed since x's
+             ///< last update (its cached contractions of the others then serve)
+};
+
 /// U_n = M_n (*_{m != n} U_m^T U_m)^{-1}, M_n = X_(n) (Khatri-Rao of the other U_m), from
 /// `factors` (one per mode of x, host) by one sweep of run_cp_als with every other mode
 /// fixed; with `nonnegative`, the HALS update of U_n >= 0 warm-started at factors[n] (made
@@ -24,6 +31,7 @@ struct ModeUpdate {
 /// weights; they are multiplied back.
 template <class T>
 ModeUpdate<T> update_one_mode(CpOperand<T>& x, Compute<T>& c, std::span<const Matrix<T>> factors,
-                              int n, Backend backend, bool nonnegative = false);
+                              int n, Backend backend, bool nonnegative = false,
+                              FactorsSeen seen = FactorsSeen::none);
 
 }  // namespace tenfold::detail

@@ -220,6 +220,22 @@ void CpuCompute<T>::gemm(Op ta, Op tb, index_t m, index_t n, index_t k, T alpha,
       tall_gemm(m, n, k, alpha, ta, a, lda, 0, tb, b, ldb, beta, c, ldc, 0, 1);
       return;
     }
+    if (ta == Op::trans && tb == Op::none && m <= 32 &&
+        tall_gemm_fits<T>(n, m, k, tall_gemm_isa(), true)) {
+      // Short and wide C = A^T B (a TTM on a tensor's first mode, B the tensor): C^T = B^T A
+      // is tall and thin, formed by the tall kernel reading B in place (OpenBLAS would pack
+      // all of B first), then transposed into C.
+      std::vector<T> ct(static_cast<std::size_t>(n * m));
+      tall_gemm(n, m, k, alpha, Op::trans, b, ldb, 0, Op::none, a, lda, T(0), ct.data(), n, 0, 1);
+      in_pieces(n, static_cast<double>(n * m), [&](index_t lo, index_t hi) {
+        for (index_t j = lo; j < hi; ++j)
+          for (index_t i = 0; i < m; ++i) {
+            T& cij = c[i + j * ldc];
+            cij = (beta == T(0) ? T(0) : beta * cij) + ct[static_cast<std::size_t>(j + i * n)];
+          }
+      });
+      return;
+    }
   }
   const double flops =
       2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
@@ -541,6 +557,20 @@ double CpuCompute<T>::sum_squares(std::size_t n, const T* x) {
   const auto* p = reinterpret_cast<const R*>(x);
   return chunked_block_sum(n * (is_complex_v<T> ? 2 : 1), [&](std::size_t lo, std::size_t hi) {
     return sum_squares_of(p + lo, hi - lo);
+  });
+}
+
+template <class T>
+double CpuCompute<T>::masked_fill(std::size_t n, const T* w, const T* wx, const T* m, T* f) {
+  // One pass: f = wx + (1 - w) .* m and sum |wx - w .* m|^2 per chunk (chunked_block_sum's
+  // order).
+  return chunked_block_sum(n, [&](std::size_t lo, std::size_t hi) {
+    double r2 = 0.0;
+    for (std::size_t i = lo; i < hi; ++i) {
+      f[i] = wx[i] + (T(1) - w[i]) * m[i];
+      r2 += abs2(wx[i] - w[i] * m[i]);
+    }
+    return r2;
   });
 }
 

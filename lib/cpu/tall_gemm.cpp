@@ -297,13 +297,13 @@ void tall_products(TallIsa isa, index_t m, index_t n, index_t k, T alpha, Op ta,
 }  // namespace
 
 template <class T>
-bool tall_gemm_fits(index_t m, index_t n, index_t k, TallIsa isa) {
+bool tall_gemm_fits(index_t m, index_t n, index_t k, TallIsa isa, bool any_padding) {
   if (isa == TallIsa::none || isa > tall_gemm_isa()) return false;
   const auto [rows, panel] = tile_shape<T>(isa);
   const index_t padded = (n + panel - 1) / panel * panel;
   // A tile of op(A) (MR x k, at most 96 KB) and the next one being copied stay in the
   // core's L2 cache while the panels of op(B) pass over the first.
-  return m >= rows && n >= 1 && n <= 128 && 5 * padded <= 6 * n && k >= 1 &&
+  return m >= rows && n >= 1 && n <= 128 && (any_padding || 5 * padded <= 6 * n) && k >= 1 &&
          k * rows * static_cast<index_t>(sizeof(T)) <= 98304;
 }
 
@@ -333,8 +333,8 @@ void tall_gemm_dots(index_t m, index_t n, index_t k, T alpha, const T* a, index_
                 static_cast<T*>(nullptr), 0, 0, w, ldw, dots, ldd, batch);
 }
 
-template bool tall_gemm_fits<float>(index_t, index_t, index_t, TallIsa);
-template bool tall_gemm_fits<double>(index_t, index_t, index_t, TallIsa);
+template bool tall_gemm_fits<float>(index_t, index_t, index_t, TallIsa, bool);
+template bool tall_gemm_fits<double>(index_t, index_t, index_t, TallIsa, bool);
 template bool tall_gemm_suits<float>(index_t, index_t, index_t);
 template bool tall_gemm_suits<double>(index_t, index_t, index_t);
 template void tall_gemm<float>(index_t, index_t, index_t, float, Op, const float*, index_t, index_t,

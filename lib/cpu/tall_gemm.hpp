@@ -24,9 +24,10 @@ TallIsa tall_gemm_isa();
 /// Whether tall_gemm<T> with the kernel for `isa` can take this shape on this processor:
 /// the processor runs `isa`, m at least one tile (3 vectors of rows), n small (columns of
 /// op(B) padded to a panel, 8 with AVX-512 and 4 with AVX2, waste at most a fifth), k
-/// short enough that a tile of op(A) stays in the core's cache.
+/// short enough that a tile of op(A) stays in the core's cache. With `any_padding`, any
+/// waste of the padded panel (for products whose alternative packs a tensor-sized operand).
 template <class T>
-bool tall_gemm_fits(index_t m, index_t n, index_t k, TallIsa isa);
+bool tall_gemm_fits(index_t m, index_t n, index_t k, TallIsa isa, bool any_padding = false);
 
 /// Whether the backend should call tall_gemm<T> (with tall_gemm_isa()) rather than BLAS:
 /// wherever it fits (whole sweeps 1.1-1.3x faster than with OpenBLAS's products with

@@ -274,6 +274,16 @@ double ReferenceCompute<T>::sum_squares(std::size_t n, const T* x) {
   return dot(n, x, x);
 }
 
+template <class T>
+double ReferenceCompute<T>::masked_fill(std::size_t n, const T* w, const T* wx, const T* m, T* f) {
+  double r2 = 0.0;
+  for (std::size_t i = 0; i < n; ++i) {
+    f[i] = wx[i] + (T(1) - w[i]) * m[i];
+    r2 += abs2(wx[i] - w[i] * m[i]);
+  }
+  return r2;
+}
+
 #define TENFOLD_INSTANTIATE_REFERENCE_COMPUTE(T) template class ReferenceCompute<T>;
 TENFOLD_INSTANTIATE_FOR_EACH_VALUE_TYPE(TENFOLD_INSTANTIATE_REFERENCE_COMPUTE)
 

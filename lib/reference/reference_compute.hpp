@@ -35,6 +35,7 @@ class ReferenceCompute final : public HostCompute<T> {
   void add_diagonal(index_t n, T* a, index_t lda, T value) override;
   double dot(std::size_t n, const T* x, const T* y) override;
   double sum_squares(std::size_t n, const T* x) override;
+  double masked_fill(std::size_t n, const T* w, const T* wx, const T* m, T* f) override;
 };
 
 extern template class ReferenceCompute<float>;
