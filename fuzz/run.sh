@@ -9,9 +9,13 @@ duration=${1:-30}
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build-fuzz}
 
-cmake -S "$root" -B "$build" -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DTENFOLD_BUILD_FUZZ=ON -DTENFOLD_WITH_CUDA=OFF -DTENFOLD_BUILD_TESTS=OFF \
-  -DTENFOLD_BUILD_BENCH=OFF > "$build.configure.log"
+# A build folder already configured with the fuzz targets (CI's sanitizer build, which has
+# the tests too) is used as it is; any other is configured for the targets alone.
+if ! grep -qs '^TENFOLD_BUILD_FUZZ:BOOL=ON' "$build/CMakeCache.txt"; then
+  cmake -S "$root" -B "$build" -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DTENFOLD_BUILD_FUZZ=ON -DTENFOLD_WITH_CUDA=OFF -DTENFOLD_BUILD_TESTS=OFF \
+    -DTENFOLD_BUILD_BENCH=OFF > "$build.configure.log"
+fi
 cmake --build "$build" -j2 --target npy_fuzz safetensors_fuzz
 
 for target in npy safetensors; do

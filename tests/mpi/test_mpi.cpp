@@ -425,12 +425,13 @@ TEST(Errors, AnotherFileOnOneProcess) {
       {f32, "dtype is float32 here, float64 on process 0"},
       {other_shape, "shape is (4, 3, 6) here, (4, 3, 5) on process 0"},
       {c_order, "memory order is C here, Fortran on process 0"}};
-  for (const auto& [path, difference] : cases) {
+  for (const auto& one : cases) {
+    const fs::path& path = one.first;  // (a named variable: lambdas capture it)
     expect_refused_everywhere(
         [&] { (void)mpi::read_npy<double>(MPI_COMM_WORLD, last ? path : good); },
         who + "the headers of '");
     expect_refused_everywhere(
-        [&] { (void)mpi::read_npy<double>(MPI_COMM_WORLD, last ? path : good); }, difference);
+        [&] { (void)mpi::read_npy<double>(MPI_COMM_WORLD, last ? path : good); }, one.second);
   }
   // The same file read as another element type, or on another grid.
   expect_refused_everywhere(
