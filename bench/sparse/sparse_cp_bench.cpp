@@ -5,7 +5,8 @@
 // For a 3-way (I = 200000, 100000, 2000) and a 4-way (100000, 50000, 2000, 500) tensor:
 // each index drawn as floor(I_n u^3) (u uniform, so a few slices hold most entries, as
 // in FROSTT's data), duplicates summed, values uniform in (0, 1]. Prints one JSON line
-// per tensor and rank: the seconds to build the CSF trees, the wall and CPU seconds per
+// per tensor and rank: the seconds to build the CSF trees and their bytes per nonzero
+// (per tree), the wall and CPU seconds per
 // CP-ALS iteration (between the ends of sweep 1 and sweep K, from a random start), the
 // MTTKRP share, and the MTTKRP rate in nonzeros x rank x order per second. With --save,
 // writes each tensor as DIR/power_law_<order>way.tns for other programs to read.
@@ -92,7 +93,12 @@ int main(int argc, char** argv) {
       tenfold::io::save_tns(save + "/power_law_" + std::to_string(dims.size()) + "way.tns", x);
     }
     auto t0 = std::chrono::steady_clock::now();
-    { tenfold::detail::SparseOperand<double> op(*c, x); }
+    double tree_bytes = 0.0;  // all N trees
+    {
+      tenfold::detail::SparseOperand<double> op(*c, x);
+      for (std::size_t n = 0; n < dims.size(); ++n)
+        tree_bytes += op.tree(static_cast<int>(n)).bytes();
+    }
     const double build = seconds_since(t0);
     for (index_t r : ranks) {
       tenfold::CpOptions o;
@@ -113,10 +119,13 @@ int main(int argc, char** argv) {
       const double mttkrp = res.timings.mttkrp / res.iterations;
       std::printf(
           "{\"order\": %zu, \"nnz\": %lld, \"rank\": %lld, \"threads\": %d, \"csf_build_s\": "
-          "%.3f, \"s_per_iter\": %.4f, \"cpu_s_per_iter\": %.4f, \"mttkrp_s_per_iter\": %.4f, "
+          "%.3f, \"csf_bytes_per_nnz_per_tree\": %.2f, \"s_per_iter\": %.4f, \"cpu_s_per_iter\": "
+          "%.4f, \"mttkrp_s_per_iter\": %.4f, "
           "\"mttkrp_nnz_rank_per_s\": %.3e, \"fit\": %.6f}\n",
           dims.size(), static_cast<long long>(x.nnz()), static_cast<long long>(r),
-          tenfold::num_threads(), build, per_iter, cpu_per_iter, mttkrp,
+          tenfold::num_threads(), build,
+          tree_bytes / static_cast<double>(x.nnz()) / static_cast<double>(dims.size()), per_iter,
+          cpu_per_iter, mttkrp,
           static_cast<double>(x.nnz()) * static_cast<double>(r) * static_cast<double>(dims.size()) /
               mttkrp,
           res.fit);

@@ -126,20 +126,22 @@ double log_likelihood(const Csf<T>& tree, const AprModel<T>& m) {
   const std::vector<const T*> rows = m.rows();
   const T* a0 = m.a[static_cast<std::size_t>(tree.mode(0))].data();
   std::vector<double> partial(cuts.size() - 1, 0.0);
-  detail::parallel_for(static_cast<index_t>(cuts.size()) - 1, [&](index_t piece) {
-    detail::LeafScratch<T> scratch(tree.levels(), r);
-    double s = 0.0;
-    for (index_t root = cuts[static_cast<std::size_t>(piece)];
-         root < cuts[static_cast<std::size_t>(piece) + 1]; ++root) {
-      const T* ai = a0 + tree.ids(0)[root] * r;
-      detail::for_each_leaf(tree, root, rows.data(), r, scratch, [&](T x, const T* pi) {
-        double v = 0.0;
-        for (index_t j = 0; j < r; ++j)
-          v += static_cast<double>(m.lambda[static_cast<std::size_t>(j)]) * ai[j] * pi[j];
-        s += static_cast<double>(x) * std::log(v);
-      });
-    }
-    partial[static_cast<std::size_t>(piece)] = s;
+  detail::with_index(tree, [&](const auto& ix) {
+    detail::parallel_for(static_cast<index_t>(cuts.size()) - 1, [&](index_t piece) {
+      detail::LeafScratch<T> scratch(tree.levels(), r);
+      double s = 0.0;
+      for (index_t root = cuts[static_cast<std::size_t>(piece)];
+           root < cuts[static_cast<std::size_t>(piece) + 1]; ++root) {
+        const T* ai = a0 + ix.ids(0)[root] * r;
+        detail::for_each_leaf(tree, ix, root, rows.data(), r, scratch, [&](T x, const T* pi) {
+          double v = 0.0;
+          for (index_t j = 0; j < r; ++j)
+            v += static_cast<double>(m.lambda[static_cast<std::size_t>(j)]) * ai[j] * pi[j];
+          s += static_cast<double>(x) * std::log(v);
+        });
+      }
+      partial[static_cast<std::size_t>(piece)] = s;
+    });
   });
   double f = 0.0;
   for (double p : partial) f += p;
@@ -179,7 +181,7 @@ CpAprResult<T> cp_apr(const SparseTensor<T>& x, const CpAprOptions& o, CpStart<T
   // Memory: one CSF tree per mode, factors and Phi per mode.
   double factor_bytes = 0.0;
   for (index_t d : x.dims()) factor_bytes += 3.0 * static_cast<double>(d) * r * sizeof(T);
-  detail::require_host_bytes(order * Csf<T>::bytes_bound(order, x.nnz()) + factor_bytes,
+  detail::require_host_bytes(order * Csf<T>::bytes_bound(x.dims(), x.nnz()) + factor_bytes,
                              "CP-APR at rank " + std::to_string(r) + " of a sparse tensor with " +
                                  std::to_string(x.nnz()) + " nonzeros");
   // The Khatri-Rao rows of the mode being updated are kept through its inner iterations

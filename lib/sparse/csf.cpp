@@ -1,10 +1,12 @@
 #include "sparse/csf.hpp"
 
 #include <numeric>
+#include <string>
 
 #include "core/instantiate.hpp"
 #include "core/thread_pool.hpp"
 #include "sparse/entry_order.hpp"
+#include "tenfold/error.hpp"
 
 namespace tenfold::detail {
 namespace {
@@ -14,17 +16,43 @@ constexpr index_t kPieces = 512;
 
 }  // namespace
 
-template <class T>
-double Csf<T>::bytes_bound(int order, index_t nnz) {
-  // Upper levels: at most nnz nodes each (id and child pointer); leaves: id and value;
-  // while building, the sorted coordinates and the sort's permutation and keys.
-  return static_cast<double>(nnz) *
-         (static_cast<double>(order - 1) * 2.0 * sizeof(index_t) + sizeof(index_t) + sizeof(T) +
-          static_cast<double>(order) * sizeof(index_t) + 3.0 * sizeof(index_t));
+IndexLevel::IndexLevel(index_t capacity, bool wide) : wide_(wide) {
+  if (wide_) {
+    wide_values_.reserve(static_cast<std::size_t>(capacity));
+  } else {
+    narrow_values_.reserve(static_cast<std::size_t>(capacity));
+  }
 }
 
 template <class T>
-Csf<T>::Csf(const SparseTensor<T>& x, int root) : root_size_(x.dim(root)) {
+double Csf<T>::bytes_bound(std::span<const index_t> dims, index_t nnz) {
+  // Every level has at most nnz nodes: the ids of every mode (32-bit when its size allows)
+  // and N-1 levels of child pointers (32-bit when nnz allows), a value per leaf; while
+  // building, the sorted coordinates and the sort's permutation and keys (64-bit).
+  const auto width = [](index_t most) {
+    return static_cast<double>(most < kNarrowLimit ? sizeof(std::uint32_t) : sizeof(index_t));
+  };
+  const auto order = static_cast<double>(dims.size());
+  double per_entry = (order - 1.0) * width(nnz) + sizeof(T) + (order + 3.0) * sizeof(index_t);
+  for (index_t d : dims) per_entry += width(d - 1);
+  return static_cast<double>(nnz) * per_entry;
+}
+
+template <class T>
+double Csf<T>::bytes() const {
+  double b = static_cast<double>(values_.size() * sizeof(T) +
+                                 (cuts_.size() + first_leaf_.size()) * sizeof(index_t));
+  for (const IndexLevel& l : ids_) b += l.bytes();
+  for (const IndexLevel& l : ptr_) b += l.bytes();
+  return b;
+}
+
+template <class T>
+Csf<T>::Csf(const SparseTensor<T>& x, int root, index_t max_narrow) : root_size_(x.dim(root)) {
+  if (max_narrow < 1 || max_narrow > kNarrowLimit) {
+    throw InvalidArgument("a CSF tree's 32-bit limit must be in [1, 2^32], got " +
+                          std::to_string(max_narrow));
+  }
   const int order = x.order();
   modes_.push_back(root);
   for (int m = 0; m < order; ++m)
@@ -61,21 +89,27 @@ Csf<T>::Csf(const SparseTensor<T>& x, int root) : root_size_(x.dim(root)) {
   std::vector<index_t> count(static_cast<std::size_t>(order), 0);
   for (index_t p = 0; p < nnz; ++p)
     for (int d = first_new_level(p); d < order; ++d) ++count[static_cast<std::size_t>(d)];
-  ids_.resize(static_cast<std::size_t>(order));
-  ptr_.resize(static_cast<std::size_t>(order - 1));
+  // Ids in 32 bits when the level's mode size allows, child pointers (at most the next
+  // level's node count) when that count does.
+  bool any_wide = false, all_wide = true;
+  const auto level = [&](std::vector<IndexLevel>& levels, index_t capacity, index_t most) {
+    const bool wide = most >= max_narrow;
+    any_wide = any_wide || wide;
+    all_wide = all_wide && wide;
+    levels.emplace_back(capacity, wide);
+  };
   for (int d = 0; d < order; ++d) {
-    ids_[static_cast<std::size_t>(d)].reserve(
-        static_cast<std::size_t>(count[static_cast<std::size_t>(d)]));
-    if (d < order - 1)
-      ptr_[static_cast<std::size_t>(d)].reserve(
-          static_cast<std::size_t>(count[static_cast<std::size_t>(d)] + 1));
+    const index_t n = count[static_cast<std::size_t>(d)];
+    level(ids_, n, x.dim(mode(d)) - 1);
+    if (d < order - 1) level(ptr_, n + 1, count[static_cast<std::size_t>(d) + 1]);
   }
+  width_ = !any_wide ? IndexWidth::narrow : all_wide ? IndexWidth::wide : IndexWidth::mixed;
   for (index_t p = 0; p < nnz; ++p) {
     for (int d = first_new_level(p); d < order; ++d) {
       const auto ds = static_cast<std::size_t>(d);
       ids_[ds].push_back(at(d, p));
       // Its first child is the next node of level d+1.
-      if (d < order - 1) ptr_[ds].push_back(static_cast<index_t>(ids_[ds + 1].size()));
+      if (d < order - 1) ptr_[ds].push_back(ids_[ds + 1].size());
     }
   }
   for (int d = 0; d < order - 1; ++d) ptr_[static_cast<std::size_t>(d)].push_back(nodes(d + 1));
@@ -85,8 +119,7 @@ Csf<T>::Csf(const SparseTensor<T>& x, int root) : root_size_(x.dim(root)) {
   first_leaf.resize(static_cast<std::size_t>(roots + 1));
   for (index_t s = 0; s <= roots; ++s) {
     index_t j = s;
-    for (int d = 0; d < order - 1; ++d)
-      j = ptr_[static_cast<std::size_t>(d)][static_cast<std::size_t>(j)];
+    for (int d = 0; d < order - 1; ++d) j = ptr_[static_cast<std::size_t>(d)][j];
     first_leaf[static_cast<std::size_t>(s)] = j;
   }
   const index_t target = std::max<index_t>(1, (nnz + kPieces - 1) / kPieces);
@@ -105,29 +138,29 @@ namespace {
 // (R) collects t of the level-d node on the current path; finishing that node adds
 // U_{mode(d)}[id] .* sums[d] into its parent's (root_row for level 1), and root_row goes
 // to the root's row of the column-major output.
-template <class T>
-TENFOLD_SIMD_CLONES void mttkrp_roots(const Csf<T>& tree, const T* const* rows, index_t rank,
-                                      index_t s0, index_t s1, T* out, T* root_row, T* sums,
-                                      index_t* pos, index_t* end) {
+template <class T, IndexWidth W>
+TENFOLD_SIMD_CLONES void mttkrp_roots(const Csf<T>& tree, const CsfIndex<W>& ix,
+                                      const T* const* rows, index_t rank, index_t s0, index_t s1,
+                                      T* out, T* root_row, T* sums, index_t* pos, index_t* end) {
   const int last = tree.levels() - 1;
   const T* values = tree.values();
-  const index_t* leaf_id = tree.ids(last);
+  const LevelRead<W> leaf_id = ix.ids(last);
   const T* leaf_rows = rows[tree.mode(last)];
   // t += sum over leaves [lo, hi) of value * U_leaf[id]
   // Rows ahead of the one in use are requested early (their cache lines), since each
   // leaf reads a row at a random place of a factor that rarely fits in cache.
   constexpr index_t kAhead = 8;
   const index_t lines = (rank * static_cast<index_t>(sizeof(T)) + 63) / 64;
-  // the row of node j + kAhead of level d
-  const auto prefetch = [&](int d, index_t j) TENFOLD_INLINE_INTO_CLONE {
-    if (j + kAhead >= tree.nodes(d)) return;
-    const char* next =
-        reinterpret_cast<const char*>(rows[tree.mode(d)] + tree.ids(d)[j + kAhead] * rank);
+  // the row of node j + kAhead of a level (its ids, the factor of its mode)
+  const auto prefetch = [&](const LevelRead<W>& ids, const T* factor,
+                            index_t j) TENFOLD_INLINE_INTO_CLONE {
+    if (j + kAhead >= ids.size) return;
+    const char* next = reinterpret_cast<const char*>(factor + ids[j + kAhead] * rank);
     for (index_t l = 0; l < lines; ++l) __builtin_prefetch(next + 64 * l);
   };
   const auto add_leaves = [&](index_t lo, index_t hi, T* t) TENFOLD_INLINE_INTO_CLONE {
     for (index_t k = lo; k < hi; ++k) {
-      prefetch(last, k);
+      prefetch(leaf_id, leaf_rows, k);
       const T* row = leaf_rows + leaf_id[k] * rank;
       const T x = values[k];
       for (index_t r = 0; r < rank; ++r) t[r] += x * row[r];
@@ -136,27 +169,27 @@ TENFOLD_SIMD_CLONES void mttkrp_roots(const Csf<T>& tree, const T* const* rows, 
   const index_t out_rows = tree.root_size();
   // out(id, :) = root_row (a root's row is written once: the ids of the roots differ)
   const auto write_row = [&](index_t s) TENFOLD_INLINE_INTO_CLONE {
-    T* to = out + tree.ids(0)[s];
+    T* to = out + ix.ids(0)[s];
     for (index_t r = 0; r < rank; ++r) to[r * out_rows] = root_row[r];
   };
   for (index_t s = s0; s < s1; ++s) {
     std::fill(root_row, root_row + rank, T(0));
     if (last == 1) {
-      add_leaves(tree.children(0)[s], tree.children(0)[s + 1], root_row);
+      add_leaves(ix.children(0)[s], ix.children(0)[s + 1], root_row);
       write_row(s);
       continue;
     }
     // parent .+= U_{mode(d)}[id(pos[d])] .* sums[d], then the next node of level d
     const auto finish = [&](int d) TENFOLD_INLINE_INTO_CLONE {
       T* parent = d == 1 ? root_row : sums + (d - 1) * rank;
-      const T* row = rows[tree.mode(d)] + tree.ids(d)[pos[d]] * rank;
+      const T* row = rows[tree.mode(d)] + ix.ids(d)[pos[d]] * rank;
       const T* t = sums + d * rank;
       for (index_t r = 0; r < rank; ++r) parent[r] += row[r] * t[r];
       ++pos[d];
     };
     int d = 1;
-    pos[1] = tree.children(0)[s];
-    end[1] = tree.children(0)[s + 1];
+    pos[1] = ix.children(0)[s];
+    end[1] = ix.children(0)[s + 1];
     for (;;) {
       if (pos[d] == end[d]) {
         if (d == 1) break;
@@ -164,15 +197,15 @@ TENFOLD_SIMD_CLONES void mttkrp_roots(const Csf<T>& tree, const T* const* rows, 
         continue;
       }
       const index_t j = pos[d];
-      prefetch(d, j);
+      prefetch(ix.ids(d), rows[tree.mode(d)], j);
       T* t = sums + d * rank;
       std::fill(t, t + rank, T(0));
       if (d == last - 1) {
-        add_leaves(tree.children(d)[j], tree.children(d)[j + 1], t);
+        add_leaves(ix.children(d)[j], ix.children(d)[j + 1], t);
         finish(d);
       } else {
-        pos[d + 1] = tree.children(d)[j];
-        end[d + 1] = tree.children(d)[j + 1];
+        pos[d + 1] = ix.children(d)[j];
+        end[d + 1] = ix.children(d)[j + 1];
         ++d;
       }
     }
@@ -181,32 +214,34 @@ TENFOLD_SIMD_CLONES void mttkrp_roots(const Csf<T>& tree, const T* const* rows, 
 }
 
 // Phi rows of the roots [s0, s1) (see csf_poisson_phi).
-template <class T>
-TENFOLD_SIMD_CLONES void poisson_phi_roots(const Csf<T>& tree, const T* const* rows, const T* b,
-                                           index_t rank, T eps, index_t s0, index_t s1, T* phi,
+template <class T, IndexWidth W>
+TENFOLD_SIMD_CLONES void poisson_phi_roots(const Csf<T>& tree, const CsfIndex<W>& ix,
+                                           const T* const* rows, const T* b, index_t rank, T eps,
+                                           index_t s0, index_t s1, T* phi,
                                            LeafScratch<T>& scratch) {
   for (index_t s = s0; s < s1; ++s) {
-    const index_t i = tree.ids(0)[s];
+    const index_t i = ix.ids(0)[s];
     const T* bi = b + i * rank;
     T* out = phi + i * rank;
     // m = <B(i,:), pi> (the model at the entry); Phi(i,:) += x / max(m, eps) * pi
-    for_each_leaf(tree, s, rows, rank, scratch, [&](T x, const T* pi) TENFOLD_INLINE_INTO_CLONE {
-      T m = 0;
-      for (index_t r = 0; r < rank; ++r) m += bi[r] * pi[r];
-      const T w = x / std::max(m, eps);
-      for (index_t r = 0; r < rank; ++r) out[r] += w * pi[r];
-    });
+    for_each_leaf(tree, ix, s, rows, rank, scratch,
+                  [&](T x, const T* pi) TENFOLD_INLINE_INTO_CLONE {
+                    T m = 0;
+                    for (index_t r = 0; r < rank; ++r) m += bi[r] * pi[r];
+                    const T w = x / std::max(m, eps);
+                    for (index_t r = 0; r < rank; ++r) out[r] += w * pi[r];
+                  });
   }
 }
 
 // Phi rows of the roots [s0, s1) from the kept Khatri-Rao rows (see csf_poisson_phi_kept).
-template <class T>
-TENFOLD_SIMD_CLONES void poisson_phi_kept_roots(const Csf<T>& tree, const T* pi, const T* b,
-                                                index_t rank, T eps, index_t s0, index_t s1,
-                                                T* phi) {
+template <class T, IndexWidth W>
+TENFOLD_SIMD_CLONES void poisson_phi_kept_roots(const Csf<T>& tree, const CsfIndex<W>& ix,
+                                                const T* pi, const T* b, index_t rank, T eps,
+                                                index_t s0, index_t s1, T* phi) {
   const T* values = tree.values();
   for (index_t s = s0; s < s1; ++s) {
-    const index_t i = tree.ids(0)[s];
+    const index_t i = ix.ids(0)[s];
     const T* bi = b + i * rank;
     T* out = phi + i * rank;
     for (index_t k = tree.first_leaf(s); k < tree.first_leaf(s + 1); ++k) {
@@ -225,16 +260,18 @@ template <class T>
 void csf_khatri_rao_rows(const Csf<T>& tree, std::type_identity_t<std::span<const T* const>> rows,
                          index_t rank, T* pi) {
   const auto& cuts = tree.cuts();
-  parallel_for(static_cast<index_t>(cuts.size()) - 1, [&](index_t piece) {
-    LeafScratch<T> scratch(tree.levels(), rank);
-    for (index_t s = cuts[static_cast<std::size_t>(piece)];
-         s < cuts[static_cast<std::size_t>(piece) + 1]; ++s) {
-      T* to = pi + tree.first_leaf(s) * rank;
-      for_each_leaf(tree, s, rows.data(), rank, scratch, [&](T, const T* p) {
-        std::copy(p, p + rank, to);
-        to += rank;
-      });
-    }
+  with_index(tree, [&](const auto& ix) {
+    parallel_for(static_cast<index_t>(cuts.size()) - 1, [&](index_t piece) {
+      LeafScratch<T> scratch(tree.levels(), rank);
+      for (index_t s = cuts[static_cast<std::size_t>(piece)];
+           s < cuts[static_cast<std::size_t>(piece) + 1]; ++s) {
+        T* to = pi + tree.first_leaf(s) * rank;
+        for_each_leaf(tree, ix, s, rows.data(), rank, scratch, [&](T, const T* p) {
+          std::copy(p, p + rank, to);
+          to += rank;
+        });
+      }
+    });
   });
 }
 
@@ -243,9 +280,11 @@ void csf_poisson_phi_kept(const Csf<T>& tree, const T* pi, const T* b, index_t r
                           T* phi) {
   std::fill(phi, phi + tree.root_size() * rank, T(0));
   const auto& cuts = tree.cuts();
-  parallel_for(static_cast<index_t>(cuts.size()) - 1, [&](index_t piece) {
-    poisson_phi_kept_roots(tree, pi, b, rank, eps, cuts[static_cast<std::size_t>(piece)],
-                           cuts[static_cast<std::size_t>(piece) + 1], phi);
+  with_index(tree, [&](const auto& ix) {
+    parallel_for(static_cast<index_t>(cuts.size()) - 1, [&](index_t piece) {
+      poisson_phi_kept_roots(tree, ix, pi, b, rank, eps, cuts[static_cast<std::size_t>(piece)],
+                             cuts[static_cast<std::size_t>(piece) + 1], phi);
+    });
   });
 }
 
@@ -254,14 +293,16 @@ void csf_mttkrp(const Csf<T>& tree, std::type_identity_t<std::span<const T* cons
                 index_t rank, T* out) {
   std::fill(out, out + tree.root_size() * rank, T(0));
   const auto& cuts = tree.cuts();
-  parallel_for(static_cast<index_t>(cuts.size()) - 1, [&](index_t piece) {
-    const auto levels = static_cast<std::size_t>(tree.levels());
-    std::vector<T> root_row(static_cast<std::size_t>(rank)),
-        sums(levels * static_cast<std::size_t>(rank));
-    std::vector<index_t> pos(levels), end(levels);
-    mttkrp_roots(tree, rows.data(), rank, cuts[static_cast<std::size_t>(piece)],
-                 cuts[static_cast<std::size_t>(piece) + 1], out, root_row.data(), sums.data(),
-                 pos.data(), end.data());
+  with_index(tree, [&](const auto& ix) {
+    parallel_for(static_cast<index_t>(cuts.size()) - 1, [&](index_t piece) {
+      const auto levels = static_cast<std::size_t>(tree.levels());
+      std::vector<T> root_row(static_cast<std::size_t>(rank)),
+          sums(levels * static_cast<std::size_t>(rank));
+      std::vector<index_t> pos(levels), end(levels);
+      mttkrp_roots(tree, ix, rows.data(), rank, cuts[static_cast<std::size_t>(piece)],
+                   cuts[static_cast<std::size_t>(piece) + 1], out, root_row.data(), sums.data(),
+                   pos.data(), end.data());
+    });
   });
 }
 
@@ -270,10 +311,12 @@ void csf_poisson_phi(const Csf<T>& tree, std::type_identity_t<std::span<const T*
                      const T* b, index_t rank, T eps, T* phi) {
   std::fill(phi, phi + tree.root_size() * rank, T(0));
   const auto& cuts = tree.cuts();
-  parallel_for(static_cast<index_t>(cuts.size()) - 1, [&](index_t piece) {
-    LeafScratch<T> scratch(tree.levels(), rank);
-    poisson_phi_roots(tree, rows.data(), b, rank, eps, cuts[static_cast<std::size_t>(piece)],
-                      cuts[static_cast<std::size_t>(piece) + 1], phi, scratch);
+  with_index(tree, [&](const auto& ix) {
+    parallel_for(static_cast<index_t>(cuts.size()) - 1, [&](index_t piece) {
+      LeafScratch<T> scratch(tree.levels(), rank);
+      poisson_phi_roots(tree, ix, rows.data(), b, rank, eps, cuts[static_cast<std::size_t>(piece)],
+                        cuts[static_cast<std::size_t>(piece) + 1], phi, scratch);
+    });
   });
 }
 

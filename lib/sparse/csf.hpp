@@ -4,9 +4,13 @@
 // One tree per mode, each rooted at the mode whose MTTKRP it computes: every output row
 // is then one root's subtree, so threads own disjoint rows, need no atomics, and each
 // row's sum runs in the same order for any thread count (SPLATT's "all-mode" CSF).
+// Each level keeps its node ids and child pointers in 32 bits where they fit, else in 64
+// (chosen when the tree is built); the kernels are compiled once per width (CsfIndex)
+// and with_index picks one per call.
 #pragma once
 
 #include <algorithm>
+#include <cstdint>
 #include <span>
 #include <type_traits>
 #include <vector>
@@ -16,26 +20,72 @@
 
 namespace tenfold::detail {
 
+/// Values below this fit in 32 bits.
+inline constexpr index_t kNarrowLimit = index_t{1} << 32;
+
+/// One level's node ids or child pointers: 32-bit values, or 64-bit where some value is
+/// not below the level's limit.
+class IndexLevel {
+ public:
+  /// An empty level of 64-bit values when `wide`, with room for `capacity` values.
+  IndexLevel(index_t capacity, bool wide);
+  void push_back(index_t v) {
+    if (wide_) {
+      wide_values_.push_back(v);
+    } else {
+      narrow_values_.push_back(static_cast<std::uint32_t>(v));
+    }
+  }
+  bool wide() const { return wide_; }
+  index_t size() const {
+    return static_cast<index_t>(wide_ ? wide_values_.size() : narrow_values_.size());
+  }
+  /// The values: std::uint32_t, or index_t when wide().
+  const void* data() const {
+    return wide_ ? static_cast<const void*>(wide_values_.data()) : narrow_values_.data();
+  }
+  index_t operator[](index_t j) const {
+    const auto k = static_cast<std::size_t>(j);
+    return wide_ ? wide_values_[k] : static_cast<index_t>(narrow_values_[k]);
+  }
+  double bytes() const {
+    return static_cast<double>(size()) * (wide_ ? sizeof(index_t) : sizeof(std::uint32_t));
+  }
+
+ private:
+  bool wide_;
+  std::vector<std::uint32_t> narrow_values_;
+  std::vector<index_t> wide_values_;
+};
+
+/// How the levels of a tree are stored: all 32-bit, all 64-bit, or some of each.
+enum class IndexWidth { narrow, wide, mixed };
+
 template <class T>
 class Csf {
  public:
   /// The tree rooted at mode `root`; the other modes follow by increasing size (shorter
-  /// upper levels, more shared prefixes; ties by mode number).
-  Csf(const SparseTensor<T>& x, int root);
+  /// upper levels, more shared prefixes; ties by mode number). A level is stored in 32
+  /// bits when all its values are below `max_narrow` (at most kNarrowLimit; tests pass
+  /// less to force 64-bit levels), else in 64.
+  Csf(const SparseTensor<T>& x, int root, index_t max_narrow = kNarrowLimit);
 
-  /// Upper bound on the bytes of one tree of an order-N tensor with nnz entries.
-  static double bytes_bound(int order, index_t nnz);
+  /// Upper bound on the bytes of one tree (any root) of a tensor of sizes `dims` with nnz
+  /// entries, the sort while building included.
+  static double bytes_bound(std::span<const index_t> dims, index_t nnz);
 
   int levels() const { return static_cast<int>(modes_.size()); }
   /// The mode of a level (level 0: the root mode).
   int mode(int level) const { return modes_[static_cast<std::size_t>(level)]; }
-  index_t nodes(int level) const {
-    return static_cast<index_t>(ids_[static_cast<std::size_t>(level)].size());
-  }
-  /// Index (in the level's mode) of each node of a level.
-  const index_t* ids(int level) const { return ids_[static_cast<std::size_t>(level)].data(); }
+  index_t nodes(int level) const { return ids_[static_cast<std::size_t>(level)].size(); }
+  /// Index (in the level's mode) of each node of a level (read by the kernels through
+  /// CsfIndex).
+  const IndexLevel& ids(int level) const { return ids_[static_cast<std::size_t>(level)]; }
   /// Children of node j of level d < levels()-1: nodes [ptr[j], ptr[j+1]) of level d+1.
-  const index_t* children(int level) const { return ptr_[static_cast<std::size_t>(level)].data(); }
+  const IndexLevel& children(int level) const { return ptr_[static_cast<std::size_t>(level)]; }
+  IndexWidth index_width() const { return width_; }
+  /// Bytes held by the tree.
+  double bytes() const;
   /// Size of the root mode.
   index_t root_size() const { return root_size_; }
   /// The value of each leaf.
@@ -49,11 +99,65 @@ class Csf {
  private:
   index_t root_size_;
   std::vector<int> modes_;
-  std::vector<std::vector<index_t>> ids_, ptr_;
+  std::vector<IndexLevel> ids_, ptr_;
+  IndexWidth width_;
   std::vector<T> values_;
   std::vector<index_t> cuts_;
   std::vector<index_t> first_leaf_;
 };
+
+/// One level's values as the kernels read them: compiled for 32-bit, 64-bit, or either
+/// (a test per read, for trees of both kinds of level). Held by value in the kernels, so
+/// that its pointer and size stay in registers.
+template <IndexWidth W>
+struct LevelRead {
+  explicit LevelRead(const IndexLevel& level)
+      : data(level.data()), size(level.size()), wide(level.wide()) {}
+  const void* data;
+  index_t size;
+  bool wide;
+  TENFOLD_INLINE_INTO_CLONE index_t operator[](index_t j) const {
+    if (W == IndexWidth::wide || (W == IndexWidth::mixed && wide))
+      return static_cast<const index_t*>(data)[j];
+    return static_cast<const std::uint32_t*>(data)[j];
+  }
+};
+
+/// A tree's ids and child pointers, read as width W (as Csf::ids and Csf::children).
+template <IndexWidth W>
+class CsfIndex {
+ public:
+  template <class T>
+  explicit CsfIndex(const Csf<T>& tree) {
+    for (int d = 0; d < tree.levels(); ++d) {
+      ids_.emplace_back(tree.ids(d));
+      if (d + 1 < tree.levels()) ptr_.emplace_back(tree.children(d));
+    }
+  }
+  TENFOLD_INLINE_INTO_CLONE LevelRead<W> ids(int level) const {
+    return ids_[static_cast<std::size_t>(level)];
+  }
+  TENFOLD_INLINE_INTO_CLONE LevelRead<W> children(int level) const {
+    return ptr_[static_cast<std::size_t>(level)];
+  }
+
+ private:
+  std::vector<LevelRead<W>> ids_, ptr_;
+};
+
+/// f(CsfIndex<W>(tree)) for the tree's width W: the one dispatch of a kernel call.
+template <class T, class F>
+decltype(auto) with_index(const Csf<T>& tree, F&& f) {
+  switch (tree.index_width()) {
+    case IndexWidth::narrow:
+      return f(CsfIndex<IndexWidth::narrow>(tree));
+    case IndexWidth::wide:
+      return f(CsfIndex<IndexWidth::wide>(tree));
+    case IndexWidth::mixed:
+      break;
+  }
+  return f(CsfIndex<IndexWidth::mixed>(tree));
+}
 
 /// out (I_root x R, column-major, as the ALS loop keeps its factors) = the MTTKRP of the
 /// tree's root mode, from row-major factors rows[m] (I_m x R) of the other modes. Bottom-up: each
@@ -96,10 +200,10 @@ struct LeafScratch {
 /// elementwise product of the rows rows[mode(d)][id] of the leaf's ancestors at levels
 /// 1..N-1 and of the leaf itself (the Khatri-Rao row of the entry, without the root
 /// mode). Top-down and iterative: prefix[d] = prefix[d-1] .* the row of the level-d node
-/// on the current path.
-template <class T, class Leaf>
-TENFOLD_INLINE_INTO_CLONE inline void for_each_leaf(const Csf<T>& tree, index_t s,
-                                                    const T* const* rows, index_t rank,
+/// on the current path. `ix` reads the tree's levels (with_index).
+template <class T, IndexWidth W, class Leaf>
+TENFOLD_INLINE_INTO_CLONE inline void for_each_leaf(const Csf<T>& tree, const CsfIndex<W>& ix,
+                                                    index_t s, const T* const* rows, index_t rank,
                                                     LeafScratch<T>& scratch, Leaf&& leaf) {
   const int last = tree.levels() - 1;
   T* prefix = scratch.prefix.data();
@@ -107,8 +211,8 @@ TENFOLD_INLINE_INTO_CLONE inline void for_each_leaf(const Csf<T>& tree, index_t 
   index_t* end = scratch.end.data();
   std::fill(prefix, prefix + rank, T(1));
   int d = 1;
-  pos[1] = tree.children(0)[s];
-  end[1] = tree.children(0)[s + 1];
+  pos[1] = ix.children(0)[s];
+  end[1] = ix.children(0)[s + 1];
   for (;;) {
     if (pos[d] == end[d]) {
       if (d == 1) return;
@@ -116,7 +220,7 @@ TENFOLD_INLINE_INTO_CLONE inline void for_each_leaf(const Csf<T>& tree, index_t 
       continue;
     }
     const index_t j = pos[d];
-    const T* row = rows[tree.mode(d)] + tree.ids(d)[j] * rank;
+    const T* row = rows[tree.mode(d)] + ix.ids(d)[j] * rank;
     const T* above = prefix + (d - 1) * rank;
     T* here = prefix + d * rank;
     for (index_t r = 0; r < rank; ++r) here[r] = above[r] * row[r];
@@ -124,8 +228,8 @@ TENFOLD_INLINE_INTO_CLONE inline void for_each_leaf(const Csf<T>& tree, index_t 
       leaf(tree.values()[j], static_cast<const T*>(here));
       ++pos[d];
     } else {
-      pos[d + 1] = tree.children(d)[j];
-      end[d + 1] = tree.children(d)[j + 1];
+      pos[d + 1] = ix.children(d)[j];
+      end[d + 1] = ix.children(d)[j + 1];
       ++d;
     }
   }

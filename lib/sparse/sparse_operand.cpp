@@ -27,20 +27,21 @@ void to_row_major(index_t rows, index_t cols, const T* from, T* to) {
 }  // namespace
 
 template <class T>
-SparseOperand<T>::SparseOperand(Compute<T>& c, const SparseTensor<T>& x)
+SparseOperand<T>::SparseOperand(Compute<T>& c, const SparseTensor<T>& x, index_t max_narrow)
     : CpOperand<T>(c), x_(x), fresh_(static_cast<std::size_t>(x.order()), false) {
   if (!c.host_memory()) {
     throw InvalidArgument("sparse tensors are decomposed on the cpu backend only, got backend " +
                           std::string(to_string(c.kind())));
   }
   const int order = x.order();
-  require_host_bytes(order * Csf<T>::bytes_bound(order, x.nnz()),
+  require_host_bytes(order * Csf<T>::bytes_bound(x.dims(), x.nnz()),
                      "the CSF layout of a sparse tensor with " + std::to_string(x.nnz()) +
                          " nonzeros (one tree per mode)");
   trees_.resize(static_cast<std::size_t>(order));
   // Independent trees, one per task.
   parallel_for(order, [&](index_t n) {
-    trees_[static_cast<std::size_t>(n)] = std::make_unique<Csf<T>>(x, static_cast<int>(n));
+    trees_[static_cast<std::size_t>(n)] =
+        std::make_unique<Csf<T>>(x, static_cast<int>(n), max_narrow);
   });
   rows_.resize(static_cast<std::size_t>(order));
 }

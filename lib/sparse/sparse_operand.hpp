@@ -17,8 +17,9 @@ template <class T>
 class SparseOperand final : public CpOperand<T> {
  public:
   /// Builds one CSF tree per mode (x must outlive the operand), after checking that they
-  /// fit in memory. Throws InvalidArgument for a backend without host memory.
-  SparseOperand(Compute<T>& c, const SparseTensor<T>& x);
+  /// fit in memory; `max_narrow` as for Csf (tests force 64-bit levels with it). Throws
+  /// InvalidArgument for a backend without host memory.
+  SparseOperand(Compute<T>& c, const SparseTensor<T>& x, index_t max_narrow = kNarrowLimit);
 
   const std::vector<index_t>& dims() const override { return x_.dims(); }
   double norm_squared() override;
