@@ -470,3 +470,51 @@ def test_bad_value_dim_is_refused_before_any_change(value_dim):
         tt.compress_model(model, shared_dim=8, value_dim=value_dim)
     assert all(torch.equal(v, state[k]) for k, v in model.state_dict().items())
     assert not hasattr(model.config, "tenfold_rotary")
+
+
+def cache_bytes(cache):
+    return sum(t.numel() * t.element_size() for layer in cache.layers for t in (layer.keys, layer.values))
+
+
+@pytest.mark.parametrize("bands", [1, 2])
+def test_kv_cache_whole_is_exact(bands):
+    # kv_cache=1: every key and value kept (G d each), so the layer is exact.
+    model = make_rotary("llama", key_heads=2)
+    ids, mask = inputs()
+    before = logits(model, ids, mask)
+    report = tt.compress_model(model, kv_cache=1.0, bands=bands)
+    assert all(r["key_values"] == r["value_values"] == 2 * HEAD_DIM for r in report)
+    assert relative(logits(model, ids, mask), before, mask) < 1e-4
+
+
+def test_kv_cache_spends_the_fraction_measured_in_the_cache(tmp_path):
+    # Half of the original K+V cache per token, measured from the dynamic cache after a
+    # prefill against the original model's; with allocation "model" the sizes differ per
+    # layer, but their sum is the budget.
+    original = make_rotary("qwen2", seed=4)
+    model = copy.deepcopy(original)
+    ids, mask = inputs()
+    batches = [{"input_ids": ids, "attention_mask": mask}]
+    report = tt.compress_model(model, kv_cache=0.5, bands=2, calibration=batches, allocation="model")
+    g_d = 2 * HEAD_DIM
+    total = sum(r["key_values"] + r["value_values"] for r in report)
+    assert total == len(report) * g_d  # 2 f G d per layer on average, f = 0.5
+    _, base = generate_four(original)
+    _, small = generate_four(model)
+    assert abs(cache_bytes(small) / cache_bytes(base) - 0.5) <= 0.01
+    assert_round_trip(model, tmp_path)
+
+
+@pytest.mark.parametrize("options,message", [
+    (dict(kv_cache=0), "kv_cache must be a fraction in"), (dict(kv_cache=1.5), "kv_cache must be a fraction in"),
+    (dict(kv_cache=True), "kv_cache must be a fraction in"), (dict(kv_cache="half"), "kv_cache must be a fraction"),
+    (dict(kv_cache=0.5, shared_dim=8), "give kv_cache alone"), (dict(kv_cache=0.5, value_dim=8), "kv_cache alone"),
+    (dict(kv_cache=0.02), "too few"), (dict(), "shared_dim .* or kv_cache"),
+])
+def test_bad_kv_cache_is_refused_before_any_change(options, message):
+    model = make_rotary("llama")
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    with pytest.raises(ValueError, match=message):
+        tt.compress_model(model, **options)
+    assert all(torch.equal(v, state[k]) for k, v in model.state_dict().items())
+    assert not hasattr(model.config, "tenfold_rotary")

@@ -324,7 +324,8 @@ def _moments(model: nn.Module, layers: list, calibration: Iterable) -> dict:
     return {name: (m.numpy(), c) for name, (m, c) in moment_sums(model, layers, calibration).items()}
 
 
-def compress_model(model: nn.Module, shared_dim: int, calibration: Iterable | None = None, **options) -> list:
+def compress_model(model: nn.Module, shared_dim: int | str | None = None, calibration: Iterable | None = None,
+                   **options) -> list:
     """Compresses every attention layer of a transformers model in place to shared
     dimension R = `shared_dim` with the C++ adapter (tenfold.attention.compress) and
     swaps in CollaborativeAttention modules. `calibration`: an iterable of input
@@ -334,11 +335,18 @@ def compress_model(model: nn.Module, shared_dim: int, calibration: Iterable | No
     data_error, iterations, converged, seconds, params_before, params_after). The model
     is left unchanged when any layer fails. Rotary models (llama, qwen2, mistral) get
     shared rotary keys instead (tenfold.torch.rotary.compress_rotary, docs/rope.md):
-    `shared_dim` is "full" or the key values cached per token and layer."""
+    `shared_dim` is "full" or the key values cached per token and layer, and
+    `kv_cache=f` instead compresses keys and values to a fraction f of their cache
+    (docs/kv-cache.md)."""
     from tenfold import attention
 
     if is_rotary(model):  # RoPE families: shared rotary keys (docs/rope.md)
         return compress_rotary(model, shared_dim, calibration, **options)
+    if "kv_cache" in options:
+        raise ValueError(f"kv_cache applies to rotary decoders (llama, qwen2, mistral); "
+                         f"{type(model).__name__} is compressed by shared_dim")
+    if shared_dim is None:
+        raise ValueError("shared_dim (the shared query/key dimension of every attention layer) is required")
     f = _family(model)
     layers = _layers(model, f)
     weights = [_weights(n, m, f, _heads(model, m)) for n, m in layers]

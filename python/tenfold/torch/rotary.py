@@ -49,6 +49,10 @@ ROTARY_FAMILIES: dict = _FAMILIES["converted"]
 #: Families that normalise queries and keys per head before the rotation (QK-norm).
 QK_NORM_FAMILIES: tuple = tuple(_FAMILIES["qk_norm"])
 #: The config attribute that marks a model converted to shared rotary keys.
+# The keys' share of a kv_cache budget (the rest: latent values): of 1/3, 1/2 and 2/3 at
+# half the cache of SmolLM2-135M, 1/3 kept the lowest perplexity (docs/kv-cache.md, "One
+# budget").
+KV_KEY_SHARE = 1 / 3
 ROTARY_CONFIG_KEY = "tenfold_rotary"
 #: RoPE types whose frequencies do not change with the sequence length: bands of
 #: several frequencies rotate the rebuilt keys with the model's inv_freq.
@@ -222,7 +226,32 @@ def _rope_frequencies(model: nn.Module, where: str) -> tuple[torch.Tensor, float
     return emb.inv_freq.detach().float().cpu(), float(getattr(emb, "attention_scaling", 1.0))
 
 
-def compress_rotary(model: nn.Module, shared_dim, calibration: Iterable | None = None, **options) -> list:
+def kv_cache_split(options: dict, shared_dim, original: int) -> tuple[int, dict]:
+    """shared_dim and the options with value_dim for `kv_cache` = f, the fraction of the
+    original key and value cache per token (2 G d values per layer): 2 f G d values per
+    layer, KV_KEY_SHARE of them keys (even for bands == 1), the rest latent values (the
+    same in every layer; keys pooled over layers with allocation="model")."""
+    f = options["kv_cache"]
+    if isinstance(f, bool) or not isinstance(f, (int, float)) or not 0.0 < f <= 1.0:
+        raise ValueError(f"kv_cache must be a fraction in (0, 1] of the original key and value cache, got {f!r}")
+    if shared_dim is not None or options.get("value_dim") is not None:
+        raise ValueError("kv_cache sets both shared_dim and value_dim: give kv_cache alone")
+    step = 2 if _validate.integer(options.get("bands", 1), "bands") == 1 else 1
+    total = 2.0 * f * original
+    keys = int(round(total * KV_KEY_SHARE / step)) * step
+    values = int(round(total)) - keys
+    if values > original:  # (a share of values above their whole size goes to the keys)
+        keys += -(-(values - original) // step) * step
+        values = original
+    if keys < step or values < 1:
+        raise ValueError(f"kv_cache {f} keeps {int(round(total))} of the {2 * original} key and value values per token "
+                         f"and layer: too few for {step} key value{'s' if step > 1 else ''} and one latent value")
+    rest = {k: v for k, v in options.items() if k != "kv_cache"}
+    rest["value_dim"] = values
+    return min(keys, original), rest
+
+
+def compress_rotary(model: nn.Module, shared_dim=None, calibration: Iterable | None = None, **options) -> list:
     """compress_model for rotary models (Llama, Qwen2, Mistral): replaces every
     attention layer in place by RotarySharedKeyAttention. `shared_dim`: "full" (the
     smallest exact size) or the number of key values cached per token and layer (at
@@ -232,12 +261,15 @@ def compress_rotary(model: nn.Module, shared_dim, calibration: Iterable | None =
     (bands > 1: the sequence length whose query-key offsets the objective averages,
     default 2048), `damping` (of the key-side moment, default 0.01) and `allocation`:
     "layer" (default: every layer caches `shared_dim` values) or "model" (`shared_dim`
-    values per layer on average, spent where the model's largest singular values
-    are). `value_dim` ("full" or C_v, at most G d; default None: values unchanged) also
+    key values per layer on average, spent where the model's largest singular values
+    are; values stay `value_dim` per layer: pooled by their singular values they broke
+    SmolLM2-135M, docs/kv-cache.md). `value_dim` ("full" or C_v, at most G d; default None: values unchanged) also
     caches the values as C_v latent values per token and layer, shared by all value
     heads, with the rebuild folded into o_proj (docs/kv-cache.md; data-aware with the same
-    calibration and damping). Returns one dict per layer; the model is unchanged on
-    error."""
+    calibration and damping). `kv_cache` (a fraction in (0, 1], instead of shared_dim and
+    value_dim): the fraction of the original key and value cache bytes per token, split
+    between keys and values by kv_cache_split. Returns one dict per layer; the model is
+    unchanged on error."""
     config = model.config
     family = config.model_type
     layers = rotary_layers(model)
@@ -245,10 +277,15 @@ def compress_rotary(model: nn.Module, shared_dim, calibration: Iterable | None =
     d = layers[0][1].head_dim
     original = key_heads * d
     where = f"{type(model).__name__} ({family})"
-    unknown = sorted(set(options) - {"damping", "allocation", "bands", "context", "value_dim"})
+    unknown = sorted(set(options) - {"damping", "allocation", "bands", "context", "value_dim", "kv_cache"})
     if unknown:
         raise ValueError(f"option {unknown[0]!r} does not apply to rotary models (their options are bands, context, "
-                         "damping, allocation and value_dim)")
+                         "damping, allocation, value_dim and kv_cache)")
+    if options.get("kv_cache") is not None:
+        shared_dim, options = kv_cache_split(options, shared_dim, original)
+    elif shared_dim is None:
+        raise ValueError("shared_dim (key values per token and layer) or kv_cache (a fraction of the key and value "
+                         "cache) is required")
     value_dim = options.get("value_dim")
     if value_dim is not None and value_dim != "full":
         value_dim = _validate.integer(value_dim, "value_dim", 1, original)
@@ -287,14 +324,14 @@ def compress_rotary(model: nn.Module, shared_dim, calibration: Iterable | None =
         m = moments.get(name, (None, None))[0]
         return m if m is None or with_one == ones else m[:dim, :dim]
 
-    def value_latent(name, module):
+    def value_latent(name, module, values):
         def array(t):
             return None if t is None else t.detach().to(torch.float64).cpu().numpy()
 
         try:
             return attention.value_latent(array(module.v_proj.weight), array(module.o_proj.weight),
                                           array(module.v_proj.bias), heads=heads, key_heads=key_heads,
-                                          values=None if value_dim == "full" else value_dim,
+                                          values=None if values == "full" else values,
                                           moment=moment(name, value_biased), damping=damping)
         except (ValueError, ArithmeticError) as e:
             raise ValueError(f"{name} ({family}) values: {e}") from None
@@ -325,7 +362,7 @@ def compress_rotary(model: nn.Module, shared_dim, calibration: Iterable | None =
         stats = moments.get(name, (None, None))
         r = keys(name, module, budgets[name])
         key_values = r.key_weight.shape[0]
-        v = value_latent(name, module) if value_dim is not None else None
+        v = value_latent(name, module, value_dim) if value_dim is not None else None
         new = RotarySharedKeyAttention(module, key_values, heads, key_heads, d, r.key_bias is not None, family, bands,
                                        None if v is None else v["latent"].shape[0], value_biased)
         with torch.no_grad():
