@@ -27,6 +27,8 @@ for label, kw in [("keys 96 (bands 8), values whole", dict(shared_dim=96, bands=
                   ("keys 96 (bands 8) + values 96", dict(shared_dim=96, bands=8, value_dim=96)),
                   ("keys whole (full) + values 96", dict(shared_dim="full", bands=8, value_dim=96)),
                   ("keys 144 (bands 8) + values 144", dict(shared_dim=144, bands=8, value_dim=144)),
+                  ("keys 64 (bands 8) + values 128", dict(shared_dim=64, bands=8, value_dim=128)),
+                  ("keys 128 (bands 8) + values 64", dict(shared_dim=128, bands=8, value_dim=64)),
                   ("keys 48 (bands 8) + values 48", dict(shared_dim=48, bands=8, value_dim=48))]:
     m = copy.deepcopy(model)
     t = time.perf_counter()

@@ -1,0 +1,218 @@
+"""The KV-cache benchmark of a compressed decoder (SmolLM2-135M-Instruct): perplexity on
+held-out text, greedy agreement with the original, cache bytes measured from the cache
+object after prefill, prefill and decode tokens per second, for the original and the
+shared-key / latent-value conversions of tenfold.torch at fractions of the KV cache.
+
+    python bench/kv_cache/run.py --out DIR [--quick]    # the environment of bench/rope
+
+Held-out text (none of it in the calibration text, bench/real_model/calibration):
+  - the licence texts Debian ships in every installation (/usr/share/common-licenses:
+    GNU GPL, LGPL, FDL, Apache, Artistic, Mozilla; each licence permits verbatim copies);
+  - the docstrings of a fixed list of Python standard-library modules (Python Software
+    Foundation License), read from the running interpreter.
+Perplexity over 2,048-token windows. Greedy agreement: continuations of 32 tokens from
+prompts cut from the held-out text, the mean fraction of tokens before the first
+disagreement with the original. Speed: prefill of n tokens with transformers' dynamic
+cache, then 32 greedy decode steps, median of `reps` runs, torch's threads; the cache
+bytes are summed over its tensors after prefill. Writes DIR/results.json and prints a
+table; docs/kv-cache.md gives the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import importlib
+import inspect
+import json
+import math
+import os
+import resource
+import statistics
+import sys
+import time
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "rope"))
+
+import run as rope  # noqa: E402
+
+import tenfold.torch as tt  # noqa: E402
+
+LICENCES = "/usr/share/common-licenses"
+MODULES = ["argparse", "asyncio", "collections", "concurrent.futures", "contextlib", "csv", "dataclasses",
+           "datetime", "decimal", "email.message", "enum", "fractions", "functools", "heapq", "http.client",
+           "inspect", "io", "ipaddress", "itertools", "json", "logging", "multiprocessing", "os", "pathlib",
+           "pickle", "random", "re", "shutil", "socket", "sqlite3", "statistics", "string", "subprocess",
+           "tarfile", "tempfile", "textwrap", "threading", "typing", "unittest", "urllib.parse", "uuid",
+           "xml.etree.ElementTree", "zipfile"]
+
+
+def licence_text() -> str:
+    """Each distinct licence file once (GPL, LGPL ... are links to versioned files)."""
+    seen, parts = set(), []
+    for name in sorted(os.listdir(LICENCES)):
+        path = os.path.realpath(os.path.join(LICENCES, name))
+        if path in seen or not os.path.isfile(path):
+            continue
+        seen.add(path)
+        parts.append(" ".join(open(path, encoding="utf-8", errors="replace").read().split()))
+    return "\n\n".join(parts)
+
+
+def docstring_text() -> str:
+    """The docstrings of MODULES and of their public classes and functions, in order."""
+    parts = []
+    for name in MODULES:
+        module = importlib.import_module(name)
+        docs = [inspect.getdoc(module)]
+        for attr in sorted(getattr(module, "__all__", None) or dir(module)):
+            obj = getattr(module, attr, None)
+            if attr.startswith("_") or not (inspect.isclass(obj) or inspect.isfunction(obj)):
+                continue
+            if getattr(obj, "__module__", None) == module.__name__:
+                docs.append(inspect.getdoc(obj))
+        parts += [" ".join(d.split()) for d in docs if d]
+    return "\n\n".join(parts)
+
+
+def held_out(tok, tokens_per_source: int, window: int) -> tuple[list, dict]:
+    """2,048-token windows, the same number of tokens from each source."""
+    windows, counts = [], {}
+    for source, text in (("licences", licence_text()), ("python docstrings", docstring_text())):
+        ids = tok(text, return_tensors="pt").input_ids[0][:tokens_per_source]
+        counts[source] = int(ids.numel())
+        windows += [ids[i : i + window].unsqueeze(0) for i in range(0, len(ids) - window + 1, window)]
+    return windows, counts
+
+
+def perplexity(model, windows) -> float:
+    nll, count = 0.0, 0
+    with torch.inference_mode():
+        for ids in windows:
+            logits = model(input_ids=ids).logits[0, :-1]
+            nll += float(torch.nn.functional.cross_entropy(logits, ids[0, 1:], reduction="sum"))
+            count += ids.shape[1] - 1
+    return math.exp(nll / count)
+
+
+def continuations(model, prompts, new: int) -> list:
+    out = []
+    with torch.inference_mode():
+        for ids in prompts:
+            out.append(model.generate(ids, max_new_tokens=new, min_new_tokens=new, do_sample=False,
+                                      pad_token_id=0)[0, ids.shape[1] :])
+    return out
+
+
+def cache_bytes(cache) -> int:
+    """Bytes of every tensor the cache holds (keys and values of every layer)."""
+    total = 0
+    for layer in cache.layers:
+        for t in (getattr(layer, "keys", None), getattr(layer, "values", None)):
+            if isinstance(t, torch.Tensor):
+                total += t.numel() * t.element_size()
+    return total
+
+
+def speed(model, ids, steps: int, reps: int) -> dict:
+    """Prefill of ids into a fresh dynamic cache, then `steps` greedy decode steps."""
+    from transformers import DynamicCache
+
+    prefill, decode, size = [], [], 0
+    with torch.inference_mode():
+        for _ in range(reps):
+            cache = DynamicCache(config=model.config)
+            t0 = time.perf_counter()
+            out = model(input_ids=ids, cache=cache, use_cache=True)
+            t1 = time.perf_counter()
+            size = cache_bytes(cache)
+            token = out.logits[:, -1:].argmax(-1)
+            for _ in range(steps):
+                out = model(input_ids=token, cache=cache, use_cache=True)
+                token = out.logits[:, -1:].argmax(-1)
+            t2 = time.perf_counter()
+            prefill.append(t1 - t0)
+            decode.append(t2 - t1)
+    n = ids.shape[1]
+    return {"tokens": n, "cache_bytes": size, "prefill_tokens_per_s": n / statistics.median(prefill),
+            "decode_tokens_per_s": steps / statistics.median(decode)}
+
+
+def configurations(quick: bool, per_head: int) -> list:
+    """(label, fraction of the KV cache, compress_model options, data-aware) per converted
+    row: kv_cache=f (tenfold.torch's split between keys and values), and keys alone at half
+    the key cache (the conversion of docs/rope.md)."""
+    rows = [("keys only, bands 8", 0.75, dict(shared_dim=per_head // 2, bands=8), True)]
+    for f in ((0.5, 0.25) if quick else (0.75, 0.5, 0.25)):
+        for data in ((True,) if quick else (False, True)):
+            rows.append(("kv_cache, bands 8", f, dict(kv_cache=f, bands=8), data))
+        if f == 0.5:
+            rows.append(("kv_cache, bands 1", f, dict(kv_cache=f, bands=1), True))
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True, help="folder for results.json (created)")
+    ap.add_argument("--quick", action="store_true", help="fewer tokens, rows, lengths and repetitions")
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    tok, model = rope.load()
+    cfg = model.config
+    per_head = cfg.num_key_value_heads * (cfg.hidden_size // cfg.num_attention_heads)
+    window = 2048
+    held, counts = held_out(tok, 4096 if args.quick else 25600, window)
+    prompts = [w[:, i : i + 64] for w in held for i in range(0, window - 64, 512)][: 20 if args.quick else 200]
+    calib = rope.chunks(tok, "prose_calibration.txt", 512)[:16]
+    lengths = (512, 2048) if args.quick else (512, 2048, 8192)
+    reps, steps, new = (3 if args.quick else 5), 32, 32
+    text = torch.cat(held, dim=1)
+    print(f"held-out tokens {counts}, windows {len(held)} x {window}, prompts {len(prompts)}, "
+          f"threads {torch.get_num_threads()}", flush=True)
+
+    def measure(m, label, fraction, data, extra):
+        row = {"label": label, "kv_fraction": fraction, "data_aware": data, **extra,
+               "perplexity": perplexity(m, held), "speed": [speed(m, text[:, :n], steps, reps) for n in lengths]}
+        row["tokens"] = continuations(m, prompts, new)
+        return row
+
+    rows = [measure(model, "original", 1.0, False, {})]
+    base = rows[0]["tokens"]
+    for label, fraction, options, data in configurations(args.quick, per_head):
+        m = copy.deepcopy(model)
+        t = time.process_time()
+        report = tt.compress_model(m, calibration=calib if data else None, **options)
+        cpu = time.process_time() - t
+        rows.append(measure(m, label, fraction, data, {"options": options, "conversion_cpu_s": cpu,
+                                                       "layers": len(report)}))
+        del m
+    for row in rows:
+        runs = []
+        for x, y in zip(row.pop("tokens"), base):
+            runs.append(float((x == y).long().cumprod(0).sum()) / len(y))
+        row["agreement"] = sum(runs) / len(runs)
+    base_ppl, base_speed = rows[0]["perplexity"], rows[0]["speed"]
+    result = {"model": rope.GGUF, "quick": args.quick, "heldout_tokens": counts, "window": window,
+              "calibration_tokens": sum(c.shape[1] for c in calib), "threads": torch.get_num_threads(),
+              "load": os.getloadavg(), "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+              "rows": rows}
+    with open(os.path.join(args.out, "results.json"), "w") as f:
+        json.dump(result, f, indent=1)
+    head = f"{'row':<22}{'KV':>5}{'data':>6}{'ppl':>8}{'vs orig':>9}{'agree':>7}"
+    for n in lengths:
+        head += f"{'bytes ' + str(n):>14}{'pre/s':>8}{'dec/s':>8}{'dec x':>7}"
+    print(head)
+    for r in rows:
+        line = (f"{r['label']:<22}{r['kv_fraction']:>5.2f}{str(r['data_aware']):>6}{r['perplexity']:>8.2f}"
+                f"{100 * (r['perplexity'] / base_ppl - 1):>+8.1f}%{r['agreement']:>7.2f}")
+        for s, b in zip(r["speed"], base_speed):
+            line += (f"{s['cache_bytes']:>14,}{s['prefill_tokens_per_s']:>8.0f}{s['decode_tokens_per_s']:>8.1f}"
+                     f"{s['decode_tokens_per_s'] / b['decode_tokens_per_s']:>7.2f}")
+        print(line)
+
+
+if __name__ == "__main__":
+    main()
