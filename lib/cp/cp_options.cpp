@@ -176,7 +176,7 @@ void require_exact_solver(const CpOptions& o, const char* input) {
   }
 }
 
-#define TENFOLD_INSTANTIATE_CP_OPTIONS(T)                                              \
+#define TENFOLD_INSTANTIATE_CP_OPTIONS(T)                                            \
   template void validate_cp_options<T>(const CpOptions&, std::span<const Matrix<T>>, \
                                        const std::vector<index_t>&);
 TENFOLD_INSTANTIATE_FOR_EACH_VALUE_TYPE(TENFOLD_INSTANTIATE_CP_OPTIONS)
