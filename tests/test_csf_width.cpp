@@ -10,11 +10,13 @@
 #include "relative_difference.hpp"
 #include "same_bits.hpp"
 #include "sparse/sparse_operand.hpp"
+#include "sparse_test_util.hpp"
 #include "tenfold/error.hpp"
 
 namespace tenfold {
 namespace {
 
+using test::random_factors;
 using test::relative_difference;
 using test::same_bits;
 
@@ -34,20 +36,6 @@ SparseTensor<T> random_entries(std::vector<index_t> dims, index_t nnz, std::uint
   std::vector<T> values;
   for (index_t k = 0; k < nnz; ++k) values.push_back(static_cast<T>(u(gen)));
   return SparseTensor<T>(std::move(dims), std::move(coords), std::move(values));
-}
-
-// Row-major factors (I_m x R), entries uniform in (-1, 1).
-template <class T>
-std::vector<std::vector<T>> random_rows(const std::vector<index_t>& dims, index_t r,
-                                        std::uint64_t seed) {
-  std::mt19937_64 gen(seed);
-  std::uniform_real_distribution<double> u(-1.0, 1.0);
-  std::vector<std::vector<T>> f;
-  for (index_t d : dims) {
-    f.emplace_back(static_cast<std::size_t>(d * r));
-    for (T& v : f.back()) v = static_cast<T>(u(gen));
-  }
-  return f;
 }
 
 // MTTKRP of mode n (I_n x R, column-major) straight from the coordinates, in double.
@@ -85,12 +73,12 @@ TYPED_TEST(CsfWidth, MixedAndWideLevelsGiveTheSameBits) {
        std::vector<std::vector<index_t>>{{40, 300, 7}, {30, 200, 5, 12}}) {
     const SparseTensor<T> x = random_entries<T>(dims, 3000, ++seed);
     const index_t r = 5;
-    const auto f = random_rows<T>(dims, r, ++seed);
+    const auto f = random_factors<T>(dims, r, ++seed);
     std::vector<const T*> rows;
     for (const auto& v : f) rows.push_back(v.data());
     for (int n = 0; n < x.order(); ++n) {
       const auto size = static_cast<std::size_t>(x.dim(n) * r);
-      std::vector<T> b = random_rows<T>({x.dim(n)}, r, ++seed)[0];
+      std::vector<T> b = random_factors<T>({x.dim(n)}, r, ++seed)[0];
       for (T& v : b) v = std::abs(v);
       // MTTKRP, Phi walked and Phi from the kept Khatri-Rao rows of one tree
       const auto kernels = [&](const detail::Csf<T>& tree) {

@@ -12,6 +12,7 @@
 #include "expect_throw.hpp"
 #include "relative_difference.hpp"
 #include "sparse/sparse_operand.hpp"
+#include "sparse_test_util.hpp"
 #include "temp_dir.hpp"
 #include "tenfold/cp.hpp"
 #include "tenfold/cp_apr.hpp"
@@ -23,6 +24,7 @@ namespace tenfold {
 namespace {
 
 using test::expect_throw_with;
+using test::random_factors;
 using test::relative_difference;
 
 // A random sparse tensor with about `density` of its entries nonzero, drawn only from
@@ -52,19 +54,6 @@ SparseTensor<T> random_sparse(std::vector<index_t> dims, double density, std::ui
     values.push_back(static_cast<T>(u(gen)));
   }
   return SparseTensor<T>(std::move(dims), std::move(coords), std::move(values));
-}
-
-template <class T>
-std::vector<std::vector<T>> random_factors(const std::vector<index_t>& dims, index_t r,
-                                           std::uint64_t seed) {
-  std::mt19937_64 gen(seed);
-  std::uniform_real_distribution<double> u(-1.0, 1.0);
-  std::vector<std::vector<T>> f;
-  for (index_t d : dims) {
-    f.emplace_back(static_cast<std::size_t>(d * r));
-    for (T& v : f.back()) v = static_cast<T>(u(gen));
-  }
-  return f;
 }
 
 TEST(SparseTensor, SumsDuplicatesSortsAndDropsZeros) {

@@ -25,7 +25,6 @@ import copy
 import importlib
 import inspect
 import json
-import math
 import os
 import resource
 import statistics
@@ -86,16 +85,6 @@ def held_out(tok, tokens_per_source: int, window: int) -> tuple[list, dict]:
         counts[source] = int(ids.numel())
         windows += [ids[i : i + window].unsqueeze(0) for i in range(0, len(ids) - window + 1, window)]
     return windows, counts
-
-
-def perplexity(model, windows) -> float:
-    nll, count = 0.0, 0
-    with torch.inference_mode():
-        for ids in windows:
-            logits = model(input_ids=ids).logits[0, :-1]
-            nll += float(torch.nn.functional.cross_entropy(logits, ids[0, 1:], reduction="sum"))
-            count += ids.shape[1] - 1
-    return math.exp(nll / count)
 
 
 def continuations(model, prompts, new: int) -> list:
@@ -175,7 +164,7 @@ def main():
 
     def measure(m, label, fraction, data, extra):
         row = {"label": label, "kv_fraction": fraction, "data_aware": data, **extra,
-               "perplexity": perplexity(m, held), "speed": [speed(m, text[:, :n], steps, reps) for n in lengths]}
+               "perplexity": rope.perplexity(m, held), "speed": [speed(m, text[:, :n], steps, reps) for n in lengths]}
         row["tokens"] = continuations(m, prompts, new)
         return row
 

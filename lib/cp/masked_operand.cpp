@@ -67,7 +67,7 @@ double MaskedOperand<T>::end_sweep(std::span<const T* const> factors, const T* l
                                    index_t rank) {
   Compute<T>& c = this->c_;
   full_.form(factors, lambda, rank, model_.get());
-  // F = M + (W X - W M): the data where observed, the model elsewhere; the residual
+  // F = W X + (1 - W) M: the data where observed, the model elsewhere; the residual
   // W X - W M is the one over the observed entries.
   const double resid2 =
       c.masked_fill(numel_, weight_.get(), observed_x_.get(), model_.get(), filled_.get());

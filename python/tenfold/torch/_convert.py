@@ -342,7 +342,7 @@ def compress_model(model: nn.Module, shared_dim: int | str | None = None, calibr
 
     if is_rotary(model):  # RoPE families: shared rotary keys (docs/rope.md)
         return compress_rotary(model, shared_dim, calibration, **options)
-    if "kv_cache" in options:
+    if options.get("kv_cache") is not None:
         raise ValueError(f"kv_cache applies to rotary decoders (llama, qwen2, mistral); "
                          f"{type(model).__name__} is compressed by shared_dim")
     if shared_dim is None:

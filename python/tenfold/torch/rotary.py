@@ -48,11 +48,11 @@ _FAMILIES = _tenfold.rotary_families()  # the library's list, shared with the pr
 ROTARY_FAMILIES: dict = _FAMILIES["converted"]
 #: Families that normalise queries and keys per head before the rotation (QK-norm).
 QK_NORM_FAMILIES: tuple = tuple(_FAMILIES["qk_norm"])
-#: The config attribute that marks a model converted to shared rotary keys.
-# The keys' share of a kv_cache budget (the rest: latent values): of 1/3, 1/2 and 2/3 at
-# half the cache of SmolLM2-135M, 1/3 kept the lowest perplexity (docs/kv-cache.md, "One
-# budget").
+#: The keys' share of a kv_cache budget (the rest: latent values): of 1/3, 1/2 and 2/3 at
+#: half the cache of SmolLM2-135M, 1/3 kept the lowest perplexity (docs/kv-cache.md, "One
+#: budget").
 KV_KEY_SHARE = 1 / 3
+#: The config attribute that marks a model converted to shared rotary keys.
 ROTARY_CONFIG_KEY = "tenfold_rotary"
 #: RoPE types whose frequencies do not change with the sequence length: bands of
 #: several frequencies rotate the rebuilt keys with the model's inv_freq.
@@ -263,8 +263,8 @@ def compress_rotary(model: nn.Module, shared_dim=None, calibration: Iterable | N
     "layer" (default: every layer caches `shared_dim` values) or "model" (`shared_dim`
     key values per layer on average, spent where the model's largest singular values
     are; values stay `value_dim` per layer: pooled by their singular values they broke
-    SmolLM2-135M, docs/kv-cache.md). `value_dim` ("full" or C_v, at most G d; default None: values unchanged) also
-    caches the values as C_v latent values per token and layer, shared by all value
+    SmolLM2-135M, docs/kv-cache.md). `value_dim` ("full" or C_v, at most G d; default
+    None: values unchanged) also caches the values as C_v latent values per token and layer, shared by all value
     heads, with the rebuild folded into o_proj (docs/kv-cache.md; data-aware with the same
     calibration and damping). `kv_cache` (a fraction in (0, 1], instead of shared_dim and
     value_dim): the fraction of the original key and value cache bytes per token, split
@@ -324,14 +324,14 @@ def compress_rotary(model: nn.Module, shared_dim=None, calibration: Iterable | N
         m = moments.get(name, (None, None))[0]
         return m if m is None or with_one == ones else m[:dim, :dim]
 
-    def value_latent(name, module, values):
+    def value_latent(name, module):
         def array(t):
             return None if t is None else t.detach().to(torch.float64).cpu().numpy()
 
         try:
             return attention.value_latent(array(module.v_proj.weight), array(module.o_proj.weight),
                                           array(module.v_proj.bias), heads=heads, key_heads=key_heads,
-                                          values=None if values == "full" else values,
+                                          values=None if value_dim == "full" else value_dim,
                                           moment=moment(name, value_biased), damping=damping)
         except (ValueError, ArithmeticError) as e:
             raise ValueError(f"{name} ({family}) values: {e}") from None
@@ -362,7 +362,7 @@ def compress_rotary(model: nn.Module, shared_dim=None, calibration: Iterable | N
         stats = moments.get(name, (None, None))
         r = keys(name, module, budgets[name])
         key_values = r.key_weight.shape[0]
-        v = value_latent(name, module, value_dim) if value_dim is not None else None
+        v = value_latent(name, module) if value_dim is not None else None
         new = RotarySharedKeyAttention(module, key_values, heads, key_heads, d, r.key_bias is not None, family, bands,
                                        None if v is None else v["latent"].shape[0], value_biased)
         with torch.no_grad():
