@@ -518,3 +518,33 @@ def test_bad_kv_cache_is_refused_before_any_change(options, message):
         tt.compress_model(model, **options)
     assert all(torch.equal(v, state[k]) for k, v in model.state_dict().items())
     assert not hasattr(model.config, "tenfold_rotary")
+
+
+@pytest.mark.parametrize("bands", [1, 2])
+def test_kv_cache_whole_generates_as_the_original(bands):
+    # Keys and values in the cache's compressed form at full size: greedy decoding of a
+    # left-padded batch, sampling and beam search give the original's tokens, and the
+    # sdpa and eager paths of the converted layer agree (eager returns the probabilities).
+    original = make_rotary("llama", key_heads=2, seed=5)
+    model = copy.deepcopy(original)
+    tt.compress_model(model, kv_cache=1.0, bands=bands)
+    ids, mask = inputs()
+    greedy_opts = dict(max_new_tokens=12, min_new_tokens=12, do_sample=False, pad_token_id=0)
+    runs = {"greedy, left padding": dict(input_ids=ids, attention_mask=mask, **greedy_opts),
+            "beam search": dict(input_ids=ids[:1, :8], num_beams=3, **greedy_opts),
+            "sampling": dict(input_ids=ids[:1, :8], max_new_tokens=12, min_new_tokens=12, do_sample=True,
+                             top_k=5, pad_token_id=0)}
+    for what, opts in runs.items():
+        outs = []
+        for m in (original, model):
+            torch.manual_seed(7)
+            with torch.no_grad():
+                outs.append(m.generate(**opts))
+        assert torch.equal(outs[0], outs[1]), what
+    sdpa = logits(model, ids, mask)
+    model.config._attn_implementation = "eager"
+    with torch.no_grad():
+        out = model(input_ids=ids, attention_mask=mask, output_attentions=True)
+    assert relative(out.logits, sdpa, mask) < 1e-5
+    assert all(a.shape == (2, 4, 24, 24) for a in out.attentions)
+    torch.testing.assert_close(out.attentions[0].sum(-1), torch.ones(2, 4, 24))

@@ -21,6 +21,7 @@ from ._attention import (
 )
 from ._calibration import moment_sums
 from ._checkpoint import read_checkpoint
+from ._swap import swap
 from .rotary import ROTARY_CONFIG_KEY, compress_rotary, is_rotary, load_rotary, rotary_layers
 
 #: The config attribute that marks a converted model (written by save_pretrained).
@@ -219,39 +220,6 @@ def _build(name: str, module, f: _Family, heads: int, tensors: Mapping) -> Colla
     return new
 
 
-def _swap(model: nn.Module, old: Mapping, new: Mapping) -> None:
-    """Puts every new module where its old one was (shared modules, as ALBERT's, in
-    every place); called only once all of them were built."""
-    _capture_outputs(model, old, new)
-    by_id = {id(old[name]): module for name, module in new.items()}
-    for parent in list(model.modules()):
-        for child_name, child in list(parent.named_children()):
-            if id(child) in by_id:
-                setattr(parent, child_name, by_id[id(child)])
-
-
-def _capture_outputs(model: nn.Module, old: Mapping, new: Mapping) -> None:
-    """transformers (5.x) collects ``output_attentions`` with forward hooks that each
-    (sub)model installs once, on the modules of the attention class it names, and a
-    module of another class gets none: install them now, as the innermost pretrained
-    model holding each layer would, and give each new module the ones of the module
-    it replaces (they record the probabilities, output 1 of forward)."""
-    try:
-        from transformers import PreTrainedModel
-        from transformers.utils.output_capturing import maybe_install_capturing_hooks
-    except ImportError:  # releases without it return the probabilities up the call stack
-        return
-    owners = [(n, m) for n, m in model.named_modules() if isinstance(m, PreTrainedModel)]
-    for name, module in new.items():
-        holders = [(len(n), m) for n, m in owners if not n or name.startswith(n + ".")]
-        if not holders:
-            continue
-        maybe_install_capturing_hooks(max(holders, key=lambda h: h[0])[1])
-        for hook in old[name]._forward_hooks.values():
-            if getattr(hook, "__module__", None) == maybe_install_capturing_hooks.__module__:
-                module.register_forward_hook(hook)
-
-
 def convert(model: nn.Module, tensors: Mapping) -> nn.Module:
     """Replaces the attention modules named in `tensors` (module name -> mapping of the
     four collab tensors) by CollaborativeAttention with those tensors. Every module
@@ -270,7 +238,7 @@ def convert(model: nn.Module, tensors: Mapping) -> nn.Module:
             built[name] = _build(name, module, f, _heads(model, module), tensors[name])
         except (KeyError, ValueError, RuntimeError) as e:
             raise ValueError(f"{name} ({f.name}): {e}") from None
-    _swap(model, layers, built)
+    swap(model, layers, built)
     _mark(model, built)
     return model
 
@@ -508,7 +476,7 @@ def load_compressed(model: nn.Module, path) -> nn.Module:
     for k in target:
         if k not in mapped and k in params and params[k].data_ptr() not in loaded:
             raise ValueError(f"'{where}' has no tensor for '{k}'")
-    _swap(model, dict(layers), built)
+    swap(model, dict(layers), built)
     _mark(model, built)
     model.load_state_dict({mk: t for mk, (_, t) in mapped.items()}, strict=False)
     return model

@@ -41,6 +41,7 @@ from torch import nn
 from .. import _tenfold, _validate, attention
 from ._calibration import moment_sums
 from ._checkpoint import read_checkpoint
+from ._swap import swap
 from .rotary_attention import RotarySharedKeyAttention
 
 _FAMILIES = _tenfold.rotary_families()  # the library's list, shared with the program
@@ -397,11 +398,7 @@ def compress_rotary(model: nn.Module, shared_dim=None, calibration: Iterable | N
         if stats[1] is not None:
             row["calibration_tokens"] = stats[1]
         report.append(row)
-    for parent in list(model.modules()):
-        for child_name, child in list(parent.named_children()):
-            for name, module in layers:
-                if child is module:
-                    setattr(parent, child_name, built[name])
+    swap(model, dict(layers), built)
     def one_or_all(sizes):
         return sizes[0] if len(set(sizes)) == 1 else sizes
 
@@ -456,10 +453,6 @@ def load_rotary(model: nn.Module, path) -> nn.Module:
     for key in target:
         if key not in tensors and not (key in params and params[key].data_ptr() in loaded):
             raise ValueError(f"'{where}' has no tensor for '{key}'")
-    for parent in list(model.modules()):
-        for child_name, child in list(parent.named_children()):
-            for name, module in layers:
-                if child is module:
-                    setattr(parent, child_name, built[name])
+    swap(model, dict(layers), built)
     model.load_state_dict(tensors, strict=False)
     return model

@@ -55,6 +55,7 @@ class RotarySharedKeyAttention(nn.Module):
         self.scaling = float(getattr(attention, "scaling", head_dim**-0.5))
         self.attention_dropout = float(getattr(attention, "attention_dropout", 0.0))
         self.layer_idx = getattr(attention, "layer_idx", None)
+        self.config = getattr(attention, "config", None)  # its _attn_implementation picks sdpa or eager
         self.is_causal = True
         self.family = family
         self.key = nn.Linear(ref.shape[1], key_values, bias=key_bias, dtype=ref.dtype, device=ref.device)
@@ -139,17 +140,42 @@ class RotarySharedKeyAttention(nn.Module):
             total = keys.shape[2]
             keys = torch.matmul(keys, self.expand.T).view(b, total, self.key_heads, self.head_dim).transpose(1, 2)
             c, s = self.rotation(total, keys.dtype, keys.device)
-            keys = (keys * c + rotate_half(keys) * s).repeat_interleave(self.heads // self.key_heads, dim=1)
+            keys = keys * c + rotate_half(keys) * s
             queries = self.q_proj(hidden_states).view(b, n, self.heads, self.head_dim).transpose(1, 2)
             queries = queries * c[total - n:] + rotate_half(queries) * s[total - n:]
-        # Every head against its keys: (B, H, n, k) x (B, 1 or H, k, n_k).
-        scores = torch.matmul(queries, keys.transpose(-1, -2)) * self.scaling
-        scores = _apply_mask(scores, attention_mask, True, f"{self.family} attention")
+        context, probs = self.attend(queries, keys, values, attention_mask)
+        return self.o_proj(context), probs
+
+    def sdpa(self) -> bool:
+        """torch's fused attention when the model asked for it ('sdpa') and no dropout runs;
+        'eager' returns the probabilities (output_attentions)."""
+        impl = getattr(self.config, "_attn_implementation", None)
+        return impl == "sdpa" and not (self.training and self.attention_dropout > 0)
+
+    def attend(self, queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask):
+        """(context (B, n, H w), probabilities (B, H, n, n_k) or None): each head's
+        softmax(q kᵀ scale + mask) v, the queries (B, H, n, k) against keys (B, K, n_k, k)
+        and values (B, V, n_k, w) of K, V in {1, G} heads (head h reads head h // (H / K)),
+        the shared heads never copied per query head."""
+        b, h, n, _ = queries.shape
+        where = f"{self.family} attention"
+        if self.sdpa():
+            # The mask as the eager path applies it (rows that left padding masks whole stay finite).
+            bias = None
+            if mask is not None or n > 1:
+                bias = _apply_mask(queries.new_zeros(1, 1, n, keys.shape[2]), mask, True, where)
+            heads = max(keys.shape[1], values.shape[1])
+            keys = keys.expand(b, heads, *keys.shape[2:])
+            values = values.expand(b, heads, *values.shape[2:])
+            context = nn.functional.scaled_dot_product_attention(queries, keys, values, attn_mask=bias,
+                                                                 scale=self.scaling, enable_gqa=heads < h)
+            return context.transpose(1, 2).reshape(b, n, -1), None
+        k, v = keys.shape[1], values.shape[1]
+        # The heads of one key head are adjacent: (B, H, n, .) is (B, K, H/K n, .) as a view.
+        scores = torch.matmul(queries.reshape(b, k, -1, queries.shape[-1]), keys.transpose(-1, -2))
+        scores = _apply_mask(scores.view(b, h, n, -1) * self.scaling, mask, True, where)
         probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(queries.dtype)
         probs = nn.functional.dropout(probs, p=self.attention_dropout if self.training else 0.0,
                                       training=self.training)
-        if self.value_values is None:
-            values = values.repeat_interleave(self.heads // self.key_heads, dim=1)
-        # (B, H, n, n_k) x (B, H or 1, n_k, d or C_v): each head's weighted values or latent.
-        context = torch.matmul(probs, values).transpose(1, 2).reshape(b, n, -1)
-        return self.o_proj(context), probs
+        context = torch.matmul(probs.reshape(b, v, -1, probs.shape[-1]), values)  # (B, V, H/V n, w)
+        return context.view(b, h, n, -1).transpose(1, 2).reshape(b, n, -1), probs
