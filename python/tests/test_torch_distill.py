@@ -12,7 +12,7 @@ pytest.importorskip("transformers")
 pytest.importorskip("tenfold.attention")
 
 import tenfold.torch as tt  # noqa: E402
-from torch_models import make_inputs, make_model  # noqa: E402
+from torch_models import make_inputs, make_model, rotary_model  # noqa: E402
 
 
 def _pair():
@@ -91,4 +91,63 @@ def test_steps_and_lr_are_checked_by_their_keywords():
         tt.distill(student, teacher, batches, steps=2.5)
     with pytest.raises(TypeError, match=r"^lr must be a number, got '1e-3' \(str\)$"):
         tt.distill(student, teacher, batches, steps=1, lr="1e-3")
+    _assert_same(student, before)
+
+
+def _rotary_pair():
+    teacher = rotary_model("llama", head_dim=8, heads=4, key_heads=2, impl="sdpa", seed=2, vocab=50)
+    student = copy.deepcopy(teacher)
+    tt.compress_model(student, kv_cache=0.5, bands=2)
+    ids = torch.randint(0, 50, (2, 16), generator=torch.Generator().manual_seed(3))
+    return student, teacher, [{"input_ids": ids}]
+
+
+def _kl(student, teacher, batch):
+    with torch.no_grad():
+        t = torch.log_softmax(teacher(**batch).logits, -1)
+        return float((t.exp() * (t - torch.log_softmax(student(**batch).logits, -1))).sum(-1).mean())
+
+
+def test_kl_on_a_rotary_decoder_trains_its_keys_and_values_only():
+    student, teacher, batches = _rotary_pair()
+    before, start = _state(student), _kl(student, teacher, batches[0])
+    losses = tt.distill(student, teacher, batches, steps=20, lr=1e-2, loss="kl")
+    assert losses[0] == pytest.approx(start, rel=1e-4)  # the loss is the mean KL per token
+    assert _kl(student, teacher, batches[0]) < 0.5 * start
+    after = student.state_dict()
+    changed = {k.split(".self_attn.")[1] for k in before if not torch.equal(before[k], after[k])}
+    assert changed == {"key.weight", "expand", "value.weight", "o_proj.weight"}
+
+
+def test_evaluate_keeps_the_best_parameters_and_cpu_seconds_stops():
+    student, teacher, batches = _rotary_pair()
+    start = _state(student)
+    seen = []
+    # An evaluation that only gets worse: the student ends as it started.
+    losses = tt.distill(student, teacher, batches, steps=6, lr=1e-2, loss="kl", every=2,
+                        evaluate=lambda m: len(seen), on_evaluate=lambda step, v: seen.append((step, v)))
+    assert len(losses) == 6 and [s for s, _ in seen] == [0, 2, 4, 6]
+    _assert_same(student, start)
+    # One that gets better each time: the student ends with the last parameters.
+    seen.clear()
+    tt.distill(student, teacher, batches, steps=6, lr=1e-2, loss="kl", every=3,
+               evaluate=lambda m: -len(seen), on_evaluate=lambda step, v: seen.append((step, v)))
+    assert [s for s, _ in seen] == [0, 3, 6]
+    assert any(not torch.equal(v, start[k]) for k, v in student.state_dict().items())
+    # Stopped by CPU time after the first step, evaluated there.
+    seen.clear()
+    losses = tt.distill(student, teacher, batches, steps=50, loss="kl", cpu_seconds=0, evaluate=lambda m: 0.0,
+                        on_evaluate=lambda step, v: seen.append(step))
+    assert len(losses) == 1 and seen == [0, 1]
+
+
+@pytest.mark.parametrize("options,error,message", [
+    (dict(loss="mse"), ValueError, "loss must be 'cosine' or 'kl'"), (dict(every=0), ValueError, "every must be"),
+    (dict(cpu_seconds=-1), ValueError, "cpu_seconds"),
+])
+def test_bad_distill_options_are_refused(options, error, message):
+    student, teacher, batches = _rotary_pair()
+    before = _state(student)
+    with pytest.raises(error, match=message):
+        tt.distill(student, teacher, batches, steps=1, **options)
     _assert_same(student, before)

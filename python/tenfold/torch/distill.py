@@ -12,6 +12,7 @@ from torch import nn
 
 from .. import _validate
 from ._attention import CollaborativeAttention
+from .rotary_attention import RotarySharedKeyAttention
 
 
 def mean_pool(hidden: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
@@ -23,12 +24,22 @@ def mean_pool(hidden: torch.Tensor, attention_mask: torch.Tensor | None) -> torc
 
 
 def collaborative_parameters(model: nn.Module) -> list:
-    """The parameters of every collaborative module's ``collab`` (mixing, shared
-    projections, content bias), each once."""
+    """The parameters the conversion made, each once: every collaborative module's
+    ``collab`` (mixing, shared projections, content bias) and every rotary module's
+    shared keys (``key`` with its ``mixing`` or ``expand``) and, with latent values,
+    ``value`` and the folded ``o_proj``."""
     seen, out = set(), []
     for m in model.modules():
         if isinstance(m, CollaborativeAttention):
-            for p in m.collab.parameters():
+            parts = [m.collab]
+        elif isinstance(m, RotarySharedKeyAttention):
+            parts = [m.key, m.mixing if m.bands == 1 else m.expand]
+            if m.value_values is not None:
+                parts += [m.value, m.o_proj]
+        else:
+            continue
+        for part in parts:
+            for p in [part] if isinstance(part, nn.Parameter) else part.parameters():
                 if id(p) not in seen:
                     seen.add(id(p))
                     out.append(p)
@@ -47,6 +58,25 @@ def _call(model, batch):
 
 def _hidden(model, batch):
     return _call(model, batch).last_hidden_state
+
+
+def _cosine_loss(out, target, mask):
+    """Mean over real tokens of 1 - cos(student, teacher state), plus the mean over
+    sequences of 1 - cos of the mean-pooled states."""
+    cos_tok = nn.functional.cosine_similarity(out, target, dim=-1)
+    real = mask.to(out.dtype) if mask is not None else torch.ones_like(cos_tok)
+    token_loss = ((1 - cos_tok) * real).sum() / real.sum()
+    pooled = nn.functional.cosine_similarity(mean_pool(out, mask), mean_pool(target, mask), dim=-1)
+    return token_loss + (1 - pooled).mean()
+
+
+def _kl_loss(out, target, mask):
+    """Mean over real tokens of KL(teacher || student) of the next-token distributions
+    (out, target: logits (B, n, V))."""
+    t = torch.log_softmax(target.float(), dim=-1)
+    kl = (t.exp() * (t - torch.log_softmax(out.float(), dim=-1))).sum(-1)
+    real = mask.to(kl.dtype) if mask is not None else torch.ones_like(kl)
+    return (kl * real).sum() / real.sum()
 
 
 def _batches(batches: Iterable):
@@ -77,24 +107,46 @@ def distill(
     lr: float = 1e-3,
     parameters: Iterable | None = None,
     hidden: Callable = _hidden,
+    loss: str = "cosine",
+    evaluate: Callable | None = None,
+    every: int = 50,
+    cpu_seconds: float | None = None,
     on_step: Callable | None = None,
+    on_evaluate: Callable | None = None,
 ) -> list:
     """Trains `student` (a converted model) to reproduce `teacher` (the original) on
     unlabeled batches (as compress_model's calibration: dicts of model inputs, whose
     ``attention_mask`` marks the real tokens, tuples, or tensors), cycling through them
-    for `steps` Adam steps. The loss per batch is the mean over real tokens of
-    1 - cos(student state, teacher state) plus the mean over sequences of 1 - cos of
-    the mean-pooled states. `parameters` defaults to the collaborative ones
-    (collaborative_parameters); everything else stays frozen. Returns the losses.
-    `hidden(model, batch)` gives the (B, n, D) states to match. An empty `batches`, or
-    a sequence whose mask has no real token, is a ValueError; on any error the trained
-    parameters are restored to their values before the call."""
+    for `steps` Adam steps. `loss`: "cosine" (the mean over real tokens of
+    1 - cos(student state, teacher state) plus the mean over sequences of 1 - cos of the
+    mean-pooled states; `hidden(model, batch)` gives the (B, n, D) states to match) or
+    "kl" (for language models: the mean over real tokens of KL(teacher || student) of
+    the next-token distributions, from the outputs' ``logits``). `parameters` defaults to
+    the ones the conversion made (collaborative_parameters); everything else stays frozen.
+
+    `evaluate(student)` (a number, lower is better, e.g. held-out perplexity), when
+    given, runs before the first step, every `every` steps and after the last; the
+    student ends with the parameters of its best evaluation, so never worse than it
+    started by that measure. `cpu_seconds` stops after the step that reaches that much
+    CPU time of this process. `on_step(step, loss, seconds)` after each step,
+    `on_evaluate(steps done, evaluation)` after each evaluation. Returns the losses. An empty `batches`, or a sequence whose mask has no real
+    token, is a ValueError; on any error the trained parameters are restored to their
+    values before the call."""
     params = list(parameters) if parameters is not None else collaborative_parameters(student)
     if not params:
         raise ValueError("no parameters to train: is the student converted (tenfold.torch.compress_model)?")
     steps, lr = _validate.integer(steps, "steps"), _validate.nonnegative(lr, "lr")
     if steps < 1:
         raise ValueError(f"steps must be >= 1, got {steps}")
+    every = _validate.integer(every, "every")
+    if every < 1:
+        raise ValueError(f"every must be >= 1, got {every}")
+    if loss not in ("cosine", "kl"):
+        raise ValueError(f"loss must be 'cosine' or 'kl', got {loss!r}")
+    if cpu_seconds is not None:
+        cpu_seconds = _validate.nonnegative(cpu_seconds, "cpu_seconds")
+    output = hidden if loss == "cosine" else (lambda model, batch: _call(model, batch).logits)
+    objective = _cosine_loss if loss == "cosine" else _kl_loss
     trainable = {id(p) for p in params}
     frozen = [p for p in student.parameters() if id(p) not in trainable and p.requires_grad]
     before = [p.detach().clone() for p in params]
@@ -107,23 +159,37 @@ def distill(
     student.eval()  # no dropout: the target is the teacher's deterministic output
     opt = torch.optim.Adam(params, lr=lr)
     losses = []
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
+
+    def judge(done):
+        with torch.no_grad():
+            score = float(evaluate(student))
+        if on_evaluate is not None:
+            on_evaluate(done, score)
+        return score
+
     try:
+        best = (judge(0), [p.detach().clone() for p in params]) if evaluate is not None else None
         for step, (batch, mask) in zip(range(steps), _batches(batches)):
             with torch.no_grad():
-                target = hidden(teacher, batch)
-            out = hidden(student, batch)
-            cos_tok = nn.functional.cosine_similarity(out, target, dim=-1)
-            real = mask.to(out.dtype) if mask is not None else torch.ones_like(cos_tok)
-            token_loss = ((1 - cos_tok) * real).sum() / real.sum()
-            pooled = nn.functional.cosine_similarity(mean_pool(out, mask), mean_pool(target, mask), dim=-1)
-            loss = token_loss + (1 - pooled).mean()
+                target = output(teacher, batch)
+            value = objective(output(student, batch), target, mask)
             opt.zero_grad()
-            loss.backward()
+            value.backward()
             opt.step()
-            losses.append(loss.item())
+            losses.append(value.item())
+            last = step + 1 == steps or (cpu_seconds is not None and time.process_time() - cpu_start >= cpu_seconds)
             if on_step is not None:
                 on_step(step, losses[-1], time.perf_counter() - start)
+            score = judge(step + 1) if best is not None and (last or (step + 1) % every == 0) else None
+            if score is not None and score < best[0]:
+                best = (score, [p.detach().clone() for p in params])
+            if last:
+                break
+        if best is not None:
+            with torch.no_grad():
+                for p, b in zip(params, best[1]):
+                    p.copy_(b)
     except Exception:
         with torch.no_grad():
             for p, b in zip(params, before):
