@@ -541,10 +541,11 @@ def test_kv_cache_whole_generates_as_the_original(bands):
             with torch.no_grad():
                 outs.append(m.generate(**opts))
         assert torch.equal(outs[0], outs[1]), what
-    sdpa = logits(model, ids, mask)
+    sdpa, unmasked = logits(model, ids, mask), logits(model, ids, None)
     model.config._attn_implementation = "eager"
     with torch.no_grad():
         out = model(input_ids=ids, attention_mask=mask, output_attentions=True)
     assert relative(out.logits, sdpa, mask) < 1e-5
+    assert relative(logits(model, ids, None), unmasked, torch.ones_like(mask)) < 1e-5
     assert all(a.shape == (2, 4, 24, 24) for a in out.attentions)
     torch.testing.assert_close(out.attentions[0].sum(-1), torch.ones(2, 4, 24))

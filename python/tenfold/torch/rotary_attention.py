@@ -146,36 +146,42 @@ class RotarySharedKeyAttention(nn.Module):
         context, probs = self.attend(queries, keys, values, attention_mask)
         return self.o_proj(context), probs
 
-    def sdpa(self) -> bool:
-        """torch's fused attention when the model asked for it ('sdpa') and no dropout runs;
-        'eager' returns the probabilities (output_attentions)."""
+    def sdpa(self, n: int) -> bool:
+        """torch's fused attention for n > 1 queries when the model asked for it ('sdpa')
+        and no dropout runs. One query (decoding) takes the grouped matmuls, faster on the
+        CPU than torch's kernel with a shared key head (docs/kv-cache.md). 'eager' returns
+        the probabilities (output_attentions)."""
         impl = getattr(self.config, "_attn_implementation", None)
-        return impl == "sdpa" and not (self.training and self.attention_dropout > 0)
+        return n > 1 and impl == "sdpa" and not (self.training and self.attention_dropout > 0)
 
     def attend(self, queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask):
         """(context (B, n, H w), probabilities (B, H, n, n_k) or None): each head's
         softmax(q kᵀ scale + mask) v, the queries (B, H, n, k) against keys (B, K, n_k, k)
         and values (B, V, n_k, w) of K, V in {1, G} heads (head h reads head h // (H / K)),
         the shared heads never copied per query head."""
-        b, h, n, _ = queries.shape
+        b, h, n, width = queries.shape
+        total, value_width = keys.shape[2], values.shape[-1]
         where = f"{self.family} attention"
-        if self.sdpa():
-            # The mask as the eager path applies it (rows that left padding masks whole stay finite).
-            bias = None
-            if mask is not None or n > 1:
-                bias = _apply_mask(queries.new_zeros(1, 1, n, keys.shape[2]), mask, True, where)
+        if self.sdpa(n):
+            # torch's fused CPU kernel needs one width: zeros appended to the narrower side
+            # change no score and no output column kept.
+            wide = max(width, value_width)
+            queries, keys, values = (nn.functional.pad(t, (0, wide - t.shape[-1])) for t in (queries, keys, values))
             heads = max(keys.shape[1], values.shape[1])
-            keys = keys.expand(b, heads, *keys.shape[2:])
-            values = values.expand(b, heads, *values.shape[2:])
+            keys, values = keys.expand(b, heads, total, wide), values.expand(b, heads, total, wide)
+            causal = mask is None and n == total
+            # Other masks as the eager path applies them (rows that padding masks whole stay finite).
+            bias = None if causal else _apply_mask(queries.new_zeros(1, 1, n, total), mask, True, where)
             context = nn.functional.scaled_dot_product_attention(queries, keys, values, attn_mask=bias,
-                                                                 scale=self.scaling, enable_gqa=heads < h)
+                                                                 is_causal=causal, scale=self.scaling,
+                                                                 enable_gqa=heads < h)[..., :value_width]
             return context.transpose(1, 2).reshape(b, n, -1), None
         k, v = keys.shape[1], values.shape[1]
         # The heads of one key head are adjacent: (B, H, n, .) is (B, K, H/K n, .) as a view.
-        scores = torch.matmul(queries.reshape(b, k, -1, queries.shape[-1]), keys.transpose(-1, -2))
-        scores = _apply_mask(scores.view(b, h, n, -1) * self.scaling, mask, True, where)
+        scores = torch.matmul(queries.reshape(b, k, -1, width), keys.transpose(-1, -2))
+        scores = _apply_mask(scores.view(b, h, n, total) * self.scaling, mask, True, where)
         probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(queries.dtype)
         probs = nn.functional.dropout(probs, p=self.attention_dropout if self.training else 0.0,
                                       training=self.training)
-        context = torch.matmul(probs.reshape(b, v, -1, probs.shape[-1]), values)  # (B, V, H/V n, w)
+        context = torch.matmul(probs.reshape(b, v, -1, total), values)  # (B, V, H/V n, w)
         return context.view(b, h, n, -1).transpose(1, 2).reshape(b, n, -1), probs
