@@ -9,6 +9,10 @@ import torch
 from torch import nn
 
 
+#: Batch keys that a transformers base model takes as its task model does.
+BASE_INPUTS = frozenset({"input_ids", "attention_mask", "position_ids", "token_type_ids", "inputs_embeds"})
+
+
 def moment_sums(model: nn.Module, layers: list, calibration: Iterable, append_one: bool = False) -> dict:
     """Per layer of `layers` ((name, module) pairs): (E[x x^T] as a float64 CPU tensor
     (D, D), token count) of the inputs x the module sees on the calibration batches,
@@ -33,17 +37,22 @@ def moment_sums(model: nn.Module, layers: list, calibration: Iterable, append_on
     handles = [m.register_forward_pre_hook(hook_for(n), with_kwargs=True) for n, m in layers]
     was_training = model.training
     model.eval()
+    # The base model holds every layer: a task head (a language model's logits) is not
+    # needed, unless the batch names inputs beyond the base model's own.
+    base = getattr(model, "base_model", None)
+    base = base if isinstance(base, nn.Module) else model
     try:
         with torch.no_grad():
             for batch in calibration:
                 # (a batch without a mask must not reuse the previous batch's)
                 token_mask[0] = batch.get("attention_mask") if isinstance(batch, Mapping) else None
+                runner = base if not isinstance(batch, Mapping) or set(batch) <= BASE_INPUTS else model
                 if isinstance(batch, Mapping):
-                    model(**batch)
+                    runner(**batch)
                 elif isinstance(batch, (tuple, list)):
-                    model(*batch)
+                    runner(*batch)
                 else:
-                    model(batch)
+                    runner(batch)
     finally:
         for h in handles:
             h.remove()
