@@ -5,15 +5,18 @@ shared-key / latent-value conversions of tenfold.torch at fractions of the KV ca
 
     python bench/kv_cache/run.py --out DIR [--quick]    # the environment of bench/rope
 
-Held-out text (none of it in the calibration text, bench/real_model/calibration):
+Held-out text (none of it in the calibration text):
   - the licence texts Debian ships in every installation (/usr/share/common-licenses:
     GNU GPL, LGPL, FDL, Apache, Artistic, Mozilla; each licence permits verbatim copies);
   - the docstrings of a fixed list of Python standard-library modules (Python Software
     Foundation License), read from the running interpreter.
-Perplexity over 2,048-token windows. Greedy agreement: continuations of 32 tokens from
+Calibration text: bench/real_model/calibration's prose (CC0) and the docstrings of other
+standard-library modules (CALIBRATION_MODULES, disjoint from MODULES).
+Perplexity over 2,048-token windows, of both sources together and of each. Greedy agreement: continuations of 32 tokens from
 prompts cut from the held-out text, the mean fraction of tokens before the first
 disagreement with the original. Speed: prefill of n tokens with transformers' dynamic
-cache, then 32 greedy decode steps, median of `reps` runs, torch's threads; the cache
+cache, then 32 greedy decode steps, median of `reps` runs alternating with the original
+(each row's "decode x" compares runs under the same load), torch's threads; the cache
 bytes are summed over its tensors after prefill. Writes DIR/results.json and prints a
 table; docs/kv-cache.md gives the figures.
 """
@@ -25,6 +28,7 @@ import copy
 import importlib
 import inspect
 import json
+import math
 import os
 import resource
 import statistics
@@ -34,8 +38,9 @@ import time
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "rope"))
+sys.path[:0] = [os.path.join(os.path.dirname(HERE), "rope"), HERE]  # bench/rope/run.py is `run`
 
+import palu  # noqa: E402
 import run as rope  # noqa: E402
 
 import tenfold.torch as tt  # noqa: E402
@@ -47,6 +52,13 @@ MODULES = ["argparse", "asyncio", "collections", "concurrent.futures", "contextl
            "pickle", "random", "re", "shutil", "socket", "sqlite3", "statistics", "string", "subprocess",
            "tarfile", "tempfile", "textwrap", "threading", "typing", "unittest", "urllib.parse", "uuid",
            "xml.etree.ElementTree", "zipfile"]
+CALIBRATION_MODULES = ["abc", "ast", "base64", "bisect", "calendar", "cmd", "codecs", "copy", "difflib", "dis",
+                       "doctest", "filecmp", "fnmatch", "ftplib", "getopt", "gettext", "glob", "gzip", "hashlib",
+                       "hmac", "html.parser", "imaplib", "locale", "mailbox", "mimetypes", "numbers", "operator",
+                       "optparse", "pdb", "pprint", "queue", "quopri", "sched", "secrets", "selectors", "shelve",
+                       "shlex", "smtplib", "struct", "symtable", "sysconfig", "timeit", "token", "tokenize",
+                       "trace", "traceback", "types", "wave", "weakref", "zipimport", "bz2", "lzma",
+                       "configparser", "graphlib"]
 
 
 def licence_text() -> str:
@@ -61,10 +73,10 @@ def licence_text() -> str:
     return "\n\n".join(parts)
 
 
-def docstring_text() -> str:
-    """The docstrings of MODULES and of their public classes and functions, in order."""
+def docstring_text(modules: list) -> str:
+    """The docstrings of `modules` and of their public classes and functions, in order."""
     parts = []
-    for name in MODULES:
+    for name in modules:
         module = importlib.import_module(name)
         docs = [inspect.getdoc(module)]
         for attr in sorted(getattr(module, "__all__", None) or dir(module)):
@@ -77,14 +89,22 @@ def docstring_text() -> str:
     return "\n\n".join(parts)
 
 
-def held_out(tok, tokens_per_source: int, window: int) -> tuple[list, dict]:
-    """2,048-token windows, the same number of tokens from each source."""
-    windows, counts = [], {}
-    for source, text in (("licences", licence_text()), ("python docstrings", docstring_text())):
+def held_out(tok, tokens_per_source: int, window: int) -> dict:
+    """Per source, its 2,048-token windows: the same number of tokens from each."""
+    out = {}
+    for source, text in (("licences", licence_text()), ("python docstrings", docstring_text(MODULES))):
         ids = tok(text, return_tensors="pt").input_ids[0][:tokens_per_source]
-        counts[source] = int(ids.numel())
-        windows += [ids[i : i + window].unsqueeze(0) for i in range(0, len(ids) - window + 1, window)]
-    return windows, counts
+        out[source] = [ids[i : i + window].unsqueeze(0) for i in range(0, len(ids) - window + 1, window)]
+    return out
+
+
+def calibration(tok, docstring_tokens: int, length: int = 512) -> list:
+    """The calibration batches: the CC0 prose, then `docstring_tokens` tokens of the
+    docstrings of CALIBRATION_MODULES, in `length`-token chunks."""
+    assert not set(MODULES) & set(CALIBRATION_MODULES)
+    ids = tok(docstring_text(CALIBRATION_MODULES), return_tensors="pt").input_ids[0][:docstring_tokens]
+    docs = [ids[i : i + length].unsqueeze(0) for i in range(0, len(ids) - length + 1, length)]
+    return [{"input_ids": c} for c in rope.chunks(tok, "prose_calibration.txt", length) + docs]
 
 
 def continuations(model, prompts, new: int) -> list:
@@ -106,40 +126,49 @@ def cache_bytes(cache) -> int:
     return total
 
 
-def speed(model, ids, steps: int, reps: int) -> dict:
-    """Prefill of ids into a fresh dynamic cache, then `steps` greedy decode steps."""
+def speed(models: list, ids, steps: int, reps: int) -> list:
+    """Per model: prefill of ids into a fresh dynamic cache, then `steps` greedy decode
+    steps, medians of `reps` runs that alternate between the models (so that a compressed
+    model and the original meet the same load)."""
     from transformers import DynamicCache
 
-    prefill, decode, size = [], [], 0
+    times = [{"prefill": [], "decode": []} for _ in models]
+    sizes = [0] * len(models)
     with torch.inference_mode():
         for _ in range(reps):
-            cache = DynamicCache(config=model.config)
-            t0 = time.perf_counter()
-            out = model(input_ids=ids, cache=cache, use_cache=True)
-            t1 = time.perf_counter()
-            size = cache_bytes(cache)
-            token = out.logits[:, -1:].argmax(-1)
-            for _ in range(steps):
-                out = model(input_ids=token, cache=cache, use_cache=True)
+            for i, model in enumerate(models):
+                cache = DynamicCache(config=model.config)
+                t0 = time.perf_counter()
+                out = model(input_ids=ids, cache=cache, use_cache=True)
+                t1 = time.perf_counter()
+                sizes[i] = cache_bytes(cache)
                 token = out.logits[:, -1:].argmax(-1)
-            t2 = time.perf_counter()
-            prefill.append(t1 - t0)
-            decode.append(t2 - t1)
+                for _ in range(steps):
+                    out = model(input_ids=token, cache=cache, use_cache=True)
+                    token = out.logits[:, -1:].argmax(-1)
+                t2 = time.perf_counter()
+                times[i]["prefill"].append(t1 - t0)
+                times[i]["decode"].append(t2 - t1)
     n = ids.shape[1]
-    return {"tokens": n, "cache_bytes": size, "prefill_tokens_per_s": n / statistics.median(prefill),
-            "decode_tokens_per_s": steps / statistics.median(decode)}
+    return [{"tokens": n, "cache_bytes": size, "prefill_tokens_per_s": n / statistics.median(t["prefill"]),
+             "decode_tokens_per_s": steps / statistics.median(t["decode"])} for t, size in zip(times, sizes)]
 
 
 def configurations(quick: bool, per_head: int) -> list:
-    """(label, fraction of the KV cache, compress_model options, data-aware) per converted
-    row: kv_cache=f (tenfold.torch's split between keys and values), and keys alone at half
-    the key cache (the conversion of docs/rope.md)."""
-    rows = [("keys only, bands 8", 0.75, dict(shared_dim=per_head // 2, bands=8), True)]
+    """(label, fraction of the KV cache, method, options, data-aware) per converted row:
+    tenfold.torch's compress_model with kv_cache=f (its split between keys and values),
+    keys alone at half the key cache (the conversion of docs/rope.md), and the whitened-SVD
+    baseline (palu.py) with the same keys and values per token as kv_cache=f."""
+    rows = [("keys only, bands 8", 0.75, "tenfold", dict(shared_dim=per_head // 2, bands=8), True)]
     for f in ((0.5, 0.25) if quick else (0.75, 0.5, 0.25)):
         for data in ((True,) if quick else (False, True)):
-            rows.append(("kv_cache, bands 8", f, dict(kv_cache=f, bands=8), data))
+            rows.append(("kv_cache, bands 8", f, "tenfold", dict(kv_cache=f, bands=8), data))
         if f == 0.5:
-            rows.append(("kv_cache, bands 1", f, dict(kv_cache=f, bands=1), True))
+            rows.append(("kv_cache, bands 1", f, "tenfold", dict(kv_cache=f, bands=1), True))
+        if f == 0.5 or not quick:
+            keys, rest = tt.rotary.kv_cache_split({"kv_cache": f, "bands": 2}, None, per_head)
+            rows.append(("whitened SVD K+V", f, "palu", dict(key_values=keys, value_values=rest["value_dim"]),
+                         True))
     return rows
 
 
@@ -153,51 +182,67 @@ def main():
     cfg = model.config
     per_head = cfg.num_key_value_heads * (cfg.hidden_size // cfg.num_attention_heads)
     window = 2048
-    held, counts = held_out(tok, 4096 if args.quick else 25600, window)
+    sources = held_out(tok, 4096 if args.quick else 25600, window)
+    held = [w for windows in sources.values() for w in windows]
     prompts = [w[:, i : i + 64] for w in held for i in range(0, window - 64, 512)][: 20 if args.quick else 200]
-    calib = rope.chunks(tok, "prose_calibration.txt", 512)[:16]
+    calib = calibration(tok, 8192)
     lengths = (512, 2048) if args.quick else (512, 2048, 8192)
     reps, steps, new = (3 if args.quick else 5), 32, 32
     text = torch.cat(held, dim=1)
-    print(f"held-out tokens {counts}, windows {len(held)} x {window}, prompts {len(prompts)}, "
-          f"threads {torch.get_num_threads()}", flush=True)
+    counts = {k: sum(w.shape[1] for w in v) for k, v in sources.items()}
+    print(f"held-out tokens {counts}, windows {len(held)} x {window}, prompts {len(prompts)}, calibration tokens "
+          f"{sum(c['input_ids'].shape[1] for c in calib)}, threads {torch.get_num_threads()}", flush=True)
 
     def measure(m, label, fraction, data, extra):
-        row = {"label": label, "kv_fraction": fraction, "data_aware": data, **extra,
-               "perplexity": rope.perplexity(m, held), "speed": [speed(m, text[:, :n], steps, reps) for n in lengths]}
+        by_source = {k: rope.perplexity(m, v) for k, v in sources.items()}
+        # all windows: exp of the mean log-likelihood over every predicted token
+        weights = {k: sum(w.shape[1] - 1 for w in v) for k, v in sources.items()}
+        overall = math.exp(sum(weights[k] * math.log(p) for k, p in by_source.items()) / sum(weights.values()))
+        row = {"label": label, "kv_fraction": fraction, "data_aware": data, **extra, "perplexity": overall,
+               "perplexity_by_source": by_source, "speed": [], "original_speed": []}
+        for n in lengths:  # alternating with the original (the original row: alone)
+            pair = speed([m] if m is model else [m, model], text[:, :n], steps, reps)
+            row["speed"].append(pair[0])
+            row["original_speed"].append(pair[-1])
         row["tokens"] = continuations(m, prompts, new)
         return row
 
     rows = [measure(model, "original", 1.0, False, {})]
     base = rows[0]["tokens"]
-    for label, fraction, options, data in configurations(args.quick, per_head):
+    for label, fraction, method, options, data in configurations(args.quick, per_head):
         m = copy.deepcopy(model)
         t = time.process_time()
-        report = tt.compress_model(m, calibration=calib if data else None, **options)
+        if method == "palu":
+            palu.compress(m, calibration=calib if data else None, **options)
+        else:
+            tt.compress_model(m, calibration=calib if data else None, **options)
         cpu = time.process_time() - t
-        rows.append(measure(m, label, fraction, data, {"options": options, "conversion_cpu_s": cpu,
-                                                       "layers": len(report)}))
+        rows.append(measure(m, label, fraction, data, {"method": method, "options": options,
+                                                       "conversion_cpu_s": cpu}))
         del m
     for row in rows:
         runs = []
         for x, y in zip(row.pop("tokens"), base):
             runs.append(float((x == y).long().cumprod(0).sum()) / len(y))
         row["agreement"] = sum(runs) / len(runs)
-    base_ppl, base_speed = rows[0]["perplexity"], rows[0]["speed"]
+    base_ppl = rows[0]["perplexity"]
     result = {"model": rope.GGUF, "quick": args.quick, "heldout_tokens": counts, "window": window,
-              "calibration_tokens": sum(c.shape[1] for c in calib), "threads": torch.get_num_threads(),
+              "calibration_tokens": sum(c["input_ids"].shape[1] for c in calib), "threads": torch.get_num_threads(),
               "load": os.getloadavg(), "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
               "rows": rows}
     with open(os.path.join(args.out, "results.json"), "w") as f:
         json.dump(result, f, indent=1)
-    head = f"{'row':<22}{'KV':>5}{'data':>6}{'ppl':>8}{'vs orig':>9}{'agree':>7}"
+    head = f"{'row':<22}{'KV':>5}{'data':>6}{'ppl':>8}{'vs orig':>9}{'licences':>10}{'docstrings':>11}{'agree':>7}"
     for n in lengths:
         head += f"{'bytes ' + str(n):>14}{'pre/s':>8}{'dec/s':>8}{'dec x':>7}"
     print(head)
     for r in rows:
         line = (f"{r['label']:<22}{r['kv_fraction']:>5.2f}{str(r['data_aware']):>6}{r['perplexity']:>8.2f}"
-                f"{100 * (r['perplexity'] / base_ppl - 1):>+8.1f}%{r['agreement']:>7.2f}")
-        for s, b in zip(r["speed"], base_speed):
+                f"{100 * (r['perplexity'] / base_ppl - 1):>+8.1f}%")
+        for k, width in zip(sources, (10, 11)):
+            line += f"{100 * (r['perplexity_by_source'][k] / rows[0]['perplexity_by_source'][k] - 1):>+{width - 1}.1f}%"
+        line += f"{r['agreement']:>7.2f}"
+        for s, b in zip(r["speed"], r["original_speed"]):
             line += (f"{s['cache_bytes']:>14,}{s['prefill_tokens_per_s']:>8.0f}{s['decode_tokens_per_s']:>8.1f}"
                      f"{s['decode_tokens_per_s'] / b['decode_tokens_per_s']:>7.2f}")
         print(line)

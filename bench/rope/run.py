@@ -99,18 +99,25 @@ def key_moments(model, calib):
                                                                  False).items()}
 
 
-def low_rank(weight, rank, moment=None, damping=0.01):
-    """Best rank-`rank` approximation of a (out, in) weight, in E||(W - W') x||^2 over
-    inputs with second moment `moment` (SVD-LLM: SVD of W L, S = L L^T), or in
+def low_rank_factors(weight, rank, moment=None, damping=0.01):
+    """(A (rank, in), B (out, rank)) with B A the best rank-`rank` approximation of a
+    (out, in) weight in E||(W - B A) x||^2 over inputs with second moment `moment`
+    (SVD-LLM: SVD of W L = U S Vh, S = L L^T damped; B = U_r S_r, A = Vh_r L^-1), or in
     Frobenius norm without it; float64."""
     w = weight.detach().double()
     if moment is None:
         u, s, vh = torch.linalg.svd(w, full_matrices=False)
-        return (u[:, :rank] * s[:rank]) @ vh[:rank]
+        return vh[:rank], u[:, :rank] * s[:rank]
     dim = moment.shape[0]
     chol = torch.linalg.cholesky(moment + damping * torch.trace(moment) / dim * torch.eye(dim, dtype=moment.dtype))
     u, s, vh = torch.linalg.svd(w @ chol, full_matrices=False)
-    return torch.linalg.solve_triangular(chol, (u[:, :rank] * s[:rank]) @ vh[:rank], upper=False, left=False)
+    return torch.linalg.solve_triangular(chol, vh[:rank], upper=False, left=False), u[:, :rank] * s[:rank]
+
+
+def low_rank(weight, rank, moment=None, damping=0.01):
+    """B A of low_rank_factors: the approximation itself."""
+    a, b = low_rank_factors(weight, rank, moment, damping)
+    return b @ a
 
 
 def pair_energy(proj, heads, d, moment):
