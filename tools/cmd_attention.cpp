@@ -19,6 +19,8 @@ namespace {
 struct CompressArgs {
   std::string input, out, report;
   std::string shared_dim;  // a positive integer, or "full" (rotary checkpoints)
+  std::string value_dim;   // rotary checkpoints only: a positive integer, or "full"
+  double kv_cache = 0.0;   // rotary checkpoints only: a fraction of the key and value cache
   index_t bands = 0;       // rotary checkpoints only
   index_t context = attention::RotaryOptions{}.context;
   index_t heads = 0;
@@ -40,9 +42,9 @@ bool given(const CompressArgs& a, const std::string& flag) {
   return std::find(a.given.begin(), a.given.end(), flag) != a.given.end();
 }
 
-// --shared-dim: "full" (0; rotary checkpoints only) or an integer, whose range the
-// conversion checks (collaborative form: 1..H d; rotary: 1..G d).
-index_t parse_shared_dim(const std::string& text, bool rotary) {
+// --shared-dim, --value-dim: "full" (0; rotary checkpoints only) or an integer, whose
+// range the conversion checks (collaborative form: 1..H d; rotary: 1..G d).
+index_t parse_size(const std::string& text, bool rotary, const std::string& flag = "--shared-dim") {
   if (text == "full") {
     if (!rotary) {
       throw InvalidArgument(
@@ -54,10 +56,21 @@ index_t parse_shared_dim(const std::string& text, bool rotary) {
   index_t v = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (ec != std::errc() || end != text.data() + text.size() || (rotary && v < 1)) {
-    throw InvalidArgument("--shared-dim must be a" + std::string(rotary ? " positive" : "n") +
+    throw InvalidArgument(flag + " must be a" + std::string(rotary ? " positive" : "n") +
                           " integer" + (rotary ? " or full" : "") + ", got '" + text + "'");
   }
   return v;
+}
+
+// "n" or, when the layers differ (full size of rank-deficient layers), "least-most".
+template <class Size>
+std::string size_range(const std::vector<attention::RotaryLayerReport>& layers, Size size) {
+  index_t least = size(layers.front()), most = least;
+  for (const attention::RotaryLayerReport& l : layers) {
+    least = std::min(least, size(l));
+    most = std::max(most, size(l));
+  }
+  return least == most ? std::to_string(most) : std::to_string(least) + "-" + std::to_string(most);
 }
 
 // Rotary checkpoints (Llama, Qwen2, Mistral): shared rotary keys, the rotary report.
@@ -74,9 +87,27 @@ int run_rotary(const CompressArgs& a) {
         "a rotary checkpoint needs --bands: adjacent frequency pairs per band "
         "(a divisor of d/2; 1: complex keys shared per pair; docs/rope.md compares them)");
   }
+  const bool kv_cache = given(a, "--kv-cache");
+  for (const char* flag : {"--shared-dim", "--value-dim"}) {
+    if (kv_cache && given(a, flag)) {
+      throw InvalidArgument(std::string("--kv-cache sets both the key and the value cache: give it "
+                                        "without ") +
+                            flag);
+    }
+  }
+  if (!kv_cache && !given(a, "--shared-dim")) {
+    throw InvalidArgument(
+        "a rotary checkpoint needs --shared-dim (key values per token and layer) or --kv-cache "
+        "(a fraction of the key and value cache)");
+  }
   attention::RotaryCheckpointOptions o;
   o.rotary.bands = a.bands;
-  o.rotary.key_values = parse_shared_dim(a.shared_dim, true);
+  if (kv_cache) {
+    o.kv_cache = a.kv_cache;
+  } else {
+    o.rotary.key_values = parse_size(a.shared_dim, true);
+  }
+  if (given(a, "--value-dim")) o.values = parse_size(a.value_dim, true, "--value-dim");
   o.rotary.context = a.context;
   o.rotary.damping = given(a, "--damping") ? a.damping : attention::RotaryOptions{}.damping;
   o.float64 = a.float64 || a.dtype == "float64";
@@ -88,6 +119,11 @@ int run_rotary(const CompressArgs& a) {
       std::fprintf(stderr, "layer %2d  key values %4lld  QK error %.6f", l.index,
                    static_cast<long long>(l.key_values), l.relative_error);
       if (l.data_error) std::fprintf(stderr, "  data error %.6f", *l.data_error);
+      if (l.value_error) {
+        std::fprintf(stderr, "  value values %4lld  value error %.6f",
+                     static_cast<long long>(l.value_values), *l.value_error);
+      }
+      if (l.value_data_error) std::fprintf(stderr, "  value data error %.6f", *l.value_data_error);
       std::fprintf(stderr, "  %7.2f s\n", l.seconds);
     };
   }
@@ -99,43 +135,64 @@ int run_rotary(const CompressArgs& a) {
 
   const std::optional<CalibrationUse> calibration =
       calibration_use(a.calibration, rep, o.rotary.damping);
-  LayerTable table(data, {{"key values", 10, "key_values"}},
-                   {{"decode flops", 13, "decode_flops"}});
+  std::vector<LayerColumn> lead = {{"key values", 10, "key_values"}}, errors;
+  if (rep.values) {
+    lead.push_back({"value values", 12, "value_values"});
+    errors.push_back({"value error", 12, "value_relative_error"});
+    if (data) errors.push_back({"value data error", 16, "value_data_relative_error"});
+  }
+  LayerTable table(data, lead, {{"decode flops", 13, "decode_flops"}}, errors);
   for (const attention::RotaryLayerReport& l : rep.layers) {
     LayerRow row = common_row(l);
     row.lead = {l.key_values};
     row.trail = {l.decode_flops};
     row.more = {{"ranks", l.ranks}};
+    if (rep.values) {
+      row.lead.push_back(l.value_values);
+      row.errors.push_back(*l.value_error);
+      if (data) row.errors.push_back(*l.value_data_error);
+      row.more.update({{"value_params_before", l.value_params_before},
+                       {"value_params_after", l.value_params_after}});
+    }
     table.add(row);
   }
-  // The key values per token and layer: one number, or the range when layers differ
-  // (full size of rank-deficient layers).
-  index_t least = rep.original_key_values, most = 0;
-  for (const attention::RotaryLayerReport& l : rep.layers) {
-    least = std::min(least, l.key_values);
-    most = std::max(most, l.key_values);
-  }
-  const std::string cache =
-      (least == most ? std::to_string(most) : std::to_string(least) + "-" + std::to_string(most)) +
-      (o.rotary.key_values == 0 ? " (full)" : "");
+  const std::string keys = size_range(rep.layers, [](const auto& l) { return l.key_values; }) +
+                           (rep.key_values == 0 ? " (full)" : "");
   std::printf(
       "%s: bands %lld, key cache %s values per token and layer (of %lld: %lld key heads x head dim "
       "%lld; %lld query heads, width %lld): query/key parameters %lld -> %lld, model %lld -> "
       "%lld, %.2f s\n",
-      c.family.c_str(), static_cast<long long>(rep.bands), cache.c_str(),
+      c.family.c_str(), static_cast<long long>(rep.bands), keys.c_str(),
       static_cast<long long>(rep.original_key_values), static_cast<long long>(c.key_heads),
       static_cast<long long>(c.head_dim), static_cast<long long>(c.heads),
       static_cast<long long>(c.hidden_size), static_cast<long long>(table.params_before()),
       static_cast<long long>(table.params_after()), static_cast<long long>(rep.total_params_before),
       static_cast<long long>(rep.total_params_after), rep.seconds);
+  if (rep.values) {
+    // The whole cache per token and layer: keys and latent values against 2 G d.
+    index_t cached = 0;
+    for (const attention::RotaryLayerReport& l : rep.layers)
+      cached += l.key_values + l.value_values;
+    const double share =
+        static_cast<double>(cached) / (2.0 * static_cast<double>(rep.original_key_values) *
+                                       static_cast<double>(rep.layers.size()));
+    std::printf(
+        "value cache %s latent values per token and layer (of %lld)%s: KV cache %.1f %% of "
+        "the original\n",
+        size_range(rep.layers, [](const auto& l) { return l.value_values; }).c_str(),
+        static_cast<long long>(rep.original_key_values), rep.value_values == 0 ? " (full)" : "",
+        100.0 * share);
+  }
   print_calibration(calibration);
   if (!a.report.empty()) {
     nlohmann::json report =
         layer_report(a.input, a.out, o.float64, calibration, table, rep.total_params_before,
                      rep.total_params_after, rep.seconds);
+    const auto size = [](index_t v) { return v == 0 ? nlohmann::json("full") : nlohmann::json(v); };
     report.update({{"family", c.family},
-                   {"shared_dim", a.shared_dim == "full" ? nlohmann::json("full")
-                                                         : nlohmann::json(o.rotary.key_values)},
+                   {"shared_dim", size(rep.key_values)},
+                   {"value_dim", rep.values ? size(rep.value_values) : nlohmann::json(nullptr)},
+                   {"kv_cache", kv_cache ? nlohmann::json(a.kv_cache) : nlohmann::json(nullptr)},
                    {"bands", rep.bands},
                    {"context", o.rotary.context},
                    {"heads", c.heads},
@@ -168,7 +225,7 @@ int run_compress(const CompressArgs& a) {
   if (!a.calibration.empty()) inputs.push_back(a.calibration);
   check_outputs(outputs, inputs);
   if (attention::is_rotary_checkpoint(a.input)) return run_rotary(a);
-  for (const char* flag : {"--bands", "--context"}) {
+  for (const char* flag : {"--bands", "--context", "--kv-cache", "--value-dim"}) {
     if (!given(a, flag)) continue;
     const std::filesystem::path config = attention::config_path(a.input);
     if (!std::filesystem::exists(config)) {
@@ -180,8 +237,9 @@ int run_compress(const CompressArgs& a) {
                           " applies to rotary checkpoints (llama, qwen2, mistral in the "
                           "config.json beside the input)");
   }
+  if (!given(a, "--shared-dim")) throw CLI::RequiredError("--shared-dim");
   attention::CheckpointOptions o;
-  o.compress.rank = parse_shared_dim(a.shared_dim, false);
+  o.compress.rank = parse_size(a.shared_dim, false);
   o.compress.max_iters = a.max_iters;
   o.compress.tol = a.tol;
   o.compress.init = attention::parse_init(a.init);
@@ -306,18 +364,29 @@ Command add_attention_command(CLI::App& app) {
                    "Checkpoint (.safetensors): BERT-family, DistilBERT, ALBERT, ViT/DeiT, GPT-2, "
                    "or a rotary Llama / Qwen2 / Mistral (config.json beside it)")
       ->required();
-  compress
-      ->add_option_function<std::string>(
-          "-r,--shared-dim",
-          [c](const std::string& text) {
-            // Malformed or out-of-range integers are usage errors, like every integer option.
-            if (text != "full") parse_integer<index_t>("--shared-dim", text);
-            c->shared_dim = text;
-          },
-          "Shared key/query dimension R, 1..H*d (H*d, the exact form, and values near "
-          "it make the model larger); rotary checkpoints: key values cached per token "
-          "and layer, 1..G*d, or full (the smallest exact size)")
-      ->required();
+  compress->add_option_function<std::string>(
+      "-r,--shared-dim",
+      [c](const std::string& text) {
+        // Malformed or out-of-range integers are usage errors, like every integer option.
+        if (text != "full") parse_integer<index_t>("--shared-dim", text);
+        c->shared_dim = text;
+      },
+      "Shared key/query dimension R, 1..H*d (H*d, the exact form, and values near "
+      "it make the model larger); rotary checkpoints: key values cached per token "
+      "and layer, 1..G*d, or full (the smallest exact size); required unless --kv-cache");
+  compress->add_option_function<std::string>(
+      "--value-dim",
+      [c](const std::string& text) {
+        if (text != "full") parse_integer<index_t>("--value-dim", text);
+        c->value_dim = text;
+      },
+      "Rotary checkpoints: also cache the values as latent values shared by all value heads, "
+      "this many per token and layer (1..G*d, or full: the smallest exact size), with the "
+      "rebuild folded into o_proj (docs/kv-cache.md)");
+  compress->add_option("--kv-cache", c->kv_cache,
+                       "Rotary checkpoints, instead of --shared-dim and --value-dim: keep this "
+                       "fraction in (0, 1] of the original key and value cache per token, a "
+                       "third of it shared keys, the rest latent values (docs/kv-cache.md)");
   add_integer_option(*compress, "--bands", c->bands,
                      "Rotary checkpoints: adjacent frequency pairs per band (a divisor of d/2; "
                      "1: complex keys shared per frequency pair)",
@@ -376,7 +445,7 @@ Command add_attention_command(CLI::App& app) {
               if (opt->count() > 0) c->given.push_back(opt->get_name());
             return run_compress(*c);
           },
-          {{"rank", "--shared-dim"}}};
+          {{"rank", "--shared-dim"}, {"values", "--value-dim"}}};
 }
 
 }  // namespace tenfold::cli

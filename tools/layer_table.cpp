@@ -5,12 +5,14 @@
 
 namespace tenfold::cli {
 
-LayerTable::LayerTable(bool data, std::vector<LayerColumn> lead, std::vector<LayerColumn> trail)
-    : data_(data), lead_(std::move(lead)), trail_(std::move(trail)) {
+LayerTable::LayerTable(bool data, std::vector<LayerColumn> lead, std::vector<LayerColumn> trail,
+                       std::vector<LayerColumn> errors)
+    : data_(data), lead_(std::move(lead)), trail_(std::move(trail)), errors_(std::move(errors)) {
   std::printf("%-6s", "layer");
   for (const LayerColumn& c : lead_) std::printf(" %*s", c.width, c.header);
   std::printf(" %14s", "QK rel. error");
   if (data_) std::printf(" %16s", "data rel. error");
+  for (const LayerColumn& c : errors_) std::printf(" %*s", c.width, c.header);
   for (const LayerColumn& c : trail_) std::printf(" %*s", c.width, c.header);
   std::printf(" %9s %14s %14s\n", "seconds", "params before", "params after");
 }
@@ -32,6 +34,10 @@ void LayerTable::add(const LayerRow& row) {
   if (row.data_error) {
     std::printf(" %16.6g", *row.data_error);
     j["data_relative_error"] = *row.data_error;
+  }
+  for (std::size_t i = 0; i < errors_.size(); ++i) {
+    std::printf(" %*.6g", errors_[i].width, row.errors[i]);
+    j[errors_[i].json] = row.errors[i];
   }
   for (std::size_t i = 0; i < trail_.size(); ++i) {
     std::printf(" %*lld", trail_[i].width, row.trail[i]);

@@ -19,8 +19,8 @@ struct LayerColumn {
 };
 
 /// One layer's row: what both forms report, the form's own columns (`lead` before the
-/// errors, `trail` after them, in the order the table was made with), and report-only
-/// fields (`more`).
+/// errors, `errors` after the query/key ones, `trail` after those, in the order the table
+/// was made with), and report-only fields (`more`).
 struct LayerRow {
   int index = 0;
   std::string prefix;
@@ -29,6 +29,7 @@ struct LayerRow {
   double seconds = 0.0;
   index_t params_before = 0, params_after = 0;
   std::vector<long long> lead, trail;
+  std::vector<double> errors;
   nlohmann::json more = nlohmann::json::object();
 };
 
@@ -50,7 +51,8 @@ LayerRow common_row(const Report& l) {
 /// the query/key parameter totals.
 class LayerTable {
  public:
-  LayerTable(bool data, std::vector<LayerColumn> lead, std::vector<LayerColumn> trail);
+  LayerTable(bool data, std::vector<LayerColumn> lead, std::vector<LayerColumn> trail,
+             std::vector<LayerColumn> errors = {});
   void add(const LayerRow& row);
   const nlohmann::json& layers() const { return layers_; }
   index_t params_before() const { return before_; }
@@ -58,7 +60,7 @@ class LayerTable {
 
  private:
   bool data_;
-  std::vector<LayerColumn> lead_, trail_;
+  std::vector<LayerColumn> lead_, trail_, errors_;
   nlohmann::json layers_ = nlohmann::json::array();
   index_t before_ = 0, after_ = 0;
 };

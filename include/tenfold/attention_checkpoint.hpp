@@ -137,8 +137,17 @@ struct TENFOLD_API RotaryCheckpointOptions {
   /// bands, key_values (0: full), context, damping; inv_freq is taken from the config.
   RotaryOptions rotary;
   bool float64 = false;  ///< write the new tensors in float64 (else float32)
+  /// The latent value cache (value_latent, include/tenfold/kv_cache.hpp): C_v latent values
+  /// per token and layer (1 ... G d), 0 for "full" (the smallest exact size); none: the
+  /// values are unchanged.
+  std::optional<index_t> values;
+  /// One budget instead of rotary.key_values and values (which must then be left at 0 and
+  /// none): the fraction of the original key and value cache per token, split by
+  /// kv_cache_split.
+  std::optional<double> kv_cache;
   /// Calibration statistics (as CheckpointOptions::calibration): P + "input_moment" of E[x' x'^T],
-  /// with x' = [x; 1] ((D+1) x (D+1)) when the layers have query or key biases, else x (D x D).
+  /// with x' = [x; 1] ((D+1) x (D+1)) when the layers have query, key or value biases, else x
+  /// (D x D). The keys and the values both see the layer's input x.
   std::filesystem::path calibration;
 };
 
@@ -153,13 +162,22 @@ struct TENFOLD_API RotaryLayerReport {
   std::int64_t decode_flops = 0;
   double seconds = 0.0;
   index_t params_before = 0, params_after = 0;
+  /// With latent values: C_v, ValueLatent::relative_error and data_error, and the v_proj
+  /// and o_proj parameters before and after (value_values 0 and no errors without).
+  index_t value_values = 0;
+  std::optional<double> value_error, value_data_error;
+  index_t value_params_before = 0, value_params_after = 0;
 };
 
 /// Result of compress_rotary_checkpoint.
 struct TENFOLD_API RotaryCheckpointReport {
   RotaryConfig config;
   index_t bands = 0;
-  index_t original_key_values = 0;  ///< G d
+  index_t original_key_values = 0;  ///< G d (also the original value values)
+  bool values = false;              ///< whether the values were replaced by latent values
+  /// The sizes asked for (kv_cache split, or as given): key values (0: full) and, with
+  /// values, latent values (0: full).
+  index_t key_values = 0, value_values = 0;
   std::vector<RotaryLayerReport> layers;
   double seconds = 0.0;
   index_t total_params_before = 0, total_params_after = 0;
@@ -171,13 +189,19 @@ struct TENFOLD_API RotaryCheckpointReport {
 /// `output` atomically. For each layer with prefix P, k_proj.weight and k_proj.bias are
 /// replaced (where k_proj.weight stood) by P + "key.weight" (C, D), P + "key.bias" (C,
 /// when the layer has a query or key bias), P + "expand" (G d, C), P + "inv_freq"
-/// (d/2, F32) and P + "attention_scaling" (scalar F32): the tensors of tenfold.torch's
-/// RotarySharedKeyAttention. Everything else is copied bit for bit. Metadata:
-/// tenfold.rotary (JSON: family, key_values, bands, as tenfold.torch's config entry),
-/// tenfold.rotary.context, tenfold.heads, tenfold.key_heads, tenfold.head_dim,
-/// tenfold.objective, tenfold.relative_errors and, data-aware, tenfold.calibration.*
-/// as compress_checkpoint. Inputs are never modified; everything is validated before
-/// anything is written. Throws IoError / InvalidArgument naming the problem.
+/// (d/2, F32) and P + "attention_scaling" (scalar F32) (bands == 1: P + "mixing" (G, C/2,
+/// 2) and P + "frequency" (C/2, I64) instead of expand and the rotation); with values,
+/// v_proj.weight and v_proj.bias by P + "value.weight" (C_v, D) and P + "value.bias" (C_v,
+/// when v_proj has a bias), and o_proj.weight by the folded P + "o_proj.weight" (E, H C_v):
+/// the tensors of tenfold.torch's RotarySharedKeyAttention. Everything else is copied bit
+/// for bit. Metadata: tenfold.rotary (JSON: family, key_values, bands and, with values,
+/// value_values, as tenfold.torch's config entry), tenfold.rotary.context, tenfold.heads,
+/// tenfold.key_heads, tenfold.head_dim, tenfold.objective, tenfold.relative_errors (the
+/// keys'), with values tenfold.value_relative_errors, and, data-aware,
+/// tenfold.calibration.* as compress_checkpoint (with values also
+/// tenfold.calibration.value_relative_errors). Inputs are never modified; everything is
+/// validated before anything is written. Throws IoError / InvalidArgument naming the
+/// problem (InvalidOption naming bands, values or kv_cache).
 TENFOLD_API RotaryCheckpointReport
 compress_rotary_checkpoint(const std::filesystem::path& input, const std::filesystem::path& output,
                            const RotaryCheckpointOptions& options,

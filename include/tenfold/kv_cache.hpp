@@ -83,4 +83,24 @@ template <class T>
 TENFOLD_API ValueLatent value_latent(const ValueLayer<T>& layer, const ValueOptions& options,
                                      const Matrix<double>* moment = nullptr);
 
+/// The keys' share of a kv_cache budget (the rest: latent values): of 1/3, 1/2 and 2/3 at
+/// half the cache of SmolLM2-135M, 1/3 kept the lowest perplexity (docs/kv-cache.md, "One
+/// budget").
+inline constexpr double kKvKeyShare = 1.0 / 3.0;
+
+/// Values cached per token and layer for shared rotary keys and latent values.
+struct TENFOLD_API KvCacheSplit {
+  index_t key_values = 0;    ///< C: shared key values (even for bands == 1)
+  index_t value_values = 0;  ///< C_v: latent values
+};
+
+/// The split of a budget `fraction` f of the original key and value cache per token and
+/// layer, 2 G d values with `cache_values` = G d: round(2 f G d) values, of them
+/// kKvKeyShare keys rounded (ties to even) to the key step (2 for bands == 1: a complex
+/// key is two values; 1 else), the rest latent values; values above G d go to the keys
+/// (rounded up to the step), and the keys are at most G d. f = 1 keeps both whole. Throws
+/// InvalidOption "kv_cache" for f outside (0, 1] and for a budget that leaves fewer than
+/// one key step or one latent value; "bands" below 1; InvalidArgument for G d < 1.
+TENFOLD_API KvCacheSplit kv_cache_split(double fraction, index_t cache_values, index_t bands);
+
 }  // namespace tenfold::attention

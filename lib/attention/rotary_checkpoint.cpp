@@ -1,10 +1,11 @@
 // Rotary checkpoints (Llama, Qwen2, Mistral): find_rotary_layers finds every
-// "<M>layers.<n>.self_attn." layer and refuses QK-norm layers, load_rotary_layer checks
-// a layer's shapes against config.json and its values for NaN and Inf, and
-// compress_rotary_checkpoint replaces each layer's k_proj by shared keys (rotary_keys:
-// complex keys per frequency pair for bands 1, band latents else), optionally against calibration
-// moments of [x; 1], in the tensors tenfold.torch's RotarySharedKeyAttention loads, through the
-// checkpoint writer.
+// "<M>layers.<n>.self_attn." layer and refuses QK-norm layers, load_rotary_layer and
+// load_value_layer check a layer's shapes against config.json and its values for NaN and
+// Inf, and compress_rotary_checkpoint replaces each layer's k_proj by shared keys
+// (rotary_keys: complex keys per frequency pair for bands 1, band latents else) and, when
+// asked, v_proj and o_proj by latent values (value_latent), optionally against calibration
+// moments of [x; 1], in the tensors tenfold.torch's RotarySharedKeyAttention loads, through
+// the checkpoint writer.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -18,15 +19,16 @@
 #include "attention/checkpoint_writer.hpp"
 #include "tenfold/attention_checkpoint.hpp"
 #include "tenfold/error.hpp"
+#include "tenfold/kv_cache.hpp"
 
 namespace tenfold::attention {
 namespace {
 
-// One rotary layer: "<M>layers.<n>.self_attn." with its q_proj / k_proj tensors.
+// One rotary layer: "<M>layers.<n>.self_attn." with its q_proj / k_proj / v_proj tensors.
 struct RotaryNames {
   int index = 0;
   std::string prefix;
-  bool query_bias = false, key_bias = false;
+  bool query_bias = false, key_bias = false, value_bias = false;
 };
 
 std::vector<RotaryNames> find_rotary_layers(const io::SafetensorsFile& file) {
@@ -52,6 +54,7 @@ std::vector<RotaryNames> find_rotary_layers(const io::SafetensorsFile& file) {
     }
     l.query_bias = file.find(l.prefix + "q_proj.bias") != nullptr;
     l.key_bias = file.find(l.prefix + "k_proj.bias") != nullptr;
+    l.value_bias = file.find(l.prefix + "v_proj.bias") != nullptr;
     out.push_back(std::move(l));
   }
   if (out.empty()) {
@@ -63,42 +66,94 @@ std::vector<RotaryNames> find_rotary_layers(const io::SafetensorsFile& file) {
   return out;
 }
 
+/// The (out x in) = (rows, cols) weight `name` as the column-major cols x rows matrix,
+/// its shape checked against config.json and its entries for NaN and Inf.
 template <class T>
-RotaryLayer<T> load_rotary_layer(const io::SafetensorsFile& file, const RotaryNames& n,
-                                 const RotaryConfig& c) {
-  using detail::check_finite_tensor;
-  RotaryLayer<T> l;
-  l.heads = c.heads;
-  l.key_heads = c.key_heads;
-  l.head_dim = c.head_dim;
-  const std::string q = n.prefix + "q_proj.", k = n.prefix + "k_proj.";
-  for (const auto& [name, rows] : {std::pair{q + "weight", c.heads * c.head_dim},
-                                   std::pair{k + "weight", c.key_heads * c.head_dim}}) {
-    const io::SafetensorsEntry& e = file.at(name);
-    if (e.shape != std::vector<index_t>{rows, c.hidden_size}) {
-      throw DimensionMismatch("'" + name + "' has shape " + detail::shape_text(e.shape) +
-                              ", expected (" + std::to_string(rows) + ", " +
-                              std::to_string(c.hidden_size) + ") from config.json");
-    }
+Matrix<T> load_weight(const io::SafetensorsFile& file, const std::string& name, index_t rows,
+                      index_t cols) {
+  const io::SafetensorsEntry& e = file.at(name);
+  if (e.shape != std::vector<index_t>{rows, cols}) {
+    throw DimensionMismatch("'" + name + "' has shape " + detail::shape_text(e.shape) +
+                            ", expected (" + std::to_string(rows) + ", " + std::to_string(cols) +
+                            ") from config.json");
   }
-  l.query_weight = file.read_matrix<T>(q + "weight");
-  l.key_weight = file.read_matrix<T>(k + "weight");
-  check_finite_tensor(q + "weight", l.query_weight.values(), c.hidden_size);
-  check_finite_tensor(k + "weight", l.key_weight.values(), c.hidden_size);
-  if (n.query_bias) {
-    l.query_bias = file.read<T>(q + "bias").values();
-    check_finite_tensor(q + "bias", l.query_bias, 0);
-  }
-  if (n.key_bias) {
-    l.key_bias = file.read<T>(k + "bias").values();
-    check_finite_tensor(k + "bias", l.key_bias, 0);
-  }
+  Matrix<T> m = file.read_matrix<T>(name);
+  detail::check_finite_tensor(name, m.values(), cols);
+  return m;
+}
+
+/// The bias `name` when `present` (else empty), checked for NaN and Inf.
+template <class T>
+std::vector<T> load_bias(const io::SafetensorsFile& file, const std::string& name, bool present) {
+  if (!present) return {};
+  std::vector<T> b = file.read<T>(name).values();
+  detail::check_finite_tensor(name, b, 0);
+  return b;
+}
+
+/// `l` after its validate(), whose refusal names the layer.
+template <class Layer>
+Layer validated(Layer l, const RotaryNames& n) {
   try {
     l.validate();
   } catch (const Error& e) {
     throw IoError("layer " + std::to_string(n.index) + " (" + n.prefix + "): " + e.what());
   }
   return l;
+}
+
+template <class T>
+RotaryLayer<T> load_rotary_layer(const io::SafetensorsFile& file, const RotaryNames& n,
+                                 const RotaryConfig& c) {
+  RotaryLayer<T> l;
+  l.heads = c.heads;
+  l.key_heads = c.key_heads;
+  l.head_dim = c.head_dim;
+  const std::string q = n.prefix + "q_proj.", k = n.prefix + "k_proj.";
+  l.query_weight = load_weight<T>(file, q + "weight", c.heads * c.head_dim, c.hidden_size);
+  l.key_weight = load_weight<T>(file, k + "weight", c.key_heads * c.head_dim, c.hidden_size);
+  l.query_bias = load_bias<T>(file, q + "bias", n.query_bias);
+  l.key_bias = load_bias<T>(file, k + "bias", n.key_bias);
+  return validated(std::move(l), n);
+}
+
+/// The value side of a layer: v_proj (G d, D) with its bias, o_proj (E, H d), E = D.
+template <class T>
+ValueLayer<T> load_value_layer(const io::SafetensorsFile& file, const RotaryNames& n,
+                               const RotaryConfig& c) {
+  const std::string v = n.prefix + "v_proj.", out = n.prefix + "o_proj.weight";
+  for (const std::string& name : {v + "weight", out}) {
+    if (!file.find(name)) {
+      throw IoError("layer " + std::to_string(n.index) + " has no '" + name +
+                    "', which latent values replace");
+    }
+  }
+  ValueLayer<T> l;
+  l.heads = c.heads;
+  l.key_heads = c.key_heads;
+  l.head_dim = c.head_dim;
+  l.value_weight = load_weight<T>(file, v + "weight", c.key_heads * c.head_dim, c.hidden_size);
+  l.value_bias = load_bias<T>(file, v + "bias", n.value_bias);
+  l.output_weight = load_weight<T>(file, out, c.hidden_size, c.heads * c.head_dim);
+  return validated(std::move(l), n);
+}
+
+/// The leading n x n block of `m` (the moment of x within that of [x; 1]).
+Matrix<double> leading_block(const Matrix<double>& m, index_t n) {
+  Matrix<double> b(n, n);
+  for (index_t j = 0; j < n; ++j)
+    for (index_t i = 0; i < n; ++i) b(i, j) = m(i, j);
+  return b;
+}
+
+/// The layer's moments for a side with (`with_one`) or without a bias from those of the
+/// stored dimension (which has the 1 when any side has a bias).
+InputMoments side_moments(const InputMoments& m, index_t dim, bool with_one) {
+  if (with_one || m.query.rows() == dim) return m;
+  InputMoments out;
+  out.query = leading_block(m.query, dim);
+  if (m.key.rows() > 0) out.key = leading_block(m.key, dim);
+  return out;
 }
 
 /// Row-major (rows, cols) values of the column-major `m` restricted to its first `rows`
@@ -115,6 +170,151 @@ std::vector<std::byte> rotary_bytes(const Matrix<double>& m, index_t rows, bool 
       for (index_t j = 0; j < m.cols(); ++j) v.push_back(static_cast<U>(m(i, j)));
   }
   return detail::as_bytes(v);
+}
+
+/// The new tensors of one layer, each written just before the input tensor it replaces.
+struct LayerWriter {
+  detail::CheckpointWriter& writer;
+  std::string prefix;
+  bool float64;
+
+  void add(const std::string& at, const std::string& name, std::string dtype,
+           std::vector<index_t> shape, std::vector<std::byte> bytes) const {
+    writer.insert(prefix + at, prefix + name, std::move(dtype), std::move(shape), std::move(bytes));
+  }
+  /// The first `rows` rows of `m` ((rows, cols), or (cols, rows) when `transpose`) in the
+  /// output dtype.
+  void add(const std::string& at, const std::string& name, std::vector<index_t> shape,
+           const Matrix<double>& m, index_t rows, bool transpose) const {
+    add(at, name, float64 ? "F64" : "F32", std::move(shape),
+        float64 ? rotary_bytes<double>(m, rows, transpose)
+                : rotary_bytes<float>(m, rows, transpose));
+  }
+  /// A latent D' x C as name.weight (C, D) and, with a bias, name.bias (C,): its row D.
+  void add_latent(const std::string& at, const std::string& name, const Matrix<double>& latent,
+                  index_t dim, bool bias) const {
+    add(at, name + ".weight", {latent.cols(), dim}, latent, dim, true);
+    if (!bias) return;
+    Matrix<double> row(1, latent.cols());
+    for (index_t j = 0; j < latent.cols(); ++j) row(0, j) = latent(dim, j);
+    add(at, name + ".bias", {latent.cols()}, row, 1, false);
+  }
+  void replace(const std::string& name) const { writer.replace(prefix + name); }
+};
+
+/// The shared keys in place of k_proj: key.*, and mixing and frequency (bands == 1) or
+/// expand, inv_freq and attention_scaling (bands > 1).
+void write_keys(const LayerWriter& w, const RotaryKeys& keys, const RotaryConfig& c, index_t bands,
+                bool bias, bool key_bias) {
+  const index_t cv = keys.key_values(), gd = c.key_heads * c.head_dim;
+  const std::string at = "k_proj.weight";
+  w.add_latent(at, "key", keys.latent, c.hidden_size, bias);
+  if (bands == 1) {
+    // mixing (G, R, 2): c_{g,r} as (real, imaginary); frequency (R,): the pair of key r.
+    const index_t shared = cv / 2;
+    Matrix<double> mixing(c.key_heads, cv);
+    for (index_t g = 0; g < c.key_heads; ++g)
+      for (index_t r = 0; r < shared; ++r) {
+        mixing(g, 2 * r) = keys.mixing(g, r);
+        mixing(g, 2 * r + 1) = keys.mixing(g, shared + r);
+      }
+    w.add(at, "mixing", {c.key_heads, shared, 2}, mixing, c.key_heads, false);
+    const std::vector<std::int64_t> frequency(keys.frequency.begin(), keys.frequency.end());
+    w.add(at, "frequency", "I64", {shared}, detail::as_bytes(frequency));
+  } else {
+    const std::vector<float> inv_freq(c.inv_freq.begin(), c.inv_freq.end());
+    w.add(at, "expand", {gd, cv}, keys.expand, gd, false);
+    w.add(at, "inv_freq", "F32", {c.head_dim / 2}, detail::as_bytes(inv_freq));
+    w.add(at, "attention_scaling", "F32", {}, detail::as_bytes(std::vector<float>{1.0f}));
+  }
+  w.replace(at);
+  if (key_bias) w.replace("k_proj.bias");
+}
+
+/// The latent values in place of v_proj (value.*) and the folded o_proj weight
+/// (E, H C_v) in place of o_proj's.
+void write_values(const LayerWriter& w, const ValueLatent& v, const RotaryConfig& c, bool bias) {
+  w.add_latent("v_proj.weight", "value", v.latent, c.hidden_size, bias);
+  w.add("o_proj.weight", "o_proj.weight", {c.hidden_size, c.heads * v.values()}, v.output,
+        c.heads * v.values(), true);
+  w.replace("v_proj.weight");
+  if (bias) w.replace("v_proj.bias");
+  w.replace("o_proj.weight");
+}
+
+/// One size for every layer, or the list when they differ.
+nlohmann::json one_or_all(const nlohmann::json& sizes) {
+  const bool same = std::all_of(sizes.begin(), sizes.end(),
+                                [&](const nlohmann::json& v) { return v == sizes.front(); });
+  return same ? sizes.front() : sizes;
+}
+
+/// "layer n (prefix): what", for a solver's refusal.
+template <class F>
+auto in_layer(const RotaryNames& n, F&& solve) {
+  try {
+    return solve();
+  } catch (const NumericalError& e) {
+    throw NumericalError("layer " + std::to_string(n.index) + " (" + n.prefix + "): " + e.what());
+  }
+}
+
+/// The key and value sizes of the options (kv_cache split, or as given), checked against
+/// the original cache of G d values per token and layer; rep.key_values and value_values.
+std::optional<index_t> resolve_sizes(const RotaryCheckpointOptions& o, RotaryOptions& ro,
+                                     RotaryCheckpointReport& rep) {
+  const index_t gd = rep.original_key_values;
+  std::optional<index_t> values = o.values;
+  if (o.kv_cache) {
+    if (o.values || ro.key_values != 0) {
+      throw InvalidOption("kv_cache", "sets both the key and the value size: give it alone");
+    }
+    const KvCacheSplit split = kv_cache_split(*o.kv_cache, gd, ro.bands);
+    ro.key_values = split.key_values;
+    values = split.value_values;
+  }
+  if (ro.key_values < 0 || ro.key_values > gd) {
+    throw InvalidArgument("shared dimension " + std::to_string(ro.key_values) +
+                          " exceeds the original key cache of " + std::to_string(gd) +
+                          " values per token and layer (" + std::to_string(rep.config.key_heads) +
+                          " key heads x " + std::to_string(rep.config.head_dim) +
+                          "); full is exact");
+  }
+  if (values && (*values < 0 || *values > gd)) {
+    throw InvalidOption("values", std::to_string(*values) +
+                                      " exceeds the original value cache of " + std::to_string(gd) +
+                                      " values per token and layer (" +
+                                      std::to_string(rep.config.key_heads) + " value heads x " +
+                                      std::to_string(rep.config.head_dim) + "); full is exact");
+  }
+  rep.key_values = ro.key_values;
+  rep.values = values.has_value();
+  rep.value_values = values.value_or(0);
+  return values;
+}
+
+/// The calibration moments of every layer, of [x; 1] when `biased` (a layer side has a
+/// bias), else of x; the calibration fields of `rep`.
+std::vector<InputMoments> read_moments(const std::filesystem::path& path,
+                                       const std::vector<RotaryNames>& layers, bool biased,
+                                       RotaryCheckpointReport& rep) {
+  if (path.empty()) return {};
+  const index_t width = rep.config.hidden_size, dim = width + (biased ? 1 : 0);
+  const CalibrationFile calib(path);
+  std::vector<std::pair<std::string, int>> names;
+  for (const RotaryNames& l : layers) names.emplace_back(l.prefix, l.index);
+  rep.calibration_tokens = calib.tokens();
+  rep.calibration_source = calib.source();
+  return calib.layer_moments(names, dim, [&](const std::string& prefix, const auto& shape) {
+    if (biased && shape == std::vector<index_t>{width, width}) {
+      throw IoError("calibration tensor '" + prefix + "input_moment' is " +
+                    detail::shape_text(shape) +
+                    "; the layers have query, key or value biases, so the rotary objective needs "
+                    "the moment of [x; 1], (" +
+                    std::to_string(dim) + ", " + std::to_string(dim) +
+                    ") (tenfold.torch.write_calibration writes it)");
+    }
+  });
 }
 
 }  // namespace
@@ -145,114 +345,80 @@ RotaryCheckpointReport compress_rotary_checkpoint(
     throw InvalidOption("bands", "must be a positive divisor of the " + std::to_string(half) +
                                      " frequency pairs of a head, got " + std::to_string(ro.bands));
   }
-  if (ro.key_values < 0 || ro.key_values > rep.original_key_values) {
-    throw InvalidArgument("shared dimension " + std::to_string(ro.key_values) +
-                          " exceeds the original key cache of " +
-                          std::to_string(rep.original_key_values) +
-                          " values per token and layer (" + std::to_string(c.key_heads) +
-                          " key heads x " + std::to_string(c.head_dim) + "); full is exact");
-  }
-  const bool biased = layers.front().query_bias || layers.front().key_bias;
-  const index_t dim = c.hidden_size + (biased ? 1 : 0);
+  const std::optional<index_t> values = resolve_sizes(o, ro, rep);
+  const RotaryNames& first = layers.front();
+  const bool biased = first.query_bias || first.key_bias, value_biased = first.value_bias;
+  // One moment per layer, of [x; 1] when any side has a bias; each side takes its block.
+  const std::vector<InputMoments> moments =
+      read_moments(o.calibration, layers, biased || value_biased, rep);
 
-  std::vector<InputMoments> moments;
-  if (!o.calibration.empty()) {
-    const CalibrationFile calib(o.calibration);
-    std::vector<std::pair<std::string, int>> names;
-    for (const RotaryNames& l : layers) names.emplace_back(l.prefix, l.index);
-    moments = calib.layer_moments(names, dim, [&](const std::string& prefix, const auto& shape) {
-      if (biased && shape == std::vector<index_t>{c.hidden_size, c.hidden_size}) {
-        throw IoError("calibration tensor '" + prefix + "input_moment' is " +
-                      detail::shape_text(shape) +
-                      "; the layers have query/key biases, so the rotary objective needs the "
-                      "moment of [x; 1], (" +
-                      std::to_string(dim) + ", " + std::to_string(dim) +
-                      ") (tenfold.torch.write_calibration writes it)");
-      }
-    });
-    rep.calibration_tokens = calib.tokens();
-    rep.calibration_source = calib.source();
-  }
-
-  const std::string out_dtype = o.float64 ? "F64" : "F32";
-  nlohmann::json sizes = nlohmann::json::array();
-  std::vector<double> errors, data_errors;
-  const std::vector<float> inv_freq(c.inv_freq.begin(), c.inv_freq.end());
-  const float one = 1.0f;
+  nlohmann::json sizes = nlohmann::json::array(), value_sizes = nlohmann::json::array();
+  std::vector<double> errors, data_errors, value_errors, value_data_errors;
   for (std::size_t i = 0; i < layers.size(); ++i) {
     const RotaryNames& n = layers[i];
-    if ((n.query_bias || n.key_bias) != biased) {
+    if ((n.query_bias || n.key_bias) != biased || n.value_bias != value_biased) {
       throw IoError("layer " + std::to_string(n.index) + " (" + n.prefix + ") differs from layer " +
-                    std::to_string(layers.front().index) + " in having query/key biases");
+                    std::to_string(first.index) + " in having query/key or value biases");
     }
+    const LayerWriter w{writer, n.prefix, o.float64};
     const RotaryLayer<double> layer = load_rotary_layer<double>(file, n, c);
-    RotaryKeys keys;
-    try {
-      keys = rotary_keys(layer, ro, moments.empty() ? nullptr : &moments[i]);
-    } catch (const NumericalError& e) {
-      throw NumericalError("layer " + std::to_string(n.index) + " (" + n.prefix + "): " + e.what());
-    }
-    RotaryLayerReport lr{n.index,
-                         n.prefix,
-                         keys.key_values(),
-                         keys.ranks,
-                         keys.relative_error,
-                         keys.data_error,
-                         keys.decode_flops,
-                         keys.seconds,
-                         keys.params_before,
-                         keys.params_after};
-    rep.layers.push_back(lr);
-    if (on_layer) on_layer(lr);
+    std::optional<InputMoments> key_moments;
+    if (!moments.empty()) key_moments = side_moments(moments[i], c.hidden_size, biased);
+    const RotaryKeys keys =
+        in_layer(n, [&] { return rotary_keys(layer, ro, key_moments ? &*key_moments : nullptr); });
+    write_keys(w, keys, c, ro.bands, biased, n.key_bias);
+    RotaryLayerReport lr;
+    lr.index = n.index;
+    lr.prefix = n.prefix;
+    lr.key_values = keys.key_values();
+    lr.ranks = keys.ranks;
+    lr.relative_error = keys.relative_error;
+    lr.data_error = keys.data_error;
+    lr.decode_flops = keys.decode_flops;
+    lr.seconds = keys.seconds;
+    lr.params_before = keys.params_before;
+    lr.params_after = keys.params_after;
     sizes.push_back(keys.key_values());
     errors.push_back(keys.relative_error);
     if (keys.data_error) data_errors.push_back(*keys.data_error);
 
-    // The new tensors stand where the layer's k_proj.weight stood.
-    const index_t cv = keys.key_values(), gd = c.key_heads * c.head_dim;
-    const auto add = [&](const std::string& name, const std::string& dtype,
-                         std::vector<index_t> shape, std::vector<std::byte> bytes) {
-      writer.insert(n.prefix + "k_proj.weight", n.prefix + name, dtype, std::move(shape),
-                    std::move(bytes));
-    };
-    const auto matrix = [&](const Matrix<double>& m, index_t rows, bool transpose) {
-      return o.float64 ? rotary_bytes<double>(m, rows, transpose)
-                       : rotary_bytes<float>(m, rows, transpose);
-    };
-    add("key.weight", out_dtype, {cv, c.hidden_size}, matrix(keys.latent, c.hidden_size, true));
-    if (biased) {
-      Matrix<double> bias_row(1, cv);
-      for (index_t j = 0; j < cv; ++j) bias_row(0, j) = keys.latent(c.hidden_size, j);
-      add("key.bias", out_dtype, {cv}, matrix(bias_row, 1, false));
+    if (values) {
+      // The values see the key-side tokens x (the key moment when the file has one).
+      std::optional<Matrix<double>> s;
+      if (!moments.empty()) {
+        const InputMoments m = side_moments(moments[i], c.hidden_size, value_biased);
+        s = m.key.rows() > 0 ? m.key : m.query;
+      }
+      const ValueLayer<double> value_layer = load_value_layer<double>(file, n, c);
+      const ValueLatent v = in_layer(n, [&] {
+        return value_latent(value_layer, ValueOptions{*values, ro.damping}, s ? &*s : nullptr);
+      });
+      write_values(w, v, c, value_biased);
+      lr.seconds += v.seconds;
+      lr.value_values = v.values();
+      lr.value_error = v.relative_error;
+      lr.value_data_error = v.data_error;
+      lr.value_params_before = v.params_before;
+      lr.value_params_after = v.params_after;
+      value_sizes.push_back(v.values());
+      value_errors.push_back(v.relative_error);
+      if (v.data_error) value_data_errors.push_back(*v.data_error);
     }
-    if (ro.bands == 1) {
-      // mixing (G, R, 2): c_{g,r} as (real, imaginary); frequency (R,): the pair of key r.
-      const index_t shared = cv / 2;
-      Matrix<double> mixing(c.key_heads, cv);
-      for (index_t g = 0; g < c.key_heads; ++g)
-        for (index_t r = 0; r < shared; ++r) {
-          mixing(g, 2 * r) = keys.mixing(g, r);
-          mixing(g, 2 * r + 1) = keys.mixing(g, shared + r);
-        }
-      add("mixing", out_dtype, {c.key_heads, shared, 2}, matrix(mixing, c.key_heads, false));
-      const std::vector<std::int64_t> frequency(keys.frequency.begin(), keys.frequency.end());
-      add("frequency", "I64", {shared}, detail::as_bytes(frequency));
-    } else {
-      add("expand", out_dtype, {gd, cv}, matrix(keys.expand, gd, false));
-      add("inv_freq", "F32", {half}, detail::as_bytes(inv_freq));
-      add("attention_scaling", "F32", {}, detail::as_bytes(std::vector<float>{one}));
-    }
-    writer.replace(n.prefix + "k_proj.weight");
-    if (n.key_bias) writer.replace(n.prefix + "k_proj.bias");
+    rep.layers.push_back(lr);
+    if (on_layer) on_layer(lr);
   }
 
   std::map<std::string, std::string> meta;
-  const bool same = std::all_of(sizes.begin(), sizes.end(),
-                                [&](const nlohmann::json& v) { return v == sizes.front(); });
-  meta["tenfold.rotary"] = nlohmann::json{
-      {"family", c.family},
-      {"key_values", same ? sizes.front() : sizes},
-      {"bands", ro.bands}}.dump();
+  nlohmann::json entry = {
+      {"family", c.family}, {"key_values", one_or_all(sizes)}, {"bands", ro.bands}};
+  if (values) {
+    entry["value_values"] = one_or_all(value_sizes);
+    meta["tenfold.value_relative_errors"] = nlohmann::json(value_errors).dump();
+    if (!moments.empty()) {
+      meta["tenfold.calibration.value_relative_errors"] = nlohmann::json(value_data_errors).dump();
+    }
+  }
+  meta["tenfold.rotary"] = entry.dump();
   meta["tenfold.rotary.context"] = std::to_string(ro.context);
   meta["tenfold.heads"] = std::to_string(c.heads);
   meta["tenfold.key_heads"] = std::to_string(c.key_heads);

@@ -4,6 +4,7 @@ target_sources(tenfold_attention PRIVATE
   attention/checkpoint_layers.cpp
   attention/checkpoint_writer.cpp
   attention/compress.cpp
+  attention/kv_cache_split.cpp
   attention/layer.cpp
   attention/model_config.cpp
   attention/moments.cpp

@@ -263,6 +263,15 @@ void register_attention(nb::module_& m) {
       nb::arg("value_weight").noconvert(), nb::arg("value_bias").noconvert().none(),
       nb::arg("output_weight").noconvert(), nb::arg("heads"), nb::arg("key_heads"),
       nb::arg("values"), nb::arg("damping"), nb::arg("moment").noconvert().none());
+  // kv_cache_split: (key values, latent values) per token and layer.
+  m.def(
+      "kv_cache_split",
+      [](double fraction, index_t cache_values, index_t bands) {
+        const KvCacheSplit s = kv_cache_split(fraction, cache_values, bands);
+        return nb::make_tuple(s.key_values, s.value_values);
+      },
+      nb::arg("fraction"), nb::arg("cache_values"), nb::arg("bands"));
+  m.attr("KV_KEY_SHARE") = kKvKeyShare;
   m.def("rotary_families", [] {
     const RotaryFamilies& f = rotary_families();
     nb::dict converted;

@@ -1,7 +1,8 @@
 """`tenfold attention compress` on rotary checkpoints (Llama, Qwen2, Mistral written by
-transformers' save_pretrained): the program's band latents against tenfold.torch's own
-conversion of the same weights (weight-only and data-aware), exact at full size, loaded
-with tenfold.torch.load_compressed; and the refusals."""
+transformers' save_pretrained): the program's band latents, and with --value-dim or
+--kv-cache its latent values, against tenfold.torch's own conversion of the same weights
+(weight-only and data-aware), exact at full size, loaded with tenfold.torch.load_compressed
+and, saved again, with tenfold.torch.from_pretrained; and the refusals."""
 
 import json
 import subprocess
@@ -106,6 +107,109 @@ def test_reduced_budget_matches_tenfold_torch(cli, tmp_path, family, data, bands
     assert relative(got, first) > 1e-3  # the budget does change the model
 
 
+def random_value_biases(model, path):
+    """Qwen2's value biases random (transformers starts them at zero), saved again."""
+    with torch.no_grad():
+        for layer in model.model.layers:
+            layer.self_attn.v_proj.bias.normal_()
+    model.save_pretrained(path)
+    return model
+
+
+def same_attention(mine, theirs, tolerance=1e-6):
+    """Every tensor of two converted attention modules, up to the checkpoint's float32 rounding."""
+    want = theirs.state_dict()
+    assert sorted(mine.state_dict()) == sorted(want)
+    for name, t in want.items():
+        got = mine.state_dict()[name]
+        if t.is_floating_point():
+            assert relative(got.double(), t.double()) < tolerance, name
+        else:
+            assert torch.equal(got, t), name
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen2"])
+@pytest.mark.parametrize("data", [False, True])
+@pytest.mark.parametrize("bands", [1, 4])
+def test_kv_cache_matches_tenfold_torch(cli, tmp_path, family, data, bands):
+    """--kv-cache 0.5 writes the tensors and metadata compress_model(kv_cache=0.5) makes
+    (one split, one solver for keys and values), weight-only and with calibration moments
+    written by write_calibration; the program's output loads, saves and loads again with
+    from_pretrained, and its logits are the Python conversion's."""
+    from safetensors import safe_open
+
+    original = save_model(tmp_path / "m", family)
+    if family == "qwen2":
+        random_value_biases(original, tmp_path / "m")
+    batches = [{"input_ids": tokens(seed=s)} for s in (5, 6)]
+    args = ["--kv-cache", 0.5, "--bands", bands, "--report", tmp_path / "report.json"]
+    if data:
+        stats = tmp_path / "calib.safetensors"
+        tt.write_calibration(original, batches, stats, source="random tokens")
+        args += ["--calibration", stats]
+    model, stdout = converted(cli, tmp_path, tmp_path / "m", *args, family=family)
+    reference = load(tmp_path / "m", family)
+    rows = tt.compress_model(reference, kv_cache=0.5, calibration=batches if data else None, bands=bands)
+    report = json.loads((tmp_path / "report.json").read_text())
+    # Half of 2 x 32 values per token and layer: 10 keys (whole complex keys) + 22 values for
+    # bands == 1, 11 + 21 else.
+    keys, values = (10, 22) if bands == 1 else (11, 21)
+    assert "KV cache 50.0 % of the original" in stdout
+    assert report["shared_dim"] == keys and report["value_dim"] == values and report["kv_cache"] == 0.5
+    for row, layer, mine, theirs in zip(rows, report["layers"], model.model.layers, reference.model.layers):
+        same_attention(mine.self_attn, theirs.self_attn)
+        assert "v_proj" not in dict(mine.self_attn.named_children())
+        assert (layer["key_values"], layer["value_values"]) == (row["key_values"], row["value_values"]) == (keys, values)
+        assert layer["relative_error"] == pytest.approx(row["relative_error"], rel=1e-6)
+        assert layer["value_relative_error"] == pytest.approx(row["value_error"], rel=1e-6)
+        if data:
+            assert layer["data_relative_error"] == pytest.approx(row["data_error"], rel=1e-6)
+            assert layer["value_data_relative_error"] == pytest.approx(row["value_data_error"], rel=1e-6)
+    with safe_open(tmp_path / "out.safetensors", "pt") as f:
+        assert json.loads(f.metadata()["tenfold.rotary"]) == reference.config.tenfold_rotary
+        assert len(json.loads(f.metadata()["tenfold.value_relative_errors"])) == 2
+    x = tokens()
+    with torch.no_grad():
+        got, want, first = model(x).logits, reference(x).logits, original(x).logits
+    assert relative(got, want) < 1e-4
+    assert relative(got, first) > 1e-3  # the budget does change the model
+    model.save_pretrained(tmp_path / "saved")
+    again = tt.from_pretrained(tmp_path / "saved")
+    assert again.model.layers[0].self_attn.value_values == values
+    with torch.no_grad():
+        assert relative(again(x).logits, got) < 1e-6
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen2", "mistral"])
+@pytest.mark.parametrize("bands", [1, 2])
+def test_whole_kv_cache_is_exact(cli, tmp_path, family, bands):
+    """--kv-cache 1 keeps every key and value (G d each): the original's logits."""
+    extra = {"sliding_window": 8} if family == "mistral" else {}
+    original = save_model(tmp_path / "m", family, **extra)
+    if family == "qwen2":
+        random_value_biases(original, tmp_path / "m")
+    model, stdout = converted(cli, tmp_path, tmp_path / "m", "--kv-cache", 1, "--bands", bands, family=family)
+    x = tokens()
+    with torch.no_grad():
+        assert relative(model(x).logits, original(x).logits) < 1e-4
+    assert model.model.layers[0].self_attn.value_values == 32
+    assert "value cache 32 latent values per token and layer (of 32): KV cache 100.0 %" in stdout
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen2"])
+def test_value_dim_full_is_exact(cli, tmp_path, family):
+    """--value-dim full (the smallest exact latent) beside the keys: the original's logits."""
+    original = save_model(tmp_path / "m", family)
+    if family == "qwen2":
+        random_value_biases(original, tmp_path / "m")
+    model, stdout = converted(cli, tmp_path, tmp_path / "m", "--shared-dim", "full", "--value-dim", "full",
+                              "--bands", 2, family=family)
+    x = tokens()
+    with torch.no_grad():
+        assert relative(model(x).logits, original(x).logits) < 1e-4
+    assert "value cache 32 latent values per token and layer (of 32) (full)" in stdout
+
+
 def test_calibration_for_biases_needs_the_augmented_moment(cli, tmp_path):
     """Qwen2's biases: a (D, D) moment is refused naming the (D+1, D+1) one."""
     from safetensors.torch import save_file
@@ -130,6 +234,17 @@ def test_calibration_for_biases_needs_the_augmented_moment(cli, tmp_path):
     ("llama", ["--shared-dim", 33, "--bands", 2], "exceeds the original key cache of 32"),
     ("llama", ["--shared-dim", 0, "--bands", 2], "positive integer or full"),
     ("llama", ["--shared-dim", 8, "--bands", 2, "--init", "random"], "--init does not apply"),
+    ("llama", ["--kv-cache", 0, "--bands", 2], "--kv-cache must be a fraction in (0, 1] of the original key and "
+                                               "value cache, got 0"),
+    ("llama", ["--kv-cache", 1.5, "--bands", 2], "--kv-cache must be a fraction in (0, 1]"),
+    ("llama", ["--kv-cache", 0.02, "--bands", 1], "--kv-cache 0.02 keeps 1 of the 64 key and value values per "
+                                                  "token and layer: too few"),
+    ("llama", ["--kv-cache", 0.5, "--shared-dim", 8, "--bands", 2], "give it without --shared-dim"),
+    ("llama", ["--kv-cache", 0.5, "--value-dim", 8, "--bands", 2], "give it without --value-dim"),
+    ("llama", ["--bands", 2], "needs --shared-dim (key values per token and layer) or --kv-cache"),
+    ("llama", ["--shared-dim", 8, "--value-dim", 33, "--bands", 2], "--value-dim 33 exceeds the original value "
+                                                                    "cache of 32"),
+    ("llama", ["--shared-dim", 8, "--value-dim", 0, "--bands", 2], "--value-dim must be a positive integer or full"),
 ])
 def test_refusals(cli, tmp_path, case, args, words):
     if case == "qwen3":
@@ -155,7 +270,10 @@ def test_rotary_options_refused_for_other_models(cli, tmp_path):
     bert = transformers.BertModel(config).eval()
     bert.save_pretrained(tmp_path / "b")
     for args, words in ((["--shared-dim", 8, "--bands", 2], "--bands applies to rotary checkpoints"),
-                        (["--shared-dim", "full"], "--shared-dim full applies to rotary checkpoints")):
+                        (["--shared-dim", "full"], "--shared-dim full applies to rotary checkpoints"),
+                        (["--shared-dim", 8, "--kv-cache", 0.5], "--kv-cache applies to rotary checkpoints"),
+                        (["--shared-dim", 8, "--value-dim", 8], "--value-dim applies to rotary checkpoints"),
+                        ([], "--shared-dim is required")):
         r = run(cli, tmp_path / "b" / "model.safetensors", "-o", tmp_path / "o.safetensors", *args)
         assert r.returncode != 0 and words in r.stderr, r.stderr
     with pytest.raises(ValueError, match="not a rotary model"):

@@ -263,7 +263,7 @@ def write_calibration(model: nn.Module, calibration: Iterable, path, source: str
     """Writes the calibration statistics ``tenfold attention compress --calibration``
     reads for a rotary model (Llama, Qwen2, Mistral): for every attention module name N,
     N + ".input_moment" (float64), E[x x^T] (D, D) of the module's inputs on the
-    calibration batches (padding excluded), or, when the layers have query or key
+    calibration batches (padding excluded), or, when the layers have query, key or value
     biases (Qwen2), E[x' x'^T] (D + 1, D + 1) of x' = [x; 1]; metadata
     tenfold.calibration.tokens (the token count) and tenfold.calibration.source
     (`source`). Written whole or not at all. Returns the token count."""
@@ -274,8 +274,8 @@ def write_calibration(model: nn.Module, calibration: Iterable, path, source: str
                          "bench/real_model/calibrate.py writes the statistics of BERT-family checkpoints")
     layers = rotary_layers(model)
     first = layers[0][1]
-    stats = moment_sums(model, layers, calibration,
-                        append_one=first.q_proj.bias is not None or first.k_proj.bias is not None)
+    biases = (first.q_proj.bias, first.k_proj.bias, first.v_proj.bias)
+    stats = moment_sums(model, layers, calibration, append_one=any(b is not None for b in biases))
     tokens = stats[layers[0][0]][1]
     tensors = {f"{name}.input_moment": m.contiguous() for name, (m, _) in stats.items()}
     tmp = os.fspath(path) + ".tmp"

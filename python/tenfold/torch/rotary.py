@@ -49,10 +49,9 @@ _FAMILIES = _tenfold.rotary_families()  # the library's list, shared with the pr
 ROTARY_FAMILIES: dict = _FAMILIES["converted"]
 #: Families that normalise queries and keys per head before the rotation (QK-norm).
 QK_NORM_FAMILIES: tuple = tuple(_FAMILIES["qk_norm"])
-#: The keys' share of a kv_cache budget (the rest: latent values): of 1/3, 1/2 and 2/3 at
-#: half the cache of SmolLM2-135M, 1/3 kept the lowest perplexity (docs/kv-cache.md, "One
-#: budget").
-KV_KEY_SHARE = 1 / 3
+#: The keys' share of a kv_cache budget (the rest: latent values), the library's
+#: (tenfold::attention::kKvKeyShare, docs/kv-cache.md, "One budget").
+KV_KEY_SHARE = _tenfold.KV_KEY_SHARE
 #: The config attribute that marks a model converted to shared rotary keys.
 ROTARY_CONFIG_KEY = "tenfold_rotary"
 #: RoPE types whose frequencies do not change with the sequence length: bands of
@@ -229,27 +228,19 @@ def _rope_frequencies(model: nn.Module, where: str) -> tuple[torch.Tensor, float
 
 def kv_cache_split(options: dict, shared_dim, original: int) -> tuple[int, dict]:
     """shared_dim and the options with value_dim for `kv_cache` = f, the fraction of the
-    original key and value cache per token (2 G d values per layer): 2 f G d values per
-    layer, KV_KEY_SHARE of them keys (even for bands == 1), the rest latent values (the
+    original key and value cache per token (2 G d values per layer, `original` = G d), split
+    by the library (tenfold::attention::kv_cache_split, which the program's --kv-cache runs):
+    KV_KEY_SHARE of the 2 f G d values keys (even for bands == 1), the rest latent values (the
     same in every layer; keys pooled over layers with allocation="model")."""
     f = options["kv_cache"]
-    if isinstance(f, bool) or not isinstance(f, (int, float)) or not 0.0 < f <= 1.0:
+    if isinstance(f, bool) or not isinstance(f, (int, float)):
         raise ValueError(f"kv_cache must be a fraction in (0, 1] of the original key and value cache, got {f!r}")
     if shared_dim is not None or options.get("value_dim") is not None:
         raise ValueError("kv_cache sets both shared_dim and value_dim: give kv_cache alone")
-    step = 2 if _validate.integer(options.get("bands", 1), "bands") == 1 else 1
-    total = 2.0 * f * original
-    keys = int(round(total * KV_KEY_SHARE / step)) * step
-    values = int(round(total)) - keys
-    if values > original:  # (a share of values above their whole size goes to the keys)
-        keys += -(-(values - original) // step) * step
-        values = original
-    if keys < step or values < 1:
-        raise ValueError(f"kv_cache {f} keeps {int(round(total))} of the {2 * original} key and value values per token "
-                         f"and layer: too few for {step} key value{'s' if step > 1 else ''} and one latent value")
+    keys, values = _tenfold.kv_cache_split(float(f), original, _validate.integer(options.get("bands", 1), "bands"))
     rest = {k: v for k, v in options.items() if k != "kv_cache"}
     rest["value_dim"] = values
-    return min(keys, original), rest
+    return keys, rest
 
 
 def compress_rotary(model: nn.Module, shared_dim=None, calibration: Iterable | None = None, **options) -> list:

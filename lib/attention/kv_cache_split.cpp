@@ -1,0 +1,63 @@
+// One budget for keys and values (include/tenfold/kv_cache.hpp, docs/kv-cache.md): a
+// fraction of the original key and value cache split between shared rotary keys and
+// latent values, for tenfold.torch's kv_cache= and the program's --kv-cache.
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <string>
+
+#include "tenfold/error.hpp"
+#include "tenfold/kv_cache.hpp"
+
+namespace tenfold::attention {
+namespace {
+
+/// The nearest integer, ties to even (as Python's round(), which the split was written with).
+index_t round_even(double x) {
+  const double r = std::round(x);
+  const bool tie = std::abs(x - std::trunc(x)) == 0.5;
+  return static_cast<index_t>(tie ? 2.0 * std::round(x / 2.0) : r);
+}
+
+/// The shortest text that reads back as `x` ("0.5", "1", "1e-05").
+std::string shortest(double x) {
+  char buf[32];
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, x);
+  return std::string(buf, ec == std::errc() ? end : buf);
+}
+
+}  // namespace
+
+KvCacheSplit kv_cache_split(double fraction, index_t cache_values, index_t bands) {
+  if (!(fraction > 0.0 && fraction <= 1.0)) {
+    throw InvalidOption("kv_cache",
+                        "must be a fraction in (0, 1] of the original key and value cache, got " +
+                            shortest(fraction));
+  }
+  if (bands < 1) throw InvalidOption("bands", "must be at least 1, got " + std::to_string(bands));
+  if (cache_values < 1) {
+    throw InvalidArgument("the original key cache must hold at least one value per token, got " +
+                          std::to_string(cache_values));
+  }
+  const index_t step = bands == 1 ? 2 : 1;  // cached values per shared key
+  // 2 f G d values: kKvKeyShare of them keys (whole steps), the rest latent values.
+  const double total = 2.0 * fraction * static_cast<double>(cache_values);
+  index_t keys = round_even(total * kKvKeyShare / static_cast<double>(step)) * step;
+  index_t values = round_even(total) - keys;
+  // Values beyond their whole size G d go to the keys, in whole steps.
+  if (values > cache_values) {
+    keys += (values - cache_values + step - 1) / step * step;
+    values = cache_values;
+  }
+  if (keys < step || values < 1) {
+    throw InvalidOption("kv_cache", shortest(fraction) + " keeps " +
+                                        std::to_string(round_even(total)) + " of the " +
+                                        std::to_string(2 * cache_values) +
+                                        " key and value values per token and layer: too few for " +
+                                        std::to_string(step) + " key value" +
+                                        (step > 1 ? "s" : "") + " and one latent value");
+  }
+  return {std::min(keys, cache_values), values};
+}
+
+}  // namespace tenfold::attention
