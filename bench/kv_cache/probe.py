@@ -1,41 +1,75 @@
-"""A first probe of latent values: SmolLM2-135M-Instruct perplexity on bench/real_model's
-held-out prose (1,345 tokens, 512-token windows) with shared rotary keys alone and with
-latent values too, data-aware on 16 windows of the calibration prose. Not the KV-cache
-benchmark (no cache bytes, no decode speed, a short held-out text): docs/kv-cache.md.
+"""Perplexity of KV-cache forms at a fraction of the cache, by calibration text, on three
+held-out texts (SmolLM2-135M-Instruct, data-aware): bench/real_model's held-out prose
+(1,345 tokens, 512-token windows) and the first 4,096 tokens of each source of
+bench/kv_cache/run.py (2,048-token windows). No cache bytes and no speed (run.py).
 
-    python bench/kv_cache/probe.py        # the environment of bench/rope (requirements.txt)
+    python bench/kv_cache/probe.py [--fraction 0.5] [--calibration prose mixed]
+        [--forms kv_cache separate separate_even joint]     # the environment of bench/rope
+
+Calibration "prose": bench/real_model's CC0 prose (3,702 tokens); "mixed": run.py's
+calibration (that prose and 8,192 tokens of docstrings of other standard-library modules).
+Forms: `kv_cache` (compress_model(kv_cache=f, bands=8)), `separate` (low_rank.separate at
+kv_cache's keys and values), `separate_even` (the same with keys and values halved
+evenly), `joint` (low_rank.joint: one latent of 2 f G d values for keys and values).
 """
+
+import argparse
 import copy
+import importlib.util
 import os
-import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "rope"))
+import torch
 
-import run as rope  # noqa: E402
+import tenfold.torch as tt
 
-import tenfold.torch as tt  # noqa: E402
+_spec = importlib.util.spec_from_file_location("kv_cache_run", os.path.join(os.path.dirname(__file__), "run.py"))
+kv = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(kv)
+rope, low_rank = kv.rope, kv.low_rank
 
-tok, model = rope.load()
-held = rope.chunks(tok, "prose_heldout.txt", 512)
-calib = rope.chunks(tok, "prose_calibration.txt", 512)[:16]
-print("held-out tokens", sum(c.shape[1] for c in held), "calibration", sum(c.shape[1] for c in calib))
-base = rope.perplexity(model, held)
-print(f"original ppl {base:.3f}")
-batches = [{"input_ids": c} for c in calib]
-for label, kw in [("keys 96 (bands 8), values whole", dict(shared_dim=96, bands=8)),
-                  ("keys 96 (bands 8) + values 96", dict(shared_dim=96, bands=8, value_dim=96)),
-                  ("keys whole (full) + values 96", dict(shared_dim="full", bands=8, value_dim=96)),
-                  ("keys 144 (bands 8) + values 144", dict(shared_dim=144, bands=8, value_dim=144)),
-                  ("keys 64 (bands 8) + values 128", dict(shared_dim=64, bands=8, value_dim=128)),
-                  ("keys 128 (bands 8) + values 64", dict(shared_dim=128, bands=8, value_dim=64)),
-                  ("keys 48 (bands 8) + values 48", dict(shared_dim=48, bands=8, value_dim=48))]:
-    m = copy.deepcopy(model)
-    t = time.perf_counter()
-    rep = tt.compress_model(m, calibration=batches, **kw)
-    secs = time.perf_counter() - t
-    ppl = rope.perplexity(m, held)
-    errors = [r["value_data_error"] for r in rep if r.get("value_data_error") is not None]
-    mean = sum(errors) / len(errors) if errors else float("nan")
-    print(f"{label:36s} ppl {ppl:.3f} ({100 * (ppl / base - 1):+.1f} %), convert {secs:.1f} s, "
-          f"mean value data error {mean:.4f}")
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--fraction", type=float, default=0.5)
+    ap.add_argument("--calibration", nargs="+", choices=["prose", "mixed"], default=["prose", "mixed"])
+    ap.add_argument("--forms", nargs="+", choices=["kv_cache", "separate", "separate_even", "joint"],
+                    default=["kv_cache", "separate", "separate_even", "joint"])
+    args = ap.parse_args()
+    tok, model = rope.load()
+    cfg = model.config
+    per_head = cfg.num_key_value_heads * cfg.head_dim
+    held = {"prose": rope.chunks(tok, "prose_heldout.txt", 512), **kv.held_out(tok, 4096, 2048)}
+    texts = {"prose": [{"input_ids": c} for c in rope.chunks(tok, "prose_calibration.txt", 512)],
+             "mixed": kv.calibration(tok, 8192)}
+    keys, rest = tt.rotary.kv_cache_split({"kv_cache": args.fraction, "bands": 8}, None, per_head)
+    total = keys + rest["value_dim"]
+
+    def report(label, m, seconds):
+        out = {k: rope.perplexity(m, v) for k, v in held.items()}
+        print(f"{label:34s}" + "".join(f"  {k} {p:8.2f} ({100 * (p / base[k] - 1):+6.1f} %)" for k, p in out.items())
+              + f"  conversion {seconds:.0f} CPU s", flush=True)
+
+    base = {k: rope.perplexity(model, v) for k, v in held.items()}
+    print("original" + "".join(f"  {k} {p:.2f}" for k, p in base.items()), flush=True)
+    for name in args.calibration:
+        calib = texts[name]
+        for form in args.forms:
+            m = copy.deepcopy(model)
+            t = time.process_time()
+            if form == "kv_cache":
+                tt.compress_model(m, kv_cache=args.fraction, bands=8, calibration=calib)
+                label = f"kv_cache={args.fraction} ({keys}+{rest['value_dim']})"
+            elif form == "joint":
+                low_rank.joint(m, total, calibration=calib)
+                label = f"joint latent {total}"
+            else:
+                k = keys if form == "separate" else total // 2
+                low_rank.separate(m, k, total - k, calibration=calib)
+                label = f"whitened SVD {k}+{total - k}"
+            report(f"{name}: {label}", m, time.process_time() - t)
+            del m
+
+
+if __name__ == "__main__":
+    main()

@@ -12,7 +12,8 @@ Held-out text (none of it in the calibration text):
     Foundation License), read from the running interpreter.
 Calibration text: bench/real_model/calibration's prose (CC0) and the docstrings of other
 standard-library modules (CALIBRATION_MODULES, disjoint from MODULES).
-Perplexity over 2,048-token windows, of both sources together and of each. Greedy agreement: continuations of 32 tokens from
+Perplexity over 2,048-token windows, of both sources together and of each. Greedy
+agreement: continuations of 32 tokens from
 prompts cut from the held-out text, the mean fraction of tokens before the first
 disagreement with the original. Speed: prefill of n tokens with transformers' dynamic
 cache, then 32 greedy decode steps, median of `reps` runs alternating with the original
@@ -40,7 +41,7 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [os.path.join(os.path.dirname(HERE), "rope"), HERE]  # bench/rope/run.py is `run`
 
-import palu  # noqa: E402
+import low_rank  # noqa: E402
 import run as rope  # noqa: E402
 
 import tenfold.torch as tt  # noqa: E402
@@ -158,7 +159,7 @@ def configurations(quick: bool, per_head: int) -> list:
     """(label, fraction of the KV cache, method, options, data-aware) per converted row:
     tenfold.torch's compress_model with kv_cache=f (its split between keys and values),
     keys alone at half the key cache (the conversion of docs/rope.md), and the whitened-SVD
-    baseline (palu.py) with the same keys and values per token as kv_cache=f."""
+    baseline (low_rank.separate) with the same keys and values per token as kv_cache=f."""
     rows = [("keys only, bands 8", 0.75, "tenfold", dict(shared_dim=per_head // 2, bands=8), True)]
     for f in ((0.5, 0.25) if quick else (0.75, 0.5, 0.25)):
         for data in ((True,) if quick else (False, True)):
@@ -167,7 +168,7 @@ def configurations(quick: bool, per_head: int) -> list:
             rows.append(("kv_cache, bands 1", f, "tenfold", dict(kv_cache=f, bands=1), True))
         if f == 0.5 or not quick:
             keys, rest = tt.rotary.kv_cache_split({"kv_cache": f, "bands": 2}, None, per_head)
-            rows.append(("whitened SVD K+V", f, "palu", dict(key_values=keys, value_values=rest["value_dim"]),
+            rows.append(("whitened SVD K+V", f, "low-rank", dict(key_values=keys, value_values=rest["value_dim"]),
                          True))
     return rows
 
@@ -212,8 +213,8 @@ def main():
     for label, fraction, method, options, data in configurations(args.quick, per_head):
         m = copy.deepcopy(model)
         t = time.process_time()
-        if method == "palu":
-            palu.compress(m, calibration=calib if data else None, **options)
+        if method == "low-rank":
+            low_rank.separate(m, calibration=calib if data else None, **options)
         else:
             tt.compress_model(m, calibration=calib if data else None, **options)
         cpu = time.process_time() - t

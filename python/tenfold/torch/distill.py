@@ -129,9 +129,9 @@ def distill(
     student ends with the parameters of its best evaluation, so never worse than it
     started by that measure. `cpu_seconds` stops after the step that reaches that much
     CPU time of this process. `on_step(step, loss, seconds)` after each step,
-    `on_evaluate(steps done, evaluation)` after each evaluation. Returns the losses. An empty `batches`, or a sequence whose mask has no real
-    token, is a ValueError; on any error the trained parameters are restored to their
-    values before the call."""
+    `on_evaluate(steps done, evaluation)` after each evaluation. Returns the losses. An
+    empty `batches`, or a sequence whose mask has no real token, is a ValueError; on any
+    error the trained parameters are restored to their values before the call."""
     params = list(parameters) if parameters is not None else collaborative_parameters(student)
     if not params:
         raise ValueError("no parameters to train: is the student converted (tenfold.torch.compress_model)?")
