@@ -3,8 +3,10 @@
 
 #include <cstdint>
 #include <random>
+#include <utility>
 #include <vector>
 
+#include "tenfold/sparse.hpp"
 #include "tenfold/tensor.hpp"
 
 namespace tenfold::test {
@@ -21,6 +23,20 @@ std::vector<std::vector<T>> random_factors(const std::vector<index_t>& dims, ind
     for (T& v : f.back()) v = static_cast<T>(u(gen));
   }
   return f;
+}
+
+/// nnz random coordinates (duplicates summed), values uniform in (-1, 1).
+template <class T>
+SparseTensor<T> random_entries(std::vector<index_t> dims, index_t nnz, std::uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  std::vector<index_t> coords;
+  for (index_t d : dims)
+    for (index_t k = 0; k < nnz; ++k)
+      coords.push_back(static_cast<index_t>(gen() % static_cast<std::uint64_t>(d)));
+  std::vector<T> values;
+  for (index_t k = 0; k < nnz; ++k) values.push_back(static_cast<T>(u(gen)));
+  return SparseTensor<T>(std::move(dims), std::move(coords), std::move(values));
 }
 
 }  // namespace tenfold::test

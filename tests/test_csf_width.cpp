@@ -2,8 +2,6 @@
 // MTTKRP, CP-APR kernels and CP-ALS to the bit, and the MTTKRP of the coordinates.
 #include <gtest/gtest.h>
 
-#include <random>
-
 #include "core/compute.hpp"
 #include "cp/cp_als.hpp"
 #include "expect_throw.hpp"
@@ -16,6 +14,7 @@
 namespace tenfold {
 namespace {
 
+using test::random_entries;
 using test::random_factors;
 using test::relative_difference;
 using test::same_bits;
@@ -23,20 +22,6 @@ using test::same_bits;
 // A limit below which the small modes stay narrow and the large ones (and most child
 // pointers) go wide.
 constexpr index_t kSmallLimit = 100;
-
-// nnz random coordinates (duplicates summed), values uniform in (-1, 1).
-template <class T>
-SparseTensor<T> random_entries(std::vector<index_t> dims, index_t nnz, std::uint64_t seed) {
-  std::mt19937_64 gen(seed);
-  std::uniform_real_distribution<double> u(-1.0, 1.0);
-  std::vector<index_t> coords;
-  for (index_t d : dims)
-    for (index_t k = 0; k < nnz; ++k)
-      coords.push_back(static_cast<index_t>(gen() % static_cast<std::uint64_t>(d)));
-  std::vector<T> values;
-  for (index_t k = 0; k < nnz; ++k) values.push_back(static_cast<T>(u(gen)));
-  return SparseTensor<T>(std::move(dims), std::move(coords), std::move(values));
-}
 
 // MTTKRP of mode n (I_n x R, column-major) straight from the coordinates, in double.
 template <class T>

@@ -8,8 +8,11 @@
 // per tensor and rank: the seconds to build the CSF trees and their bytes per nonzero
 // (per tree), the wall and CPU seconds per
 // CP-ALS iteration (between the ends of sweep 1 and sweep K, from a random start), the
-// MTTKRP share, and the MTTKRP rate in nonzeros x rank x order per second. With --save,
-// writes each tensor as DIR/power_law_<order>way.tns for other programs to read.
+// MTTKRP share, the MTTKRP rate in nonzeros x rank x order per second, and the peak
+// resident memory of the process once the tensor is made (the generator's coordinates and
+// the tensor's sort included) and so far. With --save, writes each tensor as
+// DIR/power_law_<order>way.tns for other programs to read. A run that does not fit says so
+// in one line.
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -17,6 +20,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <string>
 #include <utility>
 #include <vector>
@@ -57,13 +61,18 @@ double cpu_seconds() {
          1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
 }
 
+// Peak resident memory of this process so far, in MB (10^6 bytes).
+double peak_rss_mb() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) * 1024.0 / 1e6;
+}
+
 double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   index_t nnz = 1000000;
   std::vector<index_t> ranks = {16, 64}, orders = {3, 4};
   int iters = 5;
@@ -89,6 +98,7 @@ int main(int argc, char** argv) {
     if (std::find(orders.begin(), orders.end(), static_cast<index_t>(dims.size())) == orders.end())
       continue;
     const tenfold::SparseTensor<double> x = power_law(dims, nnz, 1);
+    const double tensor_rss = peak_rss_mb();
     if (!save.empty()) {
       tenfold::io::save_tns(save + "/power_law_" + std::to_string(dims.size()) + "way.tns", x);
     }
@@ -121,14 +131,27 @@ int main(int argc, char** argv) {
           "{\"order\": %zu, \"nnz\": %lld, \"rank\": %lld, \"threads\": %d, \"csf_build_s\": "
           "%.3f, \"csf_bytes_per_nnz_per_tree\": %.2f, \"s_per_iter\": %.4f, \"cpu_s_per_iter\": "
           "%.4f, \"mttkrp_s_per_iter\": %.4f, "
-          "\"mttkrp_nnz_rank_per_s\": %.3e, \"fit\": %.6f}\n",
+          "\"mttkrp_nnz_rank_per_s\": %.3e, \"fit\": %.6f, \"tensor_peak_rss_mb\": %.0f, "
+          "\"peak_rss_mb\": %.0f}\n",
           dims.size(), static_cast<long long>(x.nnz()), static_cast<long long>(r),
           tenfold::num_threads(), build,
           tree_bytes / static_cast<double>(x.nnz()) / static_cast<double>(dims.size()), per_iter,
           cpu_per_iter, mttkrp,
           static_cast<double>(x.nnz()) * static_cast<double>(r) * static_cast<double>(dims.size()) /
               mttkrp,
-          res.fit);
+          res.fit, tensor_rss, peak_rss_mb());
     }
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "sparse_cp_bench: %s\n", e.what());
+    return 1;
   }
 }

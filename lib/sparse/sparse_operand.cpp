@@ -1,6 +1,7 @@
 #include "sparse/sparse_operand.hpp"
 
 #include <algorithm>
+#include <numeric>
 #include <string>
 
 #include "core/instantiate.hpp"
@@ -34,15 +35,12 @@ SparseOperand<T>::SparseOperand(Compute<T>& c, const SparseTensor<T>& x, index_t
                           std::string(to_string(c.kind())));
   }
   const int order = x.order();
-  require_host_bytes(order * Csf<T>::bytes_bound(x.dims(), x.nnz()),
-                     "the CSF layout of a sparse tensor with " + std::to_string(x.nnz()) +
-                         " nonzeros (one tree per mode)");
-  trees_.resize(static_cast<std::size_t>(order));
-  // Independent trees, one per task.
-  parallel_for(order, [&](index_t n) {
-    trees_[static_cast<std::size_t>(n)] =
-        std::make_unique<Csf<T>>(x, static_cast<int>(n), max_narrow);
-  });
+  std::vector<int> roots(static_cast<std::size_t>(order));
+  std::iota(roots.begin(), roots.end(), 0);
+  trees_ = build_csf_trees(x, roots, 0.0,
+                           "the CSF layout of a sparse tensor with " + std::to_string(x.nnz()) +
+                               " nonzeros (one tree per mode)",
+                           max_narrow);
   rows_.resize(static_cast<std::size_t>(order));
 }
 
@@ -114,10 +112,10 @@ void SparseOperand<T>::mode_gram(int n, T* out) {
 template <class T>
 double SparseOperand<T>::workspace_elements(index_t rank, bool mode_grams) const {
   // Row-major factor copies (host memory, counted in T); the mode Gram's sort (index_t
-  // per entry, twice).
+  // per entry, twice: the permutation and its spare).
   double e = 0.0;
   for (index_t d : x_.dims()) e += static_cast<double>(d) * static_cast<double>(rank);
-  if (mode_grams) e += 3.0 * static_cast<double>(x_.nnz()) * sizeof(index_t) / sizeof(T);
+  if (mode_grams) e += 2.0 * static_cast<double>(x_.nnz()) * sizeof(index_t) / sizeof(T);
   return e;
 }
 
