@@ -1,9 +1,11 @@
 #include <cmath>
+#include <cstdint>
 #include <numeric>
 #include <string>
 
 #include "core/instantiate.hpp"
 #include "core/parallel.hpp"
+#include "sparse/csf.hpp"
 #include "sparse/entry_order.hpp"
 #include "tenfold/error.hpp"
 #include "tenfold/sparse.hpp"
@@ -14,6 +16,66 @@ double sparse_tensor_bytes(int order, index_t nnz, std::size_t value_bytes) {
   return static_cast<double>(nnz) *
          (static_cast<double>(order) * sizeof(index_t) + static_cast<double>(value_bytes));
 }
+
+namespace {
+
+// coords and values_out: the entries (idx, values) sorted with mode 0 slowest, each run of
+// equal coordinates summed in the given order, sums that are exactly zero dropped. Word:
+// the sort's entry numbers (32-bit when nnz allows). Two passes over the runs (count, then
+// fill), so that beside the given entries only the sorted entry numbers and the result are
+// held.
+template <class Word, class T>
+void canonical_entries(std::span<const index_t* const> idx, const std::vector<index_t>& dims,
+                       const std::vector<T>& values, std::vector<index_t>& coords,
+                       std::vector<T>& values_out) {
+  const std::size_t nnz = values.size(), order = dims.size();
+  std::vector<Word> perm(nnz);
+  {
+    std::vector<Word> spare;
+    std::vector<int> modes(order);
+    std::iota(modes.begin(), modes.end(), 0);
+    std::iota(perm.begin(), perm.end(), Word{0});
+    detail::sort_entries<Word>(idx, dims, modes, perm, spare);
+  }
+  const auto same = [&](std::size_t a, std::size_t b) {
+    for (std::size_t n = 0; n < order; ++n)
+      if (idx[n][a] != idx[n][b]) return false;
+    return true;
+  };
+  // f(first sorted position, sum) for every run of equal coordinates
+  const auto for_each_run = [&](const auto& f) {
+    for (std::size_t lo = 0, hi = 0; lo < nnz; lo = hi) {
+      const auto first = static_cast<std::size_t>(perm[lo]);
+      T sum = values[first];
+      for (hi = lo + 1; hi < nnz && same(first, static_cast<std::size_t>(perm[hi])); ++hi)
+        sum += values[static_cast<std::size_t>(perm[hi])];
+      f(first, sum);
+    }
+  };
+  std::size_t kept = 0;
+  for_each_run([&](std::size_t first, T sum) {
+    // A sum of finite duplicates can overflow.
+    if (!std::isfinite(sum)) {
+      std::string at;
+      for (std::size_t n = 0; n < order; ++n)
+        at += (n > 0 ? ", " : "") + std::to_string(idx[n][first]);
+      throw InvalidArgument("the duplicate entries at index (" + at + ") sum to " +
+                            (sum > 0 ? "+Inf" : "-Inf") + ": their sum overflows " +
+                            (sizeof(T) == 4 ? "float32" : "float64"));
+    }
+    kept += sum != T(0);
+  });
+  coords.resize(kept * order);
+  values_out.reserve(kept);
+  for_each_run([&](std::size_t first, T sum) {
+    if (sum == T(0)) return;
+    const std::size_t out = values_out.size();
+    for (std::size_t n = 0; n < order; ++n) coords[n * kept + out] = idx[n][first];
+    values_out.push_back(sum);
+  });
+}
+
+}  // namespace
 
 template <class T>
 SparseTensor<T>::SparseTensor(std::vector<index_t> dims, std::vector<index_t> coords,
@@ -69,43 +131,10 @@ SparseTensor<T>::SparseTensor(std::vector<index_t> dims, std::vector<index_t> co
     values_ = std::move(values);
     return;
   }
-  // Sort (mode 0 slowest), sum the runs of equal coordinates in the given order, drop zeros.
-  std::vector<int> modes(static_cast<std::size_t>(order));
-  std::iota(modes.begin(), modes.end(), 0);
-  const std::vector<index_t> perm =
-      detail::sorted_entries(idx, static_cast<index_t>(nnz), dims_, modes);
-  std::vector<std::size_t> first;  // first sorted position of each distinct coordinate
-  std::vector<T> sums;
-  for (std::size_t p = 0; p < nnz; ++p) {
-    const auto k = static_cast<std::size_t>(perm[p]);
-    if (p > 0 && !before(static_cast<std::size_t>(perm[p - 1]), k)) {
-      sums.back() += values[k];
-      continue;
-    }
-    first.push_back(p);
-    sums.push_back(values[k]);
-  }
-  // A sum of finite duplicates can overflow.
-  for (std::size_t u = 0; u < sums.size(); ++u) {
-    if (std::isfinite(sums[u])) continue;
-    const auto k = static_cast<std::size_t>(perm[first[u]]);
-    std::string at;
-    for (int n = 0; n < order; ++n)
-      at += (n > 0 ? ", " : "") + std::to_string(idx[static_cast<std::size_t>(n)][k]);
-    throw InvalidArgument("the duplicate entries at index (" + at + ") sum to " +
-                          (sums[u] > 0 ? "+Inf" : "-Inf") + ": their sum overflows " +
-                          (sizeof(T) == 4 ? "float32" : "float64"));
-  }
-  std::size_t kept = 0;
-  for (T s : sums) kept += s != T(0);
-  coords_.resize(kept * static_cast<std::size_t>(order));
-  values_.reserve(kept);
-  for (std::size_t u = 0, out = 0; u < sums.size(); ++u) {
-    if (sums[u] == T(0)) continue;
-    const auto k = static_cast<std::size_t>(perm[first[u]]);
-    for (int n = 0; n < order; ++n) coords_[n * kept + out] = idx[static_cast<std::size_t>(n)][k];
-    values_.push_back(sums[u]);
-    ++out;
+  if (nnz <= static_cast<std::size_t>(detail::kNarrowLimit)) {
+    canonical_entries<std::uint32_t>(idx, dims_, values, coords_, values_);
+  } else {
+    canonical_entries<index_t>(idx, dims_, values, coords_, values_);
   }
 }
 
