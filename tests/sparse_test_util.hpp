@@ -39,4 +39,25 @@ SparseTensor<T> random_entries(std::vector<index_t> dims, index_t nnz, std::uint
   return SparseTensor<T>(std::move(dims), std::move(coords), std::move(values));
 }
 
+/// MTTKRP of mode n (I_n x R, column-major) straight from the coordinates, in double,
+/// from row-major factors.
+template <class T>
+std::vector<T> coo_mttkrp(const SparseTensor<T>& x, const std::vector<std::vector<T>>& rows, int n,
+                          index_t r) {
+  const index_t in = x.dim(n);
+  std::vector<double> out(static_cast<std::size_t>(in * r), 0.0);
+  for (index_t k = 0; k < x.nnz(); ++k) {
+    const auto ks = static_cast<std::size_t>(k);
+    for (index_t j = 0; j < r; ++j) {
+      double p = static_cast<double>(x.values()[ks]);
+      for (int m = 0; m < x.order(); ++m) {
+        const index_t i = x.indices(m)[ks];
+        if (m != n) p *= static_cast<double>(rows[static_cast<std::size_t>(m)][i * r + j]);
+      }
+      out[static_cast<std::size_t>(x.indices(n)[ks] + j * in)] += p;
+    }
+  }
+  return std::vector<T>(out.begin(), out.end());
+}
+
 }  // namespace tenfold::test

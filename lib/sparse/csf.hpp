@@ -205,6 +205,16 @@ template <class T>
 void csf_mttkrp(const Csf<T>& tree, std::type_identity_t<std::span<const T* const>> rows,
                 index_t rank, T* out);
 
+/// out (out_rows x R, column-major) = the MTTKRP of the mode of `level`, from row-major
+/// factors of every other mode (the root's included): csf_mttkrp at level 0; below it, each
+/// node's ancestors' row product times its subtree sum, added by contiguous ranges of roots
+/// (one per thread) into private copies of the output (out_rows x R each), which are summed
+/// in range order: the same bits for the same thread count.
+template <class T>
+void csf_mttkrp_level(const Csf<T>& tree, int level,
+                      std::type_identity_t<std::span<const T* const>> rows, index_t rank,
+                      index_t out_rows, T* out);
+
 /// Phi (I_root x R, row-major) = (X_(n) ./ max(B Pi^T, eps)) Pi for the root mode n, B
 /// (I_n x R, row-major) and Pi the Khatri-Rao rows of the other factors rows[m] (row-major)
 /// at the nonzeros: CP-APR's multiplicative update (cp_apr.cpp). Parallel over the root
