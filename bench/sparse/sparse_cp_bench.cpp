@@ -29,6 +29,7 @@
 
 #include "core/compute.hpp"
 #include "core/random.hpp"
+#include "sparse/entry_order.hpp"
 #include "sparse/sparse_operand.hpp"
 #include "tenfold/cp.hpp"
 #include "tenfold/sparse.hpp"
@@ -40,8 +41,11 @@ using tenfold::index_t;
 
 tenfold::SparseTensor<double> power_law(const std::vector<index_t>& dims, index_t nnz,
                                         std::uint64_t seed) {
-  tenfold::detail::Rng rng(seed);
   const auto order = dims.size();
+  tenfold::detail::require_host_bytes(
+      tenfold::sparse_tensor_bytes(static_cast<int>(order), nnz, sizeof(double)),
+      "the bench's tensor (coordinates and values)");
+  tenfold::detail::Rng rng(seed);
   std::vector<index_t> coords(order * static_cast<std::size_t>(nnz));
   std::vector<double> values(static_cast<std::size_t>(nnz));
   for (index_t k = 0; k < nnz; ++k) {

@@ -3,7 +3,8 @@
 // level 1 those of the next mode under each root, and so on down to one leaf per entry.
 // One tree per mode, each rooted at the mode whose MTTKRP it computes: every output row
 // is then one root's subtree, so threads own disjoint rows, need no atomics, and each
-// row's sum runs in the same order for any thread count (SPLATT's "all-mode" CSF).
+// row's sum runs in the same order for any thread count (SPLATT's "all-mode" CSF). Or
+// one tree for all modes (csf_mttkrp_level: the other modes' rows are shared by roots).
 // Each level keeps its node ids and child pointers in 32 bits where they fit, else in 64
 // (chosen when the tree is built); the kernels are compiled once per width (CsfIndex)
 // and with_index picks one per call.

@@ -29,6 +29,11 @@ void canonical_entries(std::span<const index_t* const> idx, const std::vector<in
                        const std::vector<T>& values, std::vector<index_t>& coords,
                        std::vector<T>& values_out) {
   const std::size_t nnz = values.size(), order = dims.size();
+  // the sort's two arrays of entry numbers, then the result (at most nnz entries)
+  detail::require_host_bytes(
+      2.0 * static_cast<double>(nnz) * sizeof(Word) +
+          sparse_tensor_bytes(static_cast<int>(order), static_cast<index_t>(nnz), sizeof(T)),
+      "sorting the " + std::to_string(nnz) + " entries of a sparse tensor");
   std::vector<Word> perm(nnz);
   {
     std::vector<Word> spare;
