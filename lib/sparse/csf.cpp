@@ -215,7 +215,10 @@ std::vector<std::unique_ptr<Csf<T>>> build_csf_trees(const SparseTensor<T>& x,
   for (int k = 0; k < at_once; ++k) scratches.emplace_back(x.dims(), x.nnz());
   std::vector<std::unique_ptr<Csf<T>>> out(roots.size());
   for (int first = 0; first < trees; first += at_once) {
-    parallel_for(std::min(at_once, trees - first), [&](index_t k) {
+    // a last, smaller group frees the scratches it does not use
+    const int group = std::min(at_once, trees - first);
+    scratches.erase(scratches.begin() + group, scratches.end());
+    parallel_for(group, [&](index_t k) {
       const auto t = static_cast<std::size_t>(first + k);
       out[t] =
           std::make_unique<Csf<T>>(x, roots[t], scratches[static_cast<std::size_t>(k)], max_narrow);
