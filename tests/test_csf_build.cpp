@@ -1,10 +1,12 @@
-// Building CSF trees: the radix sort of the entries against a comparison sort, every tree
-// against the sorted coordinates it compresses, trees built in one reused scratch or in
-// parallel the same as trees built alone, the memory bound and the refusals.
+// Building CSF trees: the radix sort of the entries against a comparison sort (and the
+// tensor's own sort against an ordered map), every tree against the sorted coordinates it
+// compresses, trees built in one reused scratch or in parallel the same as trees built
+// alone, the memory bound and the refusals.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <numeric>
 #include <random>
 #include <string>
@@ -72,6 +74,40 @@ TYPED_TEST(SortEntries, IsTheStableLexicographicSort) {
     const std::vector<index_t> expected = reference_order(indices, modes);
     EXPECT_TRUE(std::equal(perm.begin(), perm.end(), expected.begin(), expected.end()))
         << "modes " << modes[0] << " " << modes[1] << "...";
+  }
+}
+
+// The tensor's own sort, on coordinates with few and with many repeats (some summing to
+// exactly zero): the entries of an ordered map that sums them in the given order.
+TEST(SparseTensorSort, SumsRepeatsInOrderAsAMapDoes) {
+  std::mt19937_64 gen(9);
+  for (const std::vector<index_t>& dims :
+       std::vector<std::vector<index_t>>{{50, 40, 30}, {3, 4, 2}, {7}, {100000, 3}}) {
+    const std::size_t nnz = 5000;
+    std::vector<index_t> coords(dims.size() * nnz);
+    std::vector<double> values(nnz);
+    std::map<std::vector<index_t>, double> expected;
+    for (std::size_t k = 0; k < nnz; ++k) {
+      std::vector<index_t> at;
+      for (std::size_t n = 0; n < dims.size(); ++n) {
+        coords[n * nnz + k] = static_cast<index_t>(gen() % static_cast<std::uint64_t>(dims[n]));
+        at.push_back(coords[n * nnz + k]);
+      }
+      values[k] = static_cast<double>(static_cast<int>(gen() % 7) - 3);  // zeros and cancellations
+      expected[at] += values[k];
+    }
+    const SparseTensor<double> x(dims, coords, values);
+    std::size_t k = 0;
+    for (const auto& [at, v] : expected) {
+      if (v == 0.0) continue;
+      ASSERT_LT(k, static_cast<std::size_t>(x.nnz()));
+      for (std::size_t n = 0; n < dims.size(); ++n)
+        EXPECT_EQ(x.indices(static_cast<int>(n))[k], at[n]) << "entry " << k;
+      EXPECT_EQ(x.values()[k], v) << "entry " << k;
+      ++k;
+    }
+    EXPECT_EQ(static_cast<std::size_t>(x.nnz()), k);
+    EXPECT_EQ(x.coords().size(), k * dims.size());
   }
 }
 

@@ -1,7 +1,9 @@
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <numeric>
 #include <string>
+#include <type_traits>
 
 #include "core/instantiate.hpp"
 #include "core/parallel.hpp"
@@ -19,65 +21,72 @@ double sparse_tensor_bytes(int order, index_t nnz, std::size_t value_bytes) {
 
 namespace {
 
-// coords and values_out: the entries (idx, values) sorted with mode 0 slowest, each run of
-// equal coordinates summed in the given order, sums that are exactly zero dropped. Word:
-// the sort's entry numbers (32-bit when nnz allows). Two passes over the runs (count, then
-// fill), so that beside the given entries only the sorted entry numbers and the result are
-// held.
+// Makes the entries (coords, N x nnz mode-major, and values) canonical in place: sorted
+// with mode 0 slowest, each run of equal coordinates summed in the given order, sums that
+// are exactly zero dropped (coords becomes N x kept). Word: the sort's entry numbers
+// (32-bit when nnz allows). Beside the entries it holds those numbers (two arrays while
+// sorting) and one mode's indices or the values at a time, while they are put in order.
 template <class Word, class T>
-void canonical_entries(std::span<const index_t* const> idx, const std::vector<index_t>& dims,
-                       const std::vector<T>& values, std::vector<index_t>& coords,
-                       std::vector<T>& values_out) {
+void make_canonical(const std::vector<index_t>& dims, std::vector<index_t>& coords,
+                    std::vector<T>& values) {
   const std::size_t nnz = values.size(), order = dims.size();
-  // the sort's two arrays of entry numbers, then the result (at most nnz entries)
-  detail::require_host_bytes(
-      2.0 * static_cast<double>(nnz) * sizeof(Word) +
-          sparse_tensor_bytes(static_cast<int>(order), static_cast<index_t>(nnz), sizeof(T)),
-      "sorting the " + std::to_string(nnz) + " entries of a sparse tensor");
-  std::vector<Word> perm(nnz);
+  detail::require_host_bytes(static_cast<double>(nnz) * (sizeof(Word) + sizeof(index_t)),
+                             "sorting the " + std::to_string(nnz) + " entries of a sparse tensor");
+  const auto mode = [&](std::size_t n) { return coords.data() + n * nnz; };
   {
-    std::vector<Word> spare;
-    std::vector<int> modes(order);
-    std::iota(modes.begin(), modes.end(), 0);
-    std::iota(perm.begin(), perm.end(), Word{0});
-    detail::sort_entries<Word>(idx, dims, modes, perm, spare);
+    std::vector<Word> perm(nnz);
+    {
+      std::vector<Word> spare;
+      std::vector<int> modes(order);
+      std::iota(modes.begin(), modes.end(), 0);
+      std::vector<const index_t*> idx;
+      for (std::size_t n = 0; n < order; ++n) idx.push_back(mode(n));
+      std::iota(perm.begin(), perm.end(), Word{0});
+      detail::sort_entries<Word>(idx, dims, modes, perm, spare);
+    }
+    // a[p] = a[perm[p]] for each mode's indices and for the values, through one buffer
+    const auto put_in_order = [&](auto* a) {
+      std::vector<std::remove_pointer_t<decltype(a)>> sorted(nnz);
+      for (std::size_t p = 0; p < nnz; ++p) sorted[p] = a[static_cast<std::size_t>(perm[p])];
+      std::copy(sorted.begin(), sorted.end(), a);
+    };
+    for (std::size_t n = 0; n < order; ++n) put_in_order(mode(n));
+    put_in_order(values.data());
   }
+  // The runs of equal coordinates are now adjacent, in their given order: each sum goes
+  // to the next kept place (never after the run it comes from).
   const auto same = [&](std::size_t a, std::size_t b) {
     for (std::size_t n = 0; n < order; ++n)
-      if (idx[n][a] != idx[n][b]) return false;
+      if (mode(n)[a] != mode(n)[b]) return false;
     return true;
   };
-  // f(first sorted position, sum) for every run of equal coordinates
-  const auto for_each_run = [&](const auto& f) {
-    for (std::size_t lo = 0, hi = 0; lo < nnz; lo = hi) {
-      const auto first = static_cast<std::size_t>(perm[lo]);
-      T sum = values[first];
-      for (hi = lo + 1; hi < nnz && same(first, static_cast<std::size_t>(perm[hi])); ++hi)
-        sum += values[static_cast<std::size_t>(perm[hi])];
-      f(first, sum);
-    }
-  };
   std::size_t kept = 0;
-  for_each_run([&](std::size_t first, T sum) {
+  for (std::size_t lo = 0, hi = 0; lo < nnz; lo = hi) {
+    T sum = values[lo];
+    for (hi = lo + 1; hi < nnz && same(lo, hi); ++hi) sum += values[hi];
     // A sum of finite duplicates can overflow.
     if (!std::isfinite(sum)) {
       std::string at;
       for (std::size_t n = 0; n < order; ++n)
-        at += (n > 0 ? ", " : "") + std::to_string(idx[n][first]);
+        at += (n > 0 ? ", " : "") + std::to_string(mode(n)[lo]);
       throw InvalidArgument("the duplicate entries at index (" + at + ") sum to " +
                             (sum > 0 ? "+Inf" : "-Inf") + ": their sum overflows " +
                             (sizeof(T) == 4 ? "float32" : "float64"));
     }
-    kept += sum != T(0);
-  });
+    if (sum == T(0)) continue;
+    for (std::size_t n = 0; n < order; ++n) mode(n)[kept] = mode(n)[lo];
+    values[kept++] = sum;
+  }
+  // Mode n moves from offset n nnz down to n kept; the arrays shrink (and give their
+  // memory back when at least half of it is unused: the copy then costs at most half).
+  for (std::size_t n = 1; n < order; ++n)
+    std::copy(mode(n), mode(n) + kept, coords.data() + n * kept);
   coords.resize(kept * order);
-  values_out.reserve(kept);
-  for_each_run([&](std::size_t first, T sum) {
-    if (sum == T(0)) return;
-    const std::size_t out = values_out.size();
-    for (std::size_t n = 0; n < order; ++n) coords[n * kept + out] = idx[n][first];
-    values_out.push_back(sum);
-  });
+  values.resize(kept);
+  if (2 * kept <= nnz) {
+    coords.shrink_to_fit();
+    values.shrink_to_fit();
+  }
 }
 
 }  // namespace
@@ -131,15 +140,13 @@ SparseTensor<T>::SparseTensor(std::vector<index_t> dims, std::vector<index_t> co
   for (std::size_t k = 0; k < nnz && canonical; ++k) {
     canonical = values[k] != T(0) && (k == 0 || before(k - 1, k));
   }
-  if (canonical) {
-    coords_ = std::move(coords);
-    values_ = std::move(values);
-    return;
-  }
+  coords_ = std::move(coords);
+  values_ = std::move(values);
+  if (canonical) return;
   if (nnz <= static_cast<std::size_t>(detail::kNarrowLimit)) {
-    canonical_entries<std::uint32_t>(idx, dims_, values, coords_, values_);
+    make_canonical<std::uint32_t>(dims_, coords_, values_);
   } else {
-    canonical_entries<index_t>(idx, dims_, values, coords_, values_);
+    make_canonical<index_t>(dims_, coords_, values_);
   }
 }
 
