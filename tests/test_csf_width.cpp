@@ -2,8 +2,6 @@
 // MTTKRP, CP-APR kernels and CP-ALS to the bit, and the MTTKRP of the coordinates.
 #include <gtest/gtest.h>
 
-#include <random>
-
 #include "core/compute.hpp"
 #include "cp/cp_als.hpp"
 #include "expect_throw.hpp"
@@ -16,6 +14,8 @@
 namespace tenfold {
 namespace {
 
+using test::coo_mttkrp;
+using test::random_entries;
 using test::random_factors;
 using test::relative_difference;
 using test::same_bits;
@@ -23,40 +23,6 @@ using test::same_bits;
 // A limit below which the small modes stay narrow and the large ones (and most child
 // pointers) go wide.
 constexpr index_t kSmallLimit = 100;
-
-// nnz random coordinates (duplicates summed), values uniform in (-1, 1).
-template <class T>
-SparseTensor<T> random_entries(std::vector<index_t> dims, index_t nnz, std::uint64_t seed) {
-  std::mt19937_64 gen(seed);
-  std::uniform_real_distribution<double> u(-1.0, 1.0);
-  std::vector<index_t> coords;
-  for (index_t d : dims)
-    for (index_t k = 0; k < nnz; ++k)
-      coords.push_back(static_cast<index_t>(gen() % static_cast<std::uint64_t>(d)));
-  std::vector<T> values;
-  for (index_t k = 0; k < nnz; ++k) values.push_back(static_cast<T>(u(gen)));
-  return SparseTensor<T>(std::move(dims), std::move(coords), std::move(values));
-}
-
-// MTTKRP of mode n (I_n x R, column-major) straight from the coordinates, in double.
-template <class T>
-std::vector<T> coo_mttkrp(const SparseTensor<T>& x, const std::vector<std::vector<T>>& rows, int n,
-                          index_t r) {
-  const index_t in = x.dim(n);
-  std::vector<double> out(static_cast<std::size_t>(in * r), 0.0);
-  for (index_t k = 0; k < x.nnz(); ++k) {
-    const auto ks = static_cast<std::size_t>(k);
-    for (index_t j = 0; j < r; ++j) {
-      double p = static_cast<double>(x.values()[ks]);
-      for (int m = 0; m < x.order(); ++m) {
-        const index_t i = x.indices(m)[ks];
-        if (m != n) p *= static_cast<double>(rows[static_cast<std::size_t>(m)][i * r + j]);
-      }
-      out[static_cast<std::size_t>(x.indices(n)[ks] + j * in)] += p;
-    }
-  }
-  return std::vector<T>(out.begin(), out.end());
-}
 
 template <class T>
 class CsfWidth : public ::testing::Test {};
@@ -150,7 +116,7 @@ TYPED_TEST(CsfWidth, CpAlsUnchanged) {
   o.tol = 0.0;
   std::vector<CpResult<T>> runs;
   for (index_t max_narrow : {detail::kNarrowLimit, kSmallLimit, index_t{1}}) {
-    detail::SparseOperand<T> op(*c, x, max_narrow);
+    detail::SparseOperand<T> op(*c, x, CsfLayout::all, max_narrow);
     runs.push_back(detail::run_cp_starts<T>(op, *c, o, {}, detail::Clock::now()));
   }
   for (std::size_t k = 1; k < runs.size(); ++k) {

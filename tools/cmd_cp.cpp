@@ -36,6 +36,7 @@ struct CpArgs {
   double time_limit = 0.0;
   std::string grid;            // --grid, per NumPy axis
   std::vector<index_t> shape;  // --shape, sparse inputs
+  std::string csf = "auto";    // --csf, sparse inputs
   CommonOptions common;
 };
 
@@ -297,10 +298,17 @@ int run_sparse_cp(const CpArgs& a) {
   CpOptions o = cp_options(a);
   std::vector<Matrix<T>> initial_factors;
   if (!a.init_factors.empty()) initial_factors = load_initial_factors<T>(a, header);
-  const CpResult<T> res = cp_als(x, o, initial_factors);
+  const CsfLayout layout = csf_layout_for(x, {parse_csf_layout(a.csf)});
+  if (!a.common.quiet && writes_outputs()) {
+    std::fprintf(
+        stderr, "CSF layout: %s\n",
+        layout == CsfLayout::one ? "one tree (--csf one)" : "one tree per mode (--csf all)");
+  }
+  const CpResult<T> res = cp_als(x, o, initial_factors, {layout});
   if (!writes_outputs()) return 0;
   nlohmann::json j = cp_report(a, header, res);
   j["format"] = "sparse";
+  j["csf"] = to_string(layout);
   j["nnz"] = x.nnz();
   write_cp_result(a, header, res, j);
   return 0;
@@ -342,6 +350,12 @@ Command add_cp_command(CLI::App& app) {
   cmd->add_flag("--nonnegative", a->nonnegative, "Non-negative factors (HALS updates)");
   cmd->add_flag("--line-search", a->line_search,
                 "Bro's extrapolation every second iteration (as TensorLy's linesearch=True)");
+  cmd->add_option("--csf", a->csf,
+                  "Sparse inputs: the CSF trees of the MTTKRP. all: one per axis (fastest); "
+                  "one: a single tree (about 1/N of the memory); auto: all when they fit in "
+                  "3/4 of the available memory, else one (said on stderr)")
+      ->check(CLI::IsMember({"auto", "all", "one"}))
+      ->capture_default_str();
   cmd->add_option("--compress", a->compress,
                   "Compress first: CP of the ST-HOSVD core, then sweeps on the full tensor. "
                   "auto: when the core is 8x smaller, the tensor has 2^20 entries and no axis "
@@ -413,19 +427,23 @@ Command add_cp_command(CLI::App& app) {
     refuse(sampled && a->common.backend != "cpu", "--solver sampled",
            "--backend " + a->common.backend);
   });
-  return {cmd,
-          [a] {
-            if (io::is_sparse_file(a->input)) {
-              return a->common.dtype == "float32" ? run_sparse_cp<float>(*a)
-                                                  : run_sparse_cp<double>(*a);
-            }
-            require_no_shape(a->shape);
-            const io::NpyHeader header = read_input_header_everywhere(a->input);
-            return choose_dtype(a->common.dtype, header.dtype) == io::DType::float32
-                       ? run_cp<float>(*a, header)
-                       : run_cp<double>(*a, header);
-          },
-          {}};
+  return {
+      cmd,
+      [a] {
+        if (io::is_sparse_file(a->input)) {
+          return a->common.dtype == "float32" ? run_sparse_cp<float>(*a)
+                                              : run_sparse_cp<double>(*a);
+        }
+        require_no_shape(a->shape);
+        if (a->csf != "auto") {
+          throw CLI::ValidationError("--csf applies to sparse inputs (.tns, .tns.gz, .tfsparse)");
+        }
+        const io::NpyHeader header = read_input_header_everywhere(a->input);
+        return choose_dtype(a->common.dtype, header.dtype) == io::DType::float32
+                   ? run_cp<float>(*a, header)
+                   : run_cp<double>(*a, header);
+      },
+      {}};
 }
 
 }  // namespace tenfold::cli

@@ -145,7 +145,7 @@ struct TENFOLD_API CpProgress {
 /// Options of cp_als. The Tensor Toolbox's cp_als stops after 50 iterations or when the
 /// fit changes by less than 1e-4; the defaults here run longer (100) and to a tighter
 /// tolerance (1e-6). Normalisation and the start follow the Tensor Toolbox and GenTen.
-/// A start of one's own is not an option but cp_als's last argument (CpStart).
+/// A start of one's own is not an option but cp_als's argument after the options (CpStart).
 struct TENFOLD_API CpOptions {
   index_t rank = 1;     ///< number of components R >= 1
   int max_iters = 100;  ///< outer iterations (sweeps over all modes), >= 0 (0: the start)
@@ -351,18 +351,46 @@ template <class T>
 TENFOLD_API CpResult<T> cp_als(const KTensor<T>& x, const CpOptions& options,
                                CpStart<T> initial_factors = {});
 
+/// The compressed sparse fibre trees of sparse CP-ALS (docs/sparse.md, "Layout").
+enum class CsfLayout {
+  /// all when the N trees and the scratch of building one take at most 3/4 of the memory
+  /// available, else one
+  automatic,
+  /// one tree per mode, rooted at it: each output row is one root's subtree
+  all,
+  /// one tree, rooted at the smallest mode (about 1/N of the memory): the other modes'
+  /// MTTKRPs add into a copy of the output per thread (I_n x R each), summed in order
+  one,
+};
+
+/// "auto", "all" or "one".
+TENFOLD_API std::string_view to_string(CsfLayout layout);
+/// Parses the names above; throws InvalidArgument otherwise.
+TENFOLD_API CsfLayout parse_csf_layout(std::string_view name);
+
+/// What sparse CP-ALS adds to CpOptions.
+struct TENFOLD_API SparseCpOptions {
+  CsfLayout csf = CsfLayout::automatic;
+};
+
+/// The layout cp_als(x, ..., sparse) builds: sparse.csf, or for automatic the one the
+/// memory available now allows (all or one).
+template <class T>
+TENFOLD_API CsfLayout csf_layout_for(const SparseTensor<T>& x, const SparseCpOptions& sparse);
+
 /// CP-ALS of a sparse tensor (order >= 2; docs/sparse.md): the same loop, stopping rule
-/// and closed-form fit as the dense call, with the MTTKRP of each mode on a compressed
-/// sparse fibre tree rooted at that mode (one tree per mode, built once per call; its
-/// memory is checked first). The MTTKRP gives the same bits for any thread count (the
-/// loop's dense steps follow the library's rule: the same bits for the same thread
-/// count, docs/api.md "Threads"). Options
+/// and closed-form fit as the dense call, with the MTTKRP of each mode on compressed
+/// sparse fibre trees (built once per call; their memory is checked first): by default
+/// one tree per mode, rooted at that mode, or one tree for all modes when sparse.csf says
+/// so or the N trees do not fit. With one tree per mode the MTTKRP gives the same bits for
+/// any thread count; with one tree, for the same thread count (as the loop's dense steps,
+/// docs/api.md "Threads"). Options
 /// as for dense tensors (starts, n_starts, line_search, nonnegative, ridge, time_limit,
 /// callback); automatic init is nvecs under the same size rule (the mode Grams are
 /// formed from the nonzeros). Refused: compress = on, layout = row_major (the modes are
 /// the coordinate columns), backends without host memory.
 template <class T>
 TENFOLD_API CpResult<T> cp_als(const SparseTensor<T>& x, const CpOptions& options,
-                               CpStart<T> initial_factors = {});
+                               CpStart<T> initial_factors = {}, const SparseCpOptions& sparse = {});
 
 }  // namespace tenfold

@@ -15,6 +15,8 @@
 #include <charconv>
 #include <cmath>
 #include <limits>
+#include <memory>
+#include <numeric>
 #include <string>
 
 #include "core/format.hpp"
@@ -178,21 +180,20 @@ CpAprResult<T> cp_apr(const SparseTensor<T>& x, const CpAprOptions& o, CpStart<T
     detail::require_nonnegative_start(initial_factors, "CP-APR", why);
     detail::require_live_components(initial_factors, 0, "CP-APR", why);
   }
-  // Memory: one CSF tree per mode, factors and Phi per mode.
+  // Memory: one CSF tree per mode, then factors and Phi per mode.
   double factor_bytes = 0.0;
   for (index_t d : x.dims()) factor_bytes += 3.0 * static_cast<double>(d) * r * sizeof(T);
-  detail::require_host_bytes(order * Csf<T>::bytes_bound(x.dims(), x.nnz()) + factor_bytes,
-                             "CP-APR at rank " + std::to_string(r) + " of a sparse tensor with " +
-                                 std::to_string(x.nnz()) + " nonzeros");
+  std::vector<int> roots(static_cast<std::size_t>(order));
+  std::iota(roots.begin(), roots.end(), 0);
+  const std::vector<std::unique_ptr<Csf<T>>> trees =
+      detail::build_csf_trees(x, roots, factor_bytes,
+                              "CP-APR at rank " + std::to_string(r) + " of a sparse tensor with " +
+                                  std::to_string(x.nnz()) + " nonzeros");
   // The Khatri-Rao rows of the mode being updated are kept through its inner iterations
   // (nnz x R) when they take at most a quarter of the free memory; recomputed otherwise.
   const double pi_bytes = static_cast<double>(x.nnz()) * static_cast<double>(r) * sizeof(T);
   const bool keep_pi = pi_bytes <= 0.25 * static_cast<double>(detail::host_available_bytes());
   std::vector<T> pi(keep_pi ? static_cast<std::size_t>(x.nnz() * r) : 0);
-  std::vector<std::unique_ptr<Csf<T>>> trees(static_cast<std::size_t>(order));
-  detail::parallel_for(order, [&](index_t n) {
-    trees[static_cast<std::size_t>(n)] = std::make_unique<Csf<T>>(x, static_cast<int>(n));
-  });
 
   // The start: given or uniform in [0, 1) (drawn column-major, mode by mode), columns
   // normalised to unit 1-norm into lambda.

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/instantiate.hpp"
+#include "core/memory.hpp"
 #include "core/thread_pool.hpp"
 #include "sparse/entry_order.hpp"
 #include "tenfold/error.hpp"
@@ -13,6 +14,9 @@ namespace {
 
 // Roots per piece aim at nnz / kPieces leaves each (at least one root per piece).
 constexpr index_t kPieces = 512;
+
+// Bytes of a tree's small vectors (its modes, the level objects), generously.
+constexpr double kTreeOverhead = 4096.0;
 
 }  // namespace
 
@@ -24,18 +28,61 @@ IndexLevel::IndexLevel(index_t capacity, bool wide) : wide_(wide) {
   }
 }
 
+namespace {
+
+// Bytes of a level of `most`-bounded values (32-bit below kNarrowLimit).
+double value_bytes(index_t most) {
+  return static_cast<double>(most < kNarrowLimit ? sizeof(std::uint32_t) : sizeof(index_t));
+}
+
+// The word of a tree's build: 32-bit when every entry number and index fits.
+bool wide_build(std::span<const index_t> dims, index_t nnz) {
+  return nnz > kNarrowLimit ||
+         std::any_of(dims.begin(), dims.end(), [](index_t d) { return d > kNarrowLimit; });
+}
+
+}  // namespace
+
+CsfScratch::CsfScratch(std::span<const index_t> dims, index_t nnz) : wide_(wide_build(dims, nnz)) {
+  if (dims.size() > 255) {
+    throw InvalidArgument("a CSF tree holds at most 255 modes, got a tensor of order " +
+                          std::to_string(dims.size()));
+  }
+  const auto n = static_cast<std::size_t>(nnz);
+  if (wide_) {
+    wide_perm_.resize(n);
+    wide_spare_.resize(n);
+  } else {
+    narrow_perm_.resize(n);
+    narrow_spare_.resize(n);
+  }
+  first_new_.resize(n);
+}
+
+double CsfScratch::bytes(std::span<const index_t> dims, index_t nnz) {
+  const double word = wide_build(dims, nnz) ? sizeof(index_t) : sizeof(std::uint32_t);
+  return static_cast<double>(nnz) * (2.0 * word + 1.0) + kSortCountBytes;
+}
+
 template <class T>
 double Csf<T>::bytes_bound(std::span<const index_t> dims, index_t nnz) {
-  // Every level has at most nnz nodes: the ids of every mode (32-bit when its size allows)
-  // and N-1 levels of child pointers (32-bit when nnz allows), a value per leaf; while
-  // building, the sorted coordinates and the sort's permutation and keys (64-bit).
-  const auto width = [](index_t most) {
-    return static_cast<double>(most < kNarrowLimit ? sizeof(std::uint32_t) : sizeof(index_t));
-  };
+  // Root r: at most min(nnz, I_r) roots (ids, child pointers, first leaves); every other
+  // level at most nnz nodes (ids 32-bit when the mode's size allows, child pointers when
+  // nnz does); a value per leaf; the cuts (at most kPieces + 1 pieces). The largest over r.
   const auto order = static_cast<double>(dims.size());
-  double per_entry = (order - 1.0) * width(nnz) + sizeof(T) + (order + 3.0) * sizeof(index_t);
-  for (index_t d : dims) per_entry += width(d - 1);
-  return static_cast<double>(nnz) * per_entry;
+  const auto n = static_cast<double>(nnz);
+  double below = 0.0;  // ids of every level as if none were the root
+  for (index_t d : dims) below += n * value_bytes(d - 1);
+  double most = 0.0;
+  for (index_t d : dims) {
+    const auto roots = static_cast<double>(std::min(nnz, d));
+    const double root = roots * value_bytes(d - 1) - n * value_bytes(d - 1) +
+                        (order > 1 ? (roots + 1.0) * value_bytes(nnz) : 0.0) +
+                        (roots + 1.0) * sizeof(index_t);
+    most = std::max(most, root);
+  }
+  return below + most + std::max(order - 2.0, 0.0) * (n + 1.0) * value_bytes(nnz) + n * sizeof(T) +
+         2.0 * (kPieces + 2) * sizeof(index_t) + kTreeOverhead;
 }
 
 template <class T>
@@ -47,11 +94,21 @@ double Csf<T>::bytes() const {
   return b;
 }
 
+// (The scratch lives until the delegated constructor returns.)
 template <class T>
-Csf<T>::Csf(const SparseTensor<T>& x, int root, index_t max_narrow) : root_size_(x.dim(root)) {
+Csf<T>::Csf(const SparseTensor<T>& x, int root, index_t max_narrow)
+    : Csf(x, root, *std::make_unique<CsfScratch>(x.dims(), x.nnz()), max_narrow) {}
+
+template <class T>
+Csf<T>::Csf(const SparseTensor<T>& x, int root, CsfScratch& scratch, index_t max_narrow)
+    : root_size_(x.dim(root)) {
   if (max_narrow < 1 || max_narrow > kNarrowLimit) {
     throw InvalidArgument("a CSF tree's 32-bit limit must be in [1, 2^32], got " +
                           std::to_string(max_narrow));
+  }
+  if (scratch.first_new_.size() != static_cast<std::size_t>(x.nnz())) {
+    throw InvalidArgument("a CSF scratch for " + std::to_string(scratch.first_new_.size()) +
+                          " entries cannot build the tree of " + std::to_string(x.nnz()));
   }
   const int order = x.order();
   modes_.push_back(root);
@@ -59,38 +116,48 @@ Csf<T>::Csf(const SparseTensor<T>& x, int root, index_t max_narrow) : root_size_
     if (m != root) modes_.push_back(m);
   std::stable_sort(modes_.begin() + 1, modes_.end(),
                    [&](int a, int b) { return x.dim(a) < x.dim(b); });
+  if (scratch.wide_) {
+    build(x, scratch.wide_perm_, scratch.wide_spare_, scratch.first_new_, max_narrow);
+  } else {
+    build(x, scratch.narrow_perm_, scratch.narrow_spare_, scratch.first_new_, max_narrow);
+  }
+  // Leaves under each root (the first leaf of root s, following first children down).
+  const index_t roots = nodes(0);
+  first_leaf_.resize(static_cast<std::size_t>(roots + 1));
+  for (index_t s = 0; s <= roots; ++s) {
+    index_t j = s;
+    for (int d = 0; d < order - 1; ++d) j = ptr_[static_cast<std::size_t>(d)][j];
+    first_leaf_[static_cast<std::size_t>(s)] = j;
+  }
+  const index_t nnz = x.nnz();
+  const index_t target = std::max<index_t>(1, (nnz + kPieces - 1) / kPieces);
+  cuts_.push_back(0);
+  for (index_t s = 1; s <= roots; ++s) {
+    if (s == roots || first_leaf_[static_cast<std::size_t>(s)] -
+                              first_leaf_[static_cast<std::size_t>(cuts_.back())] >=
+                          target)
+      cuts_.push_back(s);
+  }
+}
+
+template <class T>
+template <class Word>
+void Csf<T>::build(const SparseTensor<T>& x, std::vector<Word>& perm, std::vector<Word>& spare,
+                   std::vector<std::uint8_t>& first_new, index_t max_narrow) {
+  const int order = x.order();
+  const auto nnz = static_cast<std::size_t>(x.nnz());
   std::vector<const index_t*> idx;
   for (int m = 0; m < order; ++m) idx.push_back(x.indices(m).data());
-  const index_t nnz = x.nnz();
-  // The coordinates level by level in sorted order (one gather per level), and the
-  // values: everything after reads them in order.
-  std::vector<index_t> sorted(static_cast<std::size_t>(order) * static_cast<std::size_t>(nnz));
-  {
-    const std::vector<index_t> perm = sorted_entries(idx, nnz, x.dims(), modes_);
-    for (int d = 0; d < order; ++d) {
-      const index_t* from = idx[static_cast<std::size_t>(modes_[static_cast<std::size_t>(d)])];
-      index_t* to = sorted.data() + d * nnz;
-      for (index_t p = 0; p < nnz; ++p) to[p] = from[perm[static_cast<std::size_t>(p)]];
-    }
-    values_.resize(static_cast<std::size_t>(nnz));
-    for (index_t p = 0; p < nnz; ++p)
-      values_[static_cast<std::size_t>(p)] =
-          x.values()[static_cast<std::size_t>(perm[static_cast<std::size_t>(p)])];
-  }
-  const auto at = [&](int d, index_t p) { return sorted[static_cast<std::size_t>(d * nnz + p)]; };
-  // Sorted entry p starts a new node at every level >= the first level at which its
-  // coordinates differ from entry p-1's (entries are distinct: the leaf always differs).
-  const auto first_new_level = [&](index_t p) {
-    if (p == 0) return 0;
-    int d = 0;
-    while (at(d, p) == at(d, p - 1)) ++d;
-    return d;
-  };
-  std::vector<index_t> count(static_cast<std::size_t>(order), 0);
-  for (index_t p = 0; p < nnz; ++p)
-    for (int d = first_new_level(p); d < order; ++d) ++count[static_cast<std::size_t>(d)];
-  // Ids in 32 bits when the level's mode size allows, child pointers (at most the next
-  // level's node count) when that count does.
+  // perm: the entries in the tree's order (level 0's mode slowest), then their values.
+  std::iota(perm.begin(), perm.end(), Word{0});
+  sort_entries<Word>(idx, x.dims(), modes_, perm, spare);
+  values_.resize(nnz);
+  for (std::size_t p = 0; p < nnz; ++p) values_[p] = x.values()[static_cast<std::size_t>(perm[p])];
+  // first_new[p]: the first level at which sorted entry p's coordinates differ from entry
+  // p-1's (0 for p = 0); p starts a node there and at every level below (entries are
+  // distinct: the leaf always differs). `order` while not yet known.
+  std::fill(first_new.begin(), first_new.end(), static_cast<std::uint8_t>(order));
+  if (nnz > 0) first_new[0] = 0;
   bool any_wide = false, all_wide = true;
   const auto level = [&](std::vector<IndexLevel>& levels, index_t capacity, index_t most) {
     const bool wide = most >= max_narrow;
@@ -98,38 +165,66 @@ Csf<T>::Csf(const SparseTensor<T>& x, int root, index_t max_narrow) : root_size_
     all_wide = all_wide && wide;
     levels.emplace_back(capacity, wide);
   };
+  std::vector<index_t> count(static_cast<std::size_t>(order), 0);
   for (int d = 0; d < order; ++d) {
-    const index_t n = count[static_cast<std::size_t>(d)];
+    // spare: level d's coordinates in sorted order; its nodes are the entries p with
+    // first_new[p] <= d, and their ids those coordinates.
+    const index_t* from = idx[static_cast<std::size_t>(mode(d))];
+    for (std::size_t p = 0; p < nnz; ++p) spare[p] = static_cast<Word>(from[perm[p]]);
+    index_t& n = count[static_cast<std::size_t>(d)];
+    for (std::size_t p = 0; p < nnz; ++p) {
+      if (first_new[p] == order && spare[p] != spare[p - 1])
+        first_new[p] = static_cast<std::uint8_t>(d);
+      n += first_new[p] <= d;
+    }
     level(ids_, n, x.dim(mode(d)) - 1);
-    if (d < order - 1) level(ptr_, n + 1, count[static_cast<std::size_t>(d) + 1]);
+    IndexLevel& ids = ids_.back();
+    for (std::size_t p = 0; p < nnz; ++p)
+      if (first_new[p] <= d) ids.push_back(static_cast<index_t>(spare[p]));
   }
-  width_ = !any_wide ? IndexWidth::narrow : all_wide ? IndexWidth::wide : IndexWidth::mixed;
-  for (index_t p = 0; p < nnz; ++p) {
-    for (int d = first_new_level(p); d < order; ++d) {
+  // Child pointers: node j of level d starts at entry p; its first child is the node of
+  // level d+1 that p starts, the number of level-(d+1) nodes started before p.
+  for (int d = 0; d + 1 < order; ++d)
+    level(ptr_, count[static_cast<std::size_t>(d)] + 1, count[static_cast<std::size_t>(d) + 1]);
+  std::vector<index_t> started(static_cast<std::size_t>(order), 0);
+  for (std::size_t p = 0; p < nnz; ++p) {
+    for (int d = first_new[p]; d < order; ++d) {
       const auto ds = static_cast<std::size_t>(d);
-      ids_[ds].push_back(at(d, p));
-      // Its first child is the next node of level d+1.
-      if (d < order - 1) ptr_[ds].push_back(ids_[ds + 1].size());
+      if (d + 1 < order) ptr_[ds].push_back(started[ds + 1]);
+      ++started[ds];
     }
   }
-  for (int d = 0; d < order - 1; ++d) ptr_[static_cast<std::size_t>(d)].push_back(nodes(d + 1));
-  // Leaves under each root (the first leaf of root s, following first children down).
-  const index_t roots = nodes(0);
-  std::vector<index_t>& first_leaf = first_leaf_;
-  first_leaf.resize(static_cast<std::size_t>(roots + 1));
-  for (index_t s = 0; s <= roots; ++s) {
-    index_t j = s;
-    for (int d = 0; d < order - 1; ++d) j = ptr_[static_cast<std::size_t>(d)][j];
-    first_leaf[static_cast<std::size_t>(s)] = j;
+  for (int d = 0; d + 1 < order; ++d) ptr_[static_cast<std::size_t>(d)].push_back(nodes(d + 1));
+  width_ = !any_wide ? IndexWidth::narrow : all_wide ? IndexWidth::wide : IndexWidth::mixed;
+}
+
+template <class T>
+std::vector<std::unique_ptr<Csf<T>>> build_csf_trees(const SparseTensor<T>& x,
+                                                     std::span<const int> roots, double other_bytes,
+                                                     const std::string& what, index_t max_narrow) {
+  const auto trees = static_cast<int>(roots.size());
+  const double all = other_bytes + trees * Csf<T>::bytes_bound(x.dims(), x.nnz());
+  const double scratch = CsfScratch::bytes(x.dims(), x.nnz());
+  require_host_bytes(all + scratch, what);
+  // k trees at once need k scratches.
+  const auto available = static_cast<double>(host_available_bytes());
+  int at_once = 1;
+  while (at_once < std::min(pool_threads(), trees) && all + (at_once + 1) * scratch <= available)
+    ++at_once;
+  std::vector<CsfScratch> scratches;
+  for (int k = 0; k < at_once; ++k) scratches.emplace_back(x.dims(), x.nnz());
+  std::vector<std::unique_ptr<Csf<T>>> out(roots.size());
+  for (int first = 0; first < trees; first += at_once) {
+    // a last, smaller group frees the scratches it does not use
+    const int group = std::min(at_once, trees - first);
+    scratches.erase(scratches.begin() + group, scratches.end());
+    parallel_for(group, [&](index_t k) {
+      const auto t = static_cast<std::size_t>(first + k);
+      out[t] =
+          std::make_unique<Csf<T>>(x, roots[t], scratches[static_cast<std::size_t>(k)], max_narrow);
+    });
   }
-  const index_t target = std::max<index_t>(1, (nnz + kPieces - 1) / kPieces);
-  cuts_.push_back(0);
-  for (index_t s = 1; s <= roots; ++s) {
-    if (s == roots || first_leaf[static_cast<std::size_t>(s)] -
-                              first_leaf[static_cast<std::size_t>(cuts_.back())] >=
-                          target)
-      cuts_.push_back(s);
-  }
+  return out;
 }
 
 namespace {
@@ -322,6 +417,8 @@ void csf_poisson_phi(const Csf<T>& tree, std::type_identity_t<std::span<const T*
 
 #define TENFOLD_INSTANTIATE_CSF(T)                                                                 \
   template class Csf<T>;                                                                           \
+  template std::vector<std::unique_ptr<Csf<T>>> build_csf_trees<T>(                                \
+      const SparseTensor<T>&, std::span<const int>, double, const std::string&, index_t);          \
   template void csf_mttkrp<T>(const Csf<T>&, std::type_identity_t<std::span<const T* const>>,      \
                               index_t, T*);                                                        \
   template void csf_poisson_phi<T>(const Csf<T>&, std::type_identity_t<std::span<const T* const>>, \

@@ -3,7 +3,8 @@
 // level 1 those of the next mode under each root, and so on down to one leaf per entry.
 // One tree per mode, each rooted at the mode whose MTTKRP it computes: every output row
 // is then one root's subtree, so threads own disjoint rows, need no atomics, and each
-// row's sum runs in the same order for any thread count (SPLATT's "all-mode" CSF).
+// row's sum runs in the same order for any thread count (SPLATT's "all-mode" CSF). Or
+// one tree for all modes (csf_mttkrp_level: the other modes' rows are shared by roots).
 // Each level keeps its node ids and child pointers in 32 bits where they fit, else in 64
 // (chosen when the tree is built); the kernels are compiled once per width (CsfIndex)
 // and with_index picks one per call.
@@ -11,7 +12,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <span>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -61,17 +64,39 @@ class IndexLevel {
 /// How the levels of a tree are stored: all 32-bit, all 64-bit, or some of each.
 enum class IndexWidth { narrow, wide, mixed };
 
+/// The transient arrays of building a tree, kept from one tree to the next: the sorted
+/// entry numbers, a spare array (the sort's other half, then one level's coordinates in
+/// sorted order), 32-bit when nnz and every mode's size are at most 2^32, and the level at
+/// which each sorted entry starts new nodes (one byte).
+class CsfScratch {
+ public:
+  /// For trees of a tensor of sizes `dims` with nnz entries (at most 255 modes).
+  CsfScratch(std::span<const index_t> dims, index_t nnz);
+  /// Bytes a CsfScratch for such a tensor holds while a tree is built.
+  static double bytes(std::span<const index_t> dims, index_t nnz);
+
+ private:
+  template <class T>
+  friend class Csf;
+  bool wide_;
+  std::vector<std::uint32_t> narrow_perm_, narrow_spare_;
+  std::vector<index_t> wide_perm_, wide_spare_;
+  std::vector<std::uint8_t> first_new_;
+};
+
 template <class T>
 class Csf {
  public:
   /// The tree rooted at mode `root`; the other modes follow by increasing size (shorter
   /// upper levels, more shared prefixes; ties by mode number). A level is stored in 32
   /// bits when all its values are below `max_narrow` (at most kNarrowLimit; tests pass
-  /// less to force 64-bit levels), else in 64.
+  /// less to force 64-bit levels), else in 64. Builds in `scratch` (made for x).
+  Csf(const SparseTensor<T>& x, int root, CsfScratch& scratch, index_t max_narrow = kNarrowLimit);
+  /// The same with a scratch of its own.
   Csf(const SparseTensor<T>& x, int root, index_t max_narrow = kNarrowLimit);
 
   /// Upper bound on the bytes of one tree (any root) of a tensor of sizes `dims` with nnz
-  /// entries, the sort while building included.
+  /// entries (its build's scratch apart: CsfScratch::bytes).
   static double bytes_bound(std::span<const index_t> dims, index_t nnz);
 
   int levels() const { return static_cast<int>(modes_.size()); }
@@ -97,6 +122,10 @@ class Csf {
   index_t first_leaf(index_t s) const { return first_leaf_[static_cast<std::size_t>(s)]; }
 
  private:
+  template <class Word>
+  void build(const SparseTensor<T>& x, std::vector<Word>& perm, std::vector<Word>& spare,
+             std::vector<std::uint8_t>& first_new, index_t max_narrow);
+
   index_t root_size_;
   std::vector<int> modes_;
   std::vector<IndexLevel> ids_, ptr_;
@@ -105,6 +134,16 @@ class Csf {
   std::vector<index_t> cuts_;
   std::vector<index_t> first_leaf_;
 };
+
+/// The trees of x rooted at `roots`: as many built at once as the threads and the memory
+/// allow (a scratch each; the same trees however many), else one after another. Throws
+/// MemoryError naming `what` when the trees and one scratch do not fit in the available
+/// memory beside `other_bytes` that the caller is about to allocate.
+template <class T>
+std::vector<std::unique_ptr<Csf<T>>> build_csf_trees(const SparseTensor<T>& x,
+                                                     std::span<const int> roots, double other_bytes,
+                                                     const std::string& what,
+                                                     index_t max_narrow = kNarrowLimit);
 
 /// One level's values as the kernels read them: compiled for 32-bit, 64-bit, or either
 /// (a test per read, for trees of both kinds of level). Held by value in the kernels, so
@@ -166,6 +205,16 @@ decltype(auto) with_index(const Csf<T>& tree, F&& f) {
 template <class T>
 void csf_mttkrp(const Csf<T>& tree, std::type_identity_t<std::span<const T* const>> rows,
                 index_t rank, T* out);
+
+/// out (out_rows x R, column-major) = the MTTKRP of the mode of `level`, from row-major
+/// factors of every other mode (the root's included): csf_mttkrp at level 0; below it, each
+/// node's ancestors' row product times its subtree sum, added by contiguous ranges of roots
+/// (one per thread) into private copies of the output (out_rows x R each), which are summed
+/// in range order: the same bits for the same thread count.
+template <class T>
+void csf_mttkrp_level(const Csf<T>& tree, int level,
+                      std::type_identity_t<std::span<const T* const>> rows, index_t rank,
+                      index_t out_rows, T* out);
 
 /// Phi (I_root x R, row-major) = (X_(n) ./ max(B Pi^T, eps)) Pi for the root mode n, B
 /// (I_n x R, row-major) and Pi the Khatri-Rao rows of the other factors rows[m] (row-major)

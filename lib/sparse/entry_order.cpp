@@ -1,47 +1,61 @@
 #include "sparse/entry_order.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cstdint>
-#include <limits>
 #include <numeric>
 #include <string>
-#include <utility>
 
 #include "core/memory.hpp"
 #include "tenfold/error.hpp"
 
 namespace tenfold::detail {
 
+template <class Word>
+void sort_entries(std::span<const index_t* const> indices, std::span<const index_t> dims,
+                  std::span<const int> mode_order, std::vector<Word>& perm,
+                  std::vector<Word>& spare) {
+  const std::size_t nnz = perm.size();
+  spare.resize(nnz);
+  std::vector<index_t> start;
+  // Stable passes from the least significant digit (the last mode's lowest bits) to the most
+  // significant (the first mode's highest): after them the order is lexicographic.
+  for (auto m = mode_order.rbegin(); m != mode_order.rend(); ++m) {
+    const index_t* idx = indices[static_cast<std::size_t>(*m)];
+    const int bits =
+        std::bit_width(static_cast<std::uint64_t>(dims[static_cast<std::size_t>(*m)] - 1));
+    const int passes = (bits + kSortDigitBits - 1) / kSortDigitBits;
+    const int digit_bits = passes == 0 ? 0 : (bits + passes - 1) / passes;
+    const std::uint64_t mask = (std::uint64_t{1} << digit_bits) - 1;
+    for (int pass = 0; pass < passes; ++pass) {
+      const int shift = pass * digit_bits;
+      const auto digit = [&](std::size_t e) {
+        return static_cast<std::size_t>((static_cast<std::uint64_t>(idx[e]) >> shift) & mask);
+      };
+      // start[b] = the entries whose digit is below b (every entry is in perm, so the
+      // counts come from the indices in their given order)
+      start.assign(static_cast<std::size_t>(mask) + 2, 0);
+      for (std::size_t e = 0; e < nnz; ++e) ++start[digit(e) + 1];
+      if (std::any_of(start.begin(), start.end(),
+                      [&](index_t c) { return static_cast<std::size_t>(c) == nnz; }))
+        continue;  // one digit value for all: the pass keeps the order
+      std::partial_sum(start.begin(), start.end(), start.begin());
+      // entry e goes to the next free place of its digit, in the current order
+      for (std::size_t k = 0; k < nnz; ++k) {
+        const Word e = perm[k];
+        spare[static_cast<std::size_t>(start[digit(e)]++)] = e;
+      }
+      perm.swap(spare);
+    }
+  }
+}
+
 std::vector<index_t> sorted_entries(std::span<const index_t* const> indices, index_t nnz,
                                     std::span<const index_t> dims,
                                     std::span<const int> mode_order) {
-  const auto n = static_cast<std::size_t>(nnz);
-  std::vector<index_t> perm(n);
-  // Linear keys when prod_m I_m < 2^63: key = (...(i_{o0} I_{o1} + i_{o1}) I_{o2} + ...).
-  double product = 1.0;
-  for (int m : mode_order) product *= static_cast<double>(dims[static_cast<std::size_t>(m)]);
-  if (product < 0x1p63) {
-    std::vector<std::pair<std::uint64_t, index_t>> keys(n);
-    for (std::size_t k = 0; k < n; ++k) {
-      std::uint64_t key = 0;
-      for (int m : mode_order) {
-        key = key * static_cast<std::uint64_t>(dims[static_cast<std::size_t>(m)]) +
-              static_cast<std::uint64_t>(indices[static_cast<std::size_t>(m)][k]);
-      }
-      keys[k] = {key, static_cast<index_t>(k)};
-    }
-    std::sort(keys.begin(), keys.end());  // ties broken by entry number: stable
-    for (std::size_t k = 0; k < n; ++k) perm[k] = keys[k].second;
-    return perm;
-  }
+  std::vector<index_t> perm(static_cast<std::size_t>(nnz)), spare;
   std::iota(perm.begin(), perm.end(), index_t{0});
-  std::sort(perm.begin(), perm.end(), [&](index_t a, index_t b) {
-    for (int m : mode_order) {
-      const index_t* idx = indices[static_cast<std::size_t>(m)];
-      if (idx[a] != idx[b]) return idx[a] < idx[b];
-    }
-    return a < b;
-  });
+  sort_entries(indices, dims, mode_order, perm, spare);
   return perm;
 }
 
@@ -51,5 +65,12 @@ void require_host_bytes(double bytes, const std::string& what) {
   throw MemoryError(what + " needs about " + bytes_string(bytes) + " of host memory, but only " +
                     bytes_string(available) + " are available");
 }
+
+template void sort_entries<std::uint32_t>(std::span<const index_t* const>, std::span<const index_t>,
+                                          std::span<const int>, std::vector<std::uint32_t>&,
+                                          std::vector<std::uint32_t>&);
+template void sort_entries<index_t>(std::span<const index_t* const>, std::span<const index_t>,
+                                    std::span<const int>, std::vector<index_t>&,
+                                    std::vector<index_t>&);
 
 }  // namespace tenfold::detail

@@ -1,6 +1,7 @@
 target_sources(tenfold_sparse PRIVATE
   sparse/cp_apr.cpp
   sparse/csf.cpp
+  sparse/csf_levels.cpp
   sparse/entry_order.cpp
   sparse/sparse_cp.cpp
   sparse/sparse_gcp.cpp

@@ -1,7 +1,10 @@
 // CP-ALS of a sparse tensor: the one ALS loop (cp/cp_als.hpp) over a SparseOperand.
 #include <string>
+#include <string_view>
 
 #include "core/instantiate.hpp"
+#include "core/memory.hpp"
+#include "core/names.hpp"
 #include "cp/cp_als.hpp"
 #include "sparse/sparse_operand.hpp"
 #include "tenfold/cp.hpp"
@@ -9,8 +12,33 @@
 
 namespace tenfold {
 
+namespace {
+
+constexpr detail::Named<CsfLayout> csf_layouts[] = {
+    {CsfLayout::automatic, "auto"}, {CsfLayout::all, "all"}, {CsfLayout::one, "one"}};
+
+}  // namespace
+
+std::string_view to_string(CsfLayout layout) {
+  return detail::name_of<CsfLayout>(csf_layouts, layout);
+}
+
+CsfLayout parse_csf_layout(std::string_view name) {
+  return detail::parse_named<CsfLayout>(csf_layouts, name, "csf layout");
+}
+
 template <class T>
-CpResult<T> cp_als(const SparseTensor<T>& x, const CpOptions& options, CpStart<T> initial_factors) {
+CsfLayout csf_layout_for(const SparseTensor<T>& x, const SparseCpOptions& sparse) {
+  if (sparse.csf != CsfLayout::automatic) return sparse.csf;
+  const double all = x.order() * detail::Csf<T>::bytes_bound(x.dims(), x.nnz()) +
+                     detail::CsfScratch::bytes(x.dims(), x.nnz());
+  return all <= 0.75 * static_cast<double>(detail::host_available_bytes()) ? CsfLayout::all
+                                                                           : CsfLayout::one;
+}
+
+template <class T>
+CpResult<T> cp_als(const SparseTensor<T>& x, const CpOptions& options, CpStart<T> initial_factors,
+                   const SparseCpOptions& sparse) {
   const auto start = detail::Clock::now();
   if (x.order() < 2) {
     throw InvalidArgument("CP-ALS needs a tensor of order >= 2, got a sparse tensor of order " +
@@ -28,14 +56,16 @@ CpResult<T> cp_als(const SparseTensor<T>& x, const CpOptions& options, CpStart<T
   detail::require_exact_solver(options, "a sparse tensor");
   detail::refuse_sparsity(options, "a sparse tensor");
   auto c = detail::make_compute<T>(options.backend);
-  detail::SparseOperand<T> op(*c, x);
+  detail::SparseOperand<T> op(*c, x, csf_layout_for(x, sparse));
   CpResult<T> res = detail::run_cp_starts(op, *c, options, initial_factors, start);
   res.timings.total = detail::seconds_since(start);
   return res;
 }
 
-#define TENFOLD_INSTANTIATE_SPARSE_CP(T) \
-  template CpResult<T> cp_als<T>(const SparseTensor<T>&, const CpOptions&, CpStart<T>);
+#define TENFOLD_INSTANTIATE_SPARSE_CP(T)                                                \
+  template CsfLayout csf_layout_for<T>(const SparseTensor<T>&, const SparseCpOptions&); \
+  template CpResult<T> cp_als<T>(const SparseTensor<T>&, const CpOptions&, CpStart<T>,  \
+                                 const SparseCpOptions&);
 TENFOLD_INSTANTIATE_FOR_EACH_VALUE_TYPE(TENFOLD_INSTANTIATE_SPARSE_CP)
 
 }  // namespace tenfold

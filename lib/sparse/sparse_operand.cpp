@@ -1,6 +1,7 @@
 #include "sparse/sparse_operand.hpp"
 
 #include <algorithm>
+#include <numeric>
 #include <string>
 
 #include "core/instantiate.hpp"
@@ -27,22 +28,33 @@ void to_row_major(index_t rows, index_t cols, const T* from, T* to) {
 }  // namespace
 
 template <class T>
-SparseOperand<T>::SparseOperand(Compute<T>& c, const SparseTensor<T>& x, index_t max_narrow)
-    : CpOperand<T>(c), x_(x), fresh_(static_cast<std::size_t>(x.order()), false) {
+SparseOperand<T>::SparseOperand(Compute<T>& c, const SparseTensor<T>& x, CsfLayout layout,
+                                index_t max_narrow)
+    : CpOperand<T>(c), x_(x), layout_(layout), fresh_(static_cast<std::size_t>(x.order()), false) {
   if (!c.host_memory()) {
     throw InvalidArgument("sparse tensors are decomposed on the cpu backend only, got backend " +
                           std::string(to_string(c.kind())));
   }
+  if (layout == CsfLayout::automatic) {
+    throw InvalidArgument("the sparse operand needs a CSF layout resolved to all or one");
+  }
   const int order = x.order();
-  require_host_bytes(order * Csf<T>::bytes_bound(x.dims(), x.nnz()),
-                     "the CSF layout of a sparse tensor with " + std::to_string(x.nnz()) +
-                         " nonzeros (one tree per mode)");
-  trees_.resize(static_cast<std::size_t>(order));
-  // Independent trees, one per task.
-  parallel_for(order, [&](index_t n) {
-    trees_[static_cast<std::size_t>(n)] =
-        std::make_unique<Csf<T>>(x, static_cast<int>(n), max_narrow);
-  });
+  std::vector<int> roots(static_cast<std::size_t>(order));
+  std::iota(roots.begin(), roots.end(), 0);
+  if (layout == CsfLayout::one) {
+    // the smallest mode (the first of equal ones) at the root
+    roots = {
+        static_cast<int>(std::min_element(x.dims().begin(), x.dims().end()) - x.dims().begin())};
+  }
+  trees_ = build_csf_trees(
+      x, roots, 0.0,
+      "the CSF layout of a sparse tensor with " + std::to_string(x.nnz()) + " nonzeros (" +
+          (layout == CsfLayout::one ? std::string("one tree") : "one tree per mode") + ")",
+      max_narrow);
+  if (layout == CsfLayout::one) {
+    level_.resize(static_cast<std::size_t>(order));
+    for (int d = 0; d < order; ++d) level_[static_cast<std::size_t>(trees_[0]->mode(d))] = d;
+  }
   rows_.resize(static_cast<std::size_t>(order));
 }
 
@@ -77,7 +89,12 @@ std::vector<const T*> SparseOperand<T>::factor_rows(std::span<const T* const> fa
 
 template <class T>
 void SparseOperand<T>::mttkrp(int n, std::span<const T* const> factors, index_t rank, T* out) {
-  csf_mttkrp(tree(n), factor_rows(factors, rank, n), rank, out);
+  const std::vector<const T*> rows = factor_rows(factors, rank, n);
+  if (layout_ == CsfLayout::all) {
+    csf_mttkrp(*trees_[static_cast<std::size_t>(n)], rows, rank, out);
+  } else {
+    csf_mttkrp_level(*trees_[0], level_[static_cast<std::size_t>(n)], rows, rank, x_.dim(n), out);
+  }
 }
 
 template <class T>
@@ -113,11 +130,16 @@ void SparseOperand<T>::mode_gram(int n, T* out) {
 
 template <class T>
 double SparseOperand<T>::workspace_elements(index_t rank, bool mode_grams) const {
-  // Row-major factor copies (host memory, counted in T); the mode Gram's sort (index_t
-  // per entry, twice).
-  double e = 0.0;
-  for (index_t d : x_.dims()) e += static_cast<double>(d) * static_cast<double>(rank);
-  if (mode_grams) e += 3.0 * static_cast<double>(x_.nnz()) * sizeof(index_t) / sizeof(T);
+  // Row-major factor copies (host memory, counted in T); one tree: a copy of the largest
+  // output per thread; the mode Gram's sort (index_t per entry, twice: the permutation and
+  // its spare).
+  double e = 0.0, most = 0.0;
+  for (index_t d : x_.dims()) {
+    e += static_cast<double>(d) * static_cast<double>(rank);
+    most = std::max(most, static_cast<double>(d) * static_cast<double>(rank));
+  }
+  if (layout_ == CsfLayout::one) e += pool_threads() * most;
+  if (mode_grams) e += 2.0 * static_cast<double>(x_.nnz()) * sizeof(index_t) / sizeof(T);
   return e;
 }
 

@@ -1,6 +1,7 @@
-// A sparse tensor as a CP-ALS operand: MTTKRP of mode n on the CSF tree rooted at n
-// (sparse/csf.hpp), from row-major copies of the factors that are refreshed only when a
-// factor changes. Host-memory backends only (cpu, reference).
+// A sparse tensor as a CP-ALS operand: MTTKRP of mode n on the CSF tree rooted at n, or
+// at n's level of one tree for all modes (sparse/csf.hpp), from row-major copies of the
+// factors that are refreshed only when a factor changes. Host-memory backends only (cpu,
+// reference).
 #pragma once
 
 #include <cstddef>
@@ -10,16 +11,19 @@
 #include "core/memory.hpp"
 #include "cp/operand.hpp"
 #include "sparse/csf.hpp"
+#include "tenfold/cp.hpp"
 
 namespace tenfold::detail {
 
 template <class T>
 class SparseOperand final : public CpOperand<T> {
  public:
-  /// Builds one CSF tree per mode (x must outlive the operand), after checking that they
-  /// fit in memory; `max_narrow` as for Csf (tests force 64-bit levels with it). Throws
-  /// InvalidArgument for a backend without host memory.
-  SparseOperand(Compute<T>& c, const SparseTensor<T>& x, index_t max_narrow = kNarrowLimit);
+  /// Builds one CSF tree per mode (`layout` all) or one rooted at the smallest mode (one)
+  /// (x must outlive the operand), after checking that they fit in memory; `max_narrow` as
+  /// for Csf (tests force 64-bit levels with it). Throws InvalidArgument for a backend
+  /// without host memory or layout automatic (resolve it first: csf_layout_for).
+  SparseOperand(Compute<T>& c, const SparseTensor<T>& x, CsfLayout layout = CsfLayout::all,
+                index_t max_narrow = kNarrowLimit);
 
   const std::vector<index_t>& dims() const override { return x_.dims(); }
   double norm_squared() override;
@@ -29,14 +33,17 @@ class SparseOperand final : public CpOperand<T> {
   void mode_gram(int n, T* out) override;
   double workspace_elements(index_t rank, bool mode_grams) const override;
 
-  /// The tree rooted at mode n.
-  const Csf<T>& tree(int n) const { return *trees_[static_cast<std::size_t>(n)]; }
+  CsfLayout layout() const { return layout_; }
+  /// The trees: one per mode (rooted at mode n: trees()[n]) or one.
+  const std::vector<std::unique_ptr<Csf<T>>>& trees() const { return trees_; }
   /// Row-major copies of the factors at `rank` (refreshed where they changed).
   std::vector<const T*> factor_rows(std::span<const T* const> factors, index_t rank, int skip);
 
  private:
   const SparseTensor<T>& x_;
+  CsfLayout layout_;
   std::vector<std::unique_ptr<Csf<T>>> trees_;
+  std::vector<int> level_;          // one tree: the level of each mode
   std::vector<HostArray<T>> rows_;  // rows_[m]: U_m row-major (I_m x R)
   std::vector<bool> fresh_;
   index_t rows_rank_ = 0;

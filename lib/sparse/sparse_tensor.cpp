@@ -1,9 +1,13 @@
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <numeric>
 #include <string>
+#include <type_traits>
 
 #include "core/instantiate.hpp"
 #include "core/parallel.hpp"
+#include "sparse/csf.hpp"
 #include "sparse/entry_order.hpp"
 #include "tenfold/error.hpp"
 #include "tenfold/sparse.hpp"
@@ -14,6 +18,78 @@ double sparse_tensor_bytes(int order, index_t nnz, std::size_t value_bytes) {
   return static_cast<double>(nnz) *
          (static_cast<double>(order) * sizeof(index_t) + static_cast<double>(value_bytes));
 }
+
+namespace {
+
+// Makes the entries (coords, N x nnz mode-major, and values) canonical in place: sorted
+// with mode 0 slowest, each run of equal coordinates summed in the given order, sums that
+// are exactly zero dropped (coords becomes N x kept). Word: the sort's entry numbers
+// (32-bit when nnz allows). Beside the entries it holds those numbers (two arrays while
+// sorting) and one mode's indices or the values at a time, while they are put in order.
+template <class Word, class T>
+void make_canonical(const std::vector<index_t>& dims, std::vector<index_t>& coords,
+                    std::vector<T>& values) {
+  const std::size_t nnz = values.size(), order = dims.size();
+  detail::require_host_bytes(static_cast<double>(nnz) * (sizeof(Word) + sizeof(index_t)),
+                             "sorting the " + std::to_string(nnz) + " entries of a sparse tensor");
+  const auto mode = [&](std::size_t n) { return coords.data() + n * nnz; };
+  {
+    std::vector<Word> perm(nnz);
+    {
+      std::vector<Word> spare;
+      std::vector<int> modes(order);
+      std::iota(modes.begin(), modes.end(), 0);
+      std::vector<const index_t*> idx;
+      for (std::size_t n = 0; n < order; ++n) idx.push_back(mode(n));
+      std::iota(perm.begin(), perm.end(), Word{0});
+      detail::sort_entries<Word>(idx, dims, modes, perm, spare);
+    }
+    // a[p] = a[perm[p]] for each mode's indices and for the values, through one buffer
+    const auto put_in_order = [&](auto* a) {
+      std::vector<std::remove_pointer_t<decltype(a)>> sorted(nnz);
+      for (std::size_t p = 0; p < nnz; ++p) sorted[p] = a[static_cast<std::size_t>(perm[p])];
+      std::copy(sorted.begin(), sorted.end(), a);
+    };
+    for (std::size_t n = 0; n < order; ++n) put_in_order(mode(n));
+    put_in_order(values.data());
+  }
+  // The runs of equal coordinates are now adjacent, in their given order: each sum goes
+  // to the next kept place (never after the run it comes from).
+  const auto same = [&](std::size_t a, std::size_t b) {
+    for (std::size_t n = 0; n < order; ++n)
+      if (mode(n)[a] != mode(n)[b]) return false;
+    return true;
+  };
+  std::size_t kept = 0;
+  for (std::size_t lo = 0, hi = 0; lo < nnz; lo = hi) {
+    T sum = values[lo];
+    for (hi = lo + 1; hi < nnz && same(lo, hi); ++hi) sum += values[hi];
+    // A sum of finite duplicates can overflow.
+    if (!std::isfinite(sum)) {
+      std::string at;
+      for (std::size_t n = 0; n < order; ++n)
+        at += (n > 0 ? ", " : "") + std::to_string(mode(n)[lo]);
+      throw InvalidArgument("the duplicate entries at index (" + at + ") sum to " +
+                            (sum > 0 ? "+Inf" : "-Inf") + ": their sum overflows " +
+                            (sizeof(T) == 4 ? "float32" : "float64"));
+    }
+    if (sum == T(0)) continue;
+    for (std::size_t n = 0; n < order; ++n) mode(n)[kept] = mode(n)[lo];
+    values[kept++] = sum;
+  }
+  // Mode n moves from offset n nnz down to n kept; the arrays shrink (and give their
+  // memory back when at least half of it is unused: the copy then costs at most half).
+  for (std::size_t n = 1; n < order; ++n)
+    std::copy(mode(n), mode(n) + kept, coords.data() + n * kept);
+  coords.resize(kept * order);
+  values.resize(kept);
+  if (2 * kept <= nnz) {
+    coords.shrink_to_fit();
+    values.shrink_to_fit();
+  }
+}
+
+}  // namespace
 
 template <class T>
 SparseTensor<T>::SparseTensor(std::vector<index_t> dims, std::vector<index_t> coords,
@@ -64,48 +140,13 @@ SparseTensor<T>::SparseTensor(std::vector<index_t> dims, std::vector<index_t> co
   for (std::size_t k = 0; k < nnz && canonical; ++k) {
     canonical = values[k] != T(0) && (k == 0 || before(k - 1, k));
   }
-  if (canonical) {
-    coords_ = std::move(coords);
-    values_ = std::move(values);
-    return;
-  }
-  // Sort (mode 0 slowest), sum the runs of equal coordinates in the given order, drop zeros.
-  std::vector<int> modes(static_cast<std::size_t>(order));
-  std::iota(modes.begin(), modes.end(), 0);
-  const std::vector<index_t> perm =
-      detail::sorted_entries(idx, static_cast<index_t>(nnz), dims_, modes);
-  std::vector<std::size_t> first;  // first sorted position of each distinct coordinate
-  std::vector<T> sums;
-  for (std::size_t p = 0; p < nnz; ++p) {
-    const auto k = static_cast<std::size_t>(perm[p]);
-    if (p > 0 && !before(static_cast<std::size_t>(perm[p - 1]), k)) {
-      sums.back() += values[k];
-      continue;
-    }
-    first.push_back(p);
-    sums.push_back(values[k]);
-  }
-  // A sum of finite duplicates can overflow.
-  for (std::size_t u = 0; u < sums.size(); ++u) {
-    if (std::isfinite(sums[u])) continue;
-    const auto k = static_cast<std::size_t>(perm[first[u]]);
-    std::string at;
-    for (int n = 0; n < order; ++n)
-      at += (n > 0 ? ", " : "") + std::to_string(idx[static_cast<std::size_t>(n)][k]);
-    throw InvalidArgument("the duplicate entries at index (" + at + ") sum to " +
-                          (sums[u] > 0 ? "+Inf" : "-Inf") + ": their sum overflows " +
-                          (sizeof(T) == 4 ? "float32" : "float64"));
-  }
-  std::size_t kept = 0;
-  for (T s : sums) kept += s != T(0);
-  coords_.resize(kept * static_cast<std::size_t>(order));
-  values_.reserve(kept);
-  for (std::size_t u = 0, out = 0; u < sums.size(); ++u) {
-    if (sums[u] == T(0)) continue;
-    const auto k = static_cast<std::size_t>(perm[first[u]]);
-    for (int n = 0; n < order; ++n) coords_[n * kept + out] = idx[static_cast<std::size_t>(n)][k];
-    values_.push_back(sums[u]);
-    ++out;
+  coords_ = std::move(coords);
+  values_ = std::move(values);
+  if (canonical) return;
+  if (nnz <= static_cast<std::size_t>(detail::kNarrowLimit)) {
+    make_canonical<std::uint32_t>(dims_, coords_, values_);
+  } else {
+    make_canonical<index_t>(dims_, coords_, values_);
   }
 }
 

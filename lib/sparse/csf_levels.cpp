@@ -1,0 +1,193 @@
+// MTTKRP of any mode from one CSF tree (SPLATT's one-tree layout): the mode of level k >= 1
+// gathers, at every node j of level k, the product of the rows of j's ancestors (top-down)
+// times j's subtree sum (bottom-up, as the root kernel), into output rows that many roots
+// share. Each task adds its contiguous range of roots into its own copy of the output;
+// the copies are summed in task order.
+#include <algorithm>
+#include <vector>
+
+#include "core/instantiate.hpp"
+#include "core/thread_pool.hpp"
+#include "sparse/csf.hpp"
+
+namespace tenfold::detail {
+namespace {
+
+// acc (I_mode(k) x R, row-major) += the MTTKRP rows of mode(k), k >= 1, from the roots
+// [s0, s1): for every node j of level k, acc(id(j)) += P(j) .* S(j), where P(j) is the
+// elementwise product of the rows of j's ancestors (levels 0..k-1) and S(j) the sum over
+// j's leaves of value times the rows of the levels below k on their path (S = value at a
+// leaf). prefix[d] holds P of the level-(d+1) nodes on the current path, sums[d] the S of
+// the level-d node being summed; pos and end walk levels 1..k-1 top-down and k+1..last
+// bottom-up.
+template <class T, IndexWidth W>
+TENFOLD_SIMD_CLONES void mttkrp_level_roots(const Csf<T>& tree, const CsfIndex<W>& ix, int k,
+                                            const T* const* rows, index_t rank, index_t s0,
+                                            index_t s1, T* acc, T* prefix, T* sums, index_t* pos,
+                                            index_t* end) {
+  const int last = tree.levels() - 1;
+  const T* values = tree.values();
+  const LevelRead<W> leaf_id = ix.ids(last);
+  const T* leaf_rows = rows[tree.mode(last)];
+  // Rows of node j + kAhead requested early, as in the root kernel (random rows).
+  constexpr index_t kAhead = 8;
+  const index_t lines = (rank * static_cast<index_t>(sizeof(T)) + 63) / 64;
+  const auto prefetch = [&](const LevelRead<W>& ids, const T* factor,
+                            index_t j) TENFOLD_INLINE_INTO_CLONE {
+    if (j + kAhead >= ids.size) return;
+    const char* next = reinterpret_cast<const char*>(factor + ids[j + kAhead] * rank);
+    for (index_t l = 0; l < lines; ++l) __builtin_prefetch(next + 64 * l);
+  };
+  // t += sum over leaves [lo, hi) of value * U_leaf[id]
+  const auto add_leaves = [&](index_t lo, index_t hi, T* t) TENFOLD_INLINE_INTO_CLONE {
+    for (index_t c = lo; c < hi; ++c) {
+      prefetch(leaf_id, leaf_rows, c);
+      const T* row = leaf_rows + leaf_id[c] * rank;
+      const T x = values[c];
+      for (index_t r = 0; r < rank; ++r) t[r] += x * row[r];
+    }
+  };
+  // t = S(j) for node j of level k < last: S(node) = sum over its children c of
+  // U_mode(c)[id(c)] .* S(c), bottom-up.
+  const auto subtree_sum = [&](index_t j, T* t) TENFOLD_INLINE_INTO_CLONE {
+    std::fill(t, t + rank, T(0));
+    if (k == last - 1) {
+      add_leaves(ix.children(k)[j], ix.children(k)[j + 1], t);
+      return;
+    }
+    // parent .+= U_mode(d)[id(pos[d])] .* sums[d], then the next node of level d
+    const auto finish = [&](int d) TENFOLD_INLINE_INTO_CLONE {
+      T* parent = d == k + 1 ? t : sums + (d - 1) * rank;
+      const T* row = rows[tree.mode(d)] + ix.ids(d)[pos[d]] * rank;
+      const T* below = sums + d * rank;
+      for (index_t r = 0; r < rank; ++r) parent[r] += row[r] * below[r];
+      ++pos[d];
+    };
+    int d = k + 1;
+    pos[d] = ix.children(k)[j];
+    end[d] = ix.children(k)[j + 1];
+    for (;;) {
+      if (pos[d] == end[d]) {
+        if (d == k + 1) return;
+        finish(--d);
+        continue;
+      }
+      const index_t c = pos[d];
+      prefetch(ix.ids(d), rows[tree.mode(d)], c);
+      T* here = sums + d * rank;
+      std::fill(here, here + rank, T(0));
+      if (d == last - 1) {
+        add_leaves(ix.children(d)[c], ix.children(d)[c + 1], here);
+        finish(d);
+      } else {
+        pos[d + 1] = ix.children(d)[c];
+        end[d + 1] = ix.children(d)[c + 1];
+        ++d;
+      }
+    }
+  };
+  // acc(id(j)) += P .* S(j) for the level-k nodes [lo, hi), children of one node whose
+  // own P times its row is `above`
+  const LevelRead<W> level_id = ix.ids(k);
+  T* t = sums + k * rank;
+  const auto add_nodes = [&](index_t lo, index_t hi, const T* above) TENFOLD_INLINE_INTO_CLONE {
+    for (index_t j = lo; j < hi; ++j) {
+      prefetch(level_id, acc, j);
+      T* to = acc + level_id[j] * rank;
+      if (k == last) {
+        const T x = values[j];
+        for (index_t r = 0; r < rank; ++r) to[r] += x * above[r];
+      } else {
+        subtree_sum(j, t);
+        for (index_t r = 0; r < rank; ++r) to[r] += above[r] * t[r];
+      }
+    }
+  };
+  const T* root_rows = rows[tree.mode(0)];
+  for (index_t s = s0; s < s1; ++s) {
+    std::copy_n(root_rows + ix.ids(0)[s] * rank, rank, prefix);
+    if (k == 1) {
+      add_nodes(ix.children(0)[s], ix.children(0)[s + 1], prefix);
+      continue;
+    }
+    // Top-down over levels 1..k-1: prefix[d] = prefix[d-1] .* U_mode(d)[id] on the path.
+    int d = 1;
+    pos[1] = ix.children(0)[s];
+    end[1] = ix.children(0)[s + 1];
+    for (;;) {
+      if (pos[d] == end[d]) {
+        if (d == 1) break;
+        ++pos[--d];
+        continue;
+      }
+      const index_t j = pos[d];
+      const T* row = rows[tree.mode(d)] + ix.ids(d)[j] * rank;
+      const T* above = prefix + (d - 1) * rank;
+      T* here = prefix + d * rank;
+      for (index_t r = 0; r < rank; ++r) here[r] = above[r] * row[r];
+      if (d == k - 1) {
+        add_nodes(ix.children(d)[j], ix.children(d)[j + 1], here);
+        ++pos[d];
+      } else {
+        pos[d + 1] = ix.children(d)[j];
+        end[d + 1] = ix.children(d)[j + 1];
+        ++d;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+template <class T>
+void csf_mttkrp_level(const Csf<T>& tree, int level,
+                      std::type_identity_t<std::span<const T* const>> rows, index_t rank,
+                      index_t out_rows, T* out) {
+  if (level == 0) {
+    csf_mttkrp(tree, rows, rank, out);
+    return;
+  }
+  const auto& cuts = tree.cuts();
+  const auto pieces = static_cast<index_t>(cuts.size()) - 1;
+  // parts (one per thread, at least one): contiguous ranges of pieces, each into its own
+  // row-major copy of the output
+  const index_t parts = std::max<index_t>(1, std::min<index_t>(pool_threads(), pieces));
+  const auto size = static_cast<std::size_t>(out_rows * rank);
+  std::vector<std::vector<T>> acc(static_cast<std::size_t>(parts));
+  with_index(tree, [&](const auto& ix) {
+    parallel_for(parts, [&](index_t part) {
+      std::vector<T>& a = acc[static_cast<std::size_t>(part)];
+      a.assign(size, T(0));
+      const auto levels = static_cast<std::size_t>(tree.levels());
+      std::vector<T> prefix(levels * static_cast<std::size_t>(rank)),
+          sums(levels * static_cast<std::size_t>(rank));
+      std::vector<index_t> pos(levels), end(levels);
+      const index_t first = part * pieces / parts, past = (part + 1) * pieces / parts;
+      if (first == past) return;
+      mttkrp_level_roots(tree, ix, level, rows.data(), rank, cuts[static_cast<std::size_t>(first)],
+                         cuts[static_cast<std::size_t>(past)], a.data(), prefix.data(), sums.data(),
+                         pos.data(), end.data());
+    });
+  });
+  // out(i, r) = sum over the parts, in order, of acc_part(i, r) (column-major out), in
+  // tiles of rows
+  constexpr index_t kTile = 64;
+  parallel_for((out_rows + kTile - 1) / kTile, [&](index_t tile) {
+    const index_t i0 = tile * kTile, i1 = std::min(out_rows, i0 + kTile);
+    for (index_t r = 0; r < rank; ++r) {
+      for (index_t i = i0; i < i1; ++i) {
+        T v = acc[0][static_cast<std::size_t>(i * rank + r)];
+        for (std::size_t p = 1; p < acc.size(); ++p)
+          v += acc[p][static_cast<std::size_t>(i * rank + r)];
+        out[i + r * out_rows] = v;
+      }
+    }
+  });
+}
+
+#define TENFOLD_INSTANTIATE_CSF_LEVEL(T) \
+  template void csf_mttkrp_level<T>(     \
+      const Csf<T>&, int, std::type_identity_t<std::span<const T* const>>, index_t, index_t, T*);
+TENFOLD_INSTANTIATE_FOR_EACH_VALUE_TYPE(TENFOLD_INSTANTIATE_CSF_LEVEL)
+
+}  // namespace tenfold::detail
