@@ -4,13 +4,16 @@ held-out texts (SmolLM2-135M-Instruct, data-aware): bench/real_model's held-out 
 bench/kv_cache/run.py (2,048-token windows). No cache bytes and no speed (run.py).
 
     python bench/kv_cache/probe.py [--fraction 0.5] [--calibration prose mixed]
-        [--forms kv_cache separate separate_even joint]     # the environment of bench/rope
+        [--forms kv_cache separate separate_even joint] [--sizes 96+96 64+128 ...]
+                                                            # the environment of bench/rope
 
 Calibration "prose": bench/real_model's CC0 prose (3,702 tokens); "mixed": run.py's
 calibration (that prose and 8,192 tokens of docstrings of other standard-library modules).
 Forms: `kv_cache` (compress_model(kv_cache=f, bands=8)), `separate` (low_rank.separate at
 kv_cache's keys and values), `separate_even` (the same with keys and values halved
 evenly), `joint` (low_rank.joint: one latent of 2 f G d values for keys and values).
+`--sizes K+V ...` adds compress_model(shared_dim=K, value_dim=V, bands=8) rows (K "full":
+the exact keys; V "whole": the original values).
 """
 
 import argparse
@@ -35,6 +38,7 @@ def main():
     ap.add_argument("--calibration", nargs="+", choices=["prose", "mixed"], default=["prose", "mixed"])
     ap.add_argument("--forms", nargs="+", choices=["kv_cache", "separate", "separate_even", "joint"],
                     default=["kv_cache", "separate", "separate_even", "joint"])
+    ap.add_argument("--sizes", nargs="*", default=[], help="K+V: key and latent value sizes per layer")
     args = ap.parse_args()
     tok, model = rope.load()
     cfg = model.config
@@ -54,10 +58,15 @@ def main():
     print("original" + "".join(f"  {k} {p:.2f}" for k, p in base.items()), flush=True)
     for name in args.calibration:
         calib = texts[name]
-        for form in args.forms:
+        for form in args.forms + [f"sizes {x}" for x in args.sizes]:
             m = copy.deepcopy(model)
             t = time.process_time()
-            if form == "kv_cache":
+            if form.startswith("sizes "):
+                k, v = form.split()[1].split("+")
+                options = {} if v == "whole" else {"value_dim": v if v == "full" else int(v)}
+                tt.compress_model(m, k if k == "full" else int(k), bands=8, calibration=calib, **options)
+                label = f"keys {k} + values {v}"
+            elif form == "kv_cache":
                 tt.compress_model(m, kv_cache=args.fraction, bands=8, calibration=calib)
                 label = f"kv_cache={args.fraction} ({keys}+{rest['value_dim']})"
             elif form == "joint":

@@ -237,74 +237,12 @@ template <class T, IndexWidth W>
 TENFOLD_SIMD_CLONES void mttkrp_roots(const Csf<T>& tree, const CsfIndex<W>& ix,
                                       const T* const* rows, index_t rank, index_t s0, index_t s1,
                                       T* out, T* root_row, T* sums, index_t* pos, index_t* end) {
-  const int last = tree.levels() - 1;
-  const T* values = tree.values();
-  const LevelRead<W> leaf_id = ix.ids(last);
-  const T* leaf_rows = rows[tree.mode(last)];
-  // t += sum over leaves [lo, hi) of value * U_leaf[id]
-  // Rows ahead of the one in use are requested early (their cache lines), since each
-  // leaf reads a row at a random place of a factor that rarely fits in cache.
-  constexpr index_t kAhead = 8;
-  const index_t lines = (rank * static_cast<index_t>(sizeof(T)) + 63) / 64;
-  // the row of node j + kAhead of a level (its ids, the factor of its mode)
-  const auto prefetch = [&](const LevelRead<W>& ids, const T* factor,
-                            index_t j) TENFOLD_INLINE_INTO_CLONE {
-    if (j + kAhead >= ids.size) return;
-    const char* next = reinterpret_cast<const char*>(factor + ids[j + kAhead] * rank);
-    for (index_t l = 0; l < lines; ++l) __builtin_prefetch(next + 64 * l);
-  };
-  const auto add_leaves = [&](index_t lo, index_t hi, T* t) TENFOLD_INLINE_INTO_CLONE {
-    for (index_t k = lo; k < hi; ++k) {
-      prefetch(leaf_id, leaf_rows, k);
-      const T* row = leaf_rows + leaf_id[k] * rank;
-      const T x = values[k];
-      for (index_t r = 0; r < rank; ++r) t[r] += x * row[r];
-    }
-  };
   const index_t out_rows = tree.root_size();
-  // out(id, :) = root_row (a root's row is written once: the ids of the roots differ)
-  const auto write_row = [&](index_t s) TENFOLD_INLINE_INTO_CLONE {
+  for (index_t s = s0; s < s1; ++s) {
+    // out(id, :) = S(root) (a root's row is written once: the ids of the roots differ)
+    subtree_sum(tree, ix, rows, rank, 0, s, root_row, sums, pos, end);
     T* to = out + ix.ids(0)[s];
     for (index_t r = 0; r < rank; ++r) to[r * out_rows] = root_row[r];
-  };
-  for (index_t s = s0; s < s1; ++s) {
-    std::fill(root_row, root_row + rank, T(0));
-    if (last == 1) {
-      add_leaves(ix.children(0)[s], ix.children(0)[s + 1], root_row);
-      write_row(s);
-      continue;
-    }
-    // parent .+= U_{mode(d)}[id(pos[d])] .* sums[d], then the next node of level d
-    const auto finish = [&](int d) TENFOLD_INLINE_INTO_CLONE {
-      T* parent = d == 1 ? root_row : sums + (d - 1) * rank;
-      const T* row = rows[tree.mode(d)] + ix.ids(d)[pos[d]] * rank;
-      const T* t = sums + d * rank;
-      for (index_t r = 0; r < rank; ++r) parent[r] += row[r] * t[r];
-      ++pos[d];
-    };
-    int d = 1;
-    pos[1] = ix.children(0)[s];
-    end[1] = ix.children(0)[s + 1];
-    for (;;) {
-      if (pos[d] == end[d]) {
-        if (d == 1) break;
-        finish(--d);
-        continue;
-      }
-      const index_t j = pos[d];
-      prefetch(ix.ids(d), rows[tree.mode(d)], j);
-      T* t = sums + d * rank;
-      std::fill(t, t + rank, T(0));
-      if (d == last - 1) {
-        add_leaves(ix.children(d)[j], ix.children(d)[j + 1], t);
-        finish(d);
-      } else {
-        pos[d + 1] = ix.children(d)[j];
-        end[d + 1] = ix.children(d)[j + 1];
-        ++d;
-      }
-    }
-    write_row(s);
   }
 }
 

@@ -284,4 +284,74 @@ TENFOLD_INLINE_INTO_CLONE inline void for_each_leaf(const Csf<T>& tree, const Cs
   }
 }
 
+// The kernels read factor rows at random places (a factor rarely fits in cache): the row
+// of node j + kRowsAhead of a level (its ids, the factor of its mode) is requested early.
+inline constexpr index_t kRowsAhead = 8;
+template <class T, IndexWidth W>
+TENFOLD_INLINE_INTO_CLONE inline void prefetch_row(const LevelRead<W>& ids, const T* factor,
+                                                   index_t rank, index_t j) {
+  if (j + kRowsAhead >= ids.size) return;
+  const char* next = reinterpret_cast<const char*>(factor + ids[j + kRowsAhead] * rank);
+  const index_t lines = (rank * static_cast<index_t>(sizeof(T)) + 63) / 64;
+  for (index_t l = 0; l < lines; ++l) __builtin_prefetch(next + 64 * l);
+}
+
+// t = S(j) for node j of level k < last: S(node) = sum over its children c of
+// U_mode(c)[id(c)] .* S(c), S(leaf) = its value; bottom-up, with sums, pos and end
+// indexed by level (rank values per level in sums).
+template <class T, IndexWidth W>
+TENFOLD_INLINE_INTO_CLONE inline void subtree_sum(const Csf<T>& tree, const CsfIndex<W>& ix,
+                                                  const T* const* rows, index_t rank, int k,
+                                                  index_t j, T* t, T* sums, index_t* pos,
+                                                  index_t* end) {
+  const int last = tree.levels() - 1;
+  const T* values = tree.values();
+  const LevelRead<W> leaf_id = ix.ids(last);
+  const T* leaf_rows = rows[tree.mode(last)];
+  // t += sum over leaves [lo, hi) of value * U_leaf[id]
+  const auto add_leaves = [&](index_t lo, index_t hi, T* to) TENFOLD_INLINE_INTO_CLONE {
+    for (index_t c = lo; c < hi; ++c) {
+      prefetch_row(leaf_id, leaf_rows, rank, c);
+      const T* row = leaf_rows + leaf_id[c] * rank;
+      const T x = values[c];
+      for (index_t r = 0; r < rank; ++r) to[r] += x * row[r];
+    }
+  };
+  std::fill(t, t + rank, T(0));
+  if (k == last - 1) {
+    add_leaves(ix.children(k)[j], ix.children(k)[j + 1], t);
+    return;
+  }
+  // parent .+= U_mode(d)[id(pos[d])] .* sums[d], then the next node of level d
+  const auto finish = [&](int d) TENFOLD_INLINE_INTO_CLONE {
+    T* parent = d == k + 1 ? t : sums + (d - 1) * rank;
+    const T* row = rows[tree.mode(d)] + ix.ids(d)[pos[d]] * rank;
+    const T* below = sums + d * rank;
+    for (index_t r = 0; r < rank; ++r) parent[r] += row[r] * below[r];
+    ++pos[d];
+  };
+  int d = k + 1;
+  pos[d] = ix.children(k)[j];
+  end[d] = ix.children(k)[j + 1];
+  for (;;) {
+    if (pos[d] == end[d]) {
+      if (d == k + 1) return;
+      finish(--d);
+      continue;
+    }
+    const index_t c = pos[d];
+    prefetch_row(ix.ids(d), rows[tree.mode(d)], rank, c);
+    T* here = sums + d * rank;
+    std::fill(here, here + rank, T(0));
+    if (d == last - 1) {
+      add_leaves(ix.children(d)[c], ix.children(d)[c + 1], here);
+      finish(d);
+    } else {
+      pos[d + 1] = ix.children(d)[c];
+      end[d + 1] = ix.children(d)[c + 1];
+      ++d;
+    }
+  }
+}
+
 }  // namespace tenfold::detail

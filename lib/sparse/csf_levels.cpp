@@ -27,78 +27,19 @@ TENFOLD_SIMD_CLONES void mttkrp_level_roots(const Csf<T>& tree, const CsfIndex<W
                                             index_t* end) {
   const int last = tree.levels() - 1;
   const T* values = tree.values();
-  const LevelRead<W> leaf_id = ix.ids(last);
-  const T* leaf_rows = rows[tree.mode(last)];
-  // Rows of node j + kAhead requested early, as in the root kernel (random rows).
-  constexpr index_t kAhead = 8;
-  const index_t lines = (rank * static_cast<index_t>(sizeof(T)) + 63) / 64;
-  const auto prefetch = [&](const LevelRead<W>& ids, const T* factor,
-                            index_t j) TENFOLD_INLINE_INTO_CLONE {
-    if (j + kAhead >= ids.size) return;
-    const char* next = reinterpret_cast<const char*>(factor + ids[j + kAhead] * rank);
-    for (index_t l = 0; l < lines; ++l) __builtin_prefetch(next + 64 * l);
-  };
-  // t += sum over leaves [lo, hi) of value * U_leaf[id]
-  const auto add_leaves = [&](index_t lo, index_t hi, T* t) TENFOLD_INLINE_INTO_CLONE {
-    for (index_t c = lo; c < hi; ++c) {
-      prefetch(leaf_id, leaf_rows, c);
-      const T* row = leaf_rows + leaf_id[c] * rank;
-      const T x = values[c];
-      for (index_t r = 0; r < rank; ++r) t[r] += x * row[r];
-    }
-  };
-  // t = S(j) for node j of level k < last: S(node) = sum over its children c of
-  // U_mode(c)[id(c)] .* S(c), bottom-up.
-  const auto subtree_sum = [&](index_t j, T* t) TENFOLD_INLINE_INTO_CLONE {
-    std::fill(t, t + rank, T(0));
-    if (k == last - 1) {
-      add_leaves(ix.children(k)[j], ix.children(k)[j + 1], t);
-      return;
-    }
-    // parent .+= U_mode(d)[id(pos[d])] .* sums[d], then the next node of level d
-    const auto finish = [&](int d) TENFOLD_INLINE_INTO_CLONE {
-      T* parent = d == k + 1 ? t : sums + (d - 1) * rank;
-      const T* row = rows[tree.mode(d)] + ix.ids(d)[pos[d]] * rank;
-      const T* below = sums + d * rank;
-      for (index_t r = 0; r < rank; ++r) parent[r] += row[r] * below[r];
-      ++pos[d];
-    };
-    int d = k + 1;
-    pos[d] = ix.children(k)[j];
-    end[d] = ix.children(k)[j + 1];
-    for (;;) {
-      if (pos[d] == end[d]) {
-        if (d == k + 1) return;
-        finish(--d);
-        continue;
-      }
-      const index_t c = pos[d];
-      prefetch(ix.ids(d), rows[tree.mode(d)], c);
-      T* here = sums + d * rank;
-      std::fill(here, here + rank, T(0));
-      if (d == last - 1) {
-        add_leaves(ix.children(d)[c], ix.children(d)[c + 1], here);
-        finish(d);
-      } else {
-        pos[d + 1] = ix.children(d)[c];
-        end[d + 1] = ix.children(d)[c + 1];
-        ++d;
-      }
-    }
-  };
   // acc(id(j)) += P .* S(j) for the level-k nodes [lo, hi), children of one node whose
   // own P times its row is `above`
   const LevelRead<W> level_id = ix.ids(k);
   T* t = sums + k * rank;
   const auto add_nodes = [&](index_t lo, index_t hi, const T* above) TENFOLD_INLINE_INTO_CLONE {
     for (index_t j = lo; j < hi; ++j) {
-      prefetch(level_id, acc, j);
+      prefetch_row(level_id, acc, rank, j);
       T* to = acc + level_id[j] * rank;
       if (k == last) {
         const T x = values[j];
         for (index_t r = 0; r < rank; ++r) to[r] += x * above[r];
       } else {
-        subtree_sum(j, t);
+        subtree_sum(tree, ix, rows, rank, k, j, t, sums, pos, end);
         for (index_t r = 0; r < rank; ++r) to[r] += above[r] * t[r];
       }
     }
