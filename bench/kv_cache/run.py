@@ -187,7 +187,7 @@ def main():
     held = [w for windows in sources.values() for w in windows]
     prompts = [w[:, i : i + 64] for w in held for i in range(0, window - 64, 512)][: 20 if args.quick else 200]
     calib = calibration(tok, 8192)
-    lengths = (512, 2048) if args.quick else (512, 2048, 8192)
+    lengths = (2048,) if args.quick else (512, 2048, 8192)
     reps, steps, new = (3 if args.quick else 5), 32, 32
     text = torch.cat(held, dim=1)
     counts = {k: sum(w.shape[1] for w in v) for k, v in sources.items()}
