@@ -245,20 +245,17 @@ struct LeafScratch {
   std::vector<index_t> pos, end;
 };
 
-/// Calls leaf(value, pi) for every leaf under root node s, in order, where pi (R) is the
-/// elementwise product of the rows rows[mode(d)][id] of the leaf's ancestors at levels
-/// 1..N-1 and of the leaf itself (the Khatri-Rao row of the entry, without the root
-/// mode). Top-down and iterative: prefix[d] = prefix[d-1] .* the row of the level-d node
-/// on the current path. `ix` reads the tree's levels (with_index).
-template <class T, IndexWidth W, class Leaf>
-TENFOLD_INLINE_INTO_CLONE inline void for_each_leaf(const Csf<T>& tree, const CsfIndex<W>& ix,
-                                                    index_t s, const T* const* rows, index_t rank,
-                                                    LeafScratch<T>& scratch, Leaf&& leaf) {
-  const int last = tree.levels() - 1;
-  T* prefix = scratch.prefix.data();
-  index_t* pos = scratch.pos.data();
-  index_t* end = scratch.end.data();
-  std::fill(prefix, prefix + rank, T(1));
+/// Calls visit(j, p) for every node j of level `depth` >= 1 under root node s, in order,
+/// where p (R) is prefix[0 .. R) (set by the caller) times the elementwise product of the
+/// rows rows[mode(d)][id] of j's ancestors at levels 1..depth-1 and of j itself.
+/// Top-down and iterative: prefix[d] = prefix[d-1] .* the row of the level-d node on the
+/// current path (prefix: (depth + 1) R values; pos, end: per level). `ix` reads the tree's
+/// levels (with_index).
+template <class T, IndexWidth W, class Visit>
+TENFOLD_INLINE_INTO_CLONE inline void for_each_path(const Csf<T>& tree, const CsfIndex<W>& ix,
+                                                    index_t s, int depth, const T* const* rows,
+                                                    index_t rank, T* prefix, index_t* pos,
+                                                    index_t* end, Visit&& visit) {
   int d = 1;
   pos[1] = ix.children(0)[s];
   end[1] = ix.children(0)[s + 1];
@@ -273,8 +270,8 @@ TENFOLD_INLINE_INTO_CLONE inline void for_each_leaf(const Csf<T>& tree, const Cs
     const T* above = prefix + (d - 1) * rank;
     T* here = prefix + d * rank;
     for (index_t r = 0; r < rank; ++r) here[r] = above[r] * row[r];
-    if (d == last) {
-      leaf(tree.values()[j], static_cast<const T*>(here));
+    if (d == depth) {
+      visit(j, static_cast<const T*>(here));
       ++pos[d];
     } else {
       pos[d + 1] = ix.children(d)[j];
@@ -282,6 +279,21 @@ TENFOLD_INLINE_INTO_CLONE inline void for_each_leaf(const Csf<T>& tree, const Cs
       ++d;
     }
   }
+}
+
+/// Calls leaf(value, pi) for every leaf under root node s, in order, where pi (R) is the
+/// elementwise product of the rows of the leaf's ancestors at levels 1..N-1 and of the
+/// leaf itself (the Khatri-Rao row of the entry, without the root mode).
+template <class T, IndexWidth W, class Leaf>
+TENFOLD_INLINE_INTO_CLONE inline void for_each_leaf(const Csf<T>& tree, const CsfIndex<W>& ix,
+                                                    index_t s, const T* const* rows, index_t rank,
+                                                    LeafScratch<T>& scratch, Leaf&& leaf) {
+  T* prefix = scratch.prefix.data();
+  std::fill(prefix, prefix + rank, T(1));
+  const T* values = tree.values();
+  for_each_path(tree, ix, s, tree.levels() - 1, rows, rank, prefix, scratch.pos.data(),
+                scratch.end.data(),
+                [&](index_t j, const T* pi) TENFOLD_INLINE_INTO_CLONE { leaf(values[j], pi); });
 }
 
 // The kernels read factor rows at random places (a factor rarely fits in cache): the row

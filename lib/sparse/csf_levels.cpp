@@ -51,30 +51,11 @@ TENFOLD_SIMD_CLONES void mttkrp_level_roots(const Csf<T>& tree, const CsfIndex<W
       add_nodes(ix.children(0)[s], ix.children(0)[s + 1], prefix);
       continue;
     }
-    // Top-down over levels 1..k-1: prefix[d] = prefix[d-1] .* U_mode(d)[id] on the path.
-    int d = 1;
-    pos[1] = ix.children(0)[s];
-    end[1] = ix.children(0)[s + 1];
-    for (;;) {
-      if (pos[d] == end[d]) {
-        if (d == 1) break;
-        ++pos[--d];
-        continue;
-      }
-      const index_t j = pos[d];
-      const T* row = rows[tree.mode(d)] + ix.ids(d)[j] * rank;
-      const T* above = prefix + (d - 1) * rank;
-      T* here = prefix + d * rank;
-      for (index_t r = 0; r < rank; ++r) here[r] = above[r] * row[r];
-      if (d == k - 1) {
-        add_nodes(ix.children(d)[j], ix.children(d)[j + 1], here);
-        ++pos[d];
-      } else {
-        pos[d + 1] = ix.children(d)[j];
-        end[d + 1] = ix.children(d)[j + 1];
-        ++d;
-      }
-    }
+    // Every level-(k-1) node with P = the root's row .* its ancestors' rows .* its own.
+    for_each_path(tree, ix, s, k - 1, rows, rank, prefix, pos, end,
+                  [&](index_t j, const T* here) TENFOLD_INLINE_INTO_CLONE {
+                    add_nodes(ix.children(k - 1)[j], ix.children(k - 1)[j + 1], here);
+                  });
   }
 }
 
