@@ -118,27 +118,33 @@ def continuations(model, prompts, new: int) -> list:
 
 
 def cache_bytes(cache) -> int:
-    """Bytes of every tensor the cache holds (keys and values of every layer)."""
-    total = 0
+    """Bytes of the memory the cache holds for keys and values of every layer: the
+    storage under each tensor (a view's spare room included), each storage once."""
+    storages = {}
     for layer in cache.layers:
         for t in (getattr(layer, "keys", None), getattr(layer, "values", None)):
             if isinstance(t, torch.Tensor):
-                total += t.numel() * t.element_size()
-    return total
+                storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+    return sum(storages.values())
 
 
-def speed(models: list, ids, steps: int, reps: int) -> list:
+def speed(models: list, ids, steps: int, reps: int, static: bool = False) -> list:
     """Per model: prefill of ids into a fresh dynamic cache, then `steps` greedy decode
     steps, medians of `reps` runs that alternate between the models (so that a compressed
-    model and the original meet the same load)."""
-    from transformers import DynamicCache
+    model and the original meet the same load). `static`: the last model decodes into a
+    static cache of exactly the tokens it will hold (transformers' preallocated cache: no
+    copy of the cache per token, the original's fastest CPU decode)."""
+    from transformers import DynamicCache, StaticCache
 
     times = [{"prefill": [], "decode": []} for _ in models]
     sizes = [0] * len(models)
     with torch.inference_mode():
         for _ in range(reps):
             for i, model in enumerate(models):
-                cache = DynamicCache(config=model.config)
+                if static and i == len(models) - 1:
+                    cache = StaticCache(config=model.config, max_cache_len=ids.shape[1] + steps)
+                else:
+                    cache = DynamicCache(config=model.config)
                 t0 = time.perf_counter()
                 out = model(input_ids=ids, cache=cache, use_cache=True)
                 t1 = time.perf_counter()
@@ -153,6 +159,34 @@ def speed(models: list, ids, steps: int, reps: int) -> list:
     n = ids.shape[1]
     return [{"tokens": n, "cache_bytes": size, "prefill_tokens_per_s": n / statistics.median(t["prefill"]),
              "decode_tokens_per_s": steps / statistics.median(t["decode"])} for t, size in zip(times, sizes)]
+
+
+#: Cached tokens of --speed-only.
+SPEED_LENGTHS = (2048, 4096, 8192)
+
+
+def speed_only(tok, model, out: str, reps: int = 5) -> None:
+    """--speed-only: kv_cache=0.5 with the default bands (its speed does not depend on the
+    calibration) against the original with transformers' dynamic cache and its static
+    cache, alternating, 32 decode steps, median of 5."""
+    text = torch.cat([w for ws in held_out(tok, 8192, 8192).values() for w in ws], dim=1)
+    m = copy.deepcopy(model)
+    tt.compress_model(m, kv_cache=0.5)
+    rows = []
+    for n in SPEED_LENGTHS:
+        compressed, original = speed([m, model], text[:, :n], 32, reps)
+        static = speed([model], text[:, :n], 32, reps, static=True)[0]
+        rows.append({"tokens": n, "compressed": compressed, "original": original, "original_static": static,
+                     "load": os.getloadavg()})
+        print(f"{n:>6} tokens: decode {compressed['decode_tokens_per_s']:.1f} tokens/s, original "
+              f"{original['decode_tokens_per_s']:.1f} ({compressed['decode_tokens_per_s'] / original['decode_tokens_per_s']:.2f}x),"
+              f" original with a static cache {static['decode_tokens_per_s']:.1f} "
+              f"({compressed['decode_tokens_per_s'] / static['decode_tokens_per_s']:.2f}x); prefill "
+              f"{compressed['prefill_tokens_per_s'] / original['prefill_tokens_per_s']:.2f}x; cache bytes "
+              f"{compressed['cache_bytes'] / original['cache_bytes']:.4f} of the original's; load "
+              f"{os.getloadavg()[0]:.1f}", flush=True)
+    with open(os.path.join(out, "speed.json"), "w") as f:
+        json.dump({"model": rope.GGUF, "threads": torch.get_num_threads(), "rows": rows}, f, indent=1)
 
 
 def configurations(quick: bool, per_head: int) -> list:
@@ -177,9 +211,14 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, help="folder for results.json (created)")
     ap.add_argument("--quick", action="store_true", help="fewer tokens, rows, lengths and repetitions")
+    ap.add_argument("--speed-only", action="store_true",
+                    help="prefill and decode speed of the default form at half the cache against the original "
+                         "(dynamic and static cache) at 2,048, 4,096 and 8,192 tokens; weight-only conversion")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     tok, model = rope.load()
+    if args.speed_only:
+        return speed_only(tok, model, args.out)
     cfg = model.config
     per_head = cfg.num_key_value_heads * (cfg.hidden_size // cfg.num_attention_heads)
     window = 2048
@@ -201,10 +240,12 @@ def main():
         overall = math.exp(sum(weights[k] * math.log(p) for k, p in by_source.items()) / sum(weights.values()))
         row = {"label": label, "kv_fraction": fraction, "data_aware": data, **extra, "perplexity": overall,
                "perplexity_by_source": by_source, "speed": [], "original_speed": []}
-        for n in lengths:  # alternating with the original (the original row: alone)
-            pair = speed([m] if m is model else [m, model], text[:, :n], steps, reps)
+        for n in lengths:  # alternating with the original (the original row: with its static cache)
+            pair = speed([m, model], text[:, :n], steps, reps, static=m is model)
             row["speed"].append(pair[0])
-            row["original_speed"].append(pair[-1])
+            row["original_speed"].append(pair[0] if m is model else pair[1])
+            if m is model:
+                row.setdefault("static_cache_speed", []).append(pair[1])
         row["tokens"] = continuations(m, prompts, new)
         return row
 
@@ -237,7 +278,8 @@ def main():
     for n in lengths:
         head += f"{'bytes ' + str(n):>14}{'pre/s':>8}{'dec/s':>8}{'dec x':>7}"
     print(head)
-    for r in rows:
+    static = dict(rows[0], label="original, static cache", speed=rows[0]["static_cache_speed"])  # its speed only
+    for r in rows[:1] + [static] + rows[1:]:
         line = (f"{r['label']:<22}{r['kv_fraction']:>5.2f}{str(r['data_aware']):>6}{r['perplexity']:>8.2f}"
                 f"{100 * (r['perplexity'] / base_ppl - 1):>+8.1f}%")
         for k, width in zip(sources, (10, 11)):

@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from ._attention import _apply_mask
+from ._cache import make_roomy
 
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
@@ -75,24 +76,44 @@ class RotarySharedKeyAttention(nn.Module):
 
     def shared_keys(self, hidden_states: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         """(B, n, D) -> the rotated shared keys (B, 1, n, 2R): kappa_r(y) e^{i theta_j n}."""
-        c = cos[..., self.frequency].repeat(1, 1, 2)
-        s = sin[..., self.frequency].repeat(1, 1, 2)
+        _, pairs = self._query_map()
+        c, s = cos.index_select(-1, pairs), sin.index_select(-1, pairs)
         k = self.key(hidden_states)
         return (k * c + rotate_half(k) * s).unsqueeze(1)
 
     def mixed_queries(self, hidden_states: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         """(B, n, D) -> (B, H, n, 2R): the rotated query pair j of head h times
-        conj(c_{g(h),r}) for every shared key r of frequency j (real parts, then imaginary)."""
+        conj(c_{g(h),r}) for every shared key r of frequency j (real parts, then imaginary),
+        one product of each group's rotated queries with its map (_query_map)."""
         b, n, _ = hidden_states.shape
         q = self.q_proj(hidden_states).view(b, n, self.heads, self.head_dim).transpose(1, 2)
         q = q * cos.unsqueeze(1) + rotate_half(q) * sin.unsqueeze(1)
-        half = self.head_dim // 2
-        a = q[..., self.frequency]  # Re q_{h,j(r)}
-        bb = q[..., half + self.frequency]  # Im q_{h,j(r)}
-        m = self.mixing.repeat_interleave(self.heads // self.key_heads, dim=0)  # head h -> group h // (H/G)
-        cr, ci = m[..., 0].unsqueeze(1), m[..., 1].unsqueeze(1)  # (H, 1, R)
-        # (a + ib)(c_r - i c_i) = (a c_r + b c_i) + i (b c_r - a c_i)
-        return torch.cat((a * cr + bb * ci, bb * cr - a * ci), dim=-1)
+        mixing, _ = self._query_map()
+        # The heads of a group are adjacent: (B, H, n, d) is (B, G, H/G n, d).
+        return torch.matmul(q.reshape(b, self.key_heads, -1, self.head_dim), mixing).view(b, self.heads, n, -1)
+
+    def _query_map(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(M (G, d, 2R), pairs (2R,)): M maps group g's rotated query (real parts of the d/2
+        pairs, then imaginary) to its mixed query: (a + ib) conj(c_r) = (a c_r + b c_i) +
+        i (b c_r - a c_i) for shared key r of pair j = frequency[r], a = Re q_j, b = Im q_j;
+        pairs: the cos/sin column of each cached key value. Built from `mixing` and
+        `frequency`; kept while they are unchanged and no gradient is recorded."""
+        stamp = (self.mixing._version, self.mixing.data_ptr(), self.mixing.dtype, self.frequency._version,
+                 self.frequency.data_ptr())
+        differentiable = torch.is_grad_enabled() and self.mixing.requires_grad
+        cached = getattr(self, "_map", None)
+        if cached is not None and cached[0] == stamp and not differentiable:
+            return cached[1]
+        g, half, r = self.key_heads, self.head_dim // 2, self.key_values // 2
+        cr, ci = self.mixing[..., 0], self.mixing[..., 1]  # (G, R)
+        j, cols = self.frequency, torch.arange(r, device=self.frequency.device)
+        m = self.mixing.new_zeros(g, self.head_dim, 2 * r)
+        m[:, j, cols], m[:, half + j, cols] = cr, ci
+        m[:, j, r + cols], m[:, half + j, r + cols] = -ci, cr
+        built = (m, torch.cat((j, j)))
+        if not differentiable:
+            self._map = (stamp, built)
+        return built
 
     def rotation(self, count: int, dtype: torch.dtype, device) -> tuple[torch.Tensor, torch.Tensor]:
         """cos, sin (count, d) of the cache indices 0 .. count-1, as the model's RoPE
@@ -131,6 +152,7 @@ class RotarySharedKeyAttention(nn.Module):
             values = self.value(hidden_states).unsqueeze(1)
         if cache is not None:
             self._check_cache(cache)
+            make_roomy(cache, self.layer_idx)
             keys, values = cache.update(keys, values, self.layer_idx)
         if self.bands == 1:
             queries = self.mixed_queries(hidden_states, cos, sin)
