@@ -381,8 +381,8 @@ Command add_attention_command(CLI::App& app) {
         c->value_dim = text;
       },
       "Rotary checkpoints: also cache the values as latent values shared by all value heads, "
-      "this many per token and layer (1..G*d, or full: the smallest exact size), with the "
-      "rebuild folded into o_proj (docs/kv-cache.md)");
+      "this many per token and layer (1..G*d, or full: the smallest exact size), the rebuild "
+      "folded into o_proj where that multiplies fewer weights (docs/kv-cache.md)");
   compress->add_option("--kv-cache", c->kv_cache,
                        "Rotary checkpoints, instead of --shared-dim and --value-dim: keep this "
                        "fraction in (0, 1] of the original key and value cache per token, a "

@@ -53,11 +53,22 @@ struct TENFOLD_API ValueOptions {
   double damping = 0.01;
 };
 
+/// Whether a layer with C_v = `values` latent values folds the rebuild B into o_proj
+/// (reading o_proj (E, H C_v)) rather than rebuilding each head's d values before the
+/// original o_proj (E, H d): folded when that multiplies fewer weights per token,
+/// H C_v E <= H C_v d + H d E, i.e. C_v (E - d) <= d E (E = `hidden`, d = `head_dim`).
+/// SmolLM2-135M (d = 64, E = 576) folds up to 72 latent values.
+inline bool value_expansion_folded(index_t values, index_t head_dim, index_t hidden) {
+  return values * (hidden - head_dim) <= head_dim * hidden;
+}
+
 /// One layer's latent value cache. D' = D + 1 with a value bias (the last row then holds
 /// the latent's bias), else D; C_v = values().
 struct TENFOLD_API ValueLatent {
   Matrix<double> latent;  ///< D' x C_v: column c maps [x; 1] to latent value c
-  Matrix<double> expand;  ///< (G d) x C_v: B, the values rebuilt from the latent
+  /// (G d) x C_v: B, the values rebuilt from the latent. The layer applies it per head
+  /// before the original o_proj unless value_expansion_folded().
+  Matrix<double> expand;
   /// (H C_v) x E: the folded o_proj, rows h C_v ... (h + 1) C_v = (W_O^h B_g(h))^T
   /// (PyTorch's (E, H C_v) weight); o_proj's bias is unchanged.
   Matrix<double> output;
@@ -69,7 +80,9 @@ struct TENFOLD_API ValueLatent {
   /// The same on the given (undamped) moment; absent without one.
   std::optional<double> data_error;
   index_t params_before = 0;  ///< v_proj (weight and bias) and o_proj's weight
-  index_t params_after = 0;   ///< the latent (with bias) and the folded o_proj weight
+  /// The latent (with bias) and the folded o_proj weight, or B and the original o_proj
+  /// weight (value_expansion_folded)
+  index_t params_after = 0;
   double seconds = 0.0;
 
   index_t values() const { return latent.cols(); }  ///< C_v

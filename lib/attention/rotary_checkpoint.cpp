@@ -231,14 +231,20 @@ void write_keys(const LayerWriter& w, const RotaryKeys& keys, const RotaryConfig
   if (key_bias) w.replace("k_proj.bias");
 }
 
-/// The latent values in place of v_proj (value.*) and the folded o_proj weight
-/// (E, H C_v) in place of o_proj's.
+/// The latent values in place of v_proj (value.*), and the folded o_proj weight (E, H C_v)
+/// in place of o_proj's, or value_expand (G d, C_v) beside the original o_proj
+/// (value_expansion_folded).
 void write_values(const LayerWriter& w, const ValueLatent& v, const RotaryConfig& c, bool bias) {
   w.add_latent("v_proj.weight", "value", v.latent, c.hidden_size, bias);
-  w.add("o_proj.weight", "o_proj.weight", {c.hidden_size, c.heads * v.values()}, v.output,
-        c.heads * v.values(), true);
   w.replace("v_proj.weight");
   if (bias) w.replace("v_proj.bias");
+  if (!value_expansion_folded(v.values(), c.head_dim, c.hidden_size)) {
+    const index_t gd = c.key_heads * c.head_dim;
+    w.add("v_proj.weight", "value_expand", {gd, v.values()}, v.expand, gd, false);
+    return;
+  }
+  w.add("o_proj.weight", "o_proj.weight", {c.hidden_size, c.heads * v.values()}, v.output,
+        c.heads * v.values(), true);
   w.replace("o_proj.weight");
 }
 

@@ -272,6 +272,8 @@ void register_attention(nb::module_& m) {
       },
       nb::arg("fraction"), nb::arg("cache_values"), nb::arg("bands"));
   m.attr("KV_KEY_SHARE") = kKvKeyShare;
+  m.def("value_expansion_folded", &value_expansion_folded, nb::arg("values"), nb::arg("head_dim"),
+        nb::arg("hidden"));
   m.def("rotary_families", [] {
     const RotaryFamilies& f = rotary_families();
     nb::dict converted;

@@ -12,7 +12,8 @@ import numpy as np
 from . import _tenfold, _validate
 from ._arrays import as_float_array, float_dtype
 
-__all__ = ["compress", "compress_file", "analyze_file", "value_latent", "CompressResult", "CheckpointReport"]
+__all__ = ["compress", "compress_file", "analyze_file", "value_latent", "value_expansion_folded", "CompressResult",
+           "CheckpointReport"]
 
 
 class _Record:
@@ -254,7 +255,9 @@ def value_latent(value_weight, output_weight, value_bias=None, *, heads, key_hea
     c; ``output`` (E, H C_v): o_proj with the rebuild folded in, applied to the heads'
     attention-weighted latents; ``singular_values``, ``relative_error`` (the objective's,
     weight-only), ``data_error`` (on `moment`, or None), ``params_before``,
-    ``params_after``, ``seconds``."""
+    ``params_after`` (with the folded o_proj, or with ``expand`` and the original o_proj:
+    whichever value_expansion_folded picks), ``seconds``."""
+
     vw = np.asarray(value_weight, dtype=np.float64)
     ow = np.asarray(output_weight, dtype=np.float64)
     vb = None if value_bias is None else np.asarray(value_bias, dtype=np.float64)
@@ -265,3 +268,13 @@ def value_latent(value_weight, output_weight, value_bias=None, *, heads, key_hea
                                  _validate.integer(key_heads, "key_heads", 1), count,
                                  _validate.nonnegative(damping, "damping"),
                                  None if s is None else np.ascontiguousarray(s))
+
+
+def value_expansion_folded(values, head_dim, hidden) -> bool:
+    """Whether a layer with C_v = `values` latent values reads o_proj with the rebuild
+    folded in (E, H C_v) rather than rebuilding each head's d values before the original
+    o_proj (E, H d): folded when that multiplies fewer weights per token, C_v (E - d) <= d E
+    (E = `hidden`, d = `head_dim`)."""
+    return _tenfold.value_expansion_folded(_validate.integer(values, "values", 1),
+                                           _validate.integer(head_dim, "head_dim", 1),
+                                           _validate.integer(hidden, "hidden", 1))

@@ -13,6 +13,7 @@ transformers = pytest.importorskip("transformers")
 pytest.importorskip("tenfold")
 
 import tenfold.torch as tt  # noqa: E402
+from tenfold.attention import value_expansion_folded  # noqa: E402
 from torch_models import DIM, rotary_model  # noqa: E402
 
 VOCAB, HEAD_DIM = 64, 8
@@ -429,8 +430,9 @@ def test_refuses_qk_norm_unknown_options_and_other_implementations():
 
 @pytest.mark.parametrize("family,bands", [("llama", 1), ("qwen2", 1), ("qwen2", 2), ("mistral", 2)])
 def test_latent_values_at_full_size_are_exact(family, bands):
-    # value_dim="full": one latent per token for all value heads, o_proj with the rebuild
-    # folded in; the cache holds (B, 1, n, C_v) values.
+    # value_dim="full": one latent per token for all value heads, each head's values
+    # rebuilt before the original o_proj (16 latent values: folding would multiply more
+    # weights); the cache holds (B, 1, n, C_v) values.
     model = make_rotary(family)
     ids, mask = inputs()
     before = logits(model, ids, mask)
@@ -439,6 +441,7 @@ def test_latent_values_at_full_size_are_exact(family, bands):
         assert row["value_values"] == row["original_value_values"] == 2 * HEAD_DIM and row["value_error"] < 1e-6
     assert relative(logits(model, ids, mask), before, mask) < 1e-4
     assert model.config.tenfold_rotary["value_values"] == 2 * HEAD_DIM
+    assert all(not m.folded and m.o_proj.in_features == 4 * HEAD_DIM for m in rotary_modules(model))
     out, cache = generate_four(model)
     for layer in cache.layers:  # (Mistral's sliding window keeps fewer tokens)
         assert tuple(layer.values.shape) == (1, 1, layer.keys.shape[2], 2 * HEAD_DIM)
@@ -460,6 +463,37 @@ def test_latent_values_below_full_data_aware_and_saved(tmp_path):
     _, cache = generate_four(model)
     assert all(tuple(layer.values.shape) == (1, 1, 9, 6) for layer in cache.layers)
     assert_round_trip(model, tmp_path)
+
+
+def rotary_modules(model):
+    return [m for m in model.modules() if isinstance(m, tt.RotarySharedKeyAttention)]
+
+
+@pytest.mark.parametrize("value_dim,folded", [(10, True), (11, False)])
+def test_value_rebuild_folded_or_not_gives_the_same_layer(value_dim, folded):
+    # C_v (E - d) <= d E folds (E = 32, d = 8: up to 10 latent values); otherwise each
+    # head's B_g C_v -> d runs before the original o_proj. Folding by hand, W_O^h B_g(h)
+    # per head, gives the same logits.
+    model = make_rotary("llama", seed=6)
+    ids, mask = inputs()
+    tt.compress_model(model, shared_dim=8, value_dim=value_dim)
+    layers = rotary_modules(model)
+    assert all(m.folded == folded for m in layers)
+    assert value_expansion_folded(value_dim, HEAD_DIM, DIM) == folded
+    if folded:
+        return
+    before = logits(model, ids, mask)
+    for m in layers:
+        w_o = m.o_proj.weight.view(DIM, m.heads, HEAD_DIM)
+        b = m.value_expand.view(m.key_heads, HEAD_DIM, value_dim)
+        per = m.heads // m.key_heads
+        w = torch.cat([w_o[:, h] @ b[h // per] for h in range(m.heads)], dim=1)  # (E, H C_v)
+        m.o_proj = torch.nn.Linear(m.heads * value_dim, DIM, bias=False)
+        with torch.no_grad():
+            m.o_proj.weight.copy_(w)
+        m.folded = True
+        del m.value_expand
+    assert relative(logits(model, ids, mask), before, mask) < 1e-5
 
 
 @pytest.mark.parametrize("value_dim", [0, 17, "half", 2.5])

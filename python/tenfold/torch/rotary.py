@@ -257,7 +257,8 @@ def compress_rotary(model: nn.Module, shared_dim=None, calibration: Iterable | N
     are; values stay `value_dim` per layer: pooled by their singular values they broke
     SmolLM2-135M, docs/kv-cache.md). `value_dim` ("full" or C_v, at most G d; default
     None: values unchanged) also caches the values as C_v latent values per token and layer, shared by all value
-    heads, with the rebuild folded into o_proj (docs/kv-cache.md; data-aware with the same
+    heads, the rebuild folded into o_proj where that multiplies fewer weights per token
+    (docs/kv-cache.md; data-aware with the same
     calibration and damping). `kv_cache` (a fraction in (0, 1], instead of shared_dim and
     value_dim): the fraction of the original key and value cache bytes per token, split
     between keys and values by kv_cache_split. Returns one dict per layer; the model is
@@ -363,9 +364,12 @@ def compress_rotary(model: nn.Module, shared_dim=None, calibration: Iterable | N
                 new.value.weight.copy_(latent[:, :dim])
                 if value_biased:
                     new.value.bias.copy_(latent[:, dim])
-                new.o_proj.weight.copy_(torch.from_numpy(v["output"]))
-                if module.o_proj.bias is not None:
-                    new.o_proj.bias.copy_(module.o_proj.bias)
+                if new.folded:
+                    new.o_proj.weight.copy_(torch.from_numpy(v["output"]))
+                    if module.o_proj.bias is not None:
+                        new.o_proj.bias.copy_(module.o_proj.bias)
+                else:
+                    new.value_expand.copy_(torch.from_numpy(v["expand"]))
             new.key.weight.copy_(r.key_weight)
             if r.key_bias is not None:
                 new.key.bias.copy_(r.key_bias)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .. import _tenfold
 from ._attention import _apply_mask
 from ._cache import make_roomy
 
@@ -35,9 +36,11 @@ class RotarySharedKeyAttention(nn.Module):
 
     The value side of the cache is unchanged, (B, G, n, d), unless ``value_values`` C_v is
     given (docs/kv-cache.md): then ``value`` (nn.Linear D -> C_v) makes one latent per
-    token that all value heads share, the cache holds it, (B, 1, n, C_v), every head
-    attends over it, and ``o_proj`` (nn.Linear H C_v -> E) has each head's value
-    up-projection folded in."""
+    token that all value heads share, the cache holds it, (B, 1, n, C_v), and every head
+    attends over it. Each head's C_v results become its d values by ``value_expand``
+    (G d, C_v: B, rows g d ... of value head g) before the original ``o_proj``, or, when
+    that multiplies more weights (``folded``, the library's value_expansion_folded),
+    ``o_proj`` (nn.Linear H C_v -> E) has each head's B folded in."""
 
     def __init__(self, attention: nn.Module, key_values: int, heads: int, key_heads: int, head_dim: int,
                  key_bias: bool, family: str, bands: int = 1, value_values: int | None = None,
@@ -47,12 +50,18 @@ class RotarySharedKeyAttention(nn.Module):
         self.q_proj, self.v_proj, self.o_proj = attention.q_proj, attention.v_proj, attention.o_proj
         self.heads, self.key_heads, self.head_dim = heads, key_heads, head_dim
         self.key_values, self.bands, self.value_values = key_values, bands, value_values
+        self.folded = False
         if value_values is not None:
             out = attention.o_proj
             del self.v_proj
             self.value = nn.Linear(ref.shape[1], value_values, bias=value_bias, dtype=ref.dtype, device=ref.device)
-            self.o_proj = nn.Linear(heads * value_values, out.out_features, bias=out.bias is not None,
-                                    dtype=out.weight.dtype, device=out.weight.device)
+            self.folded = _tenfold.value_expansion_folded(value_values, head_dim, out.out_features)
+            if self.folded:
+                self.o_proj = nn.Linear(heads * value_values, out.out_features, bias=out.bias is not None,
+                                        dtype=out.weight.dtype, device=out.weight.device)
+            else:
+                self.value_expand = nn.Parameter(torch.zeros(key_heads * head_dim, value_values, dtype=ref.dtype,
+                                                             device=ref.device))
         self.scaling = float(getattr(attention, "scaling", head_dim**-0.5))
         self.attention_dropout = float(getattr(attention, "attention_dropout", 0.0))
         self.layer_idx = getattr(attention, "layer_idx", None)
@@ -72,7 +81,7 @@ class RotarySharedKeyAttention(nn.Module):
     def extra_repr(self) -> str:
         return (f"family={self.family!r}, heads={self.heads}, key_heads={self.key_heads}, "
                 f"head_dim={self.head_dim}, key_values={self.key_values}, bands={self.bands}"
-                + ("" if self.value_values is None else f", value_values={self.value_values}"))
+                + ("" if self.value_values is None else f", value_values={self.value_values}, folded={self.folded}"))
 
     def shared_keys(self, hidden_states: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         """(B, n, D) -> the rotated shared keys (B, 1, n, 2R): kappa_r(y) e^{i theta_j n}."""
@@ -166,6 +175,11 @@ class RotarySharedKeyAttention(nn.Module):
             queries = self.q_proj(hidden_states).view(b, n, self.heads, self.head_dim).transpose(1, 2)
             queries = queries * c[total - n:] + rotate_half(queries) * s[total - n:]
         context, probs = self.attend(queries, keys, values, attention_mask)
+        if self.value_values is not None and not self.folded:
+            # head h's d values: B_g(h) times its C_v attended latent values
+            g, per = self.key_heads, self.heads // self.key_heads
+            expand = self.value_expand.view(g, self.head_dim, self.value_values).transpose(-1, -2)
+            context = torch.matmul(context.view(b, n, g, per, self.value_values), expand).reshape(b, n, -1)
         return self.o_proj(context), probs
 
     def sdpa(self, n: int) -> bool:
