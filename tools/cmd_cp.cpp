@@ -277,11 +277,11 @@ int run_cp(const CpArgs& a, const io::NpyHeader& header) {
 }
 
 // CP-ALS of a sparse tensor file (.tns, .tns.gz, .tfsparse): axis n is column n of the
-// coordinates, and the factors are written per axis as for a Fortran-order .npy.
+// coordinates, and the factors are written per axis as for a Fortran-order .npy. Under
+// mpirun each process reads its share of the file (.tns, .tfsparse) and computes on its
+// block (tenfold::mpi).
 template <class T>
 int run_sparse_cp(const CpArgs& a) {
-  if (distributed()) throw InvalidArgument("sparse inputs do not run under mpirun");
-  if (!a.grid.empty()) throw InvalidArgument("--grid applies to .npy inputs under mpirun only");
   if (!a.missing.empty()) {
     throw InvalidArgument(
         "--missing does not apply to a sparse input (its absent entries are "
@@ -291,26 +291,51 @@ int run_sparse_cp(const CpArgs& a) {
   if (a.solver == "sampled") {
     throw InvalidArgument("--solver sampled applies to dense .npy inputs only");
   }
-  check_outputs({{"--out", a.out, true}}, {a.input});
+  if (distributed() && a.time_limit > 0.0) {
+    throw InvalidArgument(
+        "--time-limit is not available under mpirun (every process must stop at the same "
+        "iteration); use --max-iters");
+  }
+  // The grid's form and process count before any work (its axes once the shape is known).
+  const std::vector<int> grid = parse_grid(a.grid);
+  on_every_process([&] {
+    if (writes_outputs()) check_outputs({{"--out", a.out, true}}, {a.input});
+  });
   io::NpyHeader header;
-  const SparseTensor<T> x = load_sparse_input<T>(a.input, a.shape, header);
+  header.fortran_order = true;
+  std::unique_ptr<DistributedSparse<T>> dist;
+  SparseTensor<T> x;
+  if (distributed()) {
+    dist = std::make_unique<DistributedSparse<T>>(a.input, a.shape, grid);
+    header.shape = dist->dims();
+  } else {
+    x = load_sparse_input<T>(a.input, a.shape, header);
+  }
   check_rank(a, header);
   CpOptions o = cp_options(a);
   std::vector<Matrix<T>> initial_factors;
-  if (!a.init_factors.empty()) initial_factors = load_initial_factors<T>(a, header);
-  const CsfLayout layout = csf_layout_for(x, {parse_csf_layout(a.csf)});
+  on_every_process([&] {
+    if (!a.init_factors.empty()) initial_factors = load_initial_factors<T>(a, header);
+  });
+  const CsfLayout csf = parse_csf_layout(a.csf);
+  const CsfLayout layout = dist ? dist->layout(csf) : csf_layout_for(x, {csf});
   if (!a.common.quiet && writes_outputs()) {
     std::fprintf(
         stderr, "CSF layout: %s\n",
         layout == CsfLayout::one ? "one tree (--csf one)" : "one tree per mode (--csf all)");
   }
-  const CpResult<T> res = cp_als(x, o, initial_factors, {layout});
-  if (!writes_outputs()) return 0;
-  nlohmann::json j = cp_report(a, header, res);
-  j["format"] = "sparse";
-  j["csf"] = to_string(layout);
-  j["nnz"] = x.nnz();
-  write_cp_result(a, header, res, j);
+  nlohmann::json mpi_report;
+  const CpResult<T> res = dist ? dist->cp(o, initial_factors, layout, mpi_report)
+                               : cp_als(x, o, initial_factors, {layout});
+  on_every_process([&] {
+    if (!writes_outputs()) return;
+    nlohmann::json j = cp_report(a, header, res);
+    j["format"] = "sparse";
+    j["csf"] = to_string(layout);
+    j["nnz"] = dist ? dist->nnz() : x.nnz();
+    if (dist) j["mpi"] = mpi_report;
+    write_cp_result(a, header, res, j);
+  });
   return 0;
 }
 
