@@ -331,23 +331,23 @@ std::uint64_t parse_tns_lines(const std::filesystem::path& path, const TnsLayout
       for (int n = 0; n < order; ++n) {
         const auto ns = static_cast<std::size_t>(n);
         const std::string_view f = fields[ns];
-        const std::string column = "column " + std::to_string(n + 1) + ": ";
+        const auto column = [n] { return "column " + std::to_string(n + 1) + ": "; };
         index_t i = 0;
         const auto [end, ec] = std::from_chars(f.data(), f.data() + f.size(), i);
         const bool digits = end == f.data() + f.size();
         if (ec == std::errc::result_out_of_range && digits) {
           fail(path, line,
-               column + "index '" + printable(f) + "' is out of range (at most " +
+               column() + "index '" + printable(f) + "' is out of range (at most " +
                    std::to_string(std::numeric_limits<index_t>::max()) + ")");
         }
         if (ec != std::errc() || !digits) {
-          fail(path, line, column + "'" + printable(f) + "' is not an index (a whole number)");
+          fail(path, line, column() + "'" + printable(f) + "' is not an index (a whole number)");
         }
         if (i < 1)
-          fail(path, line, column + "index " + std::to_string(i) + " (.tns indices start at 1)");
+          fail(path, line, column() + "index " + std::to_string(i) + " (.tns indices start at 1)");
         if (given && i > layout.dims[ns]) {
           fail(path, line,
-               column + "index " + std::to_string(i) + " exceeds the size " +
+               column() + "index " + std::to_string(i) + " exceeds the size " +
                    std::to_string(layout.dims[ns]) + " of mode " + std::to_string(n));
         }
         idx[ns][k] = i - 1;
