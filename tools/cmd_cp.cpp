@@ -1,4 +1,5 @@
 // tenfold cp: CP-ALS of a dense .npy tensor or a sparse tensor file.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -215,6 +216,24 @@ void write_cp_result(const CpArgs& a, const io::NpyHeader& header, const CpResul
   }
 }
 
+// Under mpirun, without --quiet: the MTTKRP's communication per sweep and every
+// process's peak memory, from the report's mpi section (on rank 0).
+template <class T>
+void print_mpi_summary(const CpArgs& a, const CpResult<T>& res, const nlohmann::json& mpi) {
+  if (a.common.quiet || !writes_outputs() || !mpi.contains("communication")) return;
+  const auto& m = mpi["communication"].value("mttkrp", nlohmann::json::object());
+  const double sweeps = std::max(res.iterations, 1);
+  std::string peaks;
+  for (const auto& p : mpi["peak_rss_mb"])
+    peaks += (peaks.empty() ? "" : ", ") + std::to_string(std::lround(p.get<double>()));
+  std::fprintf(stderr,
+               "MPI: %d processes, grid %s; MTTKRP communication per sweep %.4g elements on "
+               "rank 0, %.4g on all; peak resident memory per process (MB): %s\n",
+               mpi["processes"].get<int>(), mpi["grid"].dump().c_str(),
+               m.value("elements_rank0", 0.0) / sweeps, m.value("elements_all", 0.0) / sweeps,
+               peaks.c_str());
+}
+
 template <class T>
 int run_cp(const CpArgs& a, const io::NpyHeader& header) {
   // Checked before any work, in the input's NumPy terms (alike on every process, which
@@ -272,6 +291,7 @@ int run_cp(const CpArgs& a, const io::NpyHeader& header) {
     j["observed_entries"] = n_observed;
     if (distributed()) j["mpi"] = mpi_report;
     write_cp_result(a, header, res, j);
+    print_mpi_summary(a, res, mpi_report);
   });
   return 0;
 }
@@ -335,6 +355,7 @@ int run_sparse_cp(const CpArgs& a) {
     j["nnz"] = dist ? dist->nnz() : x.nnz();
     if (dist) j["mpi"] = mpi_report;
     write_cp_result(a, header, res, j);
+    print_mpi_summary(a, res, mpi_report);
   });
   return 0;
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdlib>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -136,7 +137,17 @@ void describe(const X& x, nlohmann::json& report) {
                      {"calls_all", all[0]},
                      {"elements_all", all[1]}};
   }
-  report = {{"processes", grid.size()}, {"grid", grid.shape()}, {"communication", phases}};
+  // The peak resident memory of every process so far (VmHWM), in MB.
+  double peak = -1.0;
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.starts_with("VmHWM:")) peak = std::stod(line.substr(6)) / 1024.0;
+  std::vector<double> peaks(static_cast<std::size_t>(grid.size()));
+  MPI_Allgather(&peak, 1, MPI_DOUBLE, peaks.data(), 1, MPI_DOUBLE, grid.comm());
+  report = {{"processes", grid.size()},
+            {"grid", grid.shape()},
+            {"communication", phases},
+            {"peak_rss_mb", peaks}};
 }
 
 }  // namespace

@@ -55,12 +55,11 @@ void allreduce_sum(CommStats& stats, const std::string& phase, MPI_Comm comm, T*
 }
 
 /// Rows of a matrix split over the fibre's processes, process q holding the range
-/// [bounds[q], bounds[q + 1]): each passes its rows (rows_q x cols, leading dimension
-/// rows_q) and receives the whole (total x cols, leading dimension total = bounds.back())
-/// in `out`.
+/// [bounds[q], bounds[q + 1]): `out` (total x cols, leading dimension total =
+/// bounds.back()) holds this process's rows in place, and receives everyone's.
 template <class T>
 void allgather_rows(CommStats& stats, const std::string& phase, MPI_Comm fibre,
-                    std::span<const index_t> bounds, const T* rows, index_t cols, T* out);
+                    std::span<const index_t> bounds, index_t cols, T* out);
 
 /// A value as a field of check_same: shortest round-trip text, so that two doubles
 /// compare equal exactly when their texts do.

@@ -61,12 +61,17 @@ void DistOperand<T>::mttkrp(int n, std::span<const T* const> factors, index_t ra
   Compute<T>& c = this->c_;
   const int order = this->order();
   cache_.use_rank(rank);
-  // The rows of each other factor that this process's block touches.
+  // The rows of each other factor that this process's block touches (the factor
+  // itself when the block spans the mode).
   std::vector<const T*> local_factors(static_cast<std::size_t>(order), nullptr);
   for (int m = 0; m < order; ++m) {
     const auto mi = static_cast<std::size_t>(m);
-    if (m == n) continue;
     const index_t rows = place_.size(m), total = place_.dims[mi], first = place_.begin(m);
+    if (m == n) continue;
+    if (rows == total) {
+      local_factors[mi] = factors[mi];
+      continue;
+    }
     if (!cache_.current(m)) {
       T* dst = ensure(c, slices_[mi], static_cast<std::size_t>(rows * rank));
       for (index_t j = 0; j < rank; ++j)
@@ -75,15 +80,20 @@ void DistOperand<T>::mttkrp(int n, std::span<const T* const> factors, index_t ra
     }
     local_factors[mi] = slices_[mi].get();
   }
-  const index_t rows = place_.size(n);
-  // M_block = X_block,(n) (Khatri-Rao of the local factor rows), by the local operand
-  T* m = ensure(c, partial_, static_cast<std::size_t>(rows * rank));
-  local_->mttkrp(n, local_factors, rank, m);
+  const auto ni = static_cast<std::size_t>(n);
+  const index_t rows = place_.size(n), total = place_.dims[ni], first = place_.begin(n);
+  // M_block = X_block,(n) (Khatri-Rao of the local factor rows), by the local operand,
+  // in the first rows x R entries of out
+  local_->mttkrp(n, local_factors, rank, out);
   // Rows of M for this block's range of mode n: summed over the slice (the processes
-  // with the same coordinate n), then all row ranges gathered within the fibre.
-  allreduce_sum(place_.stats, "mttkrp", place_.grid.slice(n), m, rows * rank);
-  allgather_rows(place_.stats, "mttkrp", place_.grid.fibre(n),
-                 place_.bounds[static_cast<std::size_t>(n)], m, rank, out);
+  // with the same coordinate n), moved to their place in out (last entry first: no
+  // entry is overwritten before it moves), then all row ranges gathered within the fibre.
+  allreduce_sum(place_.stats, "mttkrp", place_.grid.slice(n), out, rows * rank);
+  if (rows != total) {
+    for (index_t j = rank - 1; j >= 0; --j)
+      for (index_t i = rows - 1; i >= 0; --i) out[first + i + j * total] = out[i + j * rows];
+  }
+  allgather_rows(place_.stats, "mttkrp", place_.grid.fibre(n), place_.bounds[ni], rank, out);
 }
 
 template <class T>

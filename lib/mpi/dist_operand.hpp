@@ -55,7 +55,6 @@ class DistOperand final : public tenfold::detail::CpOperand<T> {
   std::vector<tenfold::detail::Buffer<T>> slices_;  // this block's rows of each factor
   tenfold::detail::FactorCache cache_;              // which slices_ are current
   double norm_squared_ = -1.0;
-  tenfold::detail::Buffer<T> partial_;
 };
 
 /// out (I_n x I_n, every process) = X_(n) X_(n)^T of the distributed tensor.
