@@ -204,10 +204,7 @@ index_t DistributedSparse<T>::nnz() const {
 
 template <class T>
 CsfLayout DistributedSparse<T>::layout(CsfLayout csf) const {
-  // One tree everywhere when any process's trees would not fit.
-  int one = csf_layout_for(x_->x.local, {csf}) == CsfLayout::one ? 1 : 0;
-  MPI_Allreduce(MPI_IN_PLACE, &one, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  return one == 1 ? CsfLayout::one : CsfLayout::all;
+  return mpi::csf_layout_for(x_->x, {csf});
 }
 
 template <class T>

@@ -224,10 +224,14 @@ TENFOLD_API DistSparseTensor<T> read_sparse(MPI_Comm comm, const std::filesystem
                                             std::vector<int> grid_shape = {},
                                             const std::vector<index_t>& shape = {});
 
+/// The CSF layout sparse.csf resolves to, alike on every process (automatic: all trees
+/// when every process's fit in its memory, else one). Collective.
+template <class T>
+TENFOLD_API CsfLayout csf_layout_for(const DistSparseTensor<T>& x, const SparseCpOptions& sparse);
+
 /// CP-ALS of the distributed sparse tensor: as cp_als of a DistTensor, the local MTTKRP on
-/// the block's CSF trees (sparse.csf; automatic: all trees when the largest block's fit on
-/// every process). Mode Grams (nvecs) redistribute each fibre's entries by column. Equals
-/// cp_als of the whole SparseTensor up to rounding.
+/// the block's CSF trees (csf_layout_for). Mode Grams (nvecs) redistribute each fibre's
+/// entries by column. Equals cp_als of the whole SparseTensor up to rounding.
 template <class T>
 TENFOLD_API CpResult<T> cp_als(const DistSparseTensor<T>& x, const CpOptions& options,
                                CpStart<T> initial_factors = {}, const SparseCpOptions& sparse = {});

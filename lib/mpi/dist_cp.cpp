@@ -191,6 +191,14 @@ CpResult<T> cp_als(const DistTensor<T>& x, const CpOptions& options, CpStart<T> 
 }
 
 template <class T>
+CsfLayout csf_layout_for(const DistSparseTensor<T>& x, const SparseCpOptions& sparse) {
+  // One tree everywhere when any process's trees would not fit in its memory.
+  int one = tenfold::csf_layout_for(x.local, sparse) == CsfLayout::one ? 1 : 0;
+  MPI_Allreduce(MPI_IN_PLACE, &one, 1, MPI_INT, MPI_MAX, x.grid->comm());
+  return one == 1 ? CsfLayout::one : CsfLayout::all;
+}
+
+template <class T>
 CpResult<T> cp_als(const DistSparseTensor<T>& x, const CpOptions& options,
                    CpStart<T> initial_factors, const SparseCpOptions& sparse) {
   const auto start = std::chrono::steady_clock::now();
@@ -202,11 +210,7 @@ CpResult<T> cp_als(const DistSparseTensor<T>& x, const CpOptions& options,
   }
   auto c = tenfold::detail::make_compute<T>(Backend::cpu);
   tenfold::detail::Compute<T>& cr = *c;
-  // The CSF layout by the largest block's memory, alike everywhere.
-  CsfLayout layout = csf_layout_for(x.local, sparse);
-  int one = layout == CsfLayout::one ? 1 : 0;
-  MPI_Allreduce(MPI_IN_PLACE, &one, 1, MPI_INT, MPI_MAX, comm);
-  layout = one == 1 ? CsfLayout::one : CsfLayout::all;
+  const CsfLayout layout = csf_layout_for(x, sparse);
   std::unique_ptr<tenfold::detail::CpOperand<T>> local;
   on_every_process(comm, [&] {
     local = std::make_unique<tenfold::detail::SparseOperand<T>>(cr, x.local, layout);
@@ -237,6 +241,8 @@ Matrix<T> mode_gram(const DistTensor<T>& x, int n) {
 }
 
 template CpResult<float> cp_als<float>(const DistTensor<float>&, const CpOptions&, CpStart<float>);
+template CsfLayout csf_layout_for<float>(const DistSparseTensor<float>&, const SparseCpOptions&);
+template CsfLayout csf_layout_for<double>(const DistSparseTensor<double>&, const SparseCpOptions&);
 template CpResult<float> cp_als<float>(const DistSparseTensor<float>&, const CpOptions&,
                                        CpStart<float>, const SparseCpOptions&);
 template CpResult<double> cp_als<double>(const DistSparseTensor<double>&, const CpOptions&,
