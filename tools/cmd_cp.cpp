@@ -1,4 +1,5 @@
 // tenfold cp: CP-ALS of a dense .npy tensor or a sparse tensor file.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -215,6 +216,24 @@ void write_cp_result(const CpArgs& a, const io::NpyHeader& header, const CpResul
   }
 }
 
+// Under mpirun, without --quiet: the MTTKRP's communication per sweep and every
+// process's peak memory, from the report's mpi section (on rank 0).
+template <class T>
+void print_mpi_summary(const CpArgs& a, const CpResult<T>& res, const nlohmann::json& mpi) {
+  if (a.common.quiet || !writes_outputs() || !mpi.contains("communication")) return;
+  const auto& m = mpi["communication"].value("mttkrp", nlohmann::json::object());
+  const double sweeps = std::max(res.iterations, 1);
+  std::string peaks;
+  for (const auto& p : mpi["peak_rss_mb"])
+    peaks += (peaks.empty() ? "" : ", ") + std::to_string(std::lround(p.get<double>()));
+  std::fprintf(stderr,
+               "MPI: %d processes, grid %s; MTTKRP communication per sweep %.4g elements on "
+               "rank 0, %.4g on all; peak resident memory per process (MB): %s\n",
+               mpi["processes"].get<int>(), mpi["grid"].dump().c_str(),
+               m.value("elements_rank0", 0.0) / sweeps, m.value("elements_all", 0.0) / sweeps,
+               peaks.c_str());
+}
+
 template <class T>
 int run_cp(const CpArgs& a, const io::NpyHeader& header) {
   // Checked before any work, in the input's NumPy terms (alike on every process, which
@@ -272,16 +291,17 @@ int run_cp(const CpArgs& a, const io::NpyHeader& header) {
     j["observed_entries"] = n_observed;
     if (distributed()) j["mpi"] = mpi_report;
     write_cp_result(a, header, res, j);
+    print_mpi_summary(a, res, mpi_report);
   });
   return 0;
 }
 
 // CP-ALS of a sparse tensor file (.tns, .tns.gz, .tfsparse): axis n is column n of the
-// coordinates, and the factors are written per axis as for a Fortran-order .npy.
+// coordinates, and the factors are written per axis as for a Fortran-order .npy. Under
+// mpirun each process reads its share of the file (.tns, .tfsparse) and computes on its
+// block (tenfold::mpi).
 template <class T>
 int run_sparse_cp(const CpArgs& a) {
-  if (distributed()) throw InvalidArgument("sparse inputs do not run under mpirun");
-  if (!a.grid.empty()) throw InvalidArgument("--grid applies to .npy inputs under mpirun only");
   if (!a.missing.empty()) {
     throw InvalidArgument(
         "--missing does not apply to a sparse input (its absent entries are "
@@ -291,26 +311,52 @@ int run_sparse_cp(const CpArgs& a) {
   if (a.solver == "sampled") {
     throw InvalidArgument("--solver sampled applies to dense .npy inputs only");
   }
-  check_outputs({{"--out", a.out, true}}, {a.input});
+  if (distributed() && a.time_limit > 0.0) {
+    throw InvalidArgument(
+        "--time-limit is not available under mpirun (every process must stop at the same "
+        "iteration); use --max-iters");
+  }
+  // The grid's form and process count before any work (its axes once the shape is known).
+  const std::vector<int> grid = parse_grid(a.grid);
+  on_every_process([&] {
+    if (writes_outputs()) check_outputs({{"--out", a.out, true}}, {a.input});
+  });
   io::NpyHeader header;
-  const SparseTensor<T> x = load_sparse_input<T>(a.input, a.shape, header);
+  header.fortran_order = true;
+  std::unique_ptr<DistributedSparse<T>> dist;
+  SparseTensor<T> x;
+  if (distributed()) {
+    dist = std::make_unique<DistributedSparse<T>>(a.input, a.shape, grid);
+    header.shape = dist->dims();
+  } else {
+    x = load_sparse_input<T>(a.input, a.shape, header);
+  }
   check_rank(a, header);
   CpOptions o = cp_options(a);
   std::vector<Matrix<T>> initial_factors;
-  if (!a.init_factors.empty()) initial_factors = load_initial_factors<T>(a, header);
-  const CsfLayout layout = csf_layout_for(x, {parse_csf_layout(a.csf)});
+  on_every_process([&] {
+    if (!a.init_factors.empty()) initial_factors = load_initial_factors<T>(a, header);
+  });
+  const CsfLayout csf = parse_csf_layout(a.csf);
+  const CsfLayout layout = dist ? dist->layout(csf) : csf_layout_for(x, {csf});
   if (!a.common.quiet && writes_outputs()) {
     std::fprintf(
         stderr, "CSF layout: %s\n",
         layout == CsfLayout::one ? "one tree (--csf one)" : "one tree per mode (--csf all)");
   }
-  const CpResult<T> res = cp_als(x, o, initial_factors, {layout});
-  if (!writes_outputs()) return 0;
-  nlohmann::json j = cp_report(a, header, res);
-  j["format"] = "sparse";
-  j["csf"] = to_string(layout);
-  j["nnz"] = x.nnz();
-  write_cp_result(a, header, res, j);
+  nlohmann::json mpi_report;
+  const CpResult<T> res = dist ? dist->cp(o, initial_factors, layout, mpi_report)
+                               : cp_als(x, o, initial_factors, {layout});
+  on_every_process([&] {
+    if (!writes_outputs()) return;
+    nlohmann::json j = cp_report(a, header, res);
+    j["format"] = "sparse";
+    j["csf"] = to_string(layout);
+    j["nnz"] = dist ? dist->nnz() : x.nnz();
+    if (dist) j["mpi"] = mpi_report;
+    write_cp_result(a, header, res, j);
+    print_mpi_summary(a, res, mpi_report);
+  });
   return 0;
 }
 

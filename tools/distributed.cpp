@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdlib>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -41,8 +42,10 @@ void add_grid_option(CLI::App& cmd, std::string& grid) {
           ""));
 }
 
-std::vector<int> parse_grid(const std::string& text, const std::vector<index_t>& shape) {
-  if (text.empty()) return {};
+namespace {
+
+// The entries of --grid P0xP1x..., each a positive integer.
+std::vector<int> grid_entries(const std::string& text) {
   std::vector<int> grid;
   for (std::size_t begin = 0;;) {
     const std::size_t end = std::min(text.find('x', begin), text.size());
@@ -55,28 +58,19 @@ std::vector<int> parse_grid(const std::string& text, const std::vector<index_t>&
                             "NumPy axis, e.g. 2x1x2)");
     }
     grid.push_back(p);
-    if (end == text.size()) break;
+    if (end == text.size()) return grid;
     begin = end + 1;
   }
-  if (grid.size() != shape.size()) {
-    throw InvalidArgument("--grid " + text + " has " + std::to_string(grid.size()) +
-                          (grid.size() == 1 ? " entry" : " entries") + ", but the input has " +
-                          std::to_string(shape.size()) + " axes (one entry per NumPy axis)");
-  }
+}
+
+// The grid, when its product is the number of processes.
+std::vector<int> with_all_processes(std::vector<int> grid) {
   int processes = 1;
 #ifdef TENFOLD_CLI_MPI
   if (g_distributed) MPI_Comm_size(MPI_COMM_WORLD, &processes);
 #endif
   long long product = 1;
-  for (std::size_t n = 0; n < grid.size(); ++n) {
-    if (grid[n] > shape[n]) {
-      throw InvalidArgument("--grid " + grid_text(grid) + ": NumPy axis " + std::to_string(n) +
-                            " has " + std::to_string(shape[n]) + " indices for " +
-                            std::to_string(grid[n]) +
-                            " processes (each process needs a non-empty block)");
-    }
-    product *= grid[n];
-  }
+  for (int p : grid) product *= p;
   if (product != processes) {
     throw InvalidArgument(
         "--grid " + grid_text(grid) + " has " + std::to_string(product) + " processes, but " +
@@ -85,6 +79,32 @@ std::vector<int> parse_grid(const std::string& text, const std::vector<index_t>&
              : "mpirun started " + std::to_string(processes)));
   }
   return grid;
+}
+
+}  // namespace
+
+std::vector<int> parse_grid(const std::string& text) {
+  if (text.empty()) return {};
+  return with_all_processes(grid_entries(text));
+}
+
+std::vector<int> parse_grid(const std::string& text, const std::vector<index_t>& shape) {
+  if (text.empty()) return {};
+  std::vector<int> grid = grid_entries(text);
+  if (grid.size() != shape.size()) {
+    throw InvalidArgument("--grid " + text + " has " + std::to_string(grid.size()) +
+                          (grid.size() == 1 ? " entry" : " entries") + ", but the input has " +
+                          std::to_string(shape.size()) + " axes (one entry per NumPy axis)");
+  }
+  for (std::size_t n = 0; n < grid.size(); ++n) {
+    if (grid[n] > shape[n]) {
+      throw InvalidArgument("--grid " + grid_text(grid) + ": NumPy axis " + std::to_string(n) +
+                            " has " + std::to_string(shape[n]) + " indices for " +
+                            std::to_string(grid[n]) +
+                            " processes (each process needs a non-empty block)");
+    }
+  }
+  return with_all_processes(std::move(grid));
 }
 
 #ifdef TENFOLD_CLI_MPI
@@ -104,8 +124,8 @@ V reversed(V v) {
 
 // Processes, grid and the communication of every phase: this process's counts and the
 // sums over all processes.
-template <class T>
-void describe(const mpi::DistTensor<T>& x, nlohmann::json& report) {
+template <class X>
+void describe(const X& x, nlohmann::json& report) {
   const mpi::ProcessGrid& grid = *x.grid;
   nlohmann::json phases = nlohmann::json::object();
   // Every process knows the same phase names (the algorithms are replicated).
@@ -117,7 +137,17 @@ void describe(const mpi::DistTensor<T>& x, nlohmann::json& report) {
                      {"calls_all", all[0]},
                      {"elements_all", all[1]}};
   }
-  report = {{"processes", grid.size()}, {"grid", grid.shape()}, {"communication", phases}};
+  // The peak resident memory of every process so far (VmHWM), in MB.
+  double peak = -1.0;
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.starts_with("VmHWM:")) peak = std::stod(line.substr(6)) / 1024.0;
+  std::vector<double> peaks(static_cast<std::size_t>(grid.size()));
+  MPI_Allgather(&peak, 1, MPI_DOUBLE, peaks.data(), 1, MPI_DOUBLE, grid.comm());
+  report = {{"processes", grid.size()},
+            {"grid", grid.shape()},
+            {"communication", phases},
+            {"peak_rss_mb", peaks}};
 }
 
 }  // namespace
@@ -146,6 +176,42 @@ CpResult<T> distributed_cp(const std::string& input, const io::NpyHeader& h,
   CpResult<T> res = mpi::cp_als(x, o, start);
   if (c_order) res.model.factors = reversed(std::move(res.model.factors));
   describe(x, report);
+  return res;
+}
+
+template <class T>
+struct DistributedSparse<T>::Data {
+  mpi::DistSparseTensor<T> x;
+};
+
+template <class T>
+DistributedSparse<T>::DistributedSparse(const std::string& input, const std::vector<index_t>& shape,
+                                        const std::vector<int>& grid)
+    : x_(std::make_unique<Data>(Data{mpi::read_sparse<T>(MPI_COMM_WORLD, input, grid, shape)})) {}
+
+template <class T>
+DistributedSparse<T>::~DistributedSparse() = default;
+
+template <class T>
+const std::vector<index_t>& DistributedSparse<T>::dims() const {
+  return x_->x.dims;
+}
+
+template <class T>
+index_t DistributedSparse<T>::nnz() const {
+  return x_->x.nnz;
+}
+
+template <class T>
+CsfLayout DistributedSparse<T>::layout(CsfLayout csf) const {
+  return mpi::csf_layout_for(x_->x, {csf});
+}
+
+template <class T>
+CpResult<T> DistributedSparse<T>::cp(const CpOptions& options, CpStart<T> initial_factors,
+                                     CsfLayout layout, nlohmann::json& report) const {
+  CpResult<T> res = mpi::cp_als(x_->x, options, initial_factors, {layout});
+  describe(x_->x, report);
   return res;
 }
 
@@ -211,6 +277,39 @@ TuckerResult<T> distributed_tucker(const std::string&, const io::NpyHeader&,
   throw NotCompiled("this tenfold was built without MPI");
 }
 
+template <class T>
+struct DistributedSparse<T>::Data {};
+
+template <class T>
+DistributedSparse<T>::DistributedSparse(const std::string&, const std::vector<index_t>&,
+                                        const std::vector<int>&) {
+  throw NotCompiled("this tenfold was built without MPI");
+}
+
+template <class T>
+DistributedSparse<T>::~DistributedSparse() = default;
+
+template <class T>
+const std::vector<index_t>& DistributedSparse<T>::dims() const {
+  throw NotCompiled("this tenfold was built without MPI");
+}
+
+template <class T>
+index_t DistributedSparse<T>::nnz() const {
+  throw NotCompiled("this tenfold was built without MPI");
+}
+
+template <class T>
+CsfLayout DistributedSparse<T>::layout(CsfLayout) const {
+  throw NotCompiled("this tenfold was built without MPI");
+}
+
+template <class T>
+CpResult<T> DistributedSparse<T>::cp(const CpOptions&, CpStart<T>, CsfLayout,
+                                     nlohmann::json&) const {
+  throw NotCompiled("this tenfold was built without MPI");
+}
+
 #endif
 
 bool distributed() { return g_distributed; }
@@ -261,6 +360,8 @@ template CpResult<float> distributed_cp<float>(const std::string&, const io::Npy
 template CpResult<double> distributed_cp<double>(const std::string&, const io::NpyHeader&,
                                                  const std::vector<int>&, const CpOptions&,
                                                  CpStart<double>, nlohmann::json&);
+template class DistributedSparse<float>;
+template class DistributedSparse<double>;
 template TuckerResult<float> distributed_tucker<float>(const std::string&, const io::NpyHeader&,
                                                        const std::vector<int>&,
                                                        const TuckerOptions&, nlohmann::json&);

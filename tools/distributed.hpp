@@ -5,12 +5,14 @@
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "tenfold/cp.hpp"
 #include "tenfold/io.hpp"
+#include "tenfold/sparse.hpp"
 #include "tenfold/tucker.hpp"
 
 namespace tenfold::cli {
@@ -49,6 +51,10 @@ bool writes_outputs();
 /// an empty value is a usage error.
 void add_grid_option(CLI::App& cmd, std::string& grid);
 
+/// The process grid of --grid `text` whatever the input's shape: one positive entry per
+/// axis, product the number of processes (1 without mpirun); checked as parse_grid.
+std::vector<int> parse_grid(const std::string& text);
+
 /// The process grid of --grid `text` for an input of NumPy shape `shape`, checked before
 /// any work and identically on every process (so that every process reports the same
 /// error and none waits in a collective call): one positive entry per NumPy axis, at most
@@ -64,6 +70,28 @@ template <class T>
 CpResult<T> distributed_cp(const std::string& input, const io::NpyHeader& h,
                            const std::vector<int>& grid, const CpOptions& options,
                            CpStart<T> initial_factors, nlohmann::json& report);
+
+/// A sparse tensor file (.tns or .tfsparse) read under mpirun, each process its share,
+/// distributed over `grid` (per NumPy axis; empty: chosen by the library).
+template <class T>
+class DistributedSparse {
+ public:
+  DistributedSparse(const std::string& input, const std::vector<index_t>& shape,
+                    const std::vector<int>& grid);
+  ~DistributedSparse();
+  const std::vector<index_t>& dims() const;
+  index_t nnz() const;
+  /// The CSF layout `csf` resolves to, alike on every process.
+  CsfLayout layout(CsfLayout csf) const;
+  /// cp_als of the tensor; `report` receives the processes, grid and communication per
+  /// phase.
+  CpResult<T> cp(const CpOptions& options, CpStart<T> initial_factors, CsfLayout layout,
+                 nlohmann::json& report) const;
+
+ private:
+  struct Data;
+  std::unique_ptr<Data> x_;
+};
 
 /// tucker of the .npy file `input`, distributed; as distributed_cp.
 template <class T>

@@ -1,5 +1,5 @@
-// Distributed dense tensors and decompositions over MPI (the tenfold::mpi component,
-// libtenfold_mpi). See docs/distributed.md.
+// Distributed dense and sparse tensors and decompositions over MPI (the tenfold::mpi
+// component, libtenfold_mpi). See docs/distributed.md.
 //
 // A tensor of NumPy shape (I_0, ..., I_{N-1}) is cut into blocks over a Cartesian grid
 // of P_0 x ... x P_{N-1} processes: along axis n, the I_n indices are split into P_n
@@ -26,6 +26,7 @@
 #include "tenfold/cp.hpp"
 #include "tenfold/export.hpp"
 #include "tenfold/io.hpp"
+#include "tenfold/sparse.hpp"
 #include "tenfold/tensor.hpp"
 #include "tenfold/tucker.hpp"
 
@@ -181,5 +182,58 @@ TENFOLD_API TuckerResult<T> tucker(const DistTensor<T>& x, const TuckerOptions& 
 /// out (I_n x I_n, on every process) = X_(n) X_(n)^T of the distributed tensor.
 template <class T>
 TENFOLD_API Matrix<T> mode_gram(const DistTensor<T>& x, int n);
+
+/// A sparse tensor distributed over a process grid, medium-grained (as SPLATT): along axis
+/// n the indices are cut into P_n contiguous ranges holding about equal numbers of
+/// nonzeros (unlike a DistTensor's equal ranges), and each process holds the entries of its
+/// block, the product of the ranges of its grid coordinates, with indices local to it.
+template <class T>
+struct TENFOLD_API DistSparseTensor {
+  std::shared_ptr<const ProcessGrid> grid;
+  std::vector<index_t> dims;                 ///< global sizes
+  std::vector<std::vector<index_t>> bounds;  ///< per axis the P_n + 1 boundaries of the ranges
+  std::vector<index_t> offsets;              ///< where this process's block starts, per axis
+  SparseTensor<T> local;                     ///< this block: local indices, its ranges' sizes
+  index_t nnz = 0;                           ///< stored entries over all processes
+  /// Communication so far (distributing, and the decompositions run on this tensor).
+  std::shared_ptr<CommStats> stats = std::make_shared<CommStats>();
+
+  int order() const { return static_cast<int>(dims.size()); }
+};
+
+/// Distributes entries that the processes of comm hold, any share each (coords mode-major,
+/// N x nnz, 0-based global indices; sizes `dims` on every process): the nonzeros per index
+/// of each axis are summed over the processes and cut into balanced ranges, then every
+/// entry is sent to the process of its block (one all-to-all). Duplicates are summed and
+/// zeros dropped as by SparseTensor. grid_shape empty: choose_grid. Throws (on every
+/// process) InvalidArgument for an entry out of range or not finite (numbered across the
+/// processes in rank order), or a grid that does not fit (as ProcessGrid).
+template <class T>
+TENFOLD_API DistSparseTensor<T> distribute(MPI_Comm comm, std::vector<index_t> dims,
+                                           std::vector<index_t> coords, std::vector<T> values,
+                                           std::vector<int> grid_shape = {});
+
+/// Reads a sparse tensor file, each process only its share, then distributes it: a .tns
+/// file by byte ranges (process p parses the lines that start in its 1/P of the bytes,
+/// line numbers in errors counted across the processes), a .tfsparse file by ranges of
+/// entries. shape: as for io::load_sparse_file. Errors, on every process with the message of
+/// the lowest failing one: those of the serial readers (IoError naming the file and
+/// line), a .tns.gz file (gzip cannot be read in parts), and those of distribute.
+template <class T>
+TENFOLD_API DistSparseTensor<T> read_sparse(MPI_Comm comm, const std::filesystem::path& path,
+                                            std::vector<int> grid_shape = {},
+                                            const std::vector<index_t>& shape = {});
+
+/// The CSF layout sparse.csf resolves to, alike on every process (automatic: all trees
+/// when every process's fit in its memory, else one). Collective.
+template <class T>
+TENFOLD_API CsfLayout csf_layout_for(const DistSparseTensor<T>& x, const SparseCpOptions& sparse);
+
+/// CP-ALS of the distributed sparse tensor: as cp_als of a DistTensor, the local MTTKRP on
+/// the block's CSF trees (csf_layout_for). Mode Grams (nvecs) redistribute each fibre's
+/// entries by column. Equals cp_als of the whole SparseTensor up to rounding.
+template <class T>
+TENFOLD_API CpResult<T> cp_als(const DistSparseTensor<T>& x, const CpOptions& options,
+                               CpStart<T> initial_factors = {}, const SparseCpOptions& sparse = {});
 
 }  // namespace tenfold::mpi

@@ -75,8 +75,10 @@ namespace io {
 /// first entry's column count minus one; the shape is `shape` when given (every index
 /// checked against it), else the one a "# shape: I_0 I_1 ..." line before the entries
 /// declares (save_tns writes it), else the largest index of each mode. Duplicates are
-/// summed (see SparseTensor). The number of lines is counted first and the memory
-/// checked before anything is stored; the time is linear in the file's size. Throws
+/// summed (see SparseTensor). A plain file is read in byte ranges of about 8 MiB on the
+/// library's threads: each range's lines and entries counted, the memory for the tensor
+/// checked, then each range parsed straight into its place (no second copy of the
+/// entries); a .gz file is one range. The time is linear in the file's size. Throws
 /// IoError naming the file, line and column for a wrong column count, an index < 1, past
 /// the shape or past 2^63 - 1, a value that is not a number or over- or underflows T, or
 /// a line longer than 1 MiB.

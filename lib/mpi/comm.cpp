@@ -137,40 +137,36 @@ void check_same(MPI_Comm comm, const std::string& what, const Fields& fields) {
 namespace tenfold::mpi::detail {
 
 template <class T>
-void allgather_rows(CommStats& stats, const std::string& phase, MPI_Comm fibre, const T* rows,
-                    index_t total, index_t cols, T* out) {
+void allgather_rows(CommStats& stats, const std::string& phase, MPI_Comm fibre,
+                    std::span<const index_t> bounds, index_t cols, T* out) {
   const int parts = comm_size(fibre);
   int me = 0;
   MPI_Comm_rank(fibre, &me);
-  const Range mine = block_range(total, parts, me);
-  count(stats, phase, fibre, mine.size * cols);
-  if (parts == 1) {
-    std::copy_n(rows, static_cast<std::size_t>(total * cols), out);
-    return;
-  }
-  // Gathered block by block (each rows_q x cols, contiguous), then placed as rows.
+  const auto begin = [&](int q) { return bounds[static_cast<std::size_t>(q)]; };
+  count(stats, phase, fibre, (begin(me + 1) - begin(me)) * cols);
+  if (parts == 1) return;
+  // One row of `out` (cols entries, stride total) as one unit of extent one entry, so
+  // that process q's rows_q units land at row begin_q, straight in place.
+  MPI_Datatype strided = MPI_DATATYPE_NULL, row = MPI_DATATYPE_NULL;
+  MPI_Type_vector(checked_count(cols, phase.c_str()), 1,
+                  checked_count(bounds.back(), phase.c_str()), datatype<T>(), &strided);
+  MPI_Type_create_resized(strided, 0, sizeof(T), &row);
+  MPI_Type_commit(&row);
   std::vector<int> counts(static_cast<std::size_t>(parts)), displs(static_cast<std::size_t>(parts));
   for (int q = 0; q < parts; ++q) {
-    const Range r = block_range(total, parts, q);
-    counts[static_cast<std::size_t>(q)] = checked_count(r.size * cols, phase.c_str());
-    displs[static_cast<std::size_t>(q)] = checked_count(r.begin * cols, phase.c_str());
+    counts[static_cast<std::size_t>(q)] = checked_count(begin(q + 1) - begin(q), phase.c_str());
+    displs[static_cast<std::size_t>(q)] = checked_count(begin(q), phase.c_str());
   }
-  std::vector<T> blocks(static_cast<std::size_t>(total * cols));
-  MPI_Allgatherv(rows, counts[static_cast<std::size_t>(me)], datatype<T>(), blocks.data(),
-                 counts.data(), displs.data(), datatype<T>(), fibre);
-  for (int q = 0; q < parts; ++q) {
-    const Range r = block_range(total, parts, q);
-    const T* b = blocks.data() + r.begin * cols;
-    for (index_t j = 0; j < cols; ++j)
-      std::copy_n(b + j * r.size, r.size, out + r.begin + j * total);
-  }
+  MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, out, counts.data(), displs.data(), row, fibre);
+  MPI_Type_free(&row);
+  MPI_Type_free(&strided);
 }
 
-template void allgather_rows<float>(CommStats&, const std::string&, MPI_Comm, const float*, index_t,
-                                    index_t, float*);
+template void allgather_rows<float>(CommStats&, const std::string&, MPI_Comm,
+                                    std::span<const index_t>, index_t, float*);
 template std::string fingerprint<float>(const Matrix<float>&);
 template std::string fingerprint<double>(const Matrix<double>&);
-template void allgather_rows<double>(CommStats&, const std::string&, MPI_Comm, const double*,
-                                     index_t, index_t, double*);
+template void allgather_rows<double>(CommStats&, const std::string&, MPI_Comm,
+                                     std::span<const index_t>, index_t, double*);
 
 }  // namespace tenfold::mpi::detail

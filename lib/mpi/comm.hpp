@@ -3,6 +3,7 @@
 
 #include <mpi.h>
 
+#include <span>
 #include <string>
 
 #include "core/scaling.hpp"
@@ -53,12 +54,12 @@ void allreduce_sum(CommStats& stats, const std::string& phase, MPI_Comm comm, T*
   MPI_Bcast(buf, k, datatype<T>(), 0, comm);
 }
 
-/// Rows of a matrix split over the fibre's processes: each passes its rows (rows x cols,
-/// leading dimension rows) and receives the whole (total x cols, leading dimension
-/// total) in `out`, the blocks in fibre rank order (block_range of total).
+/// Rows of a matrix split over the fibre's processes, process q holding the range
+/// [bounds[q], bounds[q + 1]): `out` (total x cols, leading dimension total =
+/// bounds.back()) holds this process's rows in place, and receives everyone's.
 template <class T>
-void allgather_rows(CommStats& stats, const std::string& phase, MPI_Comm fibre, const T* rows,
-                    index_t total, index_t cols, T* out);
+void allgather_rows(CommStats& stats, const std::string& phase, MPI_Comm fibre,
+                    std::span<const index_t> bounds, index_t cols, T* out);
 
 /// A value as a field of check_same: shortest round-trip text, so that two doubles
 /// compare equal exactly when their texts do.

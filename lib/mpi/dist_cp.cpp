@@ -14,81 +14,11 @@
 #include "cp/dense_operand.hpp"
 #include "mpi/comm.hpp"
 #include "mpi/dist_operand.hpp"
+#include "sparse/sparse_operand.hpp"
 #include "tenfold/error.hpp"
 
 namespace tenfold::mpi {
 namespace detail {
-
-using tenfold::detail::Buffer;
-using tenfold::detail::ensure;
-
-template <class T>
-DistDenseOperand<T>::DistDenseOperand(Compute<T>& c, const DistTensor<T>& x)
-    : tenfold::detail::CpOperand<T>(c), x_(x), local_(c, x.local.view()) {
-  slices_.resize(x.dims.size());
-}
-
-template <class T>
-double DistDenseOperand<T>::norm_squared() {
-  if (norm_squared_ < 0.0) {
-    // ||X||^2 = sum over the processes of ||X_block||^2
-    double s = local_.norm_squared();
-    allreduce_sum(*x_.stats, "norm", x_.grid->comm(), &s, 1);
-    norm_squared_ = s;
-  }
-  return norm_squared_;
-}
-
-template <class T>
-void DistDenseOperand<T>::factor_changed(int m) {
-  cache_.factor_changed(m);
-  local_.factor_changed(m);
-}
-
-template <class T>
-void DistDenseOperand<T>::mttkrp(int n, std::span<const T* const> factors, index_t rank, T* out) {
-  Compute<T>& c = this->c_;
-  const int order = this->order();
-  cache_.use_rank(rank);
-  // The rows of each other factor that this process's block touches.
-  std::vector<const T*> local_factors(static_cast<std::size_t>(order), nullptr);
-  for (int m = 0; m < order; ++m) {
-    const auto mi = static_cast<std::size_t>(m);
-    if (m == n) continue;
-    const index_t rows = x_.local.dim(m), total = x_.dims[mi];
-    if (!cache_.current(m)) {
-      T* dst = ensure(c, slices_[mi], static_cast<std::size_t>(rows * rank));
-      for (index_t j = 0; j < rank; ++j)
-        c.copy(dst + j * rows, factors[mi] + j * total + x_.offsets[mi],
-               static_cast<std::size_t>(rows));
-      cache_.refreshed(m);
-    }
-    local_factors[mi] = slices_[mi].get();
-  }
-  const auto ni = static_cast<std::size_t>(n);
-  const index_t rows = x_.local.dim(n);
-  // M_block = X_block,(n) (Khatri-Rao of the local factor rows), the local dimension tree
-  T* m = ensure(c, partial_, static_cast<std::size_t>(rows * rank));
-  local_.mttkrp(n, local_factors, rank, m);
-  // Rows of M for this block's range of mode n: summed over the slice (the processes
-  // with the same coordinate n), then all rows gathered within the fibre.
-  allreduce_sum(*x_.stats, "mttkrp", x_.grid->slice(n), m, rows * rank);
-  allgather_rows(*x_.stats, "mttkrp", x_.grid->fibre(n), m, x_.dims[ni], rank, out);
-}
-
-template <class T>
-void DistDenseOperand<T>::mode_gram(int n, T* out) {
-  distributed_mode_gram(this->c_, x_, n, out);
-}
-
-template <class T>
-double DistDenseOperand<T>::workspace_elements(index_t rank, bool mode_grams) const {
-  double slices = 0.0;
-  for (index_t d : x_.local.dims()) slices += static_cast<double>(d) * rank;
-  // The Gram's redistribution: the packed block and the received columns (about 2 B).
-  const double gram_block = mode_grams ? 2.0 * static_cast<double>(x_.local.numel()) : 0.0;
-  return local_.workspace_elements(rank, false) + slices + gram_block;
-}
 
 template <class T>
 void distributed_mode_gram(Compute<T>& c, const DistTensor<T>& x, int n, T* out) {
@@ -159,23 +89,24 @@ void distributed_mode_gram(Compute<T>& c, const DistTensor<T>& x, int n, T* out)
   allreduce_sum(*x.stats, "gram", grid.comm(), out, gram_size);
 }
 
-template class DistDenseOperand<float>;
-template class DistDenseOperand<double>;
 template void distributed_mode_gram<float>(Compute<float>&, const DistTensor<float>&, int, float*);
 template void distributed_mode_gram<double>(Compute<double>&, const DistTensor<double>&, int,
                                             double*);
 
 }  // namespace detail
 
+namespace {
+
+// The checks every distributed CP-ALS makes before any work, in this order: the same
+// arguments everywhere (the replicated ALS must take the same decisions on every
+// process), then checks whose outcome is the same everywhere. `what`: the tensor's kind
+// in messages; `extra`: fields of its own that must agree too.
 template <class T>
-CpResult<T> cp_als(const DistTensor<T>& x, const CpOptions& options, CpStart<T> initial_factors) {
-  const auto start = std::chrono::steady_clock::now();
-  MPI_Comm comm = x.grid->comm();
-  // The same arguments everywhere (the replicated ALS must take the same decisions on
-  // every process), then checks whose outcome is the same everywhere, then the entries
-  // of every block.
+void check_cp_arguments(MPI_Comm comm, const std::vector<index_t>& dims, const CpOptions& options,
+                        const CpStart<T>& initial_factors, const std::string& what,
+                        const Fields& extra) {
   Fields same = {{"element type", sizeof(T) == 4 ? "float32" : "float64"},
-                 {"tensor shape", tenfold::detail::shape_string(x.dims)},
+                 {"tensor shape", tenfold::detail::shape_string(dims)},
                  {"rank", std::to_string(options.rank)},
                  {"max_iters", std::to_string(options.max_iters)},
                  {"tol", detail::exact(options.tol)},
@@ -194,11 +125,12 @@ CpResult<T> cp_als(const DistTensor<T>& x, const CpOptions& options, CpStart<T> 
   for (std::size_t n = 0; n < initial_factors.size(); ++n)
     same.emplace_back("initial factor " + std::to_string(n),
                       detail::fingerprint(initial_factors[n]));
+  same.insert(same.end(), extra.begin(), extra.end());
   check_same(comm, "the arguments of cp_als", same);
-  tenfold::detail::validate_dense_shape(x.dims, "CP-ALS");
-  tenfold::detail::validate_cp_options(options, initial_factors, x.dims);
-  tenfold::detail::require_exact_solver(options, "a distributed tensor");
-  tenfold::detail::refuse_sparsity(options, "a distributed tensor");
+  tenfold::detail::validate_dense_shape(dims, "CP-ALS");
+  tenfold::detail::validate_cp_options(options, initial_factors, dims);
+  tenfold::detail::require_exact_solver(options, what.c_str());
+  tenfold::detail::refuse_sparsity(options, what.c_str());
   if (options.layout != Layout::col_major) {
     throw InvalidArgument(
         "the distributed CP-ALS takes its tensor in NumPy axis order: layout must be col_major");
@@ -211,9 +143,16 @@ CpResult<T> cp_als(const DistTensor<T>& x, const CpOptions& options, CpStart<T> 
         "time_limit is not available in the distributed CP-ALS (every process must stop at "
         "the same iteration); use max_iters");
   }
-  on_every_process(comm, [&] { detail::check_local_finite(x.local.view(), "tensor"); });
-  // The callback, where a process has one, on every process alike: an exception on any
-  // is thrown on all, and the run stops everywhere when any asks to.
+}
+
+// The ALS loop over a distributed operand, with the callback, where a process has one,
+// on every process alike: an exception on any is thrown on all, and the run stops
+// everywhere when any asks to.
+template <class T>
+CpResult<T> run_distributed(MPI_Comm comm, tenfold::detail::CpOperand<T>& op,
+                            tenfold::detail::Compute<T>& c, const CpOptions& options,
+                            const CpStart<T>& initial_factors,
+                            std::chrono::steady_clock::time_point start) {
   CpOptions o = options;
   o.callback = [comm, user = options.callback](const CpProgress& p) {
     int go_on = 1;
@@ -224,9 +163,64 @@ CpResult<T> cp_als(const DistTensor<T>& x, const CpOptions& options, CpStart<T> 
   // One start by default: the automatic random starts of a single process would pick
   // by fits that rounding may order differently across process counts.
   if (o.n_starts == 0) o.n_starts = 1;
+  return tenfold::detail::run_cp_starts(op, c, o, initial_factors, start);
+}
+
+}  // namespace
+
+template <class T>
+CpResult<T> cp_als(const DistTensor<T>& x, const CpOptions& options, CpStart<T> initial_factors) {
+  const auto start = std::chrono::steady_clock::now();
+  MPI_Comm comm = x.grid->comm();
+  check_cp_arguments<T>(comm, x.dims, options, initial_factors, "a distributed tensor", {});
+  // then the entries of every block
+  on_every_process(comm, [&] { detail::check_local_finite(x.local.view(), "tensor"); });
   auto c = tenfold::detail::make_compute<T>(Backend::cpu);
-  detail::DistDenseOperand<T> op(*c, x);
-  return tenfold::detail::run_cp_starts(op, *c, o, initial_factors, start);
+  std::vector<std::vector<index_t>> bounds;
+  for (int n = 0; n < x.order(); ++n)
+    bounds.push_back(detail::block_bounds(x.dims[static_cast<std::size_t>(n)],
+                                          x.grid->shape()[static_cast<std::size_t>(n)]));
+  tenfold::detail::Compute<T>& cr = *c;
+  // The Gram's redistribution: the packed block and the received columns (about 2 B).
+  detail::DistOperand<T> op(
+      cr, {*x.grid, x.dims, std::move(bounds), *x.stats},
+      std::make_unique<tenfold::detail::DenseOperand<T>>(cr, x.local.view()),
+      [&cr, &x](int n, T* out) { detail::distributed_mode_gram(cr, x, n, out); },
+      2.0 * static_cast<double>(x.local.numel()));
+  return run_distributed(comm, op, cr, options, initial_factors, start);
+}
+
+template <class T>
+CsfLayout csf_layout_for(const DistSparseTensor<T>& x, const SparseCpOptions& sparse) {
+  // One tree everywhere when any process's trees would not fit in its memory.
+  int one = tenfold::csf_layout_for(x.local, sparse) == CsfLayout::one ? 1 : 0;
+  MPI_Allreduce(MPI_IN_PLACE, &one, 1, MPI_INT, MPI_MAX, x.grid->comm());
+  return one == 1 ? CsfLayout::one : CsfLayout::all;
+}
+
+template <class T>
+CpResult<T> cp_als(const DistSparseTensor<T>& x, const CpOptions& options,
+                   CpStart<T> initial_factors, const SparseCpOptions& sparse) {
+  const auto start = std::chrono::steady_clock::now();
+  MPI_Comm comm = x.grid->comm();
+  check_cp_arguments<T>(comm, x.dims, options, initial_factors, "a distributed sparse tensor",
+                        {{"csf", std::string(to_string(sparse.csf))}});
+  if (options.compress == CpCompress::on) {
+    throw InvalidArgument("compress = on applies to dense tensors only, not to a sparse tensor");
+  }
+  auto c = tenfold::detail::make_compute<T>(Backend::cpu);
+  tenfold::detail::Compute<T>& cr = *c;
+  const CsfLayout layout = csf_layout_for(x, sparse);
+  std::unique_ptr<tenfold::detail::CpOperand<T>> local;
+  on_every_process(comm, [&] {
+    local = std::make_unique<tenfold::detail::SparseOperand<T>>(cr, x.local, layout);
+  });
+  // The Gram's exchange: the block's entries packed and received (about 2 nnz (N + 1)).
+  detail::DistOperand<T> op(
+      cr, {*x.grid, x.dims, x.bounds, *x.stats}, std::move(local),
+      [&x](int n, T* out) { detail::distributed_mode_gram(x, n, out); },
+      2.0 * static_cast<double>(x.local.nnz()) * (x.order() + 1));
+  return run_distributed(comm, op, cr, options, initial_factors, start);
 }
 
 template <class T>
@@ -247,6 +241,12 @@ Matrix<T> mode_gram(const DistTensor<T>& x, int n) {
 }
 
 template CpResult<float> cp_als<float>(const DistTensor<float>&, const CpOptions&, CpStart<float>);
+template CsfLayout csf_layout_for<float>(const DistSparseTensor<float>&, const SparseCpOptions&);
+template CsfLayout csf_layout_for<double>(const DistSparseTensor<double>&, const SparseCpOptions&);
+template CpResult<float> cp_als<float>(const DistSparseTensor<float>&, const CpOptions&,
+                                       CpStart<float>, const SparseCpOptions&);
+template CpResult<double> cp_als<double>(const DistSparseTensor<double>&, const CpOptions&,
+                                         CpStart<double>, const SparseCpOptions&);
 template CpResult<double> cp_als<double>(const DistTensor<double>&, const CpOptions&,
                                          CpStart<double>);
 template Matrix<float> mode_gram<float>(const DistTensor<float>&, int);

@@ -7,7 +7,8 @@ target_sources(tenfold_sparse PRIVATE
   sparse/sparse_gcp.cpp
   sparse/sparse_io.cpp
   sparse/sparse_operand.cpp
-  sparse/sparse_tensor.cpp)
+  sparse/sparse_tensor.cpp
+  sparse/tns_read.cpp)
 # gzip for .tns.gz files, when zlib is installed (Debian: zlib1g-dev).
 find_package(ZLIB)
 if(ZLIB_FOUND)

@@ -19,12 +19,13 @@
 #include "core/instantiate.hpp"
 #include "io/byte_source.hpp"
 #include "sparse/entry_order.hpp"
+#include "sparse/sparse_read.hpp"
 #include "tenfold/error.hpp"
 #include "tenfold/io.hpp"
 #include "tenfold/sparse.hpp"
 
 namespace tenfold::io {
-namespace {
+namespace detail {
 
 std::string quoted(const std::filesystem::path& p) {
   std::string q(1, '\'');
@@ -33,7 +34,6 @@ std::string quoted(const std::filesystem::path& p) {
   return q;
 }
 
-// Whether the name ends in `tail`, letters compared without case (C.TNS is a .tns file).
 bool ends_with(const std::filesystem::path& p, std::string_view tail) {
   const std::string s = p.string();
   if (s.size() < tail.size()) return false;
@@ -44,6 +44,13 @@ bool ends_with(const std::filesystem::path& p, std::string_view tail) {
                     });
 }
 
+}  // namespace detail
+
+namespace {
+
+using detail::ends_with;
+using detail::quoted;
+
 bool gzip_name(const std::filesystem::path& p) { return ends_with(p, ".gz"); }
 
 #ifndef TENFOLD_WITH_ZLIB
@@ -52,159 +59,6 @@ bool gzip_name(const std::filesystem::path& p) { return ends_with(p, ".gz"); }
                     ": this build of Tenfold has no zlib (gzip) support; gunzip the file first");
 }
 #endif
-
-// Bytes of a file, plain or gzip-compressed, read front to back in blocks.
-class TextStream {
- public:
-  explicit TextStream(const std::filesystem::path& path) : path_(path) {
-    if (gzip_name(path)) {
-#ifdef TENFOLD_WITH_ZLIB
-      gz_ = gzopen(path.c_str(), "rb");
-      if (gz_ == nullptr) throw IoError("cannot open " + quoted(path));
-      gzbuffer(gz_, 1 << 18);
-#else
-      no_zlib(path);
-#endif
-    } else {
-      file_ = std::fopen(path.c_str(), "rb");
-      if (file_ == nullptr) throw IoError("cannot open " + quoted(path));
-    }
-  }
-  ~TextStream() {
-    if (file_ != nullptr) std::fclose(file_);
-#ifdef TENFOLD_WITH_ZLIB
-    if (gz_ != nullptr) gzclose(gz_);
-#endif
-  }
-  TextStream(const TextStream&) = delete;
-  TextStream& operator=(const TextStream&) = delete;
-
-  // Up to n bytes into buf; 0 at the end. Throws IoError on a read error.
-  std::size_t read(char* buf, std::size_t n) {
-    if (file_ != nullptr) {
-      const std::size_t got = std::fread(buf, 1, n, file_);
-      if (got < n && std::ferror(file_)) throw IoError("cannot read " + quoted(path_));
-      return got;
-    }
-#ifdef TENFOLD_WITH_ZLIB
-    const int got = gzread(gz_, buf, static_cast<unsigned>(n));
-    int code = Z_OK;
-    const char* what = gzerror(gz_, &code);
-    if (got < 0) throw IoError("cannot decompress " + quoted(path_) + ": " + what);
-    // zlib reads a stream cut short up to the cut, then reports Z_BUF_ERROR.
-    if (code == Z_BUF_ERROR) {
-      throw IoError(quoted(path_) +
-                    " is truncated: its gzip stream ends before the end marker (was the file "
-                    "cut short while copying?)");
-    }
-    return static_cast<std::size_t>(got);
-#else
-    return 0;
-#endif
-  }
-
-  // Calls line(text, number) for every line (without its '\n' or '\r'), in time linear
-  // in the file's size: each byte is searched for '\n' once. Throws IoError for a line
-  // longer than kMaxLine (no .tns entry is).
-  template <class Line>
-  void for_each_line(Line&& line) {
-    constexpr std::size_t kBlock = 1 << 20;
-    std::string buf;
-    std::size_t number = 0;
-    for (;;) {
-      const std::size_t kept = buf.size();  // the start of a line, searched already
-      buf.resize(kept + kBlock);
-      const std::size_t got = read(buf.data() + kept, kBlock);
-      buf.resize(kept + got);
-      std::size_t begin = 0;
-      for (std::size_t from = kept;;) {
-        const std::size_t end = buf.find('\n', from);
-        if (end == std::string::npos) break;
-        std::size_t stop = end;
-        if (stop > begin && buf[stop - 1] == '\r') --stop;
-        line(std::string_view(buf).substr(begin, stop - begin), ++number);
-        begin = from = end + 1;
-      }
-      buf.erase(0, begin);
-      if (buf.size() > kMaxLine) {
-        throw IoError(quoted(path_) + " line " + std::to_string(number + 1) +
-                      ": longer than 1 MiB without a line break (not a .tns entry; is this a "
-                      "text file?)");
-      }
-      if (got == 0) {
-        if (!buf.empty()) line(std::string_view(buf), ++number);
-        return;
-      }
-    }
-  }
-
-  static constexpr std::size_t kMaxLine = 1 << 20;
-
- private:
-  std::filesystem::path path_;
-  std::FILE* file_ = nullptr;
-#ifdef TENFOLD_WITH_ZLIB
-  gzFile gz_ = nullptr;
-#endif
-};
-
-// The part of a line before a '#' (the rest is a comment), and without a UTF-8 byte
-// order mark at the start of the file.
-std::string_view entry_text(std::string_view s, std::size_t line) {
-  if (line == 1 && s.starts_with("\xEF\xBB\xBF")) s.remove_prefix(3);
-  return s.substr(0, s.find('#'));
-}
-
-// A field as it may be printed in a message: bytes outside printable ASCII as \xNN, at
-// most 40 characters.
-std::string printable(std::string_view f) {
-  std::string out;
-  for (const char ch : f.substr(0, 40)) {
-    const auto b = static_cast<unsigned char>(ch);
-    if (b >= 0x20 && b < 0x7f) {
-      out.push_back(ch);
-    } else {
-      constexpr char kHex[] = "0123456789abcdef";
-      out += {'\\', 'x', kHex[b >> 4], kHex[b & 15]};
-    }
-  }
-  if (f.size() > 40) out += "...";
-  return out;
-}
-
-// The shape a file written by save_tns declares in its "# shape: I_0 I_1 ..." line, or
-// an empty vector when the line is something else.
-std::vector<index_t> declared_shape(std::string_view s) {
-  constexpr std::string_view kTag = "# shape:";
-  std::vector<index_t> shape;
-  if (!s.starts_with(kTag)) return shape;
-  s.remove_prefix(kTag.size());
-  while (true) {
-    const std::size_t at = s.find_first_not_of(" \t");
-    if (at == std::string_view::npos) return shape;
-    s.remove_prefix(at);
-    index_t d = 0;
-    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), d);
-    if (ec != std::errc() || d < 1 || (end != s.data() + s.size() && *end != ' ' && *end != '\t'))
-      return {};
-    shape.push_back(d);
-    s.remove_prefix(static_cast<std::size_t>(end - s.data()));
-  }
-}
-
-// The blank-separated fields of a line.
-void split_fields(std::string_view s, std::vector<std::string_view>& out) {
-  out.clear();
-  std::size_t i = 0;
-  while (i < s.size()) {
-    while (i < s.size() && (s[i] == ' ' || s[i] == '\t')) ++i;
-    if (i == s.size()) break;
-    std::size_t j = i;
-    while (j < s.size() && s[j] != ' ' && s[j] != '\t') ++j;
-    out.push_back(s.substr(i, j - i));
-    i = j;
-  }
-}
 
 constexpr char kMagic[8] = {'T', 'F', 'S', 'P', 'A', 'R', 'S', 'E'};
 constexpr std::uint32_t kVersion = 1;
@@ -231,133 +85,6 @@ void require_little_endian(const std::filesystem::path& path) {
 
 bool is_sparse_file(const std::filesystem::path& path) {
   return ends_with(path, ".tns") || ends_with(path, ".tns.gz") || ends_with(path, ".tfsparse");
-}
-
-// Why a .tns value field is refused, in float type T: it is not a number, or it is a
-// number beyond T's range (past its largest finite value, or below its smallest).
-template <class T>
-std::string bad_value(std::string_view f) {
-  const char* type = sizeof(T) == 4 ? "float32" : "float64";
-  long double wide = 0;
-  const auto [end, ec] = std::from_chars(f.data(), f.data() + f.size(), wide);
-  const bool number =
-      end == f.data() + f.size() && (ec == std::errc() || ec == std::errc::result_out_of_range);
-  const std::string shown = "'" + printable(f) + "'";
-  if (!number) return shown + " is not a number";
-  if (std::isnan(wide)) return shown + " is NaN (values must be finite)";
-  if (std::isinf(wide)) return shown + " is infinite (values must be finite)";
-  // from_chars of long double reports a range error for what long double cannot hold.
-  const bool tiny = ec == std::errc::result_out_of_range
-                        ? f.find_first_of("eE") != std::string_view::npos &&
-                              f.find('-', f.find_first_of("eE")) != std::string_view::npos
-                        : std::fabs(wide) < static_cast<long double>(std::numeric_limits<T>::max());
-  return shown + (tiny ? " underflows " : " overflows ") + type + " (its magnitudes run from " +
-         (sizeof(T) == 4 ? "1.4e-45 to 3.4e+38" : "4.9e-324 to 1.8e+308") + ")";
-}
-
-template <class T>
-SparseTensor<T> load_tns(const std::filesystem::path& path, std::span<const index_t> shape) {
-  // Pass 1: an upper bound on the entries (lines), for the memory check.
-  std::size_t lines = 0;
-  {
-    TextStream in(path);
-    in.for_each_line([&](std::string_view, std::size_t) { ++lines; });
-  }
-  TextStream in(path);
-  std::vector<std::string_view> fields;
-  std::vector<std::vector<index_t>> idx;  // per mode
-  std::vector<index_t> largest;
-  std::vector<T> values;
-  std::vector<index_t> dims(shape.begin(), shape.end());
-  bool given = !dims.empty();  // by the caller, or by a "# shape:" line before the entries
-  int order = 0;
-  const auto fail = [&](std::size_t line, const std::string& what) {
-    throw IoError(quoted(path) + " line " + std::to_string(line) + ": " + what);
-  };
-  // The order, and the memory for the entries, once it is known.
-  const auto start = [&](int n, std::size_t line) {
-    order = n;
-    if (given && dims.size() != static_cast<std::size_t>(order)) {
-      fail(line, "the entries have " + std::to_string(order) + " indices but the shape " +
-                     (shape.empty() ? "declared" : "given") + " has " +
-                     std::to_string(dims.size()) + " sizes");
-    }
-    tenfold::detail::require_host_bytes(
-        2.0 * sparse_tensor_bytes(order, static_cast<index_t>(lines), sizeof(T)),
-        "reading " + quoted(path) + " (" + std::to_string(lines) + " lines)");
-    idx.resize(static_cast<std::size_t>(order));
-    for (auto& v : idx) v.reserve(lines);
-    values.reserve(lines);
-    largest.assign(static_cast<std::size_t>(order), 0);
-  };
-  in.for_each_line([&](std::string_view raw, std::size_t line) {
-    if (order == 0 && !given) {
-      dims = declared_shape(raw);
-      given = !dims.empty();
-    }
-    split_fields(entry_text(raw, line), fields);
-    if (fields.empty()) return;
-    if (order == 0) {
-      if (fields.size() < 2) {
-        fail(line, std::to_string(fields.size()) +
-                       " column, expected the indices of an entry then its value");
-      }
-      start(static_cast<int>(fields.size()) - 1, line);
-    }
-    if (fields.size() != static_cast<std::size_t>(order) + 1) {
-      fail(line, std::to_string(fields.size()) + " columns, expected " + std::to_string(order + 1) +
-                     " (" + std::to_string(order) +
-                     " indices and a value, as on the first entry's line)");
-    }
-    for (int n = 0; n < order; ++n) {
-      const std::string_view f = fields[static_cast<std::size_t>(n)];
-      const std::string column = "column " + std::to_string(n + 1) + ": ";
-      index_t i = 0;
-      const auto [end, ec] = std::from_chars(f.data(), f.data() + f.size(), i);
-      const bool digits = end == f.data() + f.size();
-      if (ec == std::errc::result_out_of_range && digits) {
-        fail(line, column + "index '" + printable(f) + "' is out of range (at most " +
-                       std::to_string(std::numeric_limits<index_t>::max()) + ")");
-      }
-      if (ec != std::errc() || !digits) {
-        fail(line, column + "'" + printable(f) + "' is not an index (a whole number)");
-      }
-      if (i < 1) fail(line, column + "index " + std::to_string(i) + " (.tns indices start at 1)");
-      if (given && i > dims[static_cast<std::size_t>(n)]) {
-        fail(line, column + "index " + std::to_string(i) + " exceeds the size " +
-                       std::to_string(dims[static_cast<std::size_t>(n)]) + " of mode " +
-                       std::to_string(n));
-      }
-      idx[static_cast<std::size_t>(n)].push_back(i - 1);
-      largest[static_cast<std::size_t>(n)] =
-          std::max<index_t>(largest[static_cast<std::size_t>(n)], i);
-    }
-    const std::string_view f = fields.back();
-    T value{};
-    const auto [end, ec] = std::from_chars(f.data(), f.data() + f.size(), value);
-    if (ec != std::errc() || end != f.data() + f.size() || !std::isfinite(value)) {
-      fail(line, "column " + std::to_string(order + 1) + ": " + bad_value<T>(f));
-    }
-    values.push_back(value);
-  });
-  if (order == 0) {
-    if (!given)
-      throw IoError(quoted(path) + " holds no entries (no line with indices and a value)");
-    start(static_cast<int>(dims.size()), lines);  // an empty tensor of the declared shape
-  }
-  if (!given) dims = largest;
-  const std::size_t nnz = values.size();
-  std::vector<index_t> coords;
-  coords.reserve(nnz * static_cast<std::size_t>(order));
-  for (auto& v : idx) {
-    coords.insert(coords.end(), v.begin(), v.end());
-    std::vector<index_t>().swap(v);
-  }
-  try {
-    return SparseTensor<T>(std::move(dims), std::move(coords), std::move(values));
-  } catch (const InvalidArgument& e) {
-    throw IoError(quoted(path) + ": " + e.what());
-  }
 }
 
 template <class T>
@@ -434,10 +161,11 @@ void save_tns(const std::filesystem::path& path, const SparseTensor<T>& x) {
 #endif
 }
 
-template <class T>
-SparseTensor<T> load_sparse(const std::filesystem::path& path) {
+namespace detail {
+
+SparseFileHeader read_sparse_header(const std::filesystem::path& path) {
   require_little_endian(path);
-  const detail::FileSource src(path);
+  const FileSource src(path);
   BinaryHeader h{};
   if (src.size() < sizeof h) throw IoError(quoted(path) + " is too short for a sparse tensor file");
   src.read(0, std::as_writable_bytes(std::span(&h, 1)));
@@ -452,41 +180,63 @@ SparseTensor<T> load_sparse(const std::filesystem::path& path) {
                   ", value size " + std::to_string(h.value_bytes) + ", nnz " +
                   std::to_string(h.nnz) + ")");
   }
-  const auto order = static_cast<std::size_t>(h.order);
-  const auto nnz = static_cast<std::size_t>(h.nnz);
   // The size the header implies, in double (no overflow), against the file's.
   const double expected =
-      static_cast<double>(sizeof h) + 8.0 * static_cast<double>(order) +
-      static_cast<double>(nnz) * (8.0 * static_cast<double>(order) + h.value_bytes);
+      static_cast<double>(sizeof h) + 8.0 * static_cast<double>(h.order) +
+      static_cast<double>(h.nnz) * (8.0 * static_cast<double>(h.order) + h.value_bytes);
   if (expected != static_cast<double>(src.size())) {
     throw IoError(quoted(path) + " has " + std::to_string(src.size()) +
                   " bytes, but its header describes " +
                   std::to_string(static_cast<std::uint64_t>(expected)));
   }
-  tenfold::detail::require_host_bytes(
-      sparse_tensor_bytes(static_cast<int>(order), h.nnz, sizeof(T)) * 1.5,
-      "reading " + quoted(path));
-  std::vector<index_t> dims(order);
-  std::uint64_t at = sizeof h;
-  src.read(at, std::as_writable_bytes(std::span(dims)));
-  at += 8 * order;
-  std::vector<index_t> coords(order * nnz);
-  src.read(at, std::as_writable_bytes(std::span(coords)));
-  at += 8 * order * nnz;
-  std::vector<T> values(nnz);
-  if (h.value_bytes == sizeof(T)) {
-    src.read(at, std::as_writable_bytes(std::span(values)));
+  SparseFileHeader out{static_cast<int>(h.order), static_cast<int>(h.value_bytes), h.nnz,
+                       std::vector<index_t>(h.order)};
+  src.read(sizeof h, std::as_writable_bytes(std::span(out.dims)));
+  return out;
+}
+
+template <class T>
+void read_sparse_entries(const std::filesystem::path& path, const SparseFileHeader& h, index_t e0,
+                         index_t e1, std::vector<index_t>& coords, std::vector<T>& values) {
+  const FileSource src(path);
+  const auto order = static_cast<std::uint64_t>(h.order);
+  const auto nnz = static_cast<std::uint64_t>(h.nnz), k0 = static_cast<std::uint64_t>(e0);
+  const auto count = static_cast<std::size_t>(e1 - e0);
+  // Header, sizes, then mode n's indices at entry k: 32 + 8 N + 8 (n nnz + k); the values
+  // after all the indices.
+  const std::uint64_t indices_at = sizeof(BinaryHeader) + 8 * order;
+  coords.resize(order * count);
+  for (std::uint64_t n = 0; n < order; ++n) {
+    src.read(indices_at + 8 * (n * nnz + k0),
+             std::as_writable_bytes(std::span(coords.data() + n * count, count)));
+  }
+  const std::uint64_t values_at = indices_at + 8 * order * nnz + h.value_bytes * k0;
+  values.resize(count);
+  if (static_cast<std::size_t>(h.value_bytes) == sizeof(T)) {
+    src.read(values_at, std::as_writable_bytes(std::span(values)));
   } else if (h.value_bytes == 4) {
-    std::vector<float> stored(nnz);
-    src.read(at, std::as_writable_bytes(std::span(stored)));
+    std::vector<float> stored(count);
+    src.read(values_at, std::as_writable_bytes(std::span(stored)));
     std::copy(stored.begin(), stored.end(), values.begin());
   } else {
-    std::vector<double> stored(nnz);
-    src.read(at, std::as_writable_bytes(std::span(stored)));
-    for (std::size_t k = 0; k < nnz; ++k) values[k] = static_cast<T>(stored[k]);
+    std::vector<double> stored(count);
+    src.read(values_at, std::as_writable_bytes(std::span(stored)));
+    for (std::size_t k = 0; k < count; ++k) values[k] = static_cast<T>(stored[k]);
   }
+}
+
+}  // namespace detail
+
+template <class T>
+SparseTensor<T> load_sparse(const std::filesystem::path& path) {
+  const detail::SparseFileHeader h = detail::read_sparse_header(path);
+  tenfold::detail::require_host_bytes(sparse_tensor_bytes(h.order, h.nnz, sizeof(T)) * 1.5,
+                                      "reading " + quoted(path));
+  std::vector<index_t> coords;
+  std::vector<T> values;
+  detail::read_sparse_entries<T>(path, h, 0, h.nnz, coords, values);
   try {
-    return SparseTensor<T>(std::move(dims), std::move(coords), std::move(values));
+    return SparseTensor<T>(h.dims, std::move(coords), std::move(values));
   } catch (const InvalidArgument& e) {
     throw IoError(quoted(path) + ": " + e.what());
   }
@@ -539,13 +289,15 @@ void save_sparse_file(const std::filesystem::path& path, const SparseTensor<T>& 
                 " from its name (sparse tensor files end in .tns, .tns.gz or .tfsparse)");
 }
 
-#define TENFOLD_INSTANTIATE_SPARSE_IO(T)                                                        \
-  template SparseTensor<T> load_tns<T>(const std::filesystem::path&, std::span<const index_t>); \
-  template void save_tns<T>(const std::filesystem::path&, const SparseTensor<T>&);              \
-  template SparseTensor<T> load_sparse<T>(const std::filesystem::path&);                        \
-  template void save_sparse<T>(const std::filesystem::path&, const SparseTensor<T>&);           \
-  template void save_sparse_file<T>(const std::filesystem::path&, const SparseTensor<T>&);      \
-  template SparseTensor<T> load_sparse_file<T>(const std::filesystem::path&,                    \
+#define TENFOLD_INSTANTIATE_SPARSE_IO(T)                                                          \
+  template void detail::read_sparse_entries<T>(const std::filesystem::path&,                      \
+                                               const detail::SparseFileHeader&, index_t, index_t, \
+                                               std::vector<index_t>&, std::vector<T>&);           \
+  template void save_tns<T>(const std::filesystem::path&, const SparseTensor<T>&);                \
+  template SparseTensor<T> load_sparse<T>(const std::filesystem::path&);                          \
+  template void save_sparse<T>(const std::filesystem::path&, const SparseTensor<T>&);             \
+  template void save_sparse_file<T>(const std::filesystem::path&, const SparseTensor<T>&);        \
+  template SparseTensor<T> load_sparse_file<T>(const std::filesystem::path&,                      \
                                                std::span<const index_t>);
 TENFOLD_INSTANTIATE_FOR_EACH_VALUE_TYPE(TENFOLD_INSTANTIATE_SPARSE_IO)
 

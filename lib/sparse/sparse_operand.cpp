@@ -99,17 +99,22 @@ void SparseOperand<T>::mttkrp(int n, std::span<const T* const> factors, index_t 
 
 template <class T>
 void SparseOperand<T>::mode_gram(int n, T* out) {
-  const index_t in = x_.dim(n);
+  sparse_mode_gram(x_, n, out);
+}
+
+template <class T>
+void sparse_mode_gram(const SparseTensor<T>& x, int n, T* out) {
+  const index_t in = x.dim(n);
   std::fill(out, out + in * in, T(0));
   // Entries sorted by the other modes' indices, then mode n: each run with equal other
-  // indices is one column c of X_(n), and adds x_c x_c^T.
+  // indices is one column c of X_(n), and adds xc xc^T.
   std::vector<int> modes;
-  for (int m = 0; m < x_.order(); ++m)
+  for (int m = 0; m < x.order(); ++m)
     if (m != n) modes.push_back(m);
   modes.push_back(n);
   std::vector<const index_t*> idx;
-  for (int m = 0; m < x_.order(); ++m) idx.push_back(x_.indices(m).data());
-  const std::vector<index_t> perm = sorted_entries(idx, x_.nnz(), x_.dims(), modes);
+  for (int m = 0; m < x.order(); ++m) idx.push_back(x.indices(m).data());
+  const std::vector<index_t> perm = sorted_entries(idx, x.nnz(), x.dims(), modes);
   const auto same_column = [&](index_t a, index_t b) {
     for (int m : modes)
       if (m != n && idx[static_cast<std::size_t>(m)][a] != idx[static_cast<std::size_t>(m)][b])
@@ -117,8 +122,8 @@ void SparseOperand<T>::mode_gram(int n, T* out) {
     return true;
   };
   const index_t* in_idx = idx[static_cast<std::size_t>(n)];
-  const T* v = x_.values().data();
-  const auto nnz = static_cast<std::size_t>(x_.nnz());
+  const T* v = x.values().data();
+  const auto nnz = static_cast<std::size_t>(x.nnz());
   for (std::size_t lo = 0, hi = 0; lo < nnz; lo = hi) {
     for (hi = lo + 1; hi < nnz && same_column(perm[lo], perm[hi]); ++hi) {
     }
@@ -143,7 +148,9 @@ double SparseOperand<T>::workspace_elements(index_t rank, bool mode_grams) const
   return e;
 }
 
-#define TENFOLD_INSTANTIATE_SPARSE_OPERAND(T) template class SparseOperand<T>;
+#define TENFOLD_INSTANTIATE_SPARSE_OPERAND(T) \
+  template class SparseOperand<T>;            \
+  template void sparse_mode_gram<T>(const SparseTensor<T>&, int, T*);
 TENFOLD_INSTANTIATE_FOR_EACH_VALUE_TYPE(TENFOLD_INSTANTIATE_SPARSE_OPERAND)
 
 }  // namespace tenfold::detail

@@ -49,4 +49,9 @@ class SparseOperand final : public CpOperand<T> {
   index_t rows_rank_ = 0;
 };
 
+/// out (I_n x I_n) = X_(n) X_(n)^T, from the entries grouped by their indices in the
+/// other modes (the columns of X_(n)).
+template <class T>
+void sparse_mode_gram(const SparseTensor<T>& x, int n, T* out);
+
 }  // namespace tenfold::detail

@@ -10,10 +10,14 @@ count or the input, and a missing input, give an error on every process, a non-z
 exit and no output folder. So do processes that see different inputs or arguments: a
 process whose working folder holds no input, a truncated one or a float32 copy, and an
 MPMD command line whose programs differ in an argument (each must end, not hang: the
-runs have a time limit); `--grid ""` is refused with and without mpirun.
+runs have a time limit); `--grid ""` is refused with and without mpirun. Sparse inputs
+(.tns with comments and CRLF lines, .tfsparse): `tenfold cp` under mpirun writes the
+serial program's files, on a chosen grid and on one given by --grid; a bad line names its
+line on every process, and the solvers and flags not available under mpirun are refused.
 """
 import json
 import os
+import struct
 import subprocess
 import sys
 import tempfile
@@ -109,12 +113,65 @@ def compare(serial, dist, processes):
     assert int(np.prod(rd["mpi"]["grid"])) == processes, rd["mpi"]
 
 
+def save_tfsparse(path, dims, coords, values):
+    """The binary sparse format (docs/sparse.md): header, sizes, indices mode-major, values."""
+    with open(path, "wb") as f:
+        f.write(b"TFSPARSE" + struct.pack("<IIIIq", 1, len(dims), 8, 0, len(values)))
+        f.write(np.asarray(dims, dtype="<i8").tobytes())
+        f.write(np.ascontiguousarray(coords, dtype="<i8").tobytes())
+        f.write(np.asarray(values, dtype="<f8").tobytes())
+
+
+def sparse(tmp):
+    rng = np.random.default_rng(1)
+    dims = (30, 20, 16)
+    nnz = 1500
+    # Power-law indices (many entries in the first slices), odd slices of axis 0 empty.
+    coords = np.stack([np.minimum((n ** rng.random(nnz)).astype(int) - 1, n - 1) for n in dims])
+    coords[0] -= coords[0] % 2
+    values = rng.standard_normal(nnz)
+    tns = os.path.join(tmp, "s.tns")
+    with open(tns, "w", newline="") as f:
+        f.write("# shape: 30 20 16\n# a comment\n\n")
+        for k in range(nnz):
+            end = "\r\n" if k % 3 else "\n"
+            f.write(" ".join(str(i + 1) for i in coords[:, k]) + f" {float(values[k])!r}{end}")
+    binary = os.path.join(tmp, "s.tfsparse")
+    save_tfsparse(binary, dims, coords, values)
+    args = ["--rank", "3", "--seed", "4", "--n-starts", "1", "--max-iters", "30"]
+    for name, path in (("tns", tns), ("tfsparse", binary)):
+        serial = os.path.join(tmp, f"sparse_{name}_serial")
+        run(["cp", path] + args + ["--out", serial])
+        for p in (2, 3, 4):
+            dist = os.path.join(tmp, f"sparse_{name}_np{p}")
+            run(["cp", path] + args + ["--out", dist], processes=p)
+            compare(serial, dist, p)
+        dist = os.path.join(tmp, f"sparse_{name}_grid")
+        run(["cp", path] + args + ["--out", dist, "--grid", "1x2x2"], processes=4)
+        compare(serial, dist, 4)
+        assert json.load(open(os.path.join(dist, "report.json")))["mpi"]["grid"] == [1, 2, 2]
+    bad = os.path.join(tmp, "bad.tns")
+    with open(tns) as f, open(bad, "w") as g:
+        g.write(f.read() + "1 2 17 1.0\n")
+    refused(["cp", bad, "--rank", "2"], 3,
+            f"line {nnz + 4}: column 3: index 17 exceeds the size 16 of mode 2")
+    refused(["cp", tns, "--rank", "2", "--grid", "1x1x4"], 3,
+            "tenfold cp: error: --grid 1x1x4 has 4 processes, but mpirun started 3")
+    refused(["cp", tns, "--rank", "2", "--time-limit", "5"], 2,
+            "tenfold cp: error: --time-limit is not available under mpirun")
+    refused(["cp-apr", tns, "--rank", "2"], 2, "cp-apr does not run under mpirun")
+    refused(["gcp", tns, "--rank", "2"], 2, "gcp does not run under mpirun")
+    refused(["cp", tns, "--rank", "2", "--solver", "sampled"], 2,
+            "--solver sampled applies to dense .npy inputs only")
+
+
 def main():
     rng = np.random.default_rng(0)
     shape = (12, 10, 9, 7)
     factors = [rng.standard_normal((n, 3)) for n in shape]
     x = np.einsum("ir,jr,kr,lr->ijkl", *factors) + 0.01 * rng.standard_normal(shape)
     with tempfile.TemporaryDirectory() as tmp:
+        sparse(tmp)
         inputs = {"c": os.path.join(tmp, "x_c.npy"), "f": os.path.join(tmp, "x_f.npy")}
         np.save(inputs["c"], x)
         np.save(inputs["f"], np.asfortranarray(x))
