@@ -13,12 +13,29 @@ from torch import nn
 BASE_INPUTS = frozenset({"input_ids", "attention_mask", "position_ids", "token_type_ids", "inputs_embeds"})
 
 
+class _Seen(Exception):
+    """Every hooked layer has seen this batch: the rest of the forward is not needed."""
+
+
+def _no_cache(runner: nn.Module, batch: Mapping) -> dict:
+    """use_cache=False for a model that would otherwise fill a KV cache it never reads."""
+    import inspect
+
+    if "use_cache" in batch or "use_cache" not in inspect.signature(runner.forward).parameters:
+        return {}
+    return {"use_cache": False}
+
+
 def moment_sums(model: nn.Module, layers: list, calibration: Iterable, append_one: bool = False) -> dict:
     """Per layer of `layers` ((name, module) pairs): (E[x x^T] as a float64 CPU tensor
     (D, D), token count) of the inputs x the module sees on the calibration batches,
     collected with forward pre-hooks, padding excluded when a batch has an
-    attention_mask; with `append_one` x is [x; 1] (D + 1), for a bias."""
+    attention_mask; with `append_one` x is [x; 1] (D + 1), for a bias. After the first
+    batch, a batch's forward stops once every layer has seen its input as often as in the
+    first (a module shared by several layers, as ALBERT's, is called once per layer), so
+    the layers after the last one, and the model's cache, are not computed."""
     sums, counts, token_mask = {}, {}, [None]
+    calls, pending = {}, {}  # per layer: calls in the first batch; calls still to come
 
     def hook_for(name):
         def hook(module, args, kwargs):
@@ -31,6 +48,12 @@ def moment_sums(model: nn.Module, layers: list, calibration: Iterable, append_on
                 x = torch.cat((x, torch.ones_like(x[:, :1])), dim=1)
             sums[name] = sums.get(name, 0) + x.T @ x
             counts[name] = counts.get(name, 0) + x.shape[0]
+            if pending:
+                pending[name] -= 1
+                if not any(pending.values()):
+                    raise _Seen
+            else:
+                calls[name] = calls.get(name, 0) + 1
 
         return hook
 
@@ -47,12 +70,16 @@ def moment_sums(model: nn.Module, layers: list, calibration: Iterable, append_on
                 # (a batch without a mask must not reuse the previous batch's)
                 token_mask[0] = batch.get("attention_mask") if isinstance(batch, Mapping) else None
                 runner = base if not isinstance(batch, Mapping) or set(batch) <= BASE_INPUTS else model
-                if isinstance(batch, Mapping):
-                    runner(**batch)
-                elif isinstance(batch, (tuple, list)):
-                    runner(*batch)
-                else:
-                    runner(batch)
+                pending.update(calls)
+                try:
+                    if isinstance(batch, Mapping):
+                        runner(**batch, **_no_cache(runner, batch))
+                    elif isinstance(batch, (tuple, list)):
+                        runner(*batch)
+                    else:
+                        runner(batch)
+                except _Seen:
+                    pass
     finally:
         for h in handles:
             h.remove()
