@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <limits>
 #include <memory>
+#include <string>
 
 #include "commands.hpp"
 #include "common.hpp"
@@ -300,9 +301,11 @@ int run_sparse_cp(const CpArgs& a) {
   if (!a.init_factors.empty()) initial_factors = load_initial_factors<T>(a, header);
   const CsfLayout layout = csf_layout_for(x, {parse_csf_layout(a.csf)});
   if (!a.common.quiet && writes_outputs()) {
-    std::fprintf(
-        stderr, "CSF layout: %s\n",
-        layout == CsfLayout::one ? "one tree (--csf one)" : "one tree per mode (--csf all)");
+    const char* trees = layout == CsfLayout::one   ? "one tree"
+                        : layout == CsfLayout::two ? "two trees"
+                                                   : "one tree per mode";
+    std::fprintf(stderr, "CSF layout: %s (--csf %s)\n", trees,
+                 std::string(to_string(layout)).c_str());
   }
   const CpResult<T> res = cp_als(x, o, initial_factors, {layout});
   if (!writes_outputs()) return 0;
@@ -352,9 +355,10 @@ Command add_cp_command(CLI::App& app) {
                 "Bro's extrapolation every second iteration (as TensorLy's linesearch=True)");
   cmd->add_option("--csf", a->csf,
                   "Sparse inputs: the CSF trees of the MTTKRP. all: one per axis (fastest); "
-                  "one: a single tree (about 1/N of the memory); auto: all when they fit in "
-                  "3/4 of the available memory, else one (said on stderr)")
-      ->check(CLI::IsMember({"auto", "all", "one"}))
+                  "two: a tree rooted at the smallest axis and one at the largest (about 2/N "
+                  "of the memory); one: a single tree (about 1/N); auto: the first of all, "
+                  "two, one that fits in 3/4 of the available memory (said on stderr)")
+      ->check(CLI::IsMember({"auto", "all", "two", "one"}))
       ->capture_default_str();
   cmd->add_option("--compress", a->compress,
                   "Compress first: CP of the ST-HOSVD core, then sweeps on the full tensor. "
