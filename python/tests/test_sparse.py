@@ -50,7 +50,7 @@ def test_parafac_accepts_a_coo_like_object_and_float32():
 
 
 def test_parafac_csf_layouts_fit_alike_and_say_which_ran():
-    x = counts(4, shape=(12, 10, 8, 6))
+    x = np.random.default_rng(4).poisson(0.5, (12, 10, 8, 6)).astype(float)
     runs = {csf: tenfold.parafac(triple(x), 3, init="random", random_state=5, n_iter_max=10,
                                  tol=0, csf=csf)
             for csf in ("all", "two", "one", "auto")}
