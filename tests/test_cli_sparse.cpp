@@ -49,21 +49,24 @@ TEST(CliSparse, CpOfATnsFileWritesFactorsPerAxis) {
   EXPECT_NEAR(j["fit"].get<double>(), report(dir, "dense")["fit"].get<double>(), 1e-8);
 }
 
-// --csf one: a single tree, said on stderr and in the report, the fit of --csf all; a dense
-// input refuses it.
-TEST(CliSparse, CsfLayoutOneFitsAsAll) {
+// --csf one and two: said on stderr and in the report, the fit of --csf all; a dense input
+// refuses --csf.
+TEST(CliSparse, CsfLayoutsOneAndTwoFitAsAll) {
   TempDir dir;
   write_counts(dir);
   const std::string x = (dir / "x.tns").string();
-  for (const char* csf : {"all", "one"}) {
+  for (const char* csf : {"all", "two", "one"}) {
     const CliRun r =
         tenfold_cli(dir, "cp " + x + " --rank 2 --csf " + csf + " -o " + (dir / csf).string());
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_NE(r.err.find(std::string("(--csf ") + csf + ")"), std::string::npos) << r.err;
     EXPECT_EQ(report(dir, csf)["csf"], csf);
   }
-  EXPECT_NEAR(report(dir, "one")["fit"].get<double>(), report(dir, "all")["fit"].get<double>(),
-              1e-10);
+  for (const char* csf : {"two", "one"}) {
+    EXPECT_NEAR(report(dir, csf)["fit"].get<double>(), report(dir, "all")["fit"].get<double>(),
+                1e-10)
+        << csf;
+  }
   const CliRun d = tenfold_cli(
       dir, "cp " + (dir / "x.npy").string() + " --rank 2 --csf one -o " + (dir / "d").string());
   EXPECT_EQ(d.code, 2) << d.err;

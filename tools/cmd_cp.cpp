@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <limits>
 #include <memory>
+#include <string>
 
 #include "commands.hpp"
 #include "common.hpp"
@@ -340,9 +341,11 @@ int run_sparse_cp(const CpArgs& a) {
   const CsfLayout csf = parse_csf_layout(a.csf);
   const CsfLayout layout = dist ? dist->layout(csf) : csf_layout_for(x, {csf});
   if (!a.common.quiet && writes_outputs()) {
-    std::fprintf(
-        stderr, "CSF layout: %s\n",
-        layout == CsfLayout::one ? "one tree (--csf one)" : "one tree per mode (--csf all)");
+    const char* trees = layout == CsfLayout::one   ? "one tree"
+                        : layout == CsfLayout::two ? "two trees"
+                                                   : "one tree per mode";
+    std::fprintf(stderr, "CSF layout: %s (--csf %s)\n", trees,
+                 std::string(to_string(layout)).c_str());
   }
   nlohmann::json mpi_report;
   const CpResult<T> res = dist ? dist->cp(o, initial_factors, layout, mpi_report)
@@ -398,9 +401,10 @@ Command add_cp_command(CLI::App& app) {
                 "Bro's extrapolation every second iteration (as TensorLy's linesearch=True)");
   cmd->add_option("--csf", a->csf,
                   "Sparse inputs: the CSF trees of the MTTKRP. all: one per axis (fastest); "
-                  "one: a single tree (about 1/N of the memory); auto: all when they fit in "
-                  "3/4 of the available memory, else one (said on stderr)")
-      ->check(CLI::IsMember({"auto", "all", "one"}))
+                  "two: a tree rooted at the smallest axis and one at the largest (about 2/N "
+                  "of the memory); one: a single tree (about 1/N); auto: the first of all, "
+                  "two, one that fits in 3/4 of the available memory (said on stderr)")
+      ->check(CLI::IsMember({"auto", "all", "two", "one"}))
       ->capture_default_str();
   cmd->add_option("--compress", a->compress,
                   "Compress first: CP of the ST-HOSVD core, then sweeps on the full tensor. "

@@ -1,20 +1,25 @@
-// Sparse CP-ALS speed on synthetic power-law tensors (docs/sparse.md, "Speed").
+// Sparse CP-ALS speed on synthetic power-law tensors or a file (docs/sparse.md, "Speed").
 //
-//   sparse_cp_bench [--nnz N] [--ranks 16,64] [--iters K] [--orders 3,4] [--csf auto|all|one]
-//                   [--save DIR]
+//   sparse_cp_bench [--nnz N] [--ranks 16,64] [--iters K] [--orders 3,4]
+//                   [--shape I,J,K | --preset bench3|bench4|nell2|enron]
+//                   [--csf auto|all|two|one] [--save DIR] [--write FILE] [--input FILE]
 //
-// For a 3-way (I = 200000, 100000, 2000) and a 4-way (100000, 50000, 2000, 500) tensor:
-// each index drawn as floor(I_n u^3) (u uniform, so a few slices hold most entries, as
-// in FROSTT's data), duplicates summed, values uniform in (0, 1]. Prints one JSON line
-// per tensor and rank: the CSF layout (--csf: one tree per mode, one tree, or auto, which
-// picks by the available memory), the seconds to build the trees and their bytes per
-// nonzero (per tree), the wall and CPU seconds per
+// Draws FROSTT-like tensors: each index floor(I_n u^3) (u uniform, so a few slices hold
+// most entries, as in FROSTT's data), duplicates summed (fewer than N entries remain),
+// values uniform in (0, 1]. The shapes: by default the presets bench3 (200000 x 100000 x
+// 2000) and bench4 (100000 x 50000 x 2000 x 500), those of --orders; --shape or --preset
+// one shape (nell2: 12092 x 9184 x 28818, FROSTT's NELL-2; enron: 6066 x 5699 x 244268 x
+// 1176, FROSTT's Enron). --write FILE writes the one tensor drawn (.tns, .tns.gz or
+// .tfsparse, by extension) and stops; --input FILE decomposes a file's tensor instead of
+// drawing one. Prints one JSON line per tensor and rank: the CSF layout (--csf: one tree
+// per mode, two, one, or auto, which picks by the available memory), the seconds to build
+// the trees and their bytes per nonzero (per tree), the wall and CPU seconds per
 // CP-ALS iteration (between the ends of sweep 1 and sweep K, from a random start), the
 // MTTKRP share, the MTTKRP rate in nonzeros x rank x order per second, and the peak
 // resident memory of the process once the tensor is made (the generator's coordinates and
-// the tensor's sort included) and so far. With --save, writes each tensor as
-// DIR/power_law_<order>way.tns for other programs to read. A run that does not fit says so
-// in one line.
+// the tensor's sort, or the file's read, included) and so far. With --save, writes each
+// tensor drawn as DIR/power_law_<order>way.tns for other programs to read. A run that does
+// not fit says so in one line.
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -23,6 +28,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -78,35 +84,77 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
+// Comma-separated integers.
+std::vector<index_t> integers(const char* p) {
+  std::vector<index_t> out;
+  while (*p != '\0') {
+    char* end = nullptr;
+    out.push_back(std::strtoll(p, &end, 10));
+    if (end == p) throw std::invalid_argument(std::string("not a list of integers: ") + p);
+    p = *end == ',' ? end + 1 : end;
+  }
+  return out;
+}
+
+const std::pair<const char*, std::vector<index_t>> presets[] = {
+    {"bench3", {200000, 100000, 2000}},
+    {"bench4", {100000, 50000, 2000, 500}},
+    {"nell2", {12092, 9184, 28818}},
+    {"enron", {6066, 5699, 244268, 1176}}};
+
+std::vector<index_t> preset(const std::string& name) {
+  for (const auto& [n, dims] : presets)
+    if (name == n) return dims;
+  throw std::invalid_argument("unknown preset '" + name +
+                              "' (expected bench3, bench4, nell2 or enron)");
+}
+
 int run(int argc, char** argv) {
   index_t nnz = 1000000;
   std::vector<index_t> ranks = {16, 64}, orders = {3, 4};
   int iters = 5;
-  std::string save;
+  std::string save, write, input;
+  std::vector<std::vector<index_t>> shapes = {preset("bench3"), preset("bench4")};
+  bool one_shape = false;
   tenfold::SparseCpOptions sparse;
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::strcmp(argv[i], "--nnz") == 0) nnz = std::stoll(argv[i + 1]);
-    if (std::strcmp(argv[i], "--iters") == 0) iters = std::stoi(argv[i + 1]);
-    if (std::strcmp(argv[i], "--save") == 0) save = argv[i + 1];
-    if (std::strcmp(argv[i], "--csf") == 0) sparse.csf = tenfold::parse_csf_layout(argv[i + 1]);
-    for (auto [flag, list] : {std::pair{"--ranks", &ranks}, std::pair{"--orders", &orders}}) {
-      if (std::strcmp(argv[i], flag) != 0) continue;
-      list->clear();
-      for (const char* p = argv[i + 1]; *p != '\0';) {
-        char* end = nullptr;
-        list->push_back(std::strtoll(p, &end, 10));
-        p = *end == ',' ? end + 1 : end;
-      }
+    const std::string flag = argv[i];
+    const char* value = argv[i + 1];
+    if (flag == "--nnz") nnz = std::stoll(value);
+    if (flag == "--iters") iters = std::stoi(value);
+    if (flag == "--save") save = value;
+    if (flag == "--write") write = value;
+    if (flag == "--input") input = value;
+    if (flag == "--csf") sparse.csf = tenfold::parse_csf_layout(value);
+    if (flag == "--ranks") ranks = integers(value);
+    if (flag == "--orders") orders = integers(value);
+    if (flag == "--shape" || flag == "--preset") {
+      shapes = {flag == "--shape" ? integers(value) : preset(value)};
+      one_shape = true;
     }
   }
-  const std::vector<std::vector<index_t>> shapes = {{200000, 100000, 2000},
-                                                    {100000, 50000, 2000, 500}};
+  if (!one_shape) {
+    std::erase_if(shapes, [&](const std::vector<index_t>& dims) {
+      return std::find(orders.begin(), orders.end(), static_cast<index_t>(dims.size())) ==
+             orders.end();
+    });
+  }
+  if (!write.empty() && shapes.size() != 1) {
+    throw std::invalid_argument("--write takes one tensor: give --shape, --preset or one order");
+  }
+  if (!input.empty()) shapes = {{}};
   auto c = tenfold::detail::make_compute<double>(tenfold::Backend::cpu);
-  for (const auto& dims : shapes) {
-    if (std::find(orders.begin(), orders.end(), static_cast<index_t>(dims.size())) == orders.end())
-      continue;
-    const tenfold::SparseTensor<double> x = power_law(dims, nnz, 1);
+  for (const auto& shape : shapes) {
+    const tenfold::SparseTensor<double> x =
+        input.empty() ? power_law(shape, nnz, 1) : tenfold::io::load_sparse_file<double>(input);
+    const std::vector<index_t>& dims = x.dims();
     const double tensor_rss = peak_rss_mb();
+    if (!write.empty()) {
+      tenfold::io::save_sparse_file(write, x);
+      std::printf("{\"wrote\": \"%s\", \"order\": %zu, \"nnz\": %lld}\n", write.c_str(),
+                  dims.size(), static_cast<long long>(x.nnz()));
+      return 0;
+    }
     if (!save.empty()) {
       tenfold::io::save_tns(save + "/power_law_" + std::to_string(dims.size()) + "way.tns", x);
     }

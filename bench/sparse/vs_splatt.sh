@@ -2,8 +2,7 @@
 # Sparse CP-ALS seconds per iteration, Tenfold against SPLATT, interleaved on one machine:
 #   bash bench/sparse/vs_splatt.sh SPLATT_SRC DATA_DIR [REPS] [RANKS] [ORDERS] [THREADS]
 # SPLATT_SRC is a SPLATT source tree fetched beforehand (github.com/ShadenSmith/splatt;
-# this script downloads nothing); it is built there once, as its README says
-# (./configure --index-size=64 --precision=double; make), unless build/bin/splatt exists.
+# this script downloads nothing); it is built there once (splatt.sh).
 # DATA_DIR receives the bench's power-law tensors (sparse_cp_bench --save) when absent.
 # For each repetition, order and rank (defaults 3, "16 64", "3 4", 1 thread): the load
 # average, Tenfold's JSON line (build/bench/sparse_cp_bench, CPU seconds per iteration
@@ -23,10 +22,9 @@ ranks=${4:-16 64}
 orders=${5:-3 4}
 threads=${6:-1}
 bench=${BENCH:-$root/build/bench/sparse_cp_bench}
-splatt=$splatt_src/build/bin/splatt
-if [ ! -x "$splatt" ]; then
-  (cd "$splatt_src" && ./configure --index-size=64 --precision=double && make -j2)
-fi
+# shellcheck source=bench/sparse/splatt.sh
+source "$root/bench/sparse/splatt.sh"
+splatt=$(splatt_binary "$splatt_src")
 if [ ! -f "$data/power_law_3way.tns" ] || [ ! -f "$data/power_law_4way.tns" ]; then
   mkdir -p "$data"
   "$bench" --ranks 1 --iters 2 --save "$data" >/dev/null

@@ -353,17 +353,20 @@ TENFOLD_API CpResult<T> cp_als(const KTensor<T>& x, const CpOptions& options,
 
 /// The compressed sparse fibre trees of sparse CP-ALS (docs/sparse.md, "Layout").
 enum class CsfLayout {
-  /// all when the N trees and the scratch of building one take at most 3/4 of the memory
-  /// available, else one
+  /// the first of all, two and one whose trees and the scratch of building one take at
+  /// most 3/4 of the memory available
   automatic,
   /// one tree per mode, rooted at it: each output row is one root's subtree
   all,
   /// one tree, rooted at the smallest mode (about 1/N of the memory): the other modes'
   /// MTTKRPs add into a copy of the output per thread (I_n x R each), summed in order
   one,
+  /// the tree of one and a second rooted at its leaf mode (the largest), whose MTTKRP,
+  /// the dearest on one tree, then runs as a root's (about 2/N of the memory)
+  two,
 };
 
-/// "auto", "all" or "one".
+/// "auto", "all", "two" or "one".
 TENFOLD_API std::string_view to_string(CsfLayout layout);
 /// Parses the names above; throws InvalidArgument otherwise.
 TENFOLD_API CsfLayout parse_csf_layout(std::string_view name);
@@ -373,22 +376,22 @@ struct TENFOLD_API SparseCpOptions {
   CsfLayout csf = CsfLayout::automatic;
 };
 
-/// The layout cp_als(x, ..., sparse) builds: sparse.csf, or for automatic the one the
-/// memory available now allows (all or one).
+/// The layout cp_als(x, ..., sparse) builds: sparse.csf, or for automatic the first the
+/// memory available now allows (all, two, one).
 template <class T>
 TENFOLD_API CsfLayout csf_layout_for(const SparseTensor<T>& x, const SparseCpOptions& sparse);
 
 /// CP-ALS of a sparse tensor (order >= 2; docs/sparse.md): the same loop, stopping rule
 /// and closed-form fit as the dense call, with the MTTKRP of each mode on compressed
 /// sparse fibre trees (built once per call; their memory is checked first): by default
-/// one tree per mode, rooted at that mode, or one tree for all modes when sparse.csf says
-/// so or the N trees do not fit. With one tree per mode the MTTKRP gives the same bits for
-/// any thread count; with one tree, for the same thread count (as the loop's dense steps,
-/// docs/api.md "Threads"). Options
-/// as for dense tensors (starts, n_starts, line_search, nonnegative, ridge, time_limit,
-/// callback); automatic init is nvecs under the same size rule (the mode Grams are
-/// formed from the nonzeros). Refused: compress = on, layout = row_major (the modes are
-/// the coordinate columns), backends without host memory.
+/// one tree per mode, rooted at that mode, or two trees or one for all modes when
+/// sparse.csf says so or the N trees do not fit. With one tree per mode the MTTKRP gives
+/// the same bits for any thread count; with two or one, for the same thread count (as
+/// the loop's dense steps, docs/api.md "Threads"). Options as for dense tensors (starts,
+/// n_starts, line_search, nonnegative, ridge, time_limit, callback); automatic init is
+/// nvecs under the same size rule (the mode Grams are formed from the nonzeros). Refused:
+/// compress = on, layout = row_major (the modes are the coordinate columns), backends
+/// without host memory.
 template <class T>
 TENFOLD_API CpResult<T> cp_als(const SparseTensor<T>& x, const CpOptions& options,
                                CpStart<T> initial_factors = {}, const SparseCpOptions& sparse = {});

@@ -43,6 +43,16 @@ bool wide_build(std::span<const index_t> dims, index_t nnz) {
 
 }  // namespace
 
+std::vector<int> csf_mode_order(std::span<const index_t> dims, int root) {
+  std::vector<int> modes = {root};
+  for (int m = 0; m < static_cast<int>(dims.size()); ++m)
+    if (m != root) modes.push_back(m);
+  std::stable_sort(modes.begin() + 1, modes.end(), [&](int a, int b) {
+    return dims[static_cast<std::size_t>(a)] < dims[static_cast<std::size_t>(b)];
+  });
+  return modes;
+}
+
 CsfScratch::CsfScratch(std::span<const index_t> dims, index_t nnz) : wide_(wide_build(dims, nnz)) {
   if (dims.size() > 255) {
     throw InvalidArgument("a CSF tree holds at most 255 modes, got a tensor of order " +
@@ -111,11 +121,7 @@ Csf<T>::Csf(const SparseTensor<T>& x, int root, CsfScratch& scratch, index_t max
                           " entries cannot build the tree of " + std::to_string(x.nnz()));
   }
   const int order = x.order();
-  modes_.push_back(root);
-  for (int m = 0; m < order; ++m)
-    if (m != root) modes_.push_back(m);
-  std::stable_sort(modes_.begin() + 1, modes_.end(),
-                   [&](int a, int b) { return x.dim(a) < x.dim(b); });
+  modes_ = csf_mode_order(x.dims(), root);
   if (scratch.wide_) {
     build(x, scratch.wide_perm_, scratch.wide_spare_, scratch.first_new_, max_narrow);
   } else {

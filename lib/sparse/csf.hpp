@@ -4,7 +4,8 @@
 // One tree per mode, each rooted at the mode whose MTTKRP it computes: every output row
 // is then one root's subtree, so threads own disjoint rows, need no atomics, and each
 // row's sum runs in the same order for any thread count (SPLATT's "all-mode" CSF). Or
-// one tree for all modes (csf_mttkrp_level: the other modes' rows are shared by roots).
+// one tree for all modes (csf_mttkrp_level: the other modes' rows are shared by roots),
+// or that tree and a second rooted at its leaf mode (SPLATT's two-tree CSF).
 // Each level keeps its node ids and child pointers in 32 bits where they fit, else in 64
 // (chosen when the tree is built); the kernels are compiled once per width (CsfIndex)
 // and with_index picks one per call.
@@ -84,11 +85,15 @@ class CsfScratch {
   std::vector<std::uint8_t> first_new_;
 };
 
+/// The modes of the levels of a tree rooted at `root` of a tensor of sizes `dims`: the root,
+/// then the others by increasing size (shorter upper levels, more shared prefixes; ties by
+/// mode number), as SPLATT orders them.
+std::vector<int> csf_mode_order(std::span<const index_t> dims, int root);
+
 template <class T>
 class Csf {
  public:
-  /// The tree rooted at mode `root`; the other modes follow by increasing size (shorter
-  /// upper levels, more shared prefixes; ties by mode number). A level is stored in 32
+  /// The tree rooted at mode `root`, its levels in csf_mode_order. A level is stored in 32
   /// bits when all its values are below `max_narrow` (at most kNarrowLimit; tests pass
   /// less to force 64-bit levels), else in 64. Builds in `scratch` (made for x).
   Csf(const SparseTensor<T>& x, int root, CsfScratch& scratch, index_t max_narrow = kNarrowLimit);

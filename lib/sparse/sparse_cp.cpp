@@ -14,8 +14,10 @@ namespace tenfold {
 
 namespace {
 
-constexpr detail::Named<CsfLayout> csf_layouts[] = {
-    {CsfLayout::automatic, "auto"}, {CsfLayout::all, "all"}, {CsfLayout::one, "one"}};
+constexpr detail::Named<CsfLayout> csf_layouts[] = {{CsfLayout::automatic, "auto"},
+                                                    {CsfLayout::all, "all"},
+                                                    {CsfLayout::two, "two"},
+                                                    {CsfLayout::one, "one"}};
 
 }  // namespace
 
@@ -30,10 +32,15 @@ CsfLayout parse_csf_layout(std::string_view name) {
 template <class T>
 CsfLayout csf_layout_for(const SparseTensor<T>& x, const SparseCpOptions& sparse) {
   if (sparse.csf != CsfLayout::automatic) return sparse.csf;
-  const double all = x.order() * detail::Csf<T>::bytes_bound(x.dims(), x.nnz()) +
-                     detail::CsfScratch::bytes(x.dims(), x.nnz());
-  return all <= 0.75 * static_cast<double>(detail::host_available_bytes()) ? CsfLayout::all
-                                                                           : CsfLayout::one;
+  // The first layout whose trees and one build scratch take at most 3/4 of the memory.
+  const double tree = detail::Csf<T>::bytes_bound(x.dims(), x.nnz());
+  const double budget = 0.75 * static_cast<double>(detail::host_available_bytes()) -
+                        detail::CsfScratch::bytes(x.dims(), x.nnz());
+  for (CsfLayout layout : {CsfLayout::all, CsfLayout::two}) {
+    if (static_cast<double>(detail::csf_roots(x.dims(), layout).size()) * tree <= budget)
+      return layout;
+  }
+  return CsfLayout::one;
 }
 
 template <class T>

@@ -27,6 +27,24 @@ void to_row_major(index_t rows, index_t cols, const T* from, T* to) {
 
 }  // namespace
 
+std::vector<int> csf_roots(std::span<const index_t> dims, CsfLayout layout) {
+  const int order = static_cast<int>(dims.size());
+  const int smallest = static_cast<int>(std::min_element(dims.begin(), dims.end()) - dims.begin());
+  switch (layout) {
+    case CsfLayout::one:
+      return {smallest};
+    case CsfLayout::two:
+      return {smallest, csf_mode_order(dims, smallest).back()};
+    case CsfLayout::all:
+      break;
+    case CsfLayout::automatic:
+      throw InvalidArgument("the sparse operand needs a CSF layout resolved to all, two or one");
+  }
+  std::vector<int> roots(static_cast<std::size_t>(order));
+  std::iota(roots.begin(), roots.end(), 0);
+  return roots;
+}
+
 template <class T>
 SparseOperand<T>::SparseOperand(Compute<T>& c, const SparseTensor<T>& x, CsfLayout layout,
                                 index_t max_narrow)
@@ -35,27 +53,25 @@ SparseOperand<T>::SparseOperand(Compute<T>& c, const SparseTensor<T>& x, CsfLayo
     throw InvalidArgument("sparse tensors are decomposed on the cpu backend only, got backend " +
                           std::string(to_string(c.kind())));
   }
-  if (layout == CsfLayout::automatic) {
-    throw InvalidArgument("the sparse operand needs a CSF layout resolved to all or one");
+  const std::vector<int> roots = csf_roots(x.dims(), layout);
+  const std::string trees = roots.size() == 1   ? "one tree"
+                            : roots.size() == 2 ? "two trees"
+                                                : "one tree per mode";
+  trees_ = build_csf_trees(x, roots, 0.0,
+                           "the CSF layout of a sparse tensor with " + std::to_string(x.nnz()) +
+                               " nonzeros (" + trees + ")",
+                           max_narrow);
+  // Mode n at its level of the first tree, unless a later tree has it at the root.
+  const auto order = static_cast<std::size_t>(x.order());
+  tree_.assign(order, 0);
+  level_.resize(order);
+  for (int d = 0; d < x.order(); ++d) level_[static_cast<std::size_t>(trees_[0]->mode(d))] = d;
+  for (std::size_t t = 1; t < roots.size(); ++t) {
+    const auto n = static_cast<std::size_t>(roots[t]);
+    tree_[n] = static_cast<int>(t);
+    level_[n] = 0;
   }
-  const int order = x.order();
-  std::vector<int> roots(static_cast<std::size_t>(order));
-  std::iota(roots.begin(), roots.end(), 0);
-  if (layout == CsfLayout::one) {
-    // the smallest mode (the first of equal ones) at the root
-    roots = {
-        static_cast<int>(std::min_element(x.dims().begin(), x.dims().end()) - x.dims().begin())};
-  }
-  trees_ = build_csf_trees(
-      x, roots, 0.0,
-      "the CSF layout of a sparse tensor with " + std::to_string(x.nnz()) + " nonzeros (" +
-          (layout == CsfLayout::one ? std::string("one tree") : "one tree per mode") + ")",
-      max_narrow);
-  if (layout == CsfLayout::one) {
-    level_.resize(static_cast<std::size_t>(order));
-    for (int d = 0; d < order; ++d) level_[static_cast<std::size_t>(trees_[0]->mode(d))] = d;
-  }
-  rows_.resize(static_cast<std::size_t>(order));
+  rows_.resize(order);
 }
 
 template <class T>
@@ -90,11 +106,9 @@ std::vector<const T*> SparseOperand<T>::factor_rows(std::span<const T* const> fa
 template <class T>
 void SparseOperand<T>::mttkrp(int n, std::span<const T* const> factors, index_t rank, T* out) {
   const std::vector<const T*> rows = factor_rows(factors, rank, n);
-  if (layout_ == CsfLayout::all) {
-    csf_mttkrp(*trees_[static_cast<std::size_t>(n)], rows, rank, out);
-  } else {
-    csf_mttkrp_level(*trees_[0], level_[static_cast<std::size_t>(n)], rows, rank, x_.dim(n), out);
-  }
+  const auto ns = static_cast<std::size_t>(n);
+  csf_mttkrp_level(*trees_[static_cast<std::size_t>(tree_[ns])], level_[ns], rows, rank, x_.dim(n),
+                   out);
 }
 
 template <class T>
@@ -135,15 +149,16 @@ void sparse_mode_gram(const SparseTensor<T>& x, int n, T* out) {
 
 template <class T>
 double SparseOperand<T>::workspace_elements(index_t rank, bool mode_grams) const {
-  // Row-major factor copies (host memory, counted in T); one tree: a copy of the largest
-  // output per thread; the mode Gram's sort (index_t per entry, twice: the permutation and
-  // its spare).
+  // Row-major factor copies (host memory, counted in T); a copy per thread of the largest
+  // output computed below a root; the mode Gram's sort (index_t per entry, twice: the
+  // permutation and its spare).
   double e = 0.0, most = 0.0;
-  for (index_t d : x_.dims()) {
-    e += static_cast<double>(d) * static_cast<double>(rank);
-    most = std::max(most, static_cast<double>(d) * static_cast<double>(rank));
+  for (int n = 0; n < x_.order(); ++n) {
+    const double rows = static_cast<double>(x_.dim(n)) * static_cast<double>(rank);
+    e += rows;
+    if (level_[static_cast<std::size_t>(n)] > 0) most = std::max(most, rows);
   }
-  if (layout_ == CsfLayout::one) e += pool_threads() * most;
+  e += pool_threads() * most;
   if (mode_grams) e += 2.0 * static_cast<double>(x_.nnz()) * sizeof(index_t) / sizeof(T);
   return e;
 }

@@ -1,11 +1,12 @@
 // A sparse tensor as a CP-ALS operand: MTTKRP of mode n on the CSF tree rooted at n, or
-// at n's level of one tree for all modes (sparse/csf.hpp), from row-major copies of the
-// factors that are refreshed only when a factor changes. Host-memory backends only (cpu,
-// reference).
+// at n's level of one tree for all modes, or (two trees) on the second tree for the first
+// one's leaf mode (sparse/csf.hpp), from row-major copies of the factors that are refreshed
+// only when a factor changes. Host-memory backends only (cpu, reference).
 #pragma once
 
 #include <cstddef>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "core/memory.hpp"
@@ -15,13 +16,18 @@
 
 namespace tenfold::detail {
 
+/// The root modes of a resolved layout's trees (not automatic): all, every mode in order;
+/// one, the smallest mode (the first of equal ones); two, that and the mode of its tree's
+/// leaves (csf_mode_order).
+std::vector<int> csf_roots(std::span<const index_t> dims, CsfLayout layout);
+
 template <class T>
 class SparseOperand final : public CpOperand<T> {
  public:
-  /// Builds one CSF tree per mode (`layout` all) or one rooted at the smallest mode (one)
-  /// (x must outlive the operand), after checking that they fit in memory; `max_narrow` as
-  /// for Csf (tests force 64-bit levels with it). Throws InvalidArgument for a backend
-  /// without host memory or layout automatic (resolve it first: csf_layout_for).
+  /// Builds the trees of `layout` rooted at csf_roots (x must outlive the operand), after
+  /// checking that they fit in memory; `max_narrow` as for Csf (tests force 64-bit levels
+  /// with it). Throws InvalidArgument for a backend without host memory or layout automatic
+  /// (resolve it first: csf_layout_for).
   SparseOperand(Compute<T>& c, const SparseTensor<T>& x, CsfLayout layout = CsfLayout::all,
                 index_t max_narrow = kNarrowLimit);
 
@@ -34,7 +40,7 @@ class SparseOperand final : public CpOperand<T> {
   double workspace_elements(index_t rank, bool mode_grams) const override;
 
   CsfLayout layout() const { return layout_; }
-  /// The trees: one per mode (rooted at mode n: trees()[n]) or one.
+  /// The trees, rooted at csf_roots(dims(), layout()).
   const std::vector<std::unique_ptr<Csf<T>>>& trees() const { return trees_; }
   /// Row-major copies of the factors at `rank` (refreshed where they changed).
   std::vector<const T*> factor_rows(std::span<const T* const> factors, index_t rank, int skip);
@@ -43,7 +49,7 @@ class SparseOperand final : public CpOperand<T> {
   const SparseTensor<T>& x_;
   CsfLayout layout_;
   std::vector<std::unique_ptr<Csf<T>>> trees_;
-  std::vector<int> level_;          // one tree: the level of each mode
+  std::vector<int> tree_, level_;   // mode n's MTTKRP: level level_[n] of trees_[tree_[n]]
   std::vector<HostArray<T>> rows_;  // rows_[m]: U_m row-major (I_m x R)
   std::vector<bool> fresh_;
   index_t rows_rank_ = 0;

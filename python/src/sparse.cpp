@@ -48,8 +48,9 @@ nb::dict sparse_cp_als_typed(const Coords& coords, const Values<T>& values,
                              const std::string& init, double tol, std::uint64_t seed,
                              const std::vector<InArray>& initial_factors, nb::object callback,
                              bool line_search, double ridge, int n_starts,
-                             const std::string& compress) {
+                             const std::string& compress, const std::string& csf) {
   const SparseTensor<T> x = sparse_from(coords, values, shape);
+  const CsfLayout layout = csf_layout_for(x, {parse_csf_layout(csf)});
   CpOptions o;
   o.rank = rank;
   o.max_iters = n_iter_max;
@@ -67,9 +68,10 @@ nb::dict sparse_cp_als_typed(const Coords& coords, const Values<T>& values,
       return callback.is_none() || !nb::bool_(callback(p.iteration, p.fit, p.delta, p.seconds));
     });
   };
-  CpResult<T> r = interrupt.run([&] { return cp_als(x, o, start); });
+  CpResult<T> r = interrupt.run([&] { return cp_als(x, o, start, {layout}); });
   nb::dict d = cp_dict(std::move(r), false);
   d["nnz"] = x.nnz();
+  d["csf"] = std::string(to_string(layout));
   return d;
 }
 
@@ -149,12 +151,12 @@ void register_sparse(nb::module_& m) {
         nb::arg("values").noconvert(), nb::arg("shape"), nb::arg("rank"), nb::arg("n_iter_max"),
         nb::arg("init"), nb::arg("tol"), nb::arg("seed"), nb::arg("initial_factors"),
         nb::arg("callback").none(), nb::arg("line_search"), nb::arg("ridge"), nb::arg("n_starts"),
-        nb::arg("compress"));
+        nb::arg("compress"), nb::arg("csf"));
   m.def("sparse_cp_als", &sparse_cp_als_typed<float>, nb::arg("coords").noconvert(),
         nb::arg("values").noconvert(), nb::arg("shape"), nb::arg("rank"), nb::arg("n_iter_max"),
         nb::arg("init"), nb::arg("tol"), nb::arg("seed"), nb::arg("initial_factors"),
         nb::arg("callback").none(), nb::arg("line_search"), nb::arg("ridge"), nb::arg("n_starts"),
-        nb::arg("compress"));
+        nb::arg("compress"), nb::arg("csf"));
   m.def("sparse_cp_apr", &sparse_cp_apr_typed<double>, nb::arg("coords").noconvert(),
         nb::arg("values").noconvert(), nb::arg("shape"), nb::arg("rank"), nb::arg("n_iter_max"),
         nb::arg("n_inner_iter_max"), nb::arg("tol"), nb::arg("kappa"), nb::arg("kappa_tol"),

@@ -151,6 +151,7 @@ def parafac(
     solver="exact",
     samples=0,
     fit_check_every=0,
+    csf="auto",
 ):
     """CP decomposition by alternating least squares (CP-ALS), like ``tensorly.decomposition.parafac``.
 
@@ -221,6 +222,9 @@ def parafac(
     fit_check_every : int
         Sampled solver: sweeps between exact fits (0, the default: when the
         estimated fit stalls).
+    csf : {'auto', 'all', 'two', 'one'}
+        Sparse tensors: the compressed sparse fibre trees of the MTTKRP
+        (:func:`tenfold.sparse.parafac`); the result's ``csf`` says which ran.
     svd, orthogonalise, verbose, return_errors, sparsity, cvg_criterion, fixed_modes, svd_mask_repeats
         TensorLy's arguments with TensorLy's meaning (docs/python.md, "TensorLy's
         arguments"): ``return_errors=True`` returns ``(result, errors)``;
@@ -282,7 +286,9 @@ def parafac(
                              "tensor")
         return sparse.parafac(tensor, rank, n_iter_max, init, tol, random_state, normalize_factors,
                               callback, backend, dtype, linesearch=linesearch, l2_reg=l2_reg,
-                              mask=mask, n_starts=n_starts, compress=compress)
+                              mask=mask, n_starts=n_starts, compress=compress, csf=csf)
+    if csf != "auto":
+        raise ValueError(f"csf={csf!r} applies to sparse tensors only")
     return _run_cp(
         _cp, tensor, rank, n_iter_max, init, tol, random_state, normalize_factors, callback,
         backend, dtype, dict(linesearch=linesearch, l2_reg=l2_reg, mask=mask, n_starts=n_starts,

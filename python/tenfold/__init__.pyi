@@ -108,6 +108,7 @@ def parafac(
     solver: str = "exact",
     samples: int = 0,
     fit_check_every: int = 0,
+    csf: str = "auto",
 ) -> Union[CPResult, tuple[Any, ...]]: ...
 def non_negative_parafac_hals(
     tensor: npt.ArrayLike,

@@ -118,13 +118,16 @@ def as_coo(tensor, dtype=None):
 
 def parafac(tensor, rank, n_iter_max=100, init="svd", tol=1e-6, random_state=None,
             normalize_factors=True, callback=None, backend="cpu", dtype=None, *,
-            linesearch=False, l2_reg=0.0, mask=None, n_starts=0, compress="auto"):
+            linesearch=False, l2_reg=0.0, mask=None, n_starts=0, compress="auto", csf="auto"):
     """CP-ALS of a sparse tensor: :func:`tenfold.parafac`'s arguments and result.
 
-    The MTTKRP runs on compressed sparse fibres, one tree per axis; the same bits for
-    any thread count. Not with `mask` (absent entries are zeros), ``compress='on'`` or
-    ``backend='cuda'``. The result also carries ``nnz`` (entries after summing
-    duplicates).
+    The MTTKRP runs on compressed sparse fibres (docs/sparse.md, "Layout"): `csf`
+    'all', one tree per axis (the same bits for any thread count); 'two', a tree
+    rooted at the smallest axis and one at the largest (about 2/N of the memory);
+    'one', a single tree (about 1/N); 'auto' (the default), the first of these whose
+    trees fit in 3/4 of the available memory. Not with `mask` (absent entries are
+    zeros), ``compress='on'`` or ``backend='cuda'``. The result also carries ``nnz``
+    (entries after summing duplicates) and ``csf`` (the layout that ran).
     """
     if mask is not None:
         raise ValueError("mask does not apply to a sparse tensor (its absent entries are zeros)")
@@ -151,7 +154,7 @@ def parafac(tensor, rank, n_iter_max=100, init="svd", tol=1e-6, random_state=Non
         coords, values, shape, rank, _validate.integer(n_iter_max, "n_iter_max", 0, _validate.INT_MAX),
         init_name, _validate.nonnegative(tol, "tol"), _validate.random_seed(random_state), given,
         progress, bool(linesearch), _validate.nonnegative(l2_reg, "l2_reg"),
-        _validate.integer(n_starts, "n_starts", 0, _validate.INT_MAX), str(compress),
+        _validate.integer(n_starts, "n_starts", 0, _validate.INT_MAX), str(compress), str(csf),
     )
     weights, factors = r.pop("weights"), r.pop("factors")
     if not normalize_factors:

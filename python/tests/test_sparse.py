@@ -49,6 +49,20 @@ def test_parafac_accepts_a_coo_like_object_and_float32():
     assert len(r.start_fits) == 2
 
 
+def test_parafac_csf_layouts_fit_alike_and_say_which_ran():
+    x = np.random.default_rng(4).poisson(0.5, (12, 10, 8, 6)).astype(float)
+    runs = {csf: tenfold.parafac(triple(x), 3, init="random", random_state=5, n_iter_max=10,
+                                 tol=0, csf=csf)
+            for csf in ("all", "two", "one", "auto")}
+    for csf, r in runs.items():
+        assert r.csf == ("all" if csf == "auto" else csf)  # a small tensor: all trees fit
+        np.testing.assert_allclose(r.fit_history, runs["all"].fit_history, rtol=1e-10)
+    with pytest.raises(ValueError, match=r"unknown csf layout 'three' \(expected auto, all, two or one\)"):
+        tenfold.parafac(triple(x), 3, csf="three")
+    with pytest.raises(ValueError, match="csf='two' applies to sparse tensors only"):
+        tenfold.parafac(x, 3, csf="two")
+
+
 def test_sparse_duplicates_are_summed():
     coords = np.array([[0, 0, 1], [1, 1, 0]])
     r = tenfold.parafac((coords, np.array([1.0, 2.0, 4.0]), (2, 2)), 1, init="random")
