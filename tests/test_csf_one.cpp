@@ -69,32 +69,6 @@ TYPED_TEST(CsfOne, EveryLevelGivesItsModesMttkrp) {
   set_num_threads(threads);
 }
 
-// CP-ALS from the same random start on one tree and on all trees: the same fits and model
-// to rounding.
-TYPED_TEST(CsfOne, CpAlsMatchesAllTrees) {
-  using T = TypeParam;
-  const double tol = sizeof(T) == 4 ? 1e-4 : 1e-10;
-  for (const std::vector<index_t>& dims :
-       std::vector<std::vector<index_t>>{{60, 250, 9}, {20, 30, 8, 12}}) {
-    const SparseTensor<T> x = random_entries<T>(dims, 4000, 130);
-    CpOptions o;
-    o.rank = 4;
-    o.init = CpInit::random;
-    o.max_iters = 8;
-    o.tol = 0.0;
-    const CpResult<T> all = cp_als(x, o, {}, {CsfLayout::all});
-    const CpResult<T> one = cp_als(x, o, {}, {CsfLayout::one});
-    ASSERT_EQ(one.fit_history.size(), all.fit_history.size());
-    EXPECT_LT(relative_difference(one.fit_history, all.fit_history), tol);
-    EXPECT_LT(relative_difference(one.model.weights, all.model.weights), tol);
-    for (std::size_t n = 0; n < dims.size(); ++n) {
-      EXPECT_LT(relative_difference(one.model.factors[n].values(), all.model.factors[n].values()),
-                tol)
-          << "mode " << n;
-    }
-  }
-}
-
 // The operand builds one tree rooted at the smallest mode (the first of equal ones) and
 // takes about 1/N of the trees' bytes; automatic resolves before it and names stay
 // parseable.

@@ -94,9 +94,9 @@ TYPED_TEST(CsfTwo, EveryModesMttkrp) {
   set_num_threads(threads);
 }
 
-// CP-ALS from the same random start on two trees and on all trees: the same fits and model
-// to rounding.
-TYPED_TEST(CsfTwo, CpAlsMatchesAllTrees) {
+// CP-ALS from the same random start on one tree, on two trees and on all trees: the same
+// fits and model to rounding.
+TYPED_TEST(CsfTwo, CpAlsOnOneAndTwoTreesMatchesAllTrees) {
   using T = TypeParam;
   const double tol = sizeof(T) == 4 ? 1e-4 : 1e-10;
   for (const std::vector<index_t>& dims :
@@ -108,14 +108,17 @@ TYPED_TEST(CsfTwo, CpAlsMatchesAllTrees) {
     o.max_iters = 8;
     o.tol = 0.0;
     const CpResult<T> all = cp_als(x, o, {}, {CsfLayout::all});
-    const CpResult<T> two = cp_als(x, o, {}, {CsfLayout::two});
-    ASSERT_EQ(two.fit_history.size(), all.fit_history.size());
-    EXPECT_LT(relative_difference(two.fit_history, all.fit_history), tol);
-    EXPECT_LT(relative_difference(two.model.weights, all.model.weights), tol);
-    for (std::size_t n = 0; n < dims.size(); ++n) {
-      EXPECT_LT(relative_difference(two.model.factors[n].values(), all.model.factors[n].values()),
-                tol)
-          << "order " << dims.size() << " mode " << n;
+    for (CsfLayout layout : {CsfLayout::one, CsfLayout::two}) {
+      const CpResult<T> got = cp_als(x, o, {}, {layout});
+      const std::string where = "layout " + to_string(layout) + " order " + std::to_string(dims.size());
+      ASSERT_EQ(got.fit_history.size(), all.fit_history.size()) << where;
+      EXPECT_LT(relative_difference(got.fit_history, all.fit_history), tol) << where;
+      EXPECT_LT(relative_difference(got.model.weights, all.model.weights), tol) << where;
+      for (std::size_t n = 0; n < dims.size(); ++n) {
+        EXPECT_LT(relative_difference(got.model.factors[n].values(), all.model.factors[n].values()),
+                  tol)
+            << where << " mode " << n;
+      }
     }
   }
 }

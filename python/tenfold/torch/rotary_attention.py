@@ -174,13 +174,21 @@ class RotarySharedKeyAttention(nn.Module):
             keys = keys * c + rotate_half(keys) * s
             queries = self.q_proj(hidden_states).view(b, n, self.heads, self.head_dim).transpose(1, 2)
             queries = queries * c[total - n:] + rotate_half(queries) * s[total - n:]
-        context, probs = self.attend(queries, keys, values, attention_mask)
-        if self.value_values is not None and not self.folded:
-            # head h's d values: B_g(h) times its C_v attended latent values
-            g, per = self.key_heads, self.heads // self.key_heads
+        rebuild = self.value_values is not None and not self.folded
+        if rebuild and self.sdpa(n):
+            # Several queries: each value head's d values rebuilt from the latent first (G d C_v
+            # per cached token), so that the fused attention runs at the original value width.
+            total = values.shape[2]
+            values = torch.matmul(values, self.value_expand.T).view(b, total, self.key_heads, -1).transpose(1, 2)
+            rebuild = False
+        context, probs = self.attend(queries, keys, values, attention_mask)  # (B, H, n, w)
+        if rebuild:
+            # head h's d values: B_g(h) times its C_v attended latent values, one product
+            # per group (its heads adjacent: (B, H, n, C_v) is (B, G, H/G n, C_v))
+            g = self.key_heads
             expand = self.value_expand.view(g, self.head_dim, self.value_values).transpose(-1, -2)
-            context = torch.matmul(context.view(b, n, g, per, self.value_values), expand).reshape(b, n, -1)
-        return self.o_proj(context), probs
+            context = torch.matmul(context.reshape(b, g, -1, self.value_values), expand).view(b, self.heads, n, -1)
+        return self.o_proj(context.transpose(1, 2).reshape(b, n, -1)), probs
 
     def sdpa(self, n: int) -> bool:
         """torch's fused attention for n > 1 queries when the model asked for it ('sdpa')
@@ -191,7 +199,7 @@ class RotarySharedKeyAttention(nn.Module):
         return n > 1 and impl == "sdpa" and not (self.training and self.attention_dropout > 0)
 
     def attend(self, queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask):
-        """(context (B, n, H w), probabilities (B, H, n, n_k) or None): each head's
+        """(context (B, H, n, w), probabilities (B, H, n, n_k) or None): each head's
         softmax(q kᵀ scale + mask) v, the queries (B, H, n, k) against keys (B, K, n_k, k)
         and values (B, V, n_k, w) of K, V in {1, G} heads (head h reads head h // (H / K)),
         the shared heads never copied per query head."""
@@ -211,7 +219,7 @@ class RotarySharedKeyAttention(nn.Module):
             context = nn.functional.scaled_dot_product_attention(queries, keys, values, attn_mask=bias,
                                                                  is_causal=causal, scale=self.scaling,
                                                                  enable_gqa=heads < h)[..., :value_width]
-            return context.transpose(1, 2).reshape(b, n, -1), None
+            return context, None
         k, v = keys.shape[1], values.shape[1]
         # The heads of one key head are adjacent: (B, H, n, .) is (B, K, H/K n, .) as a view.
         scores = torch.matmul(queries.reshape(b, k, -1, width), keys.transpose(-1, -2))
@@ -220,4 +228,4 @@ class RotarySharedKeyAttention(nn.Module):
         probs = nn.functional.dropout(probs, p=self.attention_dropout if self.training else 0.0,
                                       training=self.training)
         context = torch.matmul(probs.reshape(b, v, -1, total), values)  # (B, V, H/V n, w)
-        return context.view(b, h, n, -1).transpose(1, 2).reshape(b, n, -1), probs
+        return context.view(b, h, n, -1), probs
