@@ -175,7 +175,8 @@ ValueLatent value_latent(const ValueLayer<T>& layer, const ValueOptions& o,
   if (moment) out.data_error = ratio(moment);
   out.params_before =
       layer.input_dim() * gd + static_cast<index_t>(layer.value_bias.size()) + heads * d * e;
-  out.params_after = dim * k + (value_expansion_folded(k, d, e) ? heads * k * e : gd * k + heads * d * e);
+  out.params_after =
+      dim * k + (value_expansion_folded(k, d, e) ? heads * k * e : gd * k + heads * d * e);
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return out;
 }
