@@ -111,7 +111,7 @@ TYPED_TEST(CsfTwo, CpAlsOnOneAndTwoTreesMatchesAllTrees) {
     for (CsfLayout layout : {CsfLayout::one, CsfLayout::two}) {
       const CpResult<T> got = cp_als(x, o, {}, {layout});
       const std::string where =
-          "layout " + to_string(layout) + " order " + std::to_string(dims.size());
+          "layout " + std::string(to_string(layout)) + " order " + std::to_string(dims.size());
       ASSERT_EQ(got.fit_history.size(), all.fit_history.size()) << where;
       EXPECT_LT(relative_difference(got.fit_history, all.fit_history), tol) << where;
       EXPECT_LT(relative_difference(got.model.weights, all.model.weights), tol) << where;
