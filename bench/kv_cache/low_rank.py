@@ -24,22 +24,26 @@ from tenfold.torch.rotary_attention import RotarySharedKeyAttention
 
 def _layer(model, module, a_k, b_k, a_v, b_v):
     """The converted layer caching c_K = A_K x and c_V = A_V x, keys rebuilt as B_K c_K and
-    rotated, B_V folded into o_proj per head."""
+    rotated, B_V folded into o_proj per head or applied before the original o_proj, as the
+    layer chooses (value_expansion_folded)."""
     cfg, emb = model.config, model.model.rotary_emb
     heads, groups, d = cfg.num_attention_heads, cfg.num_key_value_heads, module.head_dim
     # bands > 1 selects the layer's rebuild-and-rotate path; expand is dense here
     new = RotarySharedKeyAttention(module, a_k.shape[0], heads, groups, d, False, cfg.model_type, 2, a_v.shape[0])
     per_group = heads // groups
-    w_o = module.o_proj.weight.detach().double()
-    # head h's output columns times its value group's up-projection: (E, H r_V)
-    out = torch.cat([w_o[:, h * d : (h + 1) * d] @ b_v[(h // per_group) * d : (h // per_group + 1) * d]
-                     for h in range(heads)], dim=1)
     with torch.no_grad():
         new.key.weight.copy_(a_k)
         new.expand.copy_(b_k)
         new.inv_freq.copy_(emb.inv_freq.float())
         new.attention_scaling.fill_(float(getattr(emb, "attention_scaling", 1.0)))
         new.value.weight.copy_(a_v)
+        if not new.folded:  # the original o_proj after each head's B_V
+            new.value_expand.copy_(b_v)
+            return new
+        # head h's output columns times its value group's up-projection: (E, H r_V)
+        w_o = module.o_proj.weight.detach().double()
+        out = torch.cat([w_o[:, h * d : (h + 1) * d] @ b_v[(h // per_group) * d : (h // per_group + 1) * d]
+                         for h in range(heads)], dim=1)
         new.o_proj.weight.copy_(out)
         if module.o_proj.bias is not None:
             new.o_proj.bias.copy_(module.o_proj.bias)
