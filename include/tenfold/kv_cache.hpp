@@ -13,6 +13,12 @@
 // inputs' second moment S (L L^T = S + damping tr(S) / D' I) or, weight-only, S = I. Its
 // minimiser is one SVD: with X = L^T W_V blockdiag(F_g) = U Sigma V^T, A = U_k^T L^{-1}
 // and B = W_V^T L U_k (the values' projection on the kept latent).
+//
+// Joint (ValueOptions::joint): one latent for keys and values, cached once. Keys and values
+// are read from the same token, so in the whitened space of x their rows share most
+// directions: X = L^T [W_K / n_K, W_V blockdiag(F_g) / n_V] (each side scaled to unit
+// whitened energy, n = its Frobenius norm), the same SVD, and the keys rebuilt as
+// B_K c = W_K^T L U_k c before the rotation, at read time.
 #pragma once
 
 #include <cstdint>
@@ -37,6 +43,8 @@ struct TENFOLD_API ValueLayer {
   Matrix<T> value_weight;     ///< D x (G d)
   std::vector<T> value_bias;  ///< G d entries, or empty
   Matrix<T> output_weight;    ///< (H d) x E
+  Matrix<T> key_weight;       ///< D x (G d), PyTorch's k_proj weight: read by the joint latent only
+  std::vector<T> key_bias;    ///< G d entries, or empty (joint only)
 
   index_t input_dim() const { return value_weight.rows(); }  ///< D
   /// Throws InvalidArgument / DimensionMismatch unless the sizes above hold and every
@@ -46,11 +54,14 @@ struct TENFOLD_API ValueLayer {
 
 /// Options of value_latent().
 struct TENFOLD_API ValueOptions {
-  /// C_v: latent values cached per token (1 ... G d); 0: "full", the smallest exact size
-  /// (singular values above 1e-6 of the largest).
+  /// C_v: latent values cached per token (1 ... G d; joint: 1 ... 2 G d); 0: "full", the
+  /// smallest exact size (singular values above 1e-6 of the largest).
   index_t values = 0;
   /// With moments: S is whitened as S + damping tr(S) / D' I.
   double damping = 0.01;
+  /// One latent for keys and values (the layer's key_weight and key_bias): the cache holds
+  /// C_v values per token in all, the keys rebuilt from them (ValueLatent::key_expand).
+  bool joint = false;
 };
 
 /// Whether a layer with C_v = `values` latent values folds the rebuild B into o_proj
@@ -62,8 +73,8 @@ inline bool value_expansion_folded(index_t values, index_t head_dim, index_t hid
   return values * (hidden - head_dim) <= head_dim * hidden;
 }
 
-/// One layer's latent value cache. D' = D + 1 with a value bias (the last row then holds
-/// the latent's bias), else D; C_v = values().
+/// One layer's latent value cache. D' = D + 1 with a value bias (joint: a key or value
+/// bias; the last row then holds the latent's bias), else D; C_v = values().
 struct TENFOLD_API ValueLatent {
   Matrix<double> latent;  ///< D' x C_v: column c maps [x; 1] to latent value c
   /// (G d) x C_v: B, the values rebuilt from the latent. The layer applies it per head
@@ -72,16 +83,22 @@ struct TENFOLD_API ValueLatent {
   /// (H C_v) x E: the folded o_proj, rows h C_v ... (h + 1) C_v = (W_O^h B_g(h))^T
   /// (PyTorch's (E, H C_v) weight); o_proj's bias is unchanged.
   Matrix<double> output;
-  /// sigma of X, descending, min(D', G d) of them (zero for "full": the plain SVD of
-  /// W_V blockdiag(F_g)).
+  /// sigma of X, descending, min(D', G d) of them (joint: min(D', 2 G d); zero for "full":
+  /// the plain SVD of W_V blockdiag(F_g)).
   std::vector<double> singular_values;
-  /// Square root of the objective's relative value, weight-only (S = I).
+  /// Square root of the objective's relative value, weight-only (S = I): the values' part.
   double relative_error = 0.0;
   /// The same on the given (undamped) moment; absent without one.
   std::optional<double> data_error;
-  index_t params_before = 0;  ///< v_proj (weight and bias) and o_proj's weight
+  /// Joint only: (G d) x C_v, B_K, the keys (before the rotation) rebuilt from the latent;
+  /// empty otherwise.
+  Matrix<double> key_expand;
+  /// Joint only: sqrt(E ||k - B_K c||^2 / E ||k||^2), weight-only and on the moment.
+  std::optional<double> key_error, key_data_error;
+  /// v_proj (weight and bias) and o_proj's weight; joint: k_proj's too
+  index_t params_before = 0;
   /// The latent (with bias) and the folded o_proj weight, or B and the original o_proj
-  /// weight (value_expansion_folded)
+  /// weight (value_expansion_folded); joint: and B_K
   index_t params_after = 0;
   double seconds = 0.0;
 

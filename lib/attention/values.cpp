@@ -1,6 +1,7 @@
 // The latent value cache (include/tenfold/kv_cache.hpp, docs/kv-cache.md): the output
-// weighting F_g of each value head, one whitened and weighted SVD, the latent, its
-// rebuild map and o_proj with the rebuild folded in.
+// weighting F_g of each value head, one whitened and weighted SVD (of the keys beside the
+// values for the joint latent), the latent, its rebuild maps and o_proj with the rebuild
+// folded in.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -51,15 +52,52 @@ Matrix<double> weigh(Compute<double>& c, const Matrix<double>& y,
   return out;
 }
 
-/// tr(Y^T S Y) (||Y||^2 without S), Y = M blockdiag(F).
-double weighted_energy(Compute<double>& c, const Matrix<double>& m,
-                       const std::vector<Matrix<double>>& roots, const Matrix<double>* s) {
-  const Matrix<double> y = weigh(c, m, roots);
+/// tr(Y^T S Y) (||Y||^2 without S).
+double energy(Compute<double>& c, const Matrix<double>& y, const Matrix<double>* s) {
   if (!s) return c.sum_squares(y.values().size(), y.data());
   Matrix<double> sy(y.rows(), y.cols());
   c.gemm(Op::none, Op::none, y.rows(), y.cols(), y.rows(), 1.0, s->data(), y.rows(), y.data(),
          y.rows(), 0.0, sy.data(), sy.rows());
   return c.dot(y.values().size(), y.data(), sy.data());
+}
+
+/// sqrt(tr(D^T S D) / tr(W^T S W)), D = W - latent expand^T: the relative error of the rebuild
+/// (0 for W = 0).
+double relative(Compute<double>& c, const Matrix<double>& w, const Matrix<double>& latent,
+                const Matrix<double>& expand, const std::vector<Matrix<double>>& roots,
+                const Matrix<double>* s) {
+  Matrix<double> diff = w;
+  if (latent.cols() > 0) {
+    c.gemm(Op::none, Op::trans, w.rows(), w.cols(), latent.cols(), -1.0, latent.data(), w.rows(),
+           expand.data(), w.cols(), 1.0, diff.data(), w.rows());
+  }
+  const auto weighed = [&](const Matrix<double>& m) {
+    return roots.empty() ? energy(c, m, s) : energy(c, weigh(c, m, roots), s);
+  };
+  const double den = weighed(w);
+  return den > 0.0 ? std::sqrt(weighed(diff) / den) : 0.0;
+}
+
+/// Columns a and b side by side, each scaled to unit Frobenius norm (kept when zero).
+Matrix<double> side_by_side(Compute<double>& c, const Matrix<double>& a, const Matrix<double>& b) {
+  Matrix<double> out(a.rows(), a.cols() + b.cols());
+  const double na = std::sqrt(c.sum_squares(a.values().size(), a.data()));
+  const double nb = std::sqrt(c.sum_squares(b.values().size(), b.data()));
+  const double sa = na > 0.0 ? 1.0 / na : 1.0, sb = nb > 0.0 ? 1.0 / nb : 1.0;
+  for (index_t j = 0; j < a.cols(); ++j)
+    for (index_t i = 0; i < a.rows(); ++i) out(i, j) = sa * a(i, j);
+  for (index_t j = 0; j < b.cols(); ++j)
+    for (index_t i = 0; i < b.rows(); ++i) out(i, a.cols() + j) = sb * b(i, j);
+  return out;
+}
+
+/// L^T W (W itself without whitening).
+Matrix<double> whitened(Compute<double>& c, const Matrix<double>& chol, const Matrix<double>& w) {
+  if (chol.rows() == 0) return w;
+  Matrix<double> out(w.rows(), w.cols());
+  c.gemm(Op::trans, Op::none, w.rows(), w.cols(), w.rows(), 1.0, chol.data(), w.rows(), w.data(),
+         w.rows(), 0.0, out.data(), out.rows());
+  return out;
 }
 
 }  // namespace
@@ -95,22 +133,50 @@ void ValueLayer<T>::validate() const {
       "output_weight");
 }
 
+namespace {
+
+/// The key side the joint latent reads: D x G d, its bias G d or empty, finite.
+template <class T>
+void validate_keys(const ValueLayer<T>& layer) {
+  const index_t gd = layer.key_heads * layer.head_dim;
+  if (layer.key_weight.rows() != layer.input_dim() || layer.key_weight.cols() != gd) {
+    throw DimensionMismatch(
+        "key_weight is " + text(layer.key_weight.rows()) + "x" + text(layer.key_weight.cols()) +
+        ", expected D x G d = " + text(layer.input_dim()) + "x" + text(gd) + " (the joint latent)");
+  }
+  if (!layer.key_bias.empty() && static_cast<index_t>(layer.key_bias.size()) != gd) {
+    throw DimensionMismatch("key_bias has " + text(static_cast<index_t>(layer.key_bias.size())) +
+                            " entries, expected G d = " + text(gd));
+  }
+  if (!layer.key_bias.empty()) {
+    check_finite(TensorView<const T>(layer.key_bias.data(), {gd}), "key_bias");
+  }
+  check_finite(TensorView<const T>(layer.key_weight.data(), {layer.input_dim(), gd}), "key_weight");
+}
+
+}  // namespace
+
 template <class T>
 ValueLatent value_latent(const ValueLayer<T>& layer, const ValueOptions& o,
                          const Matrix<double>* moment) {
   const auto start = std::chrono::steady_clock::now();
   layer.validate();
+  if (o.joint) validate_keys(layer);
   const index_t heads = layer.heads, groups = layer.key_heads, d = layer.head_dim;
-  const index_t gd = groups * d, e = layer.output_weight.cols();
-  if (o.values < 0 || o.values > gd) {
-    throw InvalidOption("values",
-                        "must be in [1, G d = " + text(gd) + "] (0: full), got " + text(o.values));
+  const index_t gd = groups * d, e = layer.output_weight.cols(), most = o.joint ? 2 * gd : gd;
+  if (o.values < 0 || o.values > most) {
+    throw InvalidOption("values", std::string("must be in [1, ") +
+                                      (o.joint ? "2 G d = " : "G d = ") + text(most) +
+                                      "] (0: full), got " + text(o.values));
   }
   if (!(o.damping >= 0.0) || !std::isfinite(o.damping)) {
     throw InvalidOption("damping", "must be finite and >= 0");
   }
-  const bool biased = !layer.value_bias.empty(), full = o.values == 0;
+  const bool biased = !layer.value_bias.empty() || (o.joint && !layer.key_bias.empty());
+  const bool full = o.values == 0;
   const Matrix<double> wv = detail::augmented(layer.value_weight, layer.value_bias, biased);
+  const Matrix<double> wk =
+      o.joint ? detail::augmented(layer.key_weight, layer.key_bias, biased) : Matrix<double>();
   const index_t dim = wv.rows();
   if (moment) {
     validate_moment(*moment, dim, "value input moment", std::numeric_limits<float>::epsilon());
@@ -121,25 +187,22 @@ ValueLatent value_latent(const ValueLayer<T>& layer, const ValueOptions& o,
   const Matrix<double>& wo = wo_double.get();
   const std::vector<Matrix<double>> roots = output_roots(c, wo, heads, groups, d);
 
-  // X = L^T W_V blockdiag(F) (W_V blockdiag(F) without whitening, and for "full"), its SVD.
+  // X = L^T W_V blockdiag(F) (no L without whitening, and for "full"); joint:
+  // X = [L^T W_K / n_K, L^T W_V blockdiag(F) / n_V], each side of unit energy. Its SVD.
   Matrix<double> chol;
-  const bool whiten = moment && !full;
-  if (whiten) chol = detail::damped_cholesky(*moment, o.damping, "the value input moment");
-  Matrix<double> x = wv;
-  if (whiten) {
-    c.gemm(Op::trans, Op::none, dim, gd, dim, 1.0, chol.data(), dim, wv.data(), dim, 0.0, x.data(),
-           dim);
-  }
-  auto [u, sigma] = detail::left_singular(weigh(c, x, roots));
+  if (moment && !full) chol = detail::damped_cholesky(*moment, o.damping, "the value input moment");
+  Matrix<double> x = weigh(c, whitened(c, chol, wv), roots);
+  if (o.joint) x = side_by_side(c, whitened(c, chol, wk), x);
+  auto [u, sigma] = detail::left_singular(x);
   Matrix<double> sv(1, static_cast<index_t>(sigma.size()));
   std::copy(sigma.begin(), sigma.end(), sv.values().begin());
   const index_t k = detail::choose_ranks(sv, full, {}, o.values, "latent values").front();
 
-  // Latent A^T = L^{-T} U_k (D' x k) and rebuild B = W_V^T L U_k (G d x k).
+  // Latent A^T = L^{-T} U_k (D' x k), rebuilds B = W^T L U_k (G d x k) of values and keys.
   Matrix<double> basis_t(k, dim), lu(dim, k);  // U_k^T, then L U_k
   for (index_t j = 0; j < k; ++j)
     for (index_t i = 0; i < dim; ++i) basis_t(j, i) = lu(i, j) = u(i, j);
-  if (whiten) {
+  if (chol.rows() > 0) {
     c.solve_lower_right(Op::none, dim, chol.data(), dim, k, basis_t.data(), k);  // U^T L^{-1}
     Matrix<double> tmp(dim, k);
     c.gemm(Op::none, Op::none, dim, k, dim, 1.0, chol.data(), dim, lu.data(), dim, 0.0, tmp.data(),
@@ -150,9 +213,13 @@ ValueLatent value_latent(const ValueLayer<T>& layer, const ValueOptions& o,
   out.latent = Matrix<double>(dim, k);
   for (index_t j = 0; j < k; ++j)
     for (index_t i = 0; i < dim; ++i) out.latent(i, j) = basis_t(j, i);
-  out.expand = Matrix<double>(gd, k);
-  c.gemm(Op::trans, Op::none, gd, k, dim, 1.0, wv.data(), dim, lu.data(), dim, 0.0,
-         out.expand.data(), gd);
+  const auto rebuild = [&](const Matrix<double>& w) {
+    Matrix<double> b(gd, k);
+    c.gemm(Op::trans, Op::none, gd, k, dim, 1.0, w.data(), dim, lu.data(), dim, 0.0, b.data(), gd);
+    return b;
+  };
+  out.expand = rebuild(wv);
+  if (o.joint) out.key_expand = rebuild(wk);
   // o_proj with the rebuild folded in: rows h k ... of (H k) x E are B_g(h)^T (W_O^h)^T.
   out.output = Matrix<double>(heads * k, e);
   for (index_t h = 0; h < heads; ++h) {
@@ -161,22 +228,19 @@ ValueLatent value_latent(const ValueLayer<T>& layer, const ValueOptions& o,
   }
   out.singular_values = full ? std::vector<double>(sigma.size(), 0.0) : sigma;
 
-  // Errors: the objective's relative value, weight-only and on the undamped moment.
-  Matrix<double> diff = wv;  // W_V - A^T B^T
-  if (k > 0) {
-    c.gemm(Op::none, Op::trans, dim, gd, k, -1.0, out.latent.data(), dim, out.expand.data(), gd,
-           1.0, diff.data(), dim);
+  // Errors: the objectives' relative values, weight-only and on the undamped moment.
+  out.relative_error = relative(c, wv, out.latent, out.expand, roots, nullptr);
+  if (moment) out.data_error = relative(c, wv, out.latent, out.expand, roots, moment);
+  if (o.joint) {
+    out.key_error = relative(c, wk, out.latent, out.key_expand, {}, nullptr);
+    if (moment) out.key_data_error = relative(c, wk, out.latent, out.key_expand, {}, moment);
   }
-  const auto ratio = [&](const Matrix<double>* s) {
-    const double den = weighted_energy(c, wv, roots, s);
-    return den > 0.0 ? std::sqrt(weighted_energy(c, diff, roots, s) / den) : 0.0;
-  };
-  out.relative_error = ratio(nullptr);
-  if (moment) out.data_error = ratio(moment);
-  out.params_before =
-      layer.input_dim() * gd + static_cast<index_t>(layer.value_bias.size()) + heads * d * e;
-  out.params_after =
-      dim * k + (value_expansion_folded(k, d, e) ? heads * k * e : gd * k + heads * d * e);
+  const index_t keys_before =
+      o.joint ? layer.input_dim() * gd + static_cast<index_t>(layer.key_bias.size()) : 0;
+  out.params_before = keys_before + layer.input_dim() * gd +
+                      static_cast<index_t>(layer.value_bias.size()) + heads * d * e;
+  out.params_after = dim * k + (o.joint ? gd * k : 0) +
+                     (value_expansion_folded(k, d, e) ? heads * k * e : gd * k + heads * d * e);
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return out;
 }

@@ -232,7 +232,8 @@ void register_attention(nb::module_& m) {
       "value_latent",
       [](const InArray& value_weight, const std::optional<InArray>& value_bias,
          const InArray& output_weight, index_t heads, index_t key_heads, index_t values,
-         double damping, const std::optional<InArray>& moment) {
+         double damping, const std::optional<InArray>& moment,
+         const std::optional<InArray>& key_weight, const std::optional<InArray>& key_bias) {
         ValueLayer<double> layer;
         layer.heads = heads;
         layer.key_heads = key_heads;
@@ -245,9 +246,12 @@ void register_attention(nb::module_& m) {
                                   std::to_string(layer.value_weight.cols()) + ")");
         }
         layer.head_dim = layer.value_weight.cols() / key_heads;
+        if (key_weight) layer.key_weight = weight_from<double>(*key_weight, "key_weight");
+        layer.key_bias = bias_from<double>(key_bias, "key_bias");
         Matrix<double> s;
         if (moment) s = matrix_from<double>(*moment, "moment");
-        ValueLatent r = value_latent(layer, ValueOptions{values, damping}, moment ? &s : nullptr);
+        ValueLatent r = value_latent(layer, ValueOptions{values, damping, key_weight.has_value()},
+                                     moment ? &s : nullptr);
         nb::dict d;
         d["latent"] = as_rows(std::move(r.latent));
         d["expand"] = owned_matrix(std::move(r.expand));
@@ -255,6 +259,11 @@ void register_attention(nb::module_& m) {
         d["singular_values"] = nb::cast(r.singular_values);
         d["relative_error"] = r.relative_error;
         d["data_error"] = r.data_error;
+        if (key_weight) {
+          d["key_expand"] = owned_matrix(std::move(r.key_expand));
+          d["key_error"] = r.key_error;
+          d["key_data_error"] = r.key_data_error;
+        }
         d["params_before"] = r.params_before;
         d["params_after"] = r.params_after;
         d["seconds"] = r.seconds;
@@ -262,7 +271,8 @@ void register_attention(nb::module_& m) {
       },
       nb::arg("value_weight").noconvert(), nb::arg("value_bias").noconvert().none(),
       nb::arg("output_weight").noconvert(), nb::arg("heads"), nb::arg("key_heads"),
-      nb::arg("values"), nb::arg("damping"), nb::arg("moment").noconvert().none());
+      nb::arg("values"), nb::arg("damping"), nb::arg("moment").noconvert().none(),
+      nb::arg("key_weight").noconvert().none(), nb::arg("key_bias").noconvert().none());
   // kv_cache_split: (key values, latent values) per token and layer.
   m.def(
       "kv_cache_split",

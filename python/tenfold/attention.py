@@ -242,13 +242,18 @@ def analyze_file(input, *, heads=0):
 
 
 def value_latent(value_weight, output_weight, value_bias=None, *, heads, key_heads, values=None,
-                 moment=None, damping=0.01):
+                 moment=None, damping=0.01, key_weight=None, key_bias=None):
     """The latent value cache of one layer (docs/kv-cache.md): `values` latent values per
     token (None: the smallest exact size) shared by the ``key_heads`` value heads, with each
     head's up-projection folded into o_proj. Weights in PyTorch's (out, in) layout:
     value_weight (G d, D), output_weight (E, H d); `moment` the (D', D') second moment of
     [x; 1] (D' = D + 1 with a value bias), for the data-aware objective, whitened as
     S + damping tr(S) / D' I.
+
+    With `key_weight` (G d, D) (and `key_bias`, G d), the joint latent: one latent of
+    `values` (at most 2 G d) for keys and values, D' = D + 1 with either bias; the result
+    adds ``key_expand`` (G d, C): the keys (before the rotation) rebuilt from c, and
+    ``key_error`` / ``key_data_error``, the keys' relative errors.
 
     Returns a dict, float64: ``latent`` (C_v, D'): the cached values c = latent [x; 1] (its
     last column the bias when D' = D + 1); ``expand`` (G d, C_v): the values rebuilt from
@@ -262,12 +267,16 @@ def value_latent(value_weight, output_weight, value_bias=None, *, heads, key_hea
     ow = np.asarray(output_weight, dtype=np.float64)
     vb = None if value_bias is None else np.asarray(value_bias, dtype=np.float64)
     s = None if moment is None else np.asarray(moment, dtype=np.float64)
+    kw = None if key_weight is None else np.ascontiguousarray(np.asarray(key_weight, dtype=np.float64))
+    kb = None if key_bias is None else np.asarray(key_bias, dtype=np.float64)
+    if kb is not None and kw is None:
+        raise ValueError("key_bias without key_weight: the joint latent needs both key tensors")
     count = 0 if values is None else _validate.integer(values, "values", 1)
     return _tenfold.value_latent(np.ascontiguousarray(vw), vb, np.ascontiguousarray(ow),
                                  _validate.integer(heads, "heads", 1),
                                  _validate.integer(key_heads, "key_heads", 1), count,
                                  _validate.nonnegative(damping, "damping"),
-                                 None if s is None else np.ascontiguousarray(s))
+                                 None if s is None else np.ascontiguousarray(s), kw, kb)
 
 
 def value_expansion_folded(values, head_dim, hidden) -> bool:

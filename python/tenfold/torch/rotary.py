@@ -231,14 +231,19 @@ def kv_cache_split(options: dict, shared_dim, original: int) -> tuple[int, dict]
     original key and value cache per token (2 G d values per layer, `original` = G d), split
     by the library (tenfold::attention::kv_cache_split, which the program's --kv-cache runs):
     KV_KEY_SHARE of the 2 f G d values keys (even for bands == 1), the rest latent values (the
-    same in every layer; keys pooled over layers with allocation="model")."""
+    same in every layer; keys pooled over layers with allocation="model"). With `joint`, the
+    2 f G d values are one latent (shared_dim) and value_dim stays unset."""
     f = options["kv_cache"]
     if isinstance(f, bool) or not isinstance(f, (int, float)):
         raise ValueError(f"kv_cache must be a fraction in (0, 1] of the original key and value cache, got {f!r}")
     if shared_dim is not None or options.get("value_dim") is not None:
         raise ValueError("kv_cache sets both shared_dim and value_dim: give kv_cache alone")
-    keys, values = _tenfold.kv_cache_split(float(f), original, _validate.integer(options.get("bands", 1), "bands"))
+    joint = options.get("joint", False)
+    keys, values = _tenfold.kv_cache_split(float(f), original,
+                                           2 if joint else _validate.integer(options.get("bands", 1), "bands"))
     rest = {k: v for k, v in options.items() if k != "kv_cache"}
+    if joint:
+        return keys + values, rest
     rest["value_dim"] = values
     return keys, rest
 
@@ -270,10 +275,17 @@ def compress_rotary(model: nn.Module, shared_dim=None, calibration: Iterable | N
     d = layers[0][1].head_dim
     original = key_heads * d
     where = f"{type(model).__name__} ({family})"
-    unknown = sorted(set(options) - {"damping", "allocation", "bands", "context", "value_dim", "kv_cache"})
+    unknown = sorted(set(options) - {"damping", "allocation", "bands", "context", "value_dim", "kv_cache", "joint"})
     if unknown:
         raise ValueError(f"option {unknown[0]!r} does not apply to rotary models (their options are bands, context, "
-                         "damping, allocation, value_dim and kv_cache)")
+                         "damping, allocation, value_dim, kv_cache and joint)")
+    joint = options.get("joint", False)
+    if not isinstance(joint, bool):
+        raise ValueError(f"joint must be True or False, got {joint!r}")
+    if joint and any(options.get(k) is not None for k in ("value_dim", "bands", "context", "allocation")):
+        given = next(k for k in ("value_dim", "bands", "context", "allocation") if options.get(k) is not None)
+        raise ValueError(f"{given} does not apply to joint=True (one latent for keys and values: every key rebuilt "
+                         "from it, the layer's budget its own)")
     if options.get("kv_cache") is not None:
         shared_dim, options = kv_cache_split(options, shared_dim, original)
     elif shared_dim is None:
@@ -282,6 +294,9 @@ def compress_rotary(model: nn.Module, shared_dim=None, calibration: Iterable | N
     value_dim = options.get("value_dim")
     if value_dim is not None and value_dim != "full":
         value_dim = _validate.integer(value_dim, "value_dim", 1, original)
+    if joint:
+        return compress_joint(model, layers, shared_dim, calibration,
+                              _validate.nonnegative(options.get("damping", 0.01), "damping"))
     bands = _validate.integer(options.get("bands", 1), "bands")
     if bands < 1 or (d // 2) % bands:
         raise ValueError(f"bands must be a positive divisor of the {d // 2} frequency pairs of a head, got {bands!r}")
@@ -404,6 +419,70 @@ def compress_rotary(model: nn.Module, shared_dim=None, calibration: Iterable | N
     return report
 
 
+def compress_joint(model: nn.Module, layers: list, values, calibration: Iterable | None, damping: float) -> list:
+    """compress_rotary with joint=True: per layer one latent of `values` ("full" or 1 ... 2 G d)
+    values per token for keys and values (the library's value_latent with the key weight,
+    docs/kv-cache.md), whitened by the calibration moments when given; the keys are rebuilt
+    from it and rotated at read time, the values read from it as latent values."""
+    config = model.config
+    family = config.model_type
+    heads, key_heads = config.num_attention_heads, config.num_key_value_heads
+    first = layers[0][1]
+    d, dim = first.head_dim, first.q_proj.in_features
+    if values is None:
+        raise ValueError("joint=True needs shared_dim (values per token and layer for keys and values together) "
+                         "or kv_cache")
+    if values != "full":
+        values = _validate.integer(values, "shared_dim", 1, 2 * key_heads * d)
+    inv_freq, scaling = _rope_frequencies(model, f"{type(model).__name__} ({family})")
+    biased = first.k_proj.bias is not None or first.v_proj.bias is not None
+    moments = rotary_moments(model, layers, calibration, biased) if calibration is not None else {}
+    built, report = {}, []
+    for name, module in layers:
+        start = time.perf_counter()
+        moment, tokens = moments.get(name, (None, None))
+        try:
+            v = attention.value_latent(_array(module.v_proj.weight), _array(module.o_proj.weight),
+                                       _array(module.v_proj.bias), heads=heads, key_heads=key_heads,
+                                       values=None if values == "full" else values, moment=moment, damping=damping,
+                                       key_weight=_array(module.k_proj.weight), key_bias=_array(module.k_proj.bias))
+        except (ValueError, ArithmeticError) as e:
+            raise ValueError(f"{name} ({family}) joint latent: {e}") from None
+        latent = torch.from_numpy(v["latent"])
+        new = RotarySharedKeyAttention(module, latent.shape[0], heads, key_heads, d, biased, family, joint=True)
+        with torch.no_grad():
+            new.key.weight.copy_(latent[:, :dim])
+            if biased:
+                new.key.bias.copy_(latent[:, dim])
+            new.expand.copy_(torch.from_numpy(v["key_expand"]))
+            new.inv_freq.copy_(inv_freq)
+            new.attention_scaling.fill_(scaling)
+            if new.folded:
+                new.o_proj.weight.copy_(torch.from_numpy(v["output"]))
+                if module.o_proj.bias is not None:
+                    new.o_proj.bias.copy_(module.o_proj.bias)
+            else:
+                new.value_expand.copy_(torch.from_numpy(v["expand"]))
+        new.train(module.training)
+        built[name] = new
+        row = {"name": name, "key_values": new.key_values, "value_values": new.value_values, "joint": True,
+               "original_key_values": key_heads * d, "original_value_values": key_heads * d,
+               "relative_error": v["key_error"], "data_error": v["key_data_error"],
+               "value_error": v["relative_error"], "value_data_error": v["data_error"],
+               "decode_flops": _tenfold.rotary_decode_flops(heads, key_heads, d, new.key_values, d // 2),
+               "seconds": time.perf_counter() - start, "params_before": v["params_before"],
+               "params_after": v["params_after"]}
+        if tokens is not None:
+            row["calibration_tokens"] = tokens
+        report.append(row)
+    swap(model, dict(layers), built)
+    sizes = sorted({m.key_values for m in built.values()})
+    size = sizes[0] if len(sizes) == 1 else [m.key_values for m in built.values()]
+    setattr(config, ROTARY_CONFIG_KEY, {"family": family, "key_values": size, "bands": d // 2, "value_values": size,
+                                        "joint": True})
+    return report
+
+
 def load_rotary(model: nn.Module, path) -> nn.Module:
     """Loads what ``save_pretrained`` wrote for a model converted by compress_rotary
     (a directory or a safetensors file) into `model`, built from the same config with
@@ -424,11 +503,13 @@ def load_rotary(model: nn.Module, path) -> nn.Module:
         return sizes
 
     config = model.config
+    joint = info.get("joint", False) is True
+    key_bias = lambda m: m.k_proj.bias is not None or (m.v_proj if joint else m.q_proj).bias is not None  # noqa: E731
     built = {name: RotarySharedKeyAttention(module, int(size), config.num_attention_heads,
-                                            config.num_key_value_heads, module.head_dim,
-                                            module.k_proj.bias is not None or module.q_proj.bias is not None,
+                                            config.num_key_value_heads, module.head_dim, key_bias(module),
                                             config.model_type, int(info.get("bands", 1)),
-                                            None if values is None else int(values), module.v_proj.bias is not None)
+                                            None if values is None else int(values), module.v_proj.bias is not None,
+                                            joint)
              for (name, module), size, values in zip(layers, per_layer("key_values", "key"),
                                                      per_layer("value_values", "value"))}
     tensors, _ = read_checkpoint(path)

@@ -40,21 +40,30 @@ class RotarySharedKeyAttention(nn.Module):
     attends over it. Each head's C_v results become its d values by ``value_expand``
     (G d, C_v: B, rows g d ... of value head g) before the original ``o_proj``, or, when
     that multiplies more weights (``folded``, the library's value_expansion_folded),
-    ``o_proj`` (nn.Linear H C_v -> E) has each head's B folded in."""
+    ``o_proj`` (nn.Linear H C_v -> E) has each head's B folded in.
+
+    ``joint``: one latent for keys and values (docs/kv-cache.md): ``key`` makes it (C values
+    per token, the only thing cached: the value side of the cache is empty, (B, 1, n, 0)),
+    ``expand`` (G d, C) rebuilds the keys from it as for bands > 1 (one band of all d/2
+    pairs), and the values are read from it as the latent values above (C_v = C)."""
 
     def __init__(self, attention: nn.Module, key_values: int, heads: int, key_heads: int, head_dim: int,
                  key_bias: bool, family: str, bands: int = 1, value_values: int | None = None,
-                 value_bias: bool = False):
+                 value_bias: bool = False, joint: bool = False):
         super().__init__()
         ref = attention.q_proj.weight
         self.q_proj, self.v_proj, self.o_proj = attention.q_proj, attention.v_proj, attention.o_proj
+        if joint:  # one band of all pairs; the values read the key latent
+            bands, value_values = head_dim // 2, key_values
         self.heads, self.key_heads, self.head_dim = heads, key_heads, head_dim
-        self.key_values, self.bands, self.value_values = key_values, bands, value_values
+        self.key_values, self.bands, self.value_values, self.joint = key_values, bands, value_values, joint
         self.folded = False
         if value_values is not None:
             out = attention.o_proj
             del self.v_proj
-            self.value = nn.Linear(ref.shape[1], value_values, bias=value_bias, dtype=ref.dtype, device=ref.device)
+            if not joint:
+                self.value = nn.Linear(ref.shape[1], value_values, bias=value_bias, dtype=ref.dtype,
+                                       device=ref.device)
             self.folded = _tenfold.value_expansion_folded(value_values, head_dim, out.out_features)
             if self.folded:
                 self.o_proj = nn.Linear(heads * value_values, out.out_features, bias=out.bias is not None,
@@ -81,7 +90,8 @@ class RotarySharedKeyAttention(nn.Module):
     def extra_repr(self) -> str:
         return (f"family={self.family!r}, heads={self.heads}, key_heads={self.key_heads}, "
                 f"head_dim={self.head_dim}, key_values={self.key_values}, bands={self.bands}"
-                + ("" if self.value_values is None else f", value_values={self.value_values}, folded={self.folded}"))
+                + ("" if self.value_values is None else f", value_values={self.value_values}, folded={self.folded}")
+                + (", joint=True" if self.joint else ""))
 
     def shared_keys(self, hidden_states: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         """(B, n, D) -> the rotated shared keys (B, 1, n, 2R): kappa_r(y) e^{i theta_j n}."""
@@ -155,7 +165,9 @@ class RotarySharedKeyAttention(nn.Module):
                              f"head width {self.head_dim} (partial rotary embeddings are not supported)")
         b, n, _ = hidden_states.shape
         keys = self.shared_keys(hidden_states, cos, sin) if self.bands == 1 else self.key(hidden_states).unsqueeze(1)
-        if self.value_values is None:
+        if self.joint:  # the latent, cached once on the key side
+            values = keys[..., :0]
+        elif self.value_values is None:
             values = self.v_proj(hidden_states).view(b, n, self.key_heads, self.head_dim).transpose(1, 2)
         else:  # one latent per token for all value heads: (B, 1, n, C_v)
             values = self.value(hidden_states).unsqueeze(1)
@@ -163,6 +175,8 @@ class RotarySharedKeyAttention(nn.Module):
             self._check_cache(cache)
             make_roomy(cache, self.layer_idx)
             keys, values = cache.update(keys, values, self.layer_idx)
+        if self.joint:
+            values = keys
         if self.bands == 1:
             queries = self.mixed_queries(hidden_states, cos, sin)
         else:
