@@ -22,6 +22,7 @@ struct CompressArgs {
   std::string value_dim;   // rotary checkpoints only: a positive integer, or "full"
   double kv_cache = 0.0;   // rotary checkpoints only: a fraction of the key and value cache
   index_t bands = 0;       // rotary checkpoints only
+  bool joint = false;      // rotary checkpoints only: one latent for keys and values
   index_t context = attention::RotaryOptions{}.context;
   index_t heads = 0;
   int max_iters = 100;
@@ -82,10 +83,19 @@ int run_rotary(const CompressArgs& a) {
                             "per band, on the cpu)");
     }
   }
-  if (!given(a, "--bands")) {
+  if (a.joint) {
+    for (const char* flag : {"--bands", "--context", "--value-dim"}) {
+      if (given(a, flag)) {
+        throw InvalidArgument(std::string(flag) +
+                              " does not apply to --joint (one latent for keys and values, every "
+                              "key rebuilt from all of it)");
+      }
+    }
+  } else if (!given(a, "--bands")) {
     throw InvalidArgument(
         "a rotary checkpoint needs --bands: adjacent frequency pairs per band "
-        "(a divisor of d/2; 1: complex keys shared per pair; docs/rope.md compares them)");
+        "(a divisor of d/2; 1: complex keys shared per pair; docs/rope.md compares them) "
+        "or --joint");
   }
   const bool kv_cache = given(a, "--kv-cache");
   for (const char* flag : {"--shared-dim", "--value-dim"}) {
@@ -101,7 +111,8 @@ int run_rotary(const CompressArgs& a) {
         "(a fraction of the key and value cache)");
   }
   attention::RotaryCheckpointOptions o;
-  o.rotary.bands = a.bands;
+  o.rotary.bands = a.joint ? 1 : a.bands;
+  o.joint = a.joint;
   if (kv_cache) {
     o.kv_cache = a.kv_cache;
   } else {
@@ -169,19 +180,21 @@ int run_rotary(const CompressArgs& a) {
       static_cast<long long>(table.params_after()), static_cast<long long>(rep.total_params_before),
       static_cast<long long>(rep.total_params_after), rep.seconds);
   if (rep.values) {
-    // The whole cache per token and layer: keys and latent values against 2 G d.
+    // The whole cache per token and layer: keys and latent values (the joint latent once)
+    // against 2 G d.
     index_t cached = 0;
     for (const attention::RotaryLayerReport& l : rep.layers)
-      cached += l.key_values + l.value_values;
+      cached += l.key_values + (o.joint ? 0 : l.value_values);
     const double share =
         static_cast<double>(cached) / (2.0 * static_cast<double>(rep.original_key_values) *
                                        static_cast<double>(rep.layers.size()));
-    std::printf(
-        "value cache %s latent values per token and layer (of %lld)%s: KV cache %.1f %% of "
-        "the original\n",
-        size_range(rep.layers, [](const auto& l) { return l.value_values; }).c_str(),
-        static_cast<long long>(rep.original_key_values), rep.value_values == 0 ? " (full)" : "",
-        100.0 * share);
+    const std::string sizes = size_range(rep.layers, [](const auto& l) { return l.value_values; });
+    const std::string what =
+        o.joint ? "joint latent " + sizes + " values per token and layer for keys and values"
+                : "value cache " + sizes + " latent values per token and layer";
+    std::printf("%s (of %lld)%s: KV cache %.1f %% of the original\n", what.c_str(),
+                static_cast<long long>((o.joint ? 2 : 1) * rep.original_key_values),
+                rep.value_values == 0 ? " (full)" : "", 100.0 * share);
   }
   print_calibration(calibration);
   if (!a.report.empty()) {
@@ -194,6 +207,7 @@ int run_rotary(const CompressArgs& a) {
                    {"value_dim", rep.values ? size(rep.value_values) : nlohmann::json(nullptr)},
                    {"kv_cache", kv_cache ? nlohmann::json(a.kv_cache) : nlohmann::json(nullptr)},
                    {"bands", rep.bands},
+                   {"joint", a.joint},
                    {"context", o.rotary.context},
                    {"heads", c.heads},
                    {"key_heads", c.key_heads},
@@ -225,7 +239,7 @@ int run_compress(const CompressArgs& a) {
   if (!a.calibration.empty()) inputs.push_back(a.calibration);
   check_outputs(outputs, inputs);
   if (attention::is_rotary_checkpoint(a.input)) return run_rotary(a);
-  for (const char* flag : {"--bands", "--context", "--kv-cache", "--value-dim"}) {
+  for (const char* flag : {"--bands", "--context", "--kv-cache", "--value-dim", "--joint"}) {
     if (!given(a, flag)) continue;
     const std::filesystem::path config = attention::config_path(a.input);
     if (!std::filesystem::exists(config)) {
@@ -387,6 +401,10 @@ Command add_attention_command(CLI::App& app) {
                        "Rotary checkpoints, instead of --shared-dim and --value-dim: keep this "
                        "fraction in (0, 1] of the original key and value cache per token, a "
                        "third of it shared keys, the rest latent values (docs/kv-cache.md)");
+  compress->add_flag("--joint", c->joint,
+                     "Rotary checkpoints: one latent for keys and values (--shared-dim or all of "
+                     "--kv-cache's values per token and layer), the keys rebuilt from it and "
+                     "rotated at read time (docs/kv-cache.md)");
   add_integer_option(*compress, "--bands", c->bands,
                      "Rotary checkpoints: adjacent frequency pairs per band (a divisor of d/2; "
                      "1: complex keys shared per frequency pair)",

@@ -145,6 +145,11 @@ struct TENFOLD_API RotaryCheckpointOptions {
   /// none): the fraction of the original key and value cache per token, split by
   /// kv_cache_split.
   std::optional<double> kv_cache;
+  /// One latent for keys and values (ValueOptions::joint, docs/kv-cache.md): rotary.key_values
+  /// (0: full) or all of kv_cache's 2 f G d values per token and layer are that latent;
+  /// `values` must be none and rotary.bands 1 (the keys are rebuilt from the whole latent,
+  /// written as bands = d/2).
+  bool joint = false;
   /// Calibration statistics (as CheckpointOptions::calibration): P + "input_moment" of E[x' x'^T],
   /// with x' = [x; 1] ((D+1) x (D+1)) when the layers have query, key or value biases, else x
   /// (D x D). The keys and the values both see the layer's input x.

@@ -202,11 +202,22 @@ struct LayerWriter {
   void replace(const std::string& name) const { writer.replace(prefix + name); }
 };
 
+/// The keys rebuilt from a latent, then rotated: expand (G d, C), inv_freq and
+/// attention_scaling, where k_proj.weight stood.
+void write_rebuild(const LayerWriter& w, const Matrix<double>& expand, const RotaryConfig& c) {
+  const index_t gd = c.key_heads * c.head_dim;
+  const std::string at = "k_proj.weight";
+  const std::vector<float> inv_freq(c.inv_freq.begin(), c.inv_freq.end());
+  w.add(at, "expand", {gd, expand.cols()}, expand, gd, false);
+  w.add(at, "inv_freq", "F32", {c.head_dim / 2}, detail::as_bytes(inv_freq));
+  w.add(at, "attention_scaling", "F32", {}, detail::as_bytes(std::vector<float>{1.0f}));
+}
+
 /// The shared keys in place of k_proj: key.*, and mixing and frequency (bands == 1) or
 /// expand, inv_freq and attention_scaling (bands > 1).
 void write_keys(const LayerWriter& w, const RotaryKeys& keys, const RotaryConfig& c, index_t bands,
                 bool bias, bool key_bias) {
-  const index_t cv = keys.key_values(), gd = c.key_heads * c.head_dim;
+  const index_t cv = keys.key_values();
   const std::string at = "k_proj.weight";
   w.add_latent(at, "key", keys.latent, c.hidden_size, bias);
   if (bands == 1) {
@@ -222,13 +233,23 @@ void write_keys(const LayerWriter& w, const RotaryKeys& keys, const RotaryConfig
     const std::vector<std::int64_t> frequency(keys.frequency.begin(), keys.frequency.end());
     w.add(at, "frequency", "I64", {shared}, detail::as_bytes(frequency));
   } else {
-    const std::vector<float> inv_freq(c.inv_freq.begin(), c.inv_freq.end());
-    w.add(at, "expand", {gd, cv}, keys.expand, gd, false);
-    w.add(at, "inv_freq", "F32", {c.head_dim / 2}, detail::as_bytes(inv_freq));
-    w.add(at, "attention_scaling", "F32", {}, detail::as_bytes(std::vector<float>{1.0f}));
+    write_rebuild(w, keys.expand, c);
   }
   w.replace(at);
   if (key_bias) w.replace("k_proj.bias");
+}
+
+/// value_expand (G d, C_v) beside the original o_proj, or the folded o_proj weight (E, H C_v)
+/// in place of o_proj's (value_expansion_folded).
+void write_value_rebuild(const LayerWriter& w, const ValueLatent& v, const RotaryConfig& c) {
+  if (!value_expansion_folded(v.values(), c.head_dim, c.hidden_size)) {
+    const index_t gd = c.key_heads * c.head_dim;
+    w.add("v_proj.weight", "value_expand", {gd, v.values()}, v.expand, gd, false);
+    return;
+  }
+  w.add("o_proj.weight", "o_proj.weight", {c.hidden_size, c.heads * v.values()}, v.output,
+        c.heads * v.values(), true);
+  w.replace("o_proj.weight");
 }
 
 /// The latent values in place of v_proj (value.*), and the folded o_proj weight (E, H C_v)
@@ -238,14 +259,19 @@ void write_values(const LayerWriter& w, const ValueLatent& v, const RotaryConfig
   w.add_latent("v_proj.weight", "value", v.latent, c.hidden_size, bias);
   w.replace("v_proj.weight");
   if (bias) w.replace("v_proj.bias");
-  if (!value_expansion_folded(v.values(), c.head_dim, c.hidden_size)) {
-    const index_t gd = c.key_heads * c.head_dim;
-    w.add("v_proj.weight", "value_expand", {gd, v.values()}, v.expand, gd, false);
-    return;
-  }
-  w.add("o_proj.weight", "o_proj.weight", {c.hidden_size, c.heads * v.values()}, v.output,
-        c.heads * v.values(), true);
-  w.replace("o_proj.weight");
+  write_value_rebuild(w, v, c);
+}
+
+/// The joint latent in place of k_proj and v_proj: key.* (the latent, with a bias when
+/// k_proj or v_proj has one), the keys' rebuild and rotation, and the values' rebuild.
+void write_joint(const LayerWriter& w, const ValueLatent& v, const RotaryConfig& c,
+                 const RotaryNames& n) {
+  w.add_latent("k_proj.weight", "key", v.latent, c.hidden_size, n.key_bias || n.value_bias);
+  write_rebuild(w, v.key_expand, c);
+  for (const char* name : {"k_proj.weight", "v_proj.weight"}) w.replace(name);
+  if (n.key_bias) w.replace("k_proj.bias");
+  if (n.value_bias) w.replace("v_proj.bias");
+  write_value_rebuild(w, v, c);
 }
 
 /// One size for every layer, or the list when they differ.
@@ -271,6 +297,27 @@ std::optional<index_t> resolve_sizes(const RotaryCheckpointOptions& o, RotaryOpt
                                      RotaryCheckpointReport& rep) {
   const index_t gd = rep.original_key_values;
   std::optional<index_t> values = o.values;
+  if (o.joint) {
+    // One latent: all of the budget's 2 f G d values, or key_values (0: full), up to 2 G d.
+    if (o.values) throw InvalidOption("values", "does not apply to the joint latent");
+    if (ro.bands != 1) throw InvalidOption("bands", "does not apply to the joint latent");
+    if (o.kv_cache) {
+      if (ro.key_values != 0) {
+        throw InvalidOption("kv_cache", "sets the latent's size: give it alone");
+      }
+      const KvCacheSplit split = kv_cache_split(*o.kv_cache, gd, 2);
+      ro.key_values = split.key_values + split.value_values;
+    }
+    if (ro.key_values < 0 || ro.key_values > 2 * gd) {
+      throw InvalidArgument("joint latent of " + std::to_string(ro.key_values) +
+                            " values exceeds the original key and value cache of " +
+                            std::to_string(2 * gd) + " values per token and layer; full is exact");
+    }
+    rep.key_values = rep.value_values = ro.key_values;
+    rep.values = true;
+    rep.bands = rep.config.head_dim / 2;
+    return ro.key_values;
+  }
   if (o.kv_cache) {
     if (o.values || ro.key_values != 0) {
       throw InvalidOption("kv_cache", "sets both the key and the value size: give it alone");
@@ -323,6 +370,41 @@ std::vector<InputMoments> read_moments(const std::filesystem::path& path,
   });
 }
 
+/// One layer's joint latent (ValueOptions::joint) on its moment of [x; 1] (with a key or value
+/// bias) or x, written in place of k_proj and v_proj; its report (the keys' errors as
+/// relative_error and data_error).
+RotaryLayerReport joint_layer(const LayerWriter& w, const io::SafetensorsFile& file,
+                              const RotaryNames& n, const RotaryConfig& c, index_t values,
+                              double damping, const InputMoments* moments) {
+  ValueLayer<double> layer = load_value_layer<double>(file, n, c);
+  const RotaryLayer<double> keys = load_rotary_layer<double>(file, n, c);
+  layer.key_weight = keys.key_weight;
+  layer.key_bias = keys.key_bias;
+  std::optional<Matrix<double>> s;
+  if (moments) {
+    const InputMoments m = side_moments(*moments, c.hidden_size, n.key_bias || n.value_bias);
+    s = m.key.rows() > 0 ? m.key : m.query;
+  }
+  const ValueLatent v = in_layer(n, [&] {
+    return value_latent(layer, ValueOptions{values, damping, true}, s ? &*s : nullptr);
+  });
+  write_joint(w, v, c, n);
+  RotaryLayerReport lr;
+  lr.index = n.index;
+  lr.prefix = n.prefix;
+  lr.key_values = lr.value_values = v.values();
+  lr.relative_error = v.key_error.value_or(0.0);
+  lr.data_error = v.key_data_error;
+  lr.decode_flops =
+      rotary_decode_flops(c.heads, c.key_heads, c.head_dim, v.values(), c.head_dim / 2);
+  lr.seconds = v.seconds;
+  lr.value_error = v.relative_error;
+  lr.value_data_error = v.data_error;
+  lr.value_params_before = v.params_before;
+  lr.value_params_after = v.params_after;
+  return lr;
+}
+
 }  // namespace
 
 RotaryCheckpointReport compress_rotary_checkpoint(
@@ -344,7 +426,7 @@ RotaryCheckpointReport compress_rotary_checkpoint(
   const std::vector<RotaryNames> layers = find_rotary_layers(file);
   RotaryOptions ro = o.rotary;
   ro.inv_freq = c.inv_freq;
-  rep.bands = ro.bands;
+  rep.bands = ro.bands;  // joint: d/2 (resolve_sizes)
   rep.original_key_values = c.key_heads * c.head_dim;
   const index_t half = c.head_dim / 2;
   if (ro.bands < 1 || half % ro.bands) {
@@ -367,6 +449,19 @@ RotaryCheckpointReport compress_rotary_checkpoint(
                     std::to_string(first.index) + " in having query/key or value biases");
     }
     const LayerWriter w{writer, n.prefix, o.float64};
+    if (o.joint) {
+      const RotaryLayerReport lr =
+          joint_layer(w, file, n, c, *values, ro.damping, moments.empty() ? nullptr : &moments[i]);
+      sizes.push_back(lr.key_values);
+      value_sizes.push_back(lr.value_values);
+      errors.push_back(lr.relative_error);
+      value_errors.push_back(*lr.value_error);
+      if (lr.data_error) data_errors.push_back(*lr.data_error);
+      if (lr.value_data_error) value_data_errors.push_back(*lr.value_data_error);
+      rep.layers.push_back(lr);
+      if (on_layer) on_layer(lr);
+      continue;
+    }
     const RotaryLayer<double> layer = load_rotary_layer<double>(file, n, c);
     std::optional<InputMoments> key_moments;
     if (!moments.empty()) key_moments = side_moments(moments[i], c.hidden_size, biased);
@@ -416,7 +511,8 @@ RotaryCheckpointReport compress_rotary_checkpoint(
 
   std::map<std::string, std::string> meta;
   nlohmann::json entry = {
-      {"family", c.family}, {"key_values", one_or_all(sizes)}, {"bands", ro.bands}};
+      {"family", c.family}, {"key_values", one_or_all(sizes)}, {"bands", rep.bands}};
+  if (o.joint) entry["joint"] = true;
   if (values) {
     entry["value_values"] = one_or_all(value_sizes);
     meta["tenfold.value_relative_errors"] = nlohmann::json(value_errors).dump();

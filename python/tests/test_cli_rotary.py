@@ -180,6 +180,63 @@ def test_kv_cache_matches_tenfold_torch(cli, tmp_path, family, data, bands):
         assert relative(again(x).logits, got) < 1e-6
 
 
+@pytest.mark.parametrize("family", ["llama", "qwen2"])
+@pytest.mark.parametrize("data", [False, True])
+def test_joint_matches_tenfold_torch(cli, tmp_path, family, data):
+    """--kv-cache 0.25 --joint writes what compress_model(kv_cache=0.25, joint=True) makes: one
+    latent of 16 values per token and layer for keys and values (Qwen2 with random value
+    biases; 32 would be exact: the width D), loaded, saved and loaded again."""
+    from safetensors import safe_open
+
+    original = save_model(tmp_path / "m", family)
+    if family == "qwen2":
+        random_value_biases(original, tmp_path / "m")
+    batches = [{"input_ids": tokens(seed=s)} for s in (5, 6)]
+    args = ["--kv-cache", 0.25, "--joint", "--report", tmp_path / "report.json"]
+    if data:
+        stats = tmp_path / "calib.safetensors"
+        tt.write_calibration(original, batches, stats, source="random tokens")
+        args += ["--calibration", stats]
+    model, stdout = converted(cli, tmp_path, tmp_path / "m", *args, family=family)
+    reference = load(tmp_path / "m", family)
+    rows = tt.compress_model(reference, kv_cache=0.25, joint=True, calibration=batches if data else None)
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert "joint latent 16 values per token and layer for keys and values (of 64): KV cache 25.0 %" in stdout
+    assert report["shared_dim"] == report["value_dim"] == 16 and report["joint"] is True
+    for row, layer, mine, theirs in zip(rows, report["layers"], model.model.layers, reference.model.layers):
+        same_attention(mine.self_attn, theirs.self_attn)
+        assert layer["key_values"] == layer["value_values"] == row["key_values"] == 16
+        assert layer["relative_error"] == pytest.approx(row["relative_error"], rel=1e-6)
+        assert layer["value_relative_error"] == pytest.approx(row["value_error"], rel=1e-6)
+        if data:
+            assert layer["data_relative_error"] == pytest.approx(row["data_error"], rel=1e-6)
+    with safe_open(tmp_path / "out.safetensors", "pt") as f:
+        assert json.loads(f.metadata()["tenfold.rotary"]) == reference.config.tenfold_rotary
+    x = tokens()
+    with torch.no_grad():
+        got, want, first = model(x).logits, reference(x).logits, original(x).logits
+    assert relative(got, want) < 1e-4
+    assert relative(got, first) > 1e-3  # the budget does change the model
+    model.save_pretrained(tmp_path / "saved")
+    again = tt.from_pretrained(tmp_path / "saved")
+    assert again.model.layers[0].self_attn.joint
+    with torch.no_grad():
+        assert relative(again(x).logits, got) < 1e-6
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen2", "mistral"])
+def test_joint_full_is_exact(cli, tmp_path, family):
+    extra = {"sliding_window": 8} if family == "mistral" else {}
+    original = save_model(tmp_path / "m", family, **extra)
+    if family == "qwen2":
+        random_value_biases(original, tmp_path / "m")
+    model, stdout = converted(cli, tmp_path, tmp_path / "m", "--shared-dim", "full", "--joint", family=family)
+    x = tokens()
+    with torch.no_grad():
+        assert relative(model(x).logits, original(x).logits) < 1e-4
+    assert "values per token and layer for keys and values (of 64) (full)" in stdout
+
+
 @pytest.mark.parametrize("family", ["llama", "qwen2", "mistral"])
 @pytest.mark.parametrize("bands", [1, 2])
 def test_whole_kv_cache_is_exact(cli, tmp_path, family, bands):
@@ -245,6 +302,11 @@ def test_calibration_for_biases_needs_the_augmented_moment(cli, tmp_path):
     ("llama", ["--shared-dim", 8, "--value-dim", 33, "--bands", 2], "--value-dim 33 exceeds the original value "
                                                                     "cache of 32"),
     ("llama", ["--shared-dim", 8, "--value-dim", 0, "--bands", 2], "--value-dim must be a positive integer or full"),
+    ("llama", ["--shared-dim", 8, "--joint", "--bands", 2], "--bands does not apply to --joint"),
+    ("llama", ["--shared-dim", 8, "--joint", "--value-dim", 8], "--value-dim does not apply to --joint"),
+    ("llama", ["--shared-dim", 65, "--joint"], "joint latent of 65 values exceeds the original key and value cache "
+                                               "of 64"),
+    ("llama", ["--kv-cache", 0.5, "--shared-dim", 8, "--joint"], "give it without --shared-dim"),
 ])
 def test_refusals(cli, tmp_path, case, args, words):
     if case == "qwen3":

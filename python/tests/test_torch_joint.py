@@ -1,0 +1,167 @@
+"""The joint K/V latent (compress_model(joint=True), docs/kv-cache.md): one latent per token
+for keys and values, cached once; the keys rebuilt from it and rotated, the values read from
+it. Exact at full size on random-weight tiny Llama (GQA, MQA, MHA), Qwen2 (biases) and
+Mistral (sliding window) models; the fraction measured in the cache; the library's
+objective checked in NumPy; round trips and refusals."""
+
+import copy
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+pytest.importorskip("tenfold")
+
+import tenfold.attention as ta  # noqa: E402
+import tenfold.torch as tt  # noqa: E402
+from test_torch_rotary import (  # noqa: E402
+    HEAD_DIM, assert_round_trip, cache_bytes, generate_four, greedy, inputs, logits, make_rotary, relative,
+    rotary_modules)
+
+
+@pytest.mark.parametrize("family,heads,key_heads,impl", [
+    ("llama", 4, 2, "sdpa"), ("llama", 4, 1, "eager"), ("llama", 4, 4, "sdpa"),
+    ("qwen2", 4, 2, "eager"), ("qwen2", 4, 2, "sdpa"), ("mistral", 4, 2, "sdpa"),
+])
+def test_full_is_exact_and_caches_the_latent_once(family, heads, key_heads, impl):
+    # "full": the rank of [W_K, W_V F] (at most D' = 32 + bias: MHA's 2 G d = 64 keys and
+    # values fit 32 latent values exactly). The key side of the cache holds the latent, the
+    # value side nothing; decoding with it gives the logits of recomputation.
+    model = make_rotary(family, heads, key_heads, impl)
+    original = copy.deepcopy(model)
+    ids, mask = inputs()
+    before, tokens = logits(model, ids, mask), greedy(model, ids[:1, :6])
+    report = tt.compress_model(model, shared_dim="full", joint=True)
+    size = min(2 * key_heads * HEAD_DIM, 32)
+    for row in report:
+        assert row["key_values"] == row["value_values"] == size and row["joint"]
+        assert row["relative_error"] < 1e-6 and row["value_error"] < 1e-6
+    assert relative(logits(model, ids, mask), before, mask) < 1e-4
+    assert torch.equal(greedy(model, ids[:1, :6]), tokens)
+    assert model.config.tenfold_rotary == {"family": family, "key_values": size, "bands": HEAD_DIM // 2,
+                                           "value_values": size, "joint": True}
+    out, cache = generate_four(model)
+    for layer in cache.layers:  # (Mistral's sliding window keeps fewer tokens)
+        n = layer.keys.shape[2]
+        assert tuple(layer.keys.shape) == (1, 1, n, size) and tuple(layer.values.shape) == (1, 1, n, 0)
+    with torch.no_grad():
+        full = model(out.sequences[:, :-1]).logits[:, -1]
+    assert float((out.logits[-1] - full).norm() / full.norm()) < 1e-4
+    _, base = generate_four(original)
+    assert cache_bytes(cache) / cache_bytes(base) == pytest.approx(size / (2 * key_heads * HEAD_DIM))
+
+
+def test_kv_cache_fraction_data_aware_and_saved(tmp_path):
+    # kv_cache=0.5: one latent of 2 f G d = 16 values per token and layer, half the bytes of
+    # the original's keys and values measured in the cache; both errors below the start.
+    original = make_rotary("qwen2", seed=4)
+    model = copy.deepcopy(original)
+    ids, mask = inputs()
+    before = logits(model, ids, mask)
+    report = tt.compress_model(model, kv_cache=0.5, joint=True, calibration=[{"input_ids": ids, "attention_mask": mask}])
+    assert all(r["key_values"] == r["value_values"] == 2 * HEAD_DIM for r in report)
+    assert all(0 < r[k] < 1 for r in report for k in ("relative_error", "data_error", "value_error",
+                                                        "value_data_error"))
+    assert relative(logits(model, ids, mask), before, mask) > 1e-3  # the budget does change the model
+    _, base = generate_four(original)
+    _, small = generate_four(model)
+    assert abs(cache_bytes(small) / cache_bytes(base) - 0.5) <= 0.01
+    assert all(not m.folded for m in rotary_modules(model))  # 16 latent values rebuild before o_proj
+    assert_round_trip(model, tmp_path)
+
+
+def test_kv_cache_whole_generates_as_the_original():
+    # Greedy with left padding, beam search and sampling give the original's tokens.
+    original = make_rotary("llama", key_heads=2, seed=5)
+    model = copy.deepcopy(original)
+    tt.compress_model(model, kv_cache=1.0, joint=True)
+    ids, mask = inputs()
+    greedy_opts = dict(max_new_tokens=12, min_new_tokens=12, do_sample=False, pad_token_id=0)
+    runs = {"greedy, left padding": dict(input_ids=ids, attention_mask=mask, **greedy_opts),
+            "beam search": dict(input_ids=ids[:1, :8], num_beams=3, **greedy_opts),
+            "sampling": dict(input_ids=ids[:1, :8], max_new_tokens=12, min_new_tokens=12, do_sample=True,
+                             top_k=5, pad_token_id=0)}
+    for what, opts in runs.items():
+        outs = []
+        for m in (original, model):
+            torch.manual_seed(7)
+            with torch.no_grad():
+                outs.append(m.generate(**opts))
+        assert torch.equal(outs[0], outs[1]), what
+
+
+def _root(w_o, heads, key_heads, d):
+    """F_g with F_g F_g^T = sum_{h in g} W_O^h^T W_O^h (any root: the objective uses F F^T)."""
+    per = heads // key_heads
+    roots = []
+    for g in range(key_heads):
+        m = sum(w_o[:, h * d:(h + 1) * d].T @ w_o[:, h * d:(h + 1) * d] for h in range(g * per, (g + 1) * per))
+        vals, vecs = np.linalg.eigh(m)
+        roots.append(vecs * np.sqrt(np.clip(vals, 0, None)))
+    return roots
+
+
+@pytest.mark.parametrize("moment", [False, True])
+def test_library_objective_is_the_dropped_singular_values(moment):
+    # X = L^T [W_K^T / n_K, W_V^T blockdiag(F) / n_V]: the rebuilt keys' and values' relative
+    # errors (in the whitened norm, the values through F) add up to the dropped sigma^2 of X
+    # (each side of unit energy), and the reported errors are those of the returned maps.
+    rng = np.random.default_rng(0)
+    dim, heads, key_heads, d, e, c = 12, 4, 2, 3, 10, 5
+    wk, wv = rng.standard_normal((key_heads * d, dim)), rng.standard_normal((key_heads * d, dim))
+    wo = rng.standard_normal((e, heads * d))
+    s = None
+    if moment:
+        x = rng.standard_normal((200, dim)) @ rng.standard_normal((dim, dim))
+        s = x.T @ x / 200
+    r = ta.value_latent(wv, wo, heads=heads, key_heads=key_heads, values=c, moment=s, damping=0.0,
+                        key_weight=wk)
+    a, bk, bv = r["latent"], r["key_expand"], r["expand"]
+    assert a.shape == (c, dim) and bk.shape == bv.shape == (key_heads * d, c)
+    chol = np.linalg.cholesky(s) if moment else np.eye(dim)
+    roots = _root(wo, heads, key_heads, d)
+
+    def energy(w):  # ||L^T W^T||^2 per side, the values through F
+        return float(np.sum((chol.T @ w.T) ** 2))
+
+    def weigh(w):
+        return np.concatenate([w[g * d:(g + 1) * d].T @ roots[g] for g in range(key_heads)], axis=1).T
+
+    key_error = energy(wk - bk @ a) / energy(wk)
+    value_error = energy(weigh(wv - bv @ a)) / energy(weigh(wv))
+    x = np.concatenate([chol.T @ wk.T / np.sqrt(energy(wk)), chol.T @ weigh(wv).T / np.sqrt(energy(weigh(wv)))],
+                       axis=1)
+    sigma = np.linalg.svd(x, compute_uv=False)
+    assert key_error + value_error == pytest.approx(float(np.sum(sigma[c:] ** 2)), rel=1e-9)
+    assert r["key_data_error" if moment else "key_error"] == pytest.approx(np.sqrt(key_error), rel=1e-9)
+    assert r["data_error" if moment else "relative_error"] == pytest.approx(np.sqrt(value_error), rel=1e-9)
+    np.testing.assert_allclose(r["singular_values"][:c], sigma[:c], rtol=1e-9)
+
+
+@pytest.mark.parametrize("options,message", [
+    (dict(kv_cache=0.5, joint=True, shared_dim=8), "kv_cache alone"),
+    (dict(shared_dim=8, joint=True, value_dim=8), "value_dim does not apply to joint"),
+    (dict(shared_dim=8, joint=True, bands=2), "bands does not apply to joint"),
+    (dict(shared_dim=33, joint=True), "shared_dim"),
+    (dict(shared_dim=0, joint=True), "shared_dim"),
+    (dict(shared_dim=8, joint=1), "joint must be True or False"),
+    (dict(joint=True), "shared_dim .* or kv_cache"),
+])
+def test_bad_joint_options_are_refused_before_any_change(options, message):
+    model = make_rotary("llama")
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    with pytest.raises(ValueError, match=message):
+        tt.compress_model(model, **options)
+    assert all(torch.equal(v, state[k]) for k, v in model.state_dict().items())
+    assert not hasattr(model.config, "tenfold_rotary")
+
+
+def test_library_refuses_a_key_weight_of_another_shape():
+    rng = np.random.default_rng(1)
+    with pytest.raises(ValueError, match="key_weight is"):
+        ta.value_latent(rng.standard_normal((6, 12)), rng.standard_normal((10, 12)), heads=4, key_heads=2,
+                        values=3, key_weight=rng.standard_normal((6, 11)))
+    with pytest.raises(ValueError, match="values"):
+        ta.value_latent(rng.standard_normal((6, 12)), rng.standard_normal((10, 12)), heads=4, key_heads=2,
+                        values=13, key_weight=rng.standard_normal((6, 12)))
