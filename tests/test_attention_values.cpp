@@ -1,7 +1,7 @@
 // The latent value cache (value_latent, include/tenfold/kv_cache.hpp): the layer's output
 // through the latent and the folded o_proj, written out by loops, equals the original's
 // at full size for GQA, MQA and MHA, with and without a value bias, in float and double;
-// budgets; the data-aware error; refusals.
+// budgets; the data-aware error; the joint latent of keys and values; refusals.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -176,6 +176,84 @@ TEST(Values, RefusesBadSizesAndOptions) {
   EXPECT_THROW(value_latent(bad, ValueOptions{}), InvalidArgument);
   const Matrix<double> wrong(9, 9);
   EXPECT_THROW(value_latent(l, o, &wrong), InvalidArgument);
+}
+
+// Joint: keys and values from one latent. At full size (the rank of [W_K, W_V F]: 2 G d, or
+// D' when narrower) the keys rebuilt from c_n = latent^T [x_n; 1] are W_K^T x_n + b_K and the
+// output through the latent is the original's, with key and value biases.
+TYPED_TEST(ValueExact, JointFullSizeRebuildsKeysAndValues) {
+  using T = TypeParam;
+  const double tol = std::is_same_v<T, float> ? 1e-4 : 1e-10;
+  for (const index_t input : {40, 20}) {
+    ValueLayer<T> l = random_values<T>(4, 2, 8, input, 24, true, 11);
+    std::mt19937_64 gen(12);
+    l.key_weight = gaussian<T>(input, 16, 1.0 / std::sqrt(double(input)), gen);
+    l.key_bias = gaussian<T>(16, 1, 1.0, gen).values();
+    ValueOptions o;
+    o.joint = true;
+    const ValueLatent r = value_latent(l, o);
+    EXPECT_EQ(r.values(), std::min<index_t>(input + 1, 32));
+    ASSERT_EQ(r.key_expand.rows(), 16);
+    std::vector<Matrix<double>> xs;
+    for (int n = 0; n < 5; ++n) xs.push_back(gaussian<double>(input, 1, 1.0, gen));
+    const Matrix<double> a = gaussian<double>(4, 5, 1.0, gen);
+    EXPECT_LT(relative_norm_difference(latent_output(r, 4, xs, a), original_output(l, xs, a)), tol);
+    std::vector<double> keys, rebuilt;
+    for (const Matrix<double>& x : xs) {
+      for (index_t col = 0; col < 16; ++col) {
+        double k = l.key_bias[col], b = 0.0;
+        for (index_t i = 0; i < input; ++i) k += l.key_weight(i, col) * x(i, 0);
+        for (index_t c = 0; c < r.values(); ++c) {
+          double v = r.latent(input, c);
+          for (index_t i = 0; i < input; ++i) v += r.latent(i, c) * x(i, 0);
+          b += r.key_expand(col, c) * v;
+        }
+        keys.push_back(k);
+        rebuilt.push_back(b);
+      }
+    }
+    EXPECT_LT(relative_norm_difference(rebuilt, keys), tol) << "D = " << input;
+    EXPECT_LT(*r.key_error, tol);
+  }
+}
+
+// Each side scaled to unit energy: the keys' and the values' squared relative errors add up
+// to the dropped sigma^2 of X = [W_K / n_K, W_V F / n_V].
+TEST(Values, JointErrorsAddUpToTheDroppedSingularValues) {
+  ValueLayer<double> l = random_values<double>(4, 2, 8, 40, 24, false, 13);
+  std::mt19937_64 gen(14);
+  l.key_weight = gaussian<double>(40, 16, 1.0, gen);
+  for (index_t budget : {3, 10, 20}) {
+    ValueOptions o;
+    o.joint = true;
+    o.values = budget;
+    const ValueLatent r = value_latent(l, o);
+    double dropped = 0.0;
+    for (std::size_t i = static_cast<std::size_t>(budget); i < r.singular_values.size(); ++i)
+      dropped += r.singular_values[i] * r.singular_values[i];
+    EXPECT_NEAR(*r.key_error * *r.key_error + r.relative_error * r.relative_error, dropped, 1e-10);
+    EXPECT_GT(*r.key_error, 0.0);
+  }
+}
+
+TEST(Values, JointRefusesMissingKeysAndBadSizes) {
+  ValueLayer<double> l = random_values<double>(4, 2, 8, 10, 12, false, 1);
+  ValueOptions o;
+  o.joint = true;
+  EXPECT_THROW(value_latent(l, o), DimensionMismatch);  // no key weight
+  std::mt19937_64 gen(2);
+  l.key_weight = gaussian<double>(10, 16, 1.0, gen);
+  o.values = 33;
+  EXPECT_THROW(value_latent(l, o), InvalidArgument);
+  o.values = 11;  // at most min(D', 2 G d) = 10 singular values
+  EXPECT_THROW(value_latent(l, o), InvalidArgument);
+  o.values = 10;
+  EXPECT_NO_THROW(value_latent(l, o));
+  l.key_bias = std::vector<double>(15, 0.0);
+  EXPECT_THROW(value_latent(l, o), DimensionMismatch);
+  l.key_bias.clear();
+  l.key_weight(3, 3) = std::nan("");
+  EXPECT_THROW(value_latent(l, o), InvalidArgument);
 }
 
 }  // namespace

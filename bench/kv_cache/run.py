@@ -189,13 +189,15 @@ def speed_only(tok, model, out: str, quick: bool) -> None:
 
 def configurations(quick: bool, per_head: int) -> list:
     """(label, fraction of the KV cache, method, options, data-aware) per converted row:
-    tenfold.torch's compress_model with kv_cache=f (its split between keys and values),
-    keys alone at half the key cache (the conversion of docs/rope.md), and the whitened-SVD
-    baseline (low_rank.separate) with the same keys and values per token as kv_cache=f."""
+    tenfold.torch's compress_model with kv_cache=f (its split between keys and values, and
+    joint=True: one latent for both), keys alone at half the key cache (the conversion of
+    docs/rope.md), and the whitened-SVD baseline (low_rank.separate) with the same keys and
+    values per token as kv_cache=f."""
     rows = [("keys only, bands 8", 0.75, "tenfold", dict(shared_dim=per_head // 2, bands=8), True)]
     for f in ((0.5, 0.25) if quick else (0.75, 0.5, 0.25)):
         for data in ((True,) if quick else (False, True)):
             rows.append(("kv_cache, bands 8", f, "tenfold", dict(kv_cache=f, bands=8), data))
+        rows.append(("kv_cache, joint", f, "tenfold", dict(kv_cache=f, joint=True), True))
         if f == 0.5:
             rows.append(("kv_cache, bands 1", f, "tenfold", dict(kv_cache=f, bands=1), True))
         if f == 0.5 or not quick:
