@@ -165,3 +165,24 @@ def test_library_refuses_a_key_weight_of_another_shape():
     with pytest.raises(ValueError, match="values"):
         ta.value_latent(rng.standard_normal((6, 12)), rng.standard_normal((10, 12)), heads=4, key_heads=2,
                         values=13, key_weight=rng.standard_normal((6, 12)))
+
+
+def test_rotation_tables_are_shared_grown_and_usable_for_training():
+    # The layers share one cos/sin table per RoPE; a longer request grows it, the values are
+    # those of a fresh computation, and one made under inference_mode is remade for autograd.
+    model = make_rotary("llama")
+    tt.compress_model(model, kv_cache=0.5, joint=True)
+    first, second = rotary_modules(model)
+    with torch.inference_mode():
+        c5, s5 = first.rotation(5, torch.float32, "cpu")
+    c, s = second.rotation(12, torch.float32, "cpu")
+    angles = torch.arange(12, dtype=torch.float32)[:, None] * first.inv_freq
+    emb = torch.cat((angles, angles), dim=-1)
+    torch.testing.assert_close(c, emb.cos(), rtol=0, atol=0)
+    torch.testing.assert_close(s, emb.sin(), rtol=0, atol=0)
+    torch.testing.assert_close(c5, c[:5], rtol=0, atol=0)
+    assert not c.is_inference() and first.rotation(3, torch.float32, "cpu")[0].data_ptr() == c.data_ptr()
+    ids, mask = inputs()
+    model.train()
+    model(input_ids=ids, attention_mask=mask).logits.sum().backward()
+    assert first.expand.grad is not None

@@ -12,6 +12,11 @@ from ._attention import _apply_mask
 from ._cache import make_roomy
 
 
+#: cos and sin tables of the cache indices per (inv_freq, attention_scaling, dtype, device),
+#: shared by the layers (RotarySharedKeyAttention.rotation).
+_ROTATIONS: dict = {}
+
+
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
     """[a, b] -> [-b, a] on the last axis: multiplication by i of the pairs (a_j, b_j)."""
     a, b = x.chunk(2, dim=-1)
@@ -136,10 +141,20 @@ class RotarySharedKeyAttention(nn.Module):
 
     def rotation(self, count: int, dtype: torch.dtype, device) -> tuple[torch.Tensor, torch.Tensor]:
         """cos, sin (count, d) of the cache indices 0 .. count-1, as the model's RoPE
-        computes them for positions (float32 angles, scaled, cast to `dtype`)."""
-        angles = torch.arange(count, device=device, dtype=torch.float32)[:, None] * self.inv_freq.float()
-        emb = torch.cat((angles, angles), dim=-1)
-        return ((emb.cos() * self.attention_scaling).to(dtype), (emb.sin() * self.attention_scaling).to(dtype))
+        computes them for positions (float32 angles, scaled, cast to `dtype`): views of one
+        table per RoPE, dtype and device that all layers share, grown by doubling (every
+        decode step reads it whole: computing it anew cost a quarter of a step's rebuild)."""
+        key = (tuple(self.inv_freq.tolist()), float(self.attention_scaling), dtype, torch.device(device))
+        table = _ROTATIONS.get(key)
+        # (a table made under inference_mode cannot be saved for backward outside it)
+        if (table is None or table[0].shape[0] < count
+                or table[0].is_inference() and not torch.is_inference_mode_enabled()):
+            size = max(count, 2 * table[0].shape[0]) if table is not None else count
+            angles = torch.arange(size, device=device, dtype=torch.float32)[:, None] * self.inv_freq.float()
+            emb = torch.cat((angles, angles), dim=-1)
+            table = ((emb.cos() * self.attention_scaling).to(dtype), (emb.sin() * self.attention_scaling).to(dtype))
+            _ROTATIONS[key] = table
+        return table[0][:count], table[1][:count]
 
     def _check_cache(self, cache) -> None:
         """Only caches that grow with the tokens can hold shared keys: static ones
