@@ -5,7 +5,10 @@ bench/kv_cache/run.py for a bounded CPU time, keeping the parameters of the best
 perplexity on a validation part of the calibration text; perplexity on run.py's
 held-out text before and after.
 
-    python bench/kv_cache/heal.py --out DIR [--kv-cache 0.25] [--quick]   # the environment of bench/rope
+    python bench/kv_cache/heal.py --out DIR [--kv-cache 0.25] [--joint] [--quick]   # the environment of bench/rope
+
+--joint converts with compress_model(joint=True) (one latent for keys and values) instead of
+bands of 8.
 
 Writes DIR/heal.json; docs/kv-cache.md gives the figures.
 """
@@ -34,6 +37,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, help="folder for heal.json (created)")
     ap.add_argument("--kv-cache", type=float, default=0.25, help="fraction of the KV cache kept")
+    ap.add_argument("--joint", action="store_true", help="one latent for keys and values instead of bands of 8")
     ap.add_argument("--lr", type=float, default=3e-4)
     ap.add_argument("--quick", action="store_true", help="5 CPU minutes of distillation instead of 30, less text")
     args = ap.parse_args()
@@ -44,7 +48,8 @@ def main():
     train, validation = batches[:-2], batches[-2:]  # the last two docstring chunks choose the checkpoint
     student = copy.deepcopy(model)
     t = time.process_time()
-    tt.compress_model(student, kv_cache=args.kv_cache, bands=8, calibration=batches)
+    form = {"joint": True} if args.joint else {"bands": 8}
+    tt.compress_model(student, kv_cache=args.kv_cache, calibration=batches, **form)
     conversion = time.process_time() - t
 
     def held(m):
@@ -62,7 +67,7 @@ def main():
     distill_cpu = time.process_time() - t
     end = held(student)
     print(f"healed {end}", flush=True)
-    result = {"model": rope.GGUF, "kv_cache": args.kv_cache, "bands": 8, "lr": args.lr, "quick": args.quick,
+    result = {"model": rope.GGUF, "kv_cache": args.kv_cache, **form, "lr": args.lr, "quick": args.quick,
               "conversion_cpu_s": conversion, "distill_cpu_s": distill_cpu, "steps": len(losses),
               "train_tokens": sum(b["input_ids"].shape[1] for b in train),
               "validation_tokens": sum(b["input_ids"].shape[1] for b in validation),

@@ -186,3 +186,18 @@ def test_rotation_tables_are_shared_grown_and_usable_for_training():
     model.train()
     model(input_ids=ids, attention_mask=mask).logits.sum().backward()
     assert first.expand.grad is not None
+
+
+def test_distill_trains_the_joint_layers():
+    # The latent (key), the keys' rebuild (expand) and the values' rebuild are what distill
+    # trains; a few steps lower the loss towards the original.
+    from tenfold.torch.distill import collaborative_parameters
+
+    original = make_rotary("llama", seed=8)
+    model = copy.deepcopy(original)
+    tt.compress_model(model, kv_cache=0.5, joint=True)  # 16 latent values: rebuilt before o_proj
+    want = [p for m in rotary_modules(model) for p in (m.key.weight, m.expand, m.value_expand)]
+    assert [id(p) for p in collaborative_parameters(model)] == [id(p) for p in want]
+    ids, mask = inputs()
+    losses = tt.distill(model, original, [{"input_ids": ids, "attention_mask": mask}], steps=8, lr=1e-2, loss="kl")
+    assert losses[-1] < losses[0]

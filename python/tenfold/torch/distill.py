@@ -27,8 +27,8 @@ def collaborative_parameters(model: nn.Module) -> list:
     """The parameters the conversion made, each once: every collaborative module's
     ``collab`` (mixing, shared projections, content bias) and every rotary module's
     shared keys (``key`` with its ``mixing`` or ``expand``) and, with latent values,
-    ``value``, and the folded ``o_proj`` or ``value_expand`` (the original o_proj
-    stays as it was)."""
+    ``value`` (none for the joint latent: ``key`` makes it), and the folded ``o_proj`` or
+    ``value_expand`` (the original o_proj stays as it was)."""
     seen, out = set(), []
     for m in model.modules():
         if isinstance(m, CollaborativeAttention):
@@ -36,7 +36,7 @@ def collaborative_parameters(model: nn.Module) -> list:
         elif isinstance(m, RotarySharedKeyAttention):
             parts = [m.key, m.mixing if m.bands == 1 else m.expand]
             if m.value_values is not None:
-                parts += [m.value, m.o_proj if m.folded else m.value_expand]
+                parts += ([] if m.joint else [m.value]) + [m.o_proj if m.folded else m.value_expand]
         else:
             continue
         for part in parts:
