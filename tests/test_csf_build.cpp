@@ -150,7 +150,7 @@ void expect_tree_of(const detail::Csf<T>& tree, const SparseTensor<T>& x) {
 }
 
 // Every root of 2-, 3- and 4-way tensors, levels all 32-bit and all 64-bit, one scratch
-// reused from tree to tree.
+// reused from tree to tree; the entries read back from each tree are the tensor's.
 TEST(CsfBuild, TreesHoldTheSortedCoordinates) {
   std::uint64_t seed = 80;
   for (const std::vector<index_t>& dims : std::vector<std::vector<index_t>>{
@@ -161,6 +161,9 @@ TEST(CsfBuild, TreesHoldTheSortedCoordinates) {
       for (index_t max_narrow : {detail::kNarrowLimit, index_t{1}}) {
         const detail::Csf<double> tree(x, n, scratch, max_narrow);
         expect_tree_of(tree, x);
+        const SparseTensor<double> back = detail::csf_entries(tree, x.dims());
+        EXPECT_EQ(back.coords(), x.coords()) << "root " << n;
+        EXPECT_EQ(back.values(), x.values()) << "root " << n;
       }
     }
   }
@@ -168,6 +171,7 @@ TEST(CsfBuild, TreesHoldTheSortedCoordinates) {
   const detail::Csf<float> tree(empty, 1);
   EXPECT_EQ(tree.nodes(0), 0);
   EXPECT_EQ(tree.first_leaf(0), 0);
+  EXPECT_EQ(detail::csf_entries(tree, empty.dims()).nnz(), 0);
 }
 
 // build_csf_trees, one tree at a time or several (1 and 3 threads): the trees built alone,

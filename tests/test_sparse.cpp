@@ -162,6 +162,36 @@ TEST(SparseMttkrp, SameBitsForAnyThreadCount) {
   for (std::size_t i = 3; i < results.size(); ++i) EXPECT_EQ(results[i], results[i % 3]);
 }
 
+// An operand that takes its tensor leaves it empty and computes what the one that reads
+// it computes, from the same trees: MTTKRPs, norm and (entries rebuilt from the first
+// tree) mode Grams, with each CSF layout. The same arithmetic on the same entries: the
+// same bits.
+TEST(SparseOperand, TakingTheTensorReleasesItsEntries) {
+  auto c = detail::make_compute<double>(Backend::cpu);
+  const SparseTensor<double> x = random_sparse<double>({30, 20, 12, 9}, 0.05, 5);
+  const auto f = random_factors<double>(x.dims(), 4, 6);
+  std::vector<const double*> ptrs;
+  for (const auto& v : f) ptrs.push_back(v.data());
+  for (CsfLayout layout : {CsfLayout::all, CsfLayout::two, CsfLayout::one}) {
+    SparseTensor<double> taken = x;
+    detail::SparseOperand<double> owner(*c, std::move(taken), layout);
+    detail::SparseOperand<double> reader(*c, x, layout);
+    EXPECT_EQ(taken.nnz(), 0);
+    EXPECT_EQ(owner.dims(), x.dims());
+    EXPECT_EQ(owner.norm_squared(), reader.norm_squared());
+    for (int n = 0; n < x.order(); ++n) {
+      const auto in = static_cast<std::size_t>(x.dim(n));
+      std::vector<double> a(in * 4), b(in * 4), ga(in * in), gb(in * in);
+      owner.mttkrp(n, ptrs, 4, a.data());
+      reader.mttkrp(n, ptrs, 4, b.data());
+      EXPECT_EQ(a, b) << "mode " << n;
+      owner.mode_gram(n, ga.data());
+      reader.mode_gram(n, gb.data());
+      EXPECT_EQ(ga, gb) << "Gram of mode " << n;
+    }
+  }
+}
+
 // A planted rank-3 model observed at a random 30% of its entries (the rest zero).
 SparseTensor<double> planted_sparse(std::uint64_t seed) {
   RandomCpOptions o;

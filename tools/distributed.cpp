@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common.hpp"
@@ -209,8 +210,8 @@ CsfLayout DistributedSparse<T>::layout(CsfLayout csf) const {
 
 template <class T>
 CpResult<T> DistributedSparse<T>::cp(const CpOptions& options, CpStart<T> initial_factors,
-                                     CsfLayout layout, nlohmann::json& report) const {
-  CpResult<T> res = mpi::cp_als(x_->x, options, initial_factors, {layout});
+                                     CsfLayout layout, nlohmann::json& report) {
+  CpResult<T> res = mpi::cp_als(std::move(x_->x), options, initial_factors, {layout});
   describe(x_->x, report);
   return res;
 }

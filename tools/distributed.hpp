@@ -83,10 +83,10 @@ class DistributedSparse {
   index_t nnz() const;
   /// The CSF layout `csf` resolves to, alike on every process.
   CsfLayout layout(CsfLayout csf) const;
-  /// cp_als of the tensor; `report` receives the processes, grid and communication per
-  /// phase.
+  /// cp_als of the tensor, which releases the block's entries once its trees are built
+  /// (call it once); `report` receives the processes, grid and communication per phase.
   CpResult<T> cp(const CpOptions& options, CpStart<T> initial_factors, CsfLayout layout,
-                 nlohmann::json& report) const;
+                 nlohmann::json& report);
 
  private:
   struct Data;

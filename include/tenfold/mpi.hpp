@@ -236,4 +236,13 @@ template <class T>
 TENFOLD_API CpResult<T> cp_als(const DistSparseTensor<T>& x, const CpOptions& options,
                                CpStart<T> initial_factors = {}, const SparseCpOptions& sparse = {});
 
+/// The same, taking the block's entries: x.local is released once the CSF trees are built
+/// (the trees hold every entry, so the block is not held twice during the iterations; a
+/// process's peak memory falls by the block, 8 (N + 1) bytes per nonzero in double). x keeps its
+/// grid, sizes, ranges, nnz and communication counts; x.local is left empty. Where the
+/// call throws before the trees are built (arguments, memory), x is unchanged.
+template <class T>
+TENFOLD_API CpResult<T> cp_als(DistSparseTensor<T>&& x, const CpOptions& options,
+                               CpStart<T> initial_factors = {}, const SparseCpOptions& sparse = {});
+
 }  // namespace tenfold::mpi

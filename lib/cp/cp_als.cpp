@@ -425,12 +425,18 @@ CpResult<T> run_cp_als(CpOperand<T>& x, Compute<T>& c, const CpOptions& o,
   }
 
   const auto t0 = Clock::now();
+  // The iteration's buffers make room for the model: the line search's copies and M go
+  // first, each factor once it is copied out, so that the model is never held twice.
+  if (line_search) res.line_search_accepted = line_search->accepted();
+  line_search.reset();
+  s.m.reset();
   res.model.weights.resize(static_cast<std::size_t>(r));
   c.download(res.model.weights.data(), s.lambda.get(), static_cast<std::size_t>(r));
   for (int n = 0; n < order; ++n) {
     const auto ni = static_cast<std::size_t>(n);
     Matrix<T> f(dims[ni], r);
     c.download(f.data(), s.ptrs[ni], static_cast<std::size_t>(f.size()));
+    s.u[ni].reset();
     res.model.factors.push_back(std::move(f));
   }
   if (o.fixed_modes.empty()) {
@@ -450,7 +456,6 @@ CpResult<T> run_cp_als(CpOperand<T>& x, Compute<T>& c, const CpOptions& o,
       }
     }
   }
-  if (line_search) res.line_search_accepted = line_search->accepted();
   res.converged = res.stop == CpStop::converged;
   res.fit = fit;
   res.relative_error = 1.0 - fit;
@@ -486,11 +491,24 @@ void arrange(KTensor<T>& model, const std::vector<bool>& nonnegative) {
     w[static_cast<std::size_t>(j)] =
         model.weights[static_cast<std::size_t>(perm[static_cast<std::size_t>(j)])];
   model.weights = w;
+  // Column j of each factor takes column perm[j], in place: each cycle j -> perm[j] -> ...
+  // of the permutation through one column's buffer.
+  std::vector<bool> placed(static_cast<std::size_t>(r), false);
   for (Matrix<T>& f : model.factors) {
-    Matrix<T> g(f.rows(), r);
-    for (index_t j = 0; j < r; ++j)
-      std::copy_n(f.col(perm[static_cast<std::size_t>(j)]), f.rows(), g.col(j));
-    f = std::move(g);
+    std::fill(placed.begin(), placed.end(), false);
+    std::vector<T> first(static_cast<std::size_t>(f.rows()));
+    for (index_t j0 = 0; j0 < r; ++j0) {
+      if (placed[static_cast<std::size_t>(j0)]) continue;
+      std::copy_n(f.col(j0), f.rows(), first.data());
+      index_t j = j0;
+      for (index_t k = perm[static_cast<std::size_t>(j)]; k != j0;
+           j = k, k = perm[static_cast<std::size_t>(k)]) {
+        std::copy_n(f.col(k), f.rows(), f.col(j));
+        placed[static_cast<std::size_t>(j)] = true;
+      }
+      std::copy_n(first.data(), f.rows(), f.col(j));
+      placed[static_cast<std::size_t>(j)] = true;
+    }
   }
   // Signs: the largest-magnitude entry of each column positive, the phases p_n of those
   // entries divided out of every mode and their product P put back into one, so that

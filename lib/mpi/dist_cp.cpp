@@ -5,6 +5,8 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "core/compute.hpp"
@@ -198,9 +200,13 @@ CsfLayout csf_layout_for(const DistSparseTensor<T>& x, const SparseCpOptions& sp
   return one == 1 ? CsfLayout::one : CsfLayout::all;
 }
 
-template <class T>
-CpResult<T> cp_als(const DistSparseTensor<T>& x, const CpOptions& options,
-                   CpStart<T> initial_factors, const SparseCpOptions& sparse) {
+namespace {
+
+// CP-ALS of x on the CSF trees of its block, built from `entries`: x.local, or (released
+// once the trees are built) x.local taken.
+template <class T, class Entries>
+CpResult<T> sparse_cp_als(const DistSparseTensor<T>& x, Entries&& entries, const CpOptions& options,
+                          const CpStart<T>& initial_factors, const SparseCpOptions& sparse) {
   const auto start = std::chrono::steady_clock::now();
   MPI_Comm comm = x.grid->comm();
   check_cp_arguments<T>(comm, x.dims, options, initial_factors, "a distributed sparse tensor",
@@ -211,16 +217,39 @@ CpResult<T> cp_als(const DistSparseTensor<T>& x, const CpOptions& options,
   auto c = tenfold::detail::make_compute<T>(Backend::cpu);
   tenfold::detail::Compute<T>& cr = *c;
   const CsfLayout layout = csf_layout_for(x, sparse);
-  std::unique_ptr<tenfold::detail::CpOperand<T>> local;
+  // The Gram's exchange: the block's entries packed and received (about 2 nnz (N + 1)),
+  // and once they are released, their copy rebuilt from the trees.
+  constexpr bool taken = !std::is_lvalue_reference_v<Entries>;
+  const double gram_elements =
+      (taken ? 3.0 : 2.0) * static_cast<double>(x.local.nnz()) * (x.order() + 1);
+  std::unique_ptr<tenfold::detail::SparseOperand<T>> local;
   on_every_process(comm, [&] {
-    local = std::make_unique<tenfold::detail::SparseOperand<T>>(cr, x.local, layout);
+    local = std::make_unique<tenfold::detail::SparseOperand<T>>(cr, std::forward<Entries>(entries),
+                                                                layout);
   });
-  // The Gram's exchange: the block's entries packed and received (about 2 nnz (N + 1)).
+  const tenfold::detail::SparseOperand<T>& trees = *local;
   detail::DistOperand<T> op(
       cr, {*x.grid, x.dims, x.bounds, *x.stats}, std::move(local),
-      [&x](int n, T* out) { detail::distributed_mode_gram(x, n, out); },
-      2.0 * static_cast<double>(x.local.nnz()) * (x.order() + 1));
+      [&x, &trees](int n, T* out) {
+        trees.with_entries(
+            [&](const SparseTensor<T>& block) { detail::distributed_mode_gram(x, block, n, out); });
+      },
+      gram_elements);
   return run_distributed(comm, op, cr, options, initial_factors, start);
+}
+
+}  // namespace
+
+template <class T>
+CpResult<T> cp_als(const DistSparseTensor<T>& x, const CpOptions& options,
+                   CpStart<T> initial_factors, const SparseCpOptions& sparse) {
+  return sparse_cp_als(x, x.local, options, initial_factors, sparse);
+}
+
+template <class T>
+CpResult<T> cp_als(DistSparseTensor<T>&& x, const CpOptions& options, CpStart<T> initial_factors,
+                   const SparseCpOptions& sparse) {
+  return sparse_cp_als(x, std::move(x.local), options, initial_factors, sparse);
 }
 
 template <class T>
@@ -246,6 +275,10 @@ template CsfLayout csf_layout_for<double>(const DistSparseTensor<double>&, const
 template CpResult<float> cp_als<float>(const DistSparseTensor<float>&, const CpOptions&,
                                        CpStart<float>, const SparseCpOptions&);
 template CpResult<double> cp_als<double>(const DistSparseTensor<double>&, const CpOptions&,
+                                         CpStart<double>, const SparseCpOptions&);
+template CpResult<float> cp_als<float>(DistSparseTensor<float>&&, const CpOptions&, CpStart<float>,
+                                       const SparseCpOptions&);
+template CpResult<double> cp_als<double>(DistSparseTensor<double>&&, const CpOptions&,
                                          CpStart<double>, const SparseCpOptions&);
 template CpResult<double> cp_als<double>(const DistTensor<double>&, const CpOptions&,
                                          CpStart<double>);

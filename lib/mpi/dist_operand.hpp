@@ -61,8 +61,10 @@ class DistOperand final : public tenfold::detail::CpOperand<T> {
 template <class T>
 void distributed_mode_gram(Compute<T>& c, const DistTensor<T>& x, int n, T* out);
 
-/// The same for a distributed sparse tensor.
+/// The same for a distributed sparse tensor whose block holds the entries `block` (x.local,
+/// or the trees' copy once x.local is released).
 template <class T>
-void distributed_mode_gram(const DistSparseTensor<T>& x, int n, T* out);
+void distributed_mode_gram(const DistSparseTensor<T>& x, const SparseTensor<T>& block, int n,
+                           T* out);
 
 }  // namespace tenfold::mpi::detail

@@ -122,16 +122,17 @@ void check_entries(const std::vector<index_t>& dims, const std::vector<index_t>&
 }  // namespace
 
 template <class T>
-void distributed_mode_gram(const DistSparseTensor<T>& x, int n, T* out) {
+void distributed_mode_gram(const DistSparseTensor<T>& x, const SparseTensor<T>& block, int n,
+                           T* out) {
   const ProcessGrid& grid = *x.grid;
   const auto ni = static_cast<std::size_t>(n), order = static_cast<std::size_t>(x.order());
   const int parts = grid.shape()[ni];
   const index_t in = x.dims[ni];
-  const auto nnz = static_cast<std::size_t>(x.local.nnz());
+  const auto nnz = static_cast<std::size_t>(block.nnz());
   // The block's entries with their global mode-n indices; the other indices are local,
   // and the same along the fibre (its blocks share their ranges in the other modes).
-  std::vector<index_t> coords = x.local.coords();
-  std::vector<T> values = x.local.values();
+  std::vector<index_t> coords = block.coords();
+  std::vector<T> values = block.values();
   for (std::size_t k = 0; k < nnz; ++k) coords[ni * nnz + k] += x.offsets[ni];
   if (parts > 1) {
     // Column c of X_(n) (its indices in the other modes) to fibre process hash(c) mod P_n,
@@ -146,7 +147,7 @@ void distributed_mode_gram(const DistSparseTensor<T>& x, int n, T* out) {
     exchange_entries(*x.stats, "gram", grid.fibre(n), dest, order, coords, values);
   }
   // G_p = sum over this process's columns c of x_c x_c^T
-  std::vector<index_t> dims = x.local.dims();
+  std::vector<index_t> dims = block.dims();
   dims[ni] = in;
   tenfold::detail::sparse_mode_gram(SparseTensor<T>(dims, std::move(coords), std::move(values)), n,
                                     out);
@@ -154,8 +155,10 @@ void distributed_mode_gram(const DistSparseTensor<T>& x, int n, T* out) {
   allreduce_sum(*x.stats, "gram", grid.comm(), out, in * in);
 }
 
-template void distributed_mode_gram<float>(const DistSparseTensor<float>&, int, float*);
-template void distributed_mode_gram<double>(const DistSparseTensor<double>&, int, double*);
+template void distributed_mode_gram<float>(const DistSparseTensor<float>&,
+                                           const SparseTensor<float>&, int, float*);
+template void distributed_mode_gram<double>(const DistSparseTensor<double>&,
+                                            const SparseTensor<double>&, int, double*);
 
 }  // namespace detail
 

@@ -233,6 +233,34 @@ std::vector<std::unique_ptr<Csf<T>>> build_csf_trees(const SparseTensor<T>& x,
   return out;
 }
 
+template <class T>
+SparseTensor<T> csf_entries(const Csf<T>& tree, std::vector<index_t> dims) {
+  const int last = tree.levels() - 1;
+  const index_t nnz = tree.nodes(last);
+  const auto n = static_cast<std::size_t>(nnz);
+  std::vector<index_t> coords(dims.size() * n);
+  // Level by level from the leaves up: node j of level d covers the leaves [b_j, b_{j+1}),
+  // b_j = b'_{ptr_d[j]} from the level below (a leaf covers itself; ptr_d[j] >= j, so b
+  // is updated in place), and writes its id there in its mode.
+  std::vector<index_t> begin(n + 1);
+  std::iota(begin.begin(), begin.end(), index_t{0});
+  for (int d = last; d >= 0; --d) {
+    const index_t nodes = tree.nodes(d);
+    if (d < last) {
+      const IndexLevel& ptr = tree.children(d);
+      for (index_t j = 0; j <= nodes; ++j)
+        begin[static_cast<std::size_t>(j)] = begin[static_cast<std::size_t>(ptr[j])];
+    }
+    const IndexLevel& ids = tree.ids(d);
+    index_t* to = coords.data() + static_cast<std::size_t>(tree.mode(d)) * n;
+    for (index_t j = 0; j < nodes; ++j)
+      std::fill(to + begin[static_cast<std::size_t>(j)],
+                to + begin[static_cast<std::size_t>(j) + 1], ids[j]);
+  }
+  std::vector<T> values(tree.values(), tree.values() + nnz);
+  return SparseTensor<T>(std::move(dims), std::move(coords), std::move(values));
+}
+
 namespace {
 
 // MTTKRP rows of the roots [s0, s1) (see csf_mttkrp). Bottom-up and iterative: sums[d]
@@ -369,7 +397,8 @@ void csf_poisson_phi(const Csf<T>& tree, std::type_identity_t<std::span<const T*
                                    const T*, index_t, T, T*);                                      \
   template void csf_khatri_rao_rows<T>(                                                            \
       const Csf<T>&, std::type_identity_t<std::span<const T* const>>, index_t, T*);                \
-  template void csf_poisson_phi_kept<T>(const Csf<T>&, const T*, const T*, index_t, T, T*);
+  template void csf_poisson_phi_kept<T>(const Csf<T>&, const T*, const T*, index_t, T, T*);        \
+  template SparseTensor<T> csf_entries<T>(const Csf<T>&, std::vector<index_t>);
 TENFOLD_INSTANTIATE_FOR_EACH_VALUE_TYPE(TENFOLD_INSTANTIATE_CSF)
 
 }  // namespace tenfold::detail

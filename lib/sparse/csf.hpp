@@ -150,6 +150,11 @@ std::vector<std::unique_ptr<Csf<T>>> build_csf_trees(const SparseTensor<T>& x,
                                                      const std::string& what,
                                                      index_t max_narrow = kNarrowLimit);
 
+/// The entries of the tensor a tree was built from (of sizes `dims`): every leaf's index in
+/// each mode and its value, as a SparseTensor (sorted with mode 0 slowest).
+template <class T>
+SparseTensor<T> csf_entries(const Csf<T>& tree, std::vector<index_t> dims);
+
 /// One level's values as the kernels read them: compiled for 32-bit, 64-bit, or either
 /// (a test per read, for trees of both kinds of level). Held by value in the kernels, so
 /// that its pointer and size stay in registers.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 #include <string>
+#include <utility>
 
 #include "core/instantiate.hpp"
 #include "core/thread_pool.hpp"
@@ -11,6 +12,8 @@
 
 namespace tenfold::detail {
 namespace {
+
+double squared(double v) { return v * v; }
 
 // Row-major copy `to` of a column-major (rows x cols) matrix, in tiles of kTile rows (a
 // tile's columns are read contiguously and stay in cache), in parallel.
@@ -48,7 +51,13 @@ std::vector<int> csf_roots(std::span<const index_t> dims, CsfLayout layout) {
 template <class T>
 SparseOperand<T>::SparseOperand(Compute<T>& c, const SparseTensor<T>& x, CsfLayout layout,
                                 index_t max_narrow)
-    : CpOperand<T>(c), x_(x), layout_(layout), fresh_(static_cast<std::size_t>(x.order()), false) {
+    : CpOperand<T>(c),
+      x_(&x),
+      dims_(x.dims()),
+      nnz_(x.nnz()),
+      norm_squared_(squared(x.norm())),
+      layout_(layout),
+      fresh_(static_cast<std::size_t>(x.order()), false) {
   if (!c.host_memory()) {
     throw InvalidArgument("sparse tensors are decomposed on the cpu backend only, got backend " +
                           std::string(to_string(c.kind())));
@@ -75,9 +84,17 @@ SparseOperand<T>::SparseOperand(Compute<T>& c, const SparseTensor<T>& x, CsfLayo
 }
 
 template <class T>
+SparseOperand<T>::SparseOperand(Compute<T>& c, SparseTensor<T>&& x, CsfLayout layout,
+                                index_t max_narrow)
+    : SparseOperand(c, std::as_const(x), layout, max_narrow) {
+  // The trees hold every entry now: x's copy goes.
+  const SparseTensor<T> released = std::move(x);
+  x_ = nullptr;
+}
+
+template <class T>
 double SparseOperand<T>::norm_squared() {
-  const double nx = x_.norm();
-  return nx * nx;
+  return norm_squared_;
 }
 
 template <class T>
@@ -88,12 +105,12 @@ std::vector<const T*> SparseOperand<T>::factor_rows(std::span<const T* const> fa
     rows_rank_ = rank;
   }
   std::vector<const T*> out(factors.size(), nullptr);
-  for (int m = 0; m < x_.order(); ++m) {
+  for (int m = 0; m < this->order(); ++m) {
     const auto ms = static_cast<std::size_t>(m);
     if (m == skip) continue;
     if (!fresh_[ms]) {
       // U_m column-major (I_m x R) to row-major.
-      const index_t rows = x_.dim(m);
+      const index_t rows = dims_[ms];
       rows_[ms].resize(static_cast<std::size_t>(rows * rank));
       to_row_major(rows, rank, factors[ms], rows_[ms].data());
       fresh_[ms] = true;
@@ -107,13 +124,13 @@ template <class T>
 void SparseOperand<T>::mttkrp(int n, std::span<const T* const> factors, index_t rank, T* out) {
   const std::vector<const T*> rows = factor_rows(factors, rank, n);
   const auto ns = static_cast<std::size_t>(n);
-  csf_mttkrp_level(*trees_[static_cast<std::size_t>(tree_[ns])], level_[ns], rows, rank, x_.dim(n),
+  csf_mttkrp_level(*trees_[static_cast<std::size_t>(tree_[ns])], level_[ns], rows, rank, dims_[ns],
                    out);
 }
 
 template <class T>
 void SparseOperand<T>::mode_gram(int n, T* out) {
-  sparse_mode_gram(x_, n, out);
+  with_entries([&](const SparseTensor<T>& x) { sparse_mode_gram(x, n, out); });
 }
 
 template <class T>
@@ -153,13 +170,14 @@ double SparseOperand<T>::workspace_elements(index_t rank, bool mode_grams) const
   // output computed below a root; the mode Gram's sort (index_t per entry, twice: the
   // permutation and its spare).
   double e = 0.0, most = 0.0;
-  for (int n = 0; n < x_.order(); ++n) {
-    const double rows = static_cast<double>(x_.dim(n)) * static_cast<double>(rank);
+  for (int n = 0; n < this->order(); ++n) {
+    const double rows =
+        static_cast<double>(dims_[static_cast<std::size_t>(n)]) * static_cast<double>(rank);
     e += rows;
     if (level_[static_cast<std::size_t>(n)] > 0) most = std::max(most, rows);
   }
   e += pool_threads() * most;
-  if (mode_grams) e += 2.0 * static_cast<double>(x_.nnz()) * sizeof(index_t) / sizeof(T);
+  if (mode_grams) e += 2.0 * static_cast<double>(nnz_) * sizeof(index_t) / sizeof(T);
   return e;
 }
 

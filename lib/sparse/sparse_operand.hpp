@@ -30,8 +30,13 @@ class SparseOperand final : public CpOperand<T> {
   /// (resolve it first: csf_layout_for).
   SparseOperand(Compute<T>& c, const SparseTensor<T>& x, CsfLayout layout = CsfLayout::all,
                 index_t max_narrow = kNarrowLimit);
+  /// The same, taking x: its entries are released once the trees are built (x is left
+  /// empty), so that they are not held twice; the trees give them back where needed
+  /// (mode_gram, with_entries).
+  SparseOperand(Compute<T>& c, SparseTensor<T>&& x, CsfLayout layout = CsfLayout::all,
+                index_t max_narrow = kNarrowLimit);
 
-  const std::vector<index_t>& dims() const override { return x_.dims(); }
+  const std::vector<index_t>& dims() const override { return dims_; }
   double norm_squared() override;
   void mttkrp(int n, std::span<const T* const> factors, index_t rank, T* out) override;
   void factor_changed(int m) override { fresh_[static_cast<std::size_t>(m)] = false; }
@@ -40,13 +45,25 @@ class SparseOperand final : public CpOperand<T> {
   double workspace_elements(index_t rank, bool mode_grams) const override;
 
   CsfLayout layout() const { return layout_; }
+  /// f(the tensor's entries): x, or the entries rebuilt from the first tree once released.
+  template <class F>
+  void with_entries(F&& f) const {
+    if (x_ != nullptr) {
+      f(*x_);
+    } else {
+      f(csf_entries(*trees_[0], dims_));
+    }
+  }
   /// The trees, rooted at csf_roots(dims(), layout()).
   const std::vector<std::unique_ptr<Csf<T>>>& trees() const { return trees_; }
   /// Row-major copies of the factors at `rank` (refreshed where they changed).
   std::vector<const T*> factor_rows(std::span<const T* const> factors, index_t rank, int skip);
 
  private:
-  const SparseTensor<T>& x_;
+  const SparseTensor<T>* x_;  // the entries, or nullptr once released
+  std::vector<index_t> dims_;
+  index_t nnz_;
+  double norm_squared_;
   CsfLayout layout_;
   std::vector<std::unique_ptr<Csf<T>>> trees_;
   std::vector<int> tree_, level_;   // mode n's MTTKRP: level level_[n] of trees_[tree_[n]]

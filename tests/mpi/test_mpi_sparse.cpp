@@ -117,6 +117,34 @@ TEST(DistSparse, CpEqualsTheSerialLibrary) {
   }
 }
 
+// cp_als taking the tensor: the same model as the serial library, the block's entries
+// released (the mode Grams of nvecs then read them back from the trees); an error before
+// the trees leaves the tensor as it was.
+TEST(DistSparse, CpTakingTheTensorReleasesItsBlock) {
+  for (const auto& dims : kSparseShapes) {
+    const SparseTensor<double> x = power_law(dims, 2000, 5);
+    const auto d = mpi::read_sparse<double>(MPI_COMM_WORLD, save_sparse(x, "take.tns"));
+    for (CsfLayout layout : {CsfLayout::all, CsfLayout::one}) {
+      for (CpInit init : {CpInit::random, CpInit::nvecs}) {
+        CpOptions o = sweeps(3, 15, init);
+        o.seed = 6;
+        SCOPED_TRACE("init " + std::string(to_string(init)) + ", layout " +
+                     std::string(to_string(layout)) + ", order " + std::to_string(dims.size()));
+        mpi::DistSparseTensor<double> taken = d;
+        CpOptions bad = o;
+        bad.rank = 0;
+        EXPECT_THROW(mpi::cp_als(std::move(taken), bad, {}, {layout}), InvalidArgument);
+        EXPECT_EQ(taken.local.nnz(), d.local.nnz());
+        expect_same_model(mpi::cp_als(std::move(taken), o, {}, {layout}),
+                          cp_als(x, o, {}, {layout}));
+        EXPECT_EQ(taken.local.nnz(), 0);
+        EXPECT_EQ(taken.dims, x.dims());
+        EXPECT_EQ(taken.nnz, x.nnz());
+      }
+    }
+  }
+}
+
 TEST(DistSparse, ProcessesWithoutNonzerosAndDuplicatesAcrossProcesses) {
   // Every nonzero in slice 0 of mode 0, spread over P processes along mode 0: all but
   // one process own none. Each process passes the same entries: their sums meet.
