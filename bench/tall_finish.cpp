@@ -1,16 +1,16 @@
-// A 3-way contraction and the first MTTKRP it serves, on the CPU backend, two ways in one
-// process, alternated round by round:
+// The 3-way MTTKRP's slab contraction and the first finish it serves, on the CPU backend,
+// two ways in one process, alternated round by round:
 //
 //   build/bench/tall_finish [size=200] [rank=64] [reps=15] [float64|float32]
 //
-// For an I x I x I tensor X and factors U_0, U_1, U_2 (I x R): Y = X x_m U_m^T (I^2 x R),
-// then out = the MTTKRP of mode n from Y, either by the product and then one
-// matrix-vector product per column (`gemm` / `gemm_strided_batched`, as before the fused
-// finish) or by `gemm_finished` (the finish summed from each tile in registers). The cases
-// (m, n): a sweep in mode order contracts m = 2, 1, 0 for n = 0, 2, 1; in reverse order
-// (NumPy's C order) m = 0, 1, 2 for n = 2, 0, 1. Seconds per case (median of `reps`), the
-// median over rounds of the separate way's time over the fused way's in the same round,
-// and CPU seconds of the process per case each way.
+// For an I x I x I tensor X and factors U_0, U_1 (I x R): Y(:, i2, :) = X(:, :, i2) U_1
+// (slab by slab, I^2 x R), then mode 2's MTTKRP out(i2, r) = Y(:, i2, r) . U_0(:, r),
+// either by the products and then one matrix-vector product per column
+// (`gemm_strided_batched` twice) or by `gemm_column_dots` writing Y and summing the dots
+// from each tile in registers (docs/performance.md). Milliseconds (median of `reps`) of
+// the products alone, of products then finish, and fused; the median over rounds of the
+// separate way's time over the fused way's in the same round; CPU milliseconds of the
+// process each way.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -42,76 +42,52 @@ double median(std::vector<double> v) {
 
 template <class T>
 int run(index_t i, index_t rank, int reps) {
-  using Finish = tenfold::detail::ProductFinish<T>;
   auto owned = tenfold::detail::make_compute<T>(tenfold::Backend::cpu);
   tenfold::detail::Compute<T>& c = *owned;
   const index_t slab = i * i, numel = slab * i;
   tenfold::detail::HostArray<T> x(static_cast<std::size_t>(numel));
   tenfold::detail::HostArray<T> y(static_cast<std::size_t>(slab * rank));
-  std::vector<T> u(static_cast<std::size_t>(3 * i * rank)), out(static_cast<std::size_t>(i * rank));
+  std::vector<T> u0(static_cast<std::size_t>(i * rank)), u1 = u0, out = u0;
   std::mt19937_64 gen(1);
   std::uniform_real_distribution<double> dist(0.0, 1.0);
   for (index_t e = 0; e < numel; ++e) x.data()[e] = T(dist(gen));
-  for (T& v : u) v = T(dist(gen));
-  const auto factor = [&](int m) { return u.data() + m * i * rank; };
-  std::printf("%lld^3 R%lld %s\n", static_cast<long long>(i), static_cast<long long>(rank),
-              sizeof(T) == 8 ? "float64" : "float32");
-  std::printf(
-      "| m, n | product alone ms | product, then gemv ms | fused ms | separate / fused | CPU ms "
-      "each |\n|---|---|---|---|---|---|\n");
-  for (const auto [m, n] : {std::pair{2, 0}, {1, 2}, {0, 1}, {0, 2}, {1, 0}, {2, 1}}) {
-    // Y = op(X) U_m in blocks of I rows (see DenseMttkrp::contract_mode); a < b the other modes.
-    const int a = m == 0 ? 1 : 0, b = m == 2 ? 1 : 2;
-    const Op ta = m == 0 ? Op::trans : Op::none;
-    const index_t lda = m == 2 ? slab : i, block_a = m == 0 ? i * i : m == 1 ? slab : i;
-    const bool over_blocks = n == a, apart = m == 1 || !over_blocks;
-    const Finish finish{over_blocks ? Finish::Sum::blocks : Finish::Sum::rows,
-                        i,
-                        factor(over_blocks ? b : a),
-                        i,
-                        out.data(),
-                        i};
-    const auto product = [&] {
-      if (m == 1) {
-        c.gemm_strided_batched(Op::none, Op::none, i, rank, i, T(1), x.data(), i, slab, factor(1),
-                               i, 0, T(0), y.data(), slab, i, i);
-      } else {
-        c.gemm(ta, Op::none, slab, rank, i, T(1), x.data(), lda, factor(m), i, T(0), y.data(),
-               slab);
-      }
-    };
-    const auto separate = [&] {
-      product();
-      // out(:, r) = Y_r U_b(:, r) (n = a) or Y_r^T U_a(:, r) (n = b).
-      c.gemm_strided_batched(over_blocks ? Op::none : Op::trans, Op::none, i, 1, i, T(1), y.data(),
-                             i, slab, factor(over_blocks ? b : a), i, i, T(0), out.data(), i, i,
-                             rank);
-    };
-    const auto fused = [&] {
-      if (!c.gemm_finished(ta, apart ? i : slab, rank, i, T(1), x.data(), lda, block_a, factor(m),
-                           i, y.data(), slab, i, apart ? i : 1, finish))
-        std::printf("(no fused kernel for this shape)\n");
-    };
-    separate();
-    fused();
-    std::vector<double> ts, tf, tp, ratios;
-    double cpu_s = 0.0, cpu_f = 0.0, cpu_p = 0.0;
-    for (int r = 0; r < reps; ++r) {
-      const std::clock_t cp = std::clock();
-      tp.push_back(seconds(product));
+  for (T& v : u0) v = T(dist(gen));
+  for (T& v : u1) v = T(dist(gen));
+  const auto product = [&] {
+    c.gemm_strided_batched(Op::none, Op::none, i, rank, i, T(1), x.data(), i, slab, u1.data(), i, 0,
+                           T(0), y.data(), slab, i, i);
+  };
+  const auto separate = [&] {
+    product();
+    // out(:, r) = Y_r^T U_0(:, r), Y_r = Y(:, :, r) (I x I).
+    c.gemm_strided_batched(Op::trans, Op::none, i, 1, i, T(1), y.data(), i, slab, u0.data(), i, i,
+                           T(0), out.data(), i, i, rank);
+  };
+  const auto fused = [&] {
+    if (!c.gemm_column_dots(i, rank, i, T(1), x.data(), i, slab, u1.data(), i, u0.data(), i,
+                            out.data(), i, i, y.data(), slab, i))
+      std::printf("(no fused kernel for this shape: both ways separate)\n");
+  };
+  const std::vector<std::function<void()>> ways{product, separate, fused};
+  std::vector<std::vector<double>> ms(3);
+  std::vector<double> cpu(3, 0.0), ratios;
+  for (const auto& f : ways) f();  // warm: first touch of y, pool started
+  for (int r = 0; r < reps; ++r) {
+    for (std::size_t w = 0; w < 3; ++w) {
+      const std::size_t at = r % 2 == 0 ? w : 2 - w;  // alternate the order
       const std::clock_t c0 = std::clock();
-      cpu_p += double(c0 - cp) / CLOCKS_PER_SEC;
-      ts.push_back(seconds(separate));
-      const std::clock_t c1 = std::clock();
-      tf.push_back(seconds(fused));
-      cpu_s += double(c1 - c0) / CLOCKS_PER_SEC;
-      cpu_f += double(std::clock() - c1) / CLOCKS_PER_SEC;
-      ratios.push_back(ts.back() / tf.back());
+      ms[at].push_back(seconds(ways[at]) * 1e3);
+      cpu[at] += double(std::clock() - c0) / CLOCKS_PER_SEC * 1e3 / reps;
     }
-    std::printf("| %d, %d | %.2f | %.2f | %.2f | %.3f | %.2f / %.2f / %.2f |\n", m, n,
-                median(tp) * 1e3, median(ts) * 1e3, median(tf) * 1e3, median(ratios),
-                cpu_p / reps * 1e3, cpu_s / reps * 1e3, cpu_f / reps * 1e3);
+    ratios.push_back(ms[1].back() / ms[2].back());
   }
+  std::printf("%lld^3 R%lld %s, %d reps\n", static_cast<long long>(i), static_cast<long long>(rank),
+              sizeof(T) == 8 ? "float64" : "float32", reps);
+  std::printf(
+      "| products alone ms | products, then gemv ms | fused ms | separate / fused | CPU ms each |\n"
+      "|---|---|---|---|---|\n");
+  std::printf("| %.2f | %.2f | %.2f | %.3f | %.2f / %.2f / %.2f |\n", median(ms[0]), median(ms[1]),
+              median(ms[2]), median(ratios), cpu[0], cpu[1], cpu[2]);
   return 0;
 }
 

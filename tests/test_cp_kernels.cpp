@@ -267,7 +267,7 @@ TYPED_TEST(Kernels, GemmStridedBatchedWithOneB) {
 // the processor has it, AVX-512: the backend's calls above take only the best one),
 // against the definition: rows that end inside a tile, columns inside a panel (4 or 8),
 // A and A^T, both op(B), beta zero (C not read) or not, batches whose tasks cross from one
-// product to the next (the finishes: test_tall_finish.cpp). Both sets make the same fused
+// product to the next (the column dots: test_column_dots.cpp). Both sets make the same fused
 // multiply-adds in the same order, so their products agree to the bit.
 template <class T>
 class TallKernel : public ::testing::Test {};

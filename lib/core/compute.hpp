@@ -29,23 +29,6 @@ namespace tenfold::detail {
 enum class Op { none, trans };
 enum class ColumnNorm { two, max_or_one };
 
-/// The MTTKRP of one mode of the partial tensor that Compute::gemm_finished's products
-/// form. Their rows, product after product, are read as Y(p, q, j), j < n: block q is
-/// `period` consecutive rows of one product (period divides m; period = m: the blocks
-/// are the products). `over` names the index summed out:
-///   Sum::rows:   out(q, j) = sum_p Y(p, q, j) W(p, j)  (W period x n, out blocks x n);
-///   Sum::blocks: out(p, j) = sum_q Y(p, q, j) W(q, j)  (W blocks x n, out period x n).
-template <class T>
-struct ProductFinish {
-  enum class Sum { rows, blocks };
-  Sum over = Sum::rows;
-  index_t period = 0;
-  const T* w = nullptr;
-  index_t ldw = 0;
-  T* out = nullptr;
-  index_t ldo = 0;
-};
-
 template <class T>
 class Compute {
  public:
@@ -80,16 +63,17 @@ class Compute {
                                     const T* a, index_t lda, index_t stride_a, const T* b,
                                     index_t ldb, index_t stride_b, T beta, T* c, index_t ldc,
                                     index_t stride_c, index_t batch) = 0;
-  /// C_i = alpha op(A_i) B for i < batch (A_i = a + i*stride_a, op(A_i) m x k; one B, k x
-  /// n; C_i = c + i*stride_c, m x n; as gemm_strided_batched with stride_b = 0 and beta =
-  /// 0; C not written when c is null), and `finish` (see ProductFinish) of the products,
-  /// summed as they are formed. Returns false, doing nothing, where the backend has no
-  /// such kernel for the shape; the caller then forms the products with
-  /// gemm_strided_batched and finishes them itself.
-  virtual bool gemm_finished(Op /*ta*/, index_t /*m*/, index_t /*n*/, index_t /*k*/, T /*alpha*/,
-                             const T* /*a*/, index_t /*lda*/, index_t /*stride_a*/, const T* /*b*/,
-                             index_t /*ldb*/, T* /*c*/, index_t /*ldc*/, index_t /*stride_c*/,
-                             index_t /*batch*/, const ProductFinish<T>& /*finish*/) {
+  /// dots(i, j) = sum_r alpha (A_i B)(r, j) W(r, j) for i < batch, j < n, with A_i = a +
+  /// i*stride_a (m x k), one B (k x n) and one W (m x n): each product's columns dotted
+  /// with W's (dots: batch x n, leading dimension ldd), summed as the products are formed;
+  /// the products C_i = alpha A_i B written to c + i*stride_c (leading dimension ldc)
+  /// unless c is null. Returns false, doing nothing, where the backend has no such kernel
+  /// for the shape; the caller then forms the products with gemm_strided_batched.
+  virtual bool gemm_column_dots(index_t /*m*/, index_t /*n*/, index_t /*k*/, T /*alpha*/,
+                                const T* /*a*/, index_t /*lda*/, index_t /*stride_a*/,
+                                const T* /*b*/, index_t /*ldb*/, const T* /*w*/, index_t /*ldw*/,
+                                T* /*dots*/, index_t /*ldd*/, index_t /*batch*/, T* /*c*/,
+                                index_t /*ldc*/, index_t /*stride_c*/) {
     return false;
   }
   /// C = alpha op(A)^T op(A) + beta C, C n x n, both triangles filled on return.

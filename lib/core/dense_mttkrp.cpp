@@ -166,46 +166,26 @@ int DenseMttkrp<T>::mode_to_contract(int n, index_t rank) const {
 }
 
 template <class T>
-bool DenseMttkrp<T>::contract_mode(int m, int n, std::span<const T* const> factors, index_t rank,
-                                   T* out) {
+void DenseMttkrp<T>::contract_mode(int m, const T* u, index_t rank) {
   Compute<T>& c = c_;
   const index_t i0 = dims()[0], i1 = dims()[1], i2 = dims()[2];
-  const int a = m == 0 ? 1 : 0, b = m == 2 ? 1 : 2;
-  const index_t ia = dims()[static_cast<std::size_t>(a)], ib = dims()[static_cast<std::size_t>(b)];
-  const index_t rows = ia * ib, k = dims()[static_cast<std::size_t>(m)];
+  const index_t rows = (m == 0 ? i1 : i0) * (m == 2 ? i1 : i2);
   T* y = ensure(c, y_, static_cast<std::size_t>(rows * rank));
-  const T* u = factors[static_cast<std::size_t>(m)];
-  cached_mode_ = m;
-  ++passes_;
-  changed_since_pass_ = false;
-  // Y = op(X) U_m: m = 0, X_(0)^T U_0 (rows i1 + I1 i2); m = 2, X_(01 x 2) U_2 (rows i0 +
-  // I0 i1); m = 1, slab by slab, Y(:, i2, r) = X(:, :, i2) U_1 (every product tall and
-  // thin, the tensor read in memory order). Block i_b of Y (I_a rows) is then op(X)'s
-  // rows from block_a on.
-  const Op ta = m == 0 ? Op::trans : Op::none;
-  const index_t lda = m == 2 ? i0 * i1 : i0, block_a = m == 0 ? ia * i0 : m == 1 ? i0 * i1 : ia;
-  // Mode n's MTTKRP from Y (I_a x I_b x R): n = a sums out the blocks against U_b,
-  // out(i_a, r) = sum_{i_b} Y(i_a, i_b, r) U_b(i_b, r); n = b the rows of each block
-  // against U_a, out(i_b, r) = Y(:, i_b, r) . U_a(:, r) (then the blocks are the products).
-  using Sum = typename ProductFinish<T>::Sum;
-  const bool over_blocks = n == a;
-  const ProductFinish<T> finish{over_blocks ? Sum::blocks : Sum::rows,
-                                ia,
-                                factors[static_cast<std::size_t>(over_blocks ? b : a)],
-                                over_blocks ? ib : ia,
-                                out,
-                                over_blocks ? ia : ib};
-  const bool apart = m == 1 || !over_blocks;  // one product per block
-  if (c.gemm_finished(ta, apart ? ia : rows, rank, k, T(1), x_.data(), lda, block_a, u, k, y, rows,
-                      ia, apart ? ib : 1, finish))
-    return true;
-  if (m == 1) {
+  if (m == 0) {
+    // Y(i1 + I1 i2, r) = sum_i0 X(i0, i1, i2) U_0(i0, r): X_(0)^T U_0.
+    c.gemm(Op::trans, Op::none, rows, rank, i0, T(1), x_.data(), i0, u, i0, T(0), y, rows);
+  } else if (m == 1) {
+    // Slab by slab, Y(:, i2, r) = X(:, :, i2) U_1 (every product tall and thin, the
+    // tensor read in memory order).
     c.gemm_strided_batched(Op::none, Op::none, i0, rank, i1, T(1), x_.data(), i0, i0 * i1, u, i1, 0,
                            T(0), y, rows, i0, i2);
   } else {
-    c.gemm(ta, Op::none, rows, rank, k, T(1), x_.data(), lda, u, k, T(0), y, rows);
+    // Y = X_(01 x 2) U_2.
+    c.gemm(Op::none, Op::none, rows, rank, i2, T(1), x_.data(), rows, u, i2, T(0), y, rows);
   }
-  return false;
+  cached_mode_ = m;
+  ++passes_;
+  changed_since_pass_ = false;
 }
 
 template <class T>
@@ -214,18 +194,24 @@ void DenseMttkrp<T>::mttkrp_three(int n, std::span<const T* const> factors, inde
   const index_t i0 = dims()[0], i1 = dims()[1], i2 = dims()[2];
   if (cached_mode_ < 0 || cached_mode_ == n) {
     const int m = mode_to_contract(n, rank);
-    if (n == 2 && m == 1 && !changed_since_pass_ && cached_mode_ >= 0) {
-      // Every mode asked at one point (a gradient): the last one needs no partial
-      // tensor to keep. Where the backend can, out(i2, r) = (X(:, :, i2) U_1)(:, r) .
-      // U_0(:, r) is summed as each slab's product is formed, never written.
-      const ProductFinish<T> dots{ProductFinish<T>::Sum::rows, i0, factors[0], i0, out, i2};
-      if (c.gemm_finished(Op::none, i0, rank, i1, T(1), x_.data(), i0, i0 * i1, factors[1], i1,
-                          nullptr, 0, 0, i2, dots)) {
+    if (n == 2 && m == 1) {
+      // Where the backend can, out(i2, r) = (X(:, :, i2) U_1)(:, r) . U_0(:, r) is summed
+      // as each slab's product is formed (no matrix-vector pass over Y_1 after it). Y_1
+      // is written for mode 0's finish, unless every mode is asked at one point (a
+      // gradient: the last one needs no partial tensor to keep).
+      const bool gradient = !changed_since_pass_ && cached_mode_ >= 0;
+      T* y = gradient ? nullptr : ensure(c, y_, static_cast<std::size_t>(i0 * i2 * rank));
+      if (c.gemm_column_dots(i0, rank, i1, T(1), x_.data(), i0, i0 * i1, factors[1], i1, factors[0],
+                             i0, out, i2, i2, y, i0 * i2, i0)) {
         ++passes_;
+        if (!gradient) {
+          cached_mode_ = 1;
+          changed_since_pass_ = false;
+        }
         return;
       }
     }
-    if (contract_mode(m, n, factors, rank, out)) return;
+    contract_mode(m, factors[static_cast<std::size_t>(m)], rank);
   }
   // Finish from Y_m (I_a x I_b x R): mode a against U_b, mode b against U_a.
   const int a = cached_mode_ == 0 ? 1 : 0, b = cached_mode_ == 2 ? 1 : 2;

@@ -97,10 +97,8 @@ class DenseMttkrp {
   void mttkrp_three(int n, std::span<const T* const> factors, index_t rank, T* out);
   // 3-way: the mode to contract for the MTTKRP of mode n (see the file comment).
   int mode_to_contract(int n, index_t rank) const;
-  // 3-way: y_ = X x_m U_m^T, (I_a I_b) x R with a < b the other modes, a fastest; and
-  // out = the MTTKRP of mode n (a or b) from it, summed as it is formed where the backend
-  // can (then returns true).
-  bool contract_mode(int m, int n, std::span<const T* const> factors, index_t rank, T* out);
+  // 3-way: y_ = X x_m U_m^T, (I_a I_b) x R with a < b the other modes, a fastest.
+  void contract_mode(int m, const T* u, index_t rank);
   index_t prod(int lo, int hi) const;  // prod of dims()[lo..hi)
   // out = MTTKRP of local mode j of the partial tensor y (modes lo..hi of X, then R).
   void finish(const T* y, int lo, int hi, int n, std::span<const T* const> factors, index_t rank,

@@ -283,13 +283,15 @@ std::pair<index_t, index_t> tile_shape(TallIsa isa) {
   return {avx2::tile_rows<T>(), avx2::kPanel};
 }
 
-// tall_gemm (finish null) or tall_gemm_finished with the kernel for `isa`.
+// tall_gemm (w null) or tall_gemm_dots with the kernel for `isa`.
 template <class T>
 void tall_products(TallIsa isa, index_t m, index_t n, index_t k, T alpha, Op ta, const T* a,
                    index_t lda, index_t stride_a, Op tb, const T* b, index_t ldb, T beta, T* c,
-                   index_t ldc, index_t stride_c, const ProductFinish<T>* finish, index_t batch) {
+                   index_t ldc, index_t stride_c, const T* w, index_t ldw, T* dots, index_t ldd,
+                   index_t batch) {
   const auto run = isa == TallIsa::avx512 ? &avx512::tall_products<T> : &avx2::tall_products<T>;
-  run(m, n, k, alpha, ta, a, lda, stride_a, tb, b, ldb, beta, c, ldc, stride_c, finish, batch);
+  run(m, n, k, alpha, ta, a, lda, stride_a, tb, b, ldb, beta, c, ldc, stride_c, w, ldw, dots, ldd,
+      batch);
 }
 
 }  // namespace
@@ -316,29 +318,20 @@ void tall_gemm(index_t m, index_t n, index_t k, T alpha, Op ta, const T* a, inde
                index_t stride_c, index_t batch, TallIsa isa) {
   if (m == 0 || n == 0 || batch == 0) return;
   tall_products(isa, m, n, k, alpha, ta, a, lda, stride_a, tb, b, ldb, beta, c, ldc, stride_c,
-                static_cast<const ProductFinish<T>*>(nullptr), batch);
+                static_cast<const T*>(nullptr), 0, static_cast<T*>(nullptr), 0, batch);
 }
 
 template <class T>
-bool tall_finish_fits(index_t m, const ProductFinish<T>& finish) {
-  if (finish.over == ProductFinish<T>::Sum::rows) return finish.period == m;
-  return finish.period >= 16 && m % finish.period == 0;
-}
-
-template <class T>
-void tall_gemm_finished(index_t m, index_t n, index_t k, T alpha, Op ta, const T* a, index_t lda,
-                        index_t stride_a, Op tb, const T* b, index_t ldb, T* c, index_t ldc,
-                        index_t stride_c, index_t batch, const ProductFinish<T>& finish,
-                        TallIsa isa) {
+void tall_gemm_dots(index_t m, index_t n, index_t k, T alpha, const T* a, index_t lda,
+                    index_t stride_a, Op tb, const T* b, index_t ldb, const T* w, index_t ldw,
+                    T* dots, index_t ldd, index_t batch, T* c, index_t ldc, index_t stride_c,
+                    TallIsa isa) {
   if (n == 0 || batch == 0) return;
-  // The finish's output is summed into: zero it first (blocks x n or period x n).
-  const index_t out_rows =
-      finish.over == ProductFinish<T>::Sum::rows ? batch * (m / finish.period) : finish.period;
   for (index_t j = 0; j < n; ++j)
-    for (index_t i = 0; i < out_rows; ++i) finish.out[i + j * finish.ldo] = T(0);
+    for (index_t i = 0; i < batch; ++i) dots[i + j * ldd] = T(0);
   if (m == 0) return;
-  tall_products(isa, m, n, k, alpha, ta, a, lda, stride_a, tb, b, ldb, T(0), c, ldc, stride_c,
-                &finish, batch);
+  tall_products(isa, m, n, k, alpha, Op::none, a, lda, stride_a, tb, b, ldb, T(0), c, ldc, stride_c,
+                w, ldw, dots, ldd, batch);
 }
 
 template bool tall_gemm_fits<float>(index_t, index_t, index_t, TallIsa, bool);
@@ -351,14 +344,11 @@ template void tall_gemm<float>(index_t, index_t, index_t, float, Op, const float
 template void tall_gemm<double>(index_t, index_t, index_t, double, Op, const double*, index_t,
                                 index_t, Op, const double*, index_t, double, double*, index_t,
                                 index_t, index_t, TallIsa);
-template bool tall_finish_fits<float>(index_t, const ProductFinish<float>&);
-template bool tall_finish_fits<double>(index_t, const ProductFinish<double>&);
-template void tall_gemm_finished<float>(index_t, index_t, index_t, float, Op, const float*, index_t,
-                                        index_t, Op, const float*, index_t, float*, index_t,
-                                        index_t, index_t, const ProductFinish<float>&, TallIsa);
-template void tall_gemm_finished<double>(index_t, index_t, index_t, double, Op, const double*,
-                                         index_t, index_t, Op, const double*, index_t, double*,
-                                         index_t, index_t, index_t, const ProductFinish<double>&,
-                                         TallIsa);
+template void tall_gemm_dots<float>(index_t, index_t, index_t, float, const float*, index_t,
+                                    index_t, Op, const float*, index_t, const float*, index_t,
+                                    float*, index_t, index_t, float*, index_t, index_t, TallIsa);
+template void tall_gemm_dots<double>(index_t, index_t, index_t, double, const double*, index_t,
+                                     index_t, Op, const double*, index_t, const double*, index_t,
+                                     double*, index_t, index_t, double*, index_t, index_t, TallIsa);
 
 }  // namespace tenfold::detail

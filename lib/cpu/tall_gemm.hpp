@@ -47,23 +47,16 @@ void tall_gemm(index_t m, index_t n, index_t k, T alpha, Op ta, const T* a, inde
                index_t stride_a, Op tb, const T* b, index_t ldb, T beta, T* c, index_t ldc,
                index_t stride_c, index_t batch, TallIsa isa = tall_gemm_isa());
 
-/// Whether tall_gemm_finished can sum `finish` of products of m rows: Sum::rows where
-/// the blocks are the products (period = m), Sum::blocks where period divides m and is at
-/// least a vector of rows (so that a vector of a tile spans at most two blocks).
+/// dots(i, j) = sum_r alpha (A_i op(B))(r, j) W(r, j) for i < batch, j < n (dots batch x
+/// n, leading dimension ldd; W m x n, leading dimension ldw, the same for every i): the
+/// columns of each product dotted with those of W from its tiles in registers; the
+/// products C_i = alpha A_i op(B) also written (c + i stride_c, leading dimension ldc)
+/// unless c is null. Each dot is summed tile after tile on one thread, so the result
+/// does not depend on the thread count. Call only where tall_gemm_fits.
 template <class T>
-bool tall_finish_fits(index_t m, const ProductFinish<T>& finish);
-
-/// The products C_i = alpha op(A_i) op(B) as tall_gemm with beta = 0 (C not written where
-/// c is null), and `finish` of them (see ProductFinish) summed from the tile of C in
-/// registers: per tile, its rows dotted with W (Sum::rows), or added, times their block's
-/// row of W, into the task's own partial sum (Sum::blocks; the partials of the tasks, cut
-/// from the batch independently of the thread count, are added in task order at the end).
-/// Each element of the finish is thus summed in an order that does not depend on the
-/// thread count. Call only where tall_gemm_fits and tall_finish_fits.
-template <class T>
-void tall_gemm_finished(index_t m, index_t n, index_t k, T alpha, Op ta, const T* a, index_t lda,
-                        index_t stride_a, Op tb, const T* b, index_t ldb, T* c, index_t ldc,
-                        index_t stride_c, index_t batch, const ProductFinish<T>& finish,
-                        TallIsa isa = tall_gemm_isa());
+void tall_gemm_dots(index_t m, index_t n, index_t k, T alpha, const T* a, index_t lda,
+                    index_t stride_a, Op tb, const T* b, index_t ldb, const T* w, index_t ldw,
+                    T* dots, index_t ldd, index_t batch, T* c = nullptr, index_t ldc = 0,
+                    index_t stride_c = 0, TallIsa isa = tall_gemm_isa());
 
 }  // namespace tenfold::detail
