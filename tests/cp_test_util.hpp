@@ -14,6 +14,7 @@
 
 #include "core/random.hpp"
 #include "expect_throw.hpp"
+#include "reference/reference_compute.hpp"
 #include "tenfold/ktensor.hpp"
 #include "tenfold/tensor.hpp"
 #include "tenfold/threads.hpp"
@@ -106,6 +107,19 @@ double rel_diff(const A& a, const B& b) {
     den += static_cast<double>(*ib) * static_cast<double>(*ib);
   }
   return den > 0.0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+
+/// C = alpha op(A) op(B) + beta C in double, by the reference backend.
+template <class T>
+std::vector<double> ref_gemm(detail::Op ta, detail::Op tb, index_t m, index_t n, index_t k,
+                             double alpha, const std::vector<T>& a, index_t lda,
+                             const std::vector<T>& b, index_t ldb, double beta,
+                             const std::vector<T>& c, index_t ldc) {
+  const std::vector<double> ad(a.begin(), a.end()), bd(b.begin(), b.end());
+  std::vector<double> out(c.begin(), c.end());
+  detail::ReferenceCompute<double>().gemm(ta, tb, m, n, k, alpha, ad.data(), lda, bd.data(), ldb,
+                                          beta, out.data(), ldc);
+  return out;
 }
 
 /// Multi-index of a column-major linear offset.

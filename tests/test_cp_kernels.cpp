@@ -26,18 +26,6 @@ namespace {
 using detail::ColumnNorm;
 using detail::Op;
 
-// C = alpha op(A) op(B) + beta C in double, by the reference backend.
-template <class T>
-std::vector<double> ref_gemm(Op ta, Op tb, index_t m, index_t n, index_t k, double alpha,
-                             const std::vector<T>& a, index_t lda, const std::vector<T>& b,
-                             index_t ldb, double beta, const std::vector<T>& c, index_t ldc) {
-  const std::vector<double> ad(a.begin(), a.end()), bd(b.begin(), b.end());
-  std::vector<double> out(c.begin(), c.end());
-  detail::ReferenceCompute<double>().gemm(ta, tb, m, n, k, alpha, ad.data(), lda, bd.data(), ldb,
-                                          beta, out.data(), ldc);
-  return out;
-}
-
 // rel_diff of the backend's C = alpha op(A) op(B) + beta C (m x n, inner size k) from
 // ref_gemm's, on random A, B and C whose leading dimensions exceed their rows by pad
 // (for A, B, C; to catch lda/ldb/ldc mix-ups). With beta = 0, C holds NaN, which must
@@ -275,88 +263,12 @@ TYPED_TEST(Kernels, GemmStridedBatchedWithOneB) {
       }
 }
 
-// The operands of a column-dot test, random after `seed` (three draws): A_i = a + i sa
-// (m x k, leading dimension lda = m + 1), B (k x n), W (m x n, leading dimension ldw =
-// m + 2), dots of leading dimension ldd = batch + 1; and `want`, dots(i, j) = sum_r 0.5
-// (A_i B)(r, j) W(r, j) from ref_gemm's products, at i + j batch.
-template <class T>
-struct DotsCase {
-  index_t m, n, k, batch;
-  index_t lda = m + 1, sa = lda * k + 3, ldw = m + 2, ldd = batch + 1;
-  std::vector<T> a, b, w;
-  std::vector<double> want;
-  DotsCase(index_t m_, index_t n_, index_t k_, index_t batch_, std::uint64_t& seed)
-      : m(m_), n(n_), k(k_), batch(batch_) {
-    a = random_values<T>(static_cast<std::size_t>(sa * batch), ++seed);
-    b = random_values<T>(static_cast<std::size_t>(k * n), ++seed);
-    w = random_values<T>(static_cast<std::size_t>(ldw * n), ++seed);
-    want.resize(static_cast<std::size_t>(batch * n));
-    for (index_t i = 0; i < batch; ++i) {
-      const std::vector<T> ai(a.begin() + i * sa, a.begin() + (i + 1) * sa);
-      const auto ci = ref_gemm(Op::none, Op::none, m, n, k, 0.5, ai, lda, b, k, 0.0,
-                               std::vector<T>(static_cast<std::size_t>(m * n)), m);
-      for (index_t j = 0; j < n; ++j) {
-        double sum = 0.0;
-        for (index_t r = 0; r < m; ++r)
-          sum += ci[static_cast<std::size_t>(r + j * m)] *
-                 static_cast<double>(w[static_cast<std::size_t>(r + j * ldw)]);
-        want[static_cast<std::size_t>(i + j * batch)] = sum;
-      }
-    }
-  }
-  // dots(i, j) (leading dimension ldd) in the order of `want`.
-  std::vector<T> in_order(const std::vector<T>& dots) const {
-    std::vector<T> out;
-    for (index_t j = 0; j < n; ++j)
-      for (index_t i = 0; i < batch; ++i)
-        out.push_back(dots[static_cast<std::size_t>(i + j * ldd)]);
-    return out;
-  }
-};
-
-TYPED_TEST(Kernels, GemmColumnDots) {
-  // dots(i, j) = alpha (A_i B)(:, j) . W(:, j): where the backend has the kernel (the cpu
-  // backend where tall_gemm_suits), against the products formed by the reference
-  // backend; rows that end inside a tile, columns inside a panel, tasks of whole products,
-  // and the same bits on one thread as on three.
-  using T = typename TypeParam::type;
-  std::uint64_t seed = 150;
-  for (const auto [m, n, k, batch] :
-       {std::tuple<index_t, index_t, index_t, index_t>{203, 64, 30, 5},
-        {50, 16, 9, 33},
-        {96, 40, 17, 70}}) {
-    const DotsCase<T> d(m, n, k, batch, seed);
-    std::vector<T> dots(static_cast<std::size_t>(d.ldd * n), std::numeric_limits<T>::quiet_NaN());
-    std::vector<T> serial = dots;
-    bool done = false;
-    {
-      const ThreeThreads threads;
-      done = this->c.gemm_column_dots(m, n, k, T(0.5), d.a.data(), d.lda, d.sa, d.b.data(), k,
-                                      d.w.data(), d.ldw, dots.data(), d.ldd, batch);
-    }
-    if (TypeParam::backend == Backend::cpu && detail::tall_gemm_suits<T>(m, n, k)) {
-      EXPECT_TRUE(done);
-    }
-    if (!done) {
-      EXPECT_TRUE(std::isnan(dots[0])) << "dots written by a backend that declined";
-      continue;
-    }
-    set_num_threads(1);
-    this->c.gemm_column_dots(m, n, k, T(0.5), d.a.data(), d.lda, d.sa, d.b.data(), k, d.w.data(),
-                             d.ldw, serial.data(), d.ldd, batch);
-    set_num_threads(0);
-    const auto got = d.in_order(dots);
-    EXPECT_EQ(got, d.in_order(serial)) << "thread count changed the dots";
-    EXPECT_LT(rel_diff(got, d.want), this->tol) << m << "x" << n << "x" << k << " batch " << batch;
-  }
-}
-
 // The tall kernel itself, with each instruction set this processor runs (AVX2 and, where
 // the processor has it, AVX-512: the backend's calls above take only the best one),
 // against the definition: rows that end inside a tile, columns inside a panel (4 or 8),
 // A and A^T, both op(B), beta zero (C not read) or not, batches whose tasks cross from one
-// product to the next, and the column dots. Both sets make the same fused multiply-adds in
-// the same order, so their products agree to the bit.
+// product to the next (the column dots: test_column_dots.cpp). Both sets make the same fused
+// multiply-adds in the same order, so their products agree to the bit.
 template <class T>
 class TallKernel : public ::testing::Test {};
 using TallTypes = ::testing::Types<float, double>;
@@ -426,29 +338,6 @@ TYPED_TEST(TallKernel, EveryInstructionSetAgainstTheDefinition) {
             }
           }
         }
-}
-
-TYPED_TEST(TallKernel, ColumnDotsWithEveryInstructionSet) {
-  using T = TypeParam;
-  using detail::TallIsa;
-  if (detail::tall_gemm_isa() == TallIsa::none) GTEST_SKIP() << "no AVX2 with FMA";
-  const ThreeThreads threads;
-  std::uint64_t seed = 190;
-  for (const auto [m, n, k, batch] :
-       {std::tuple<index_t, index_t, index_t, index_t>{203, 60, 30, 5},
-        {25, 12, 9, 33},
-        {96, 40, 17, 70}}) {
-    const DotsCase<T> d(m, n, k, batch, seed);
-    for (TallIsa isa : {TallIsa::avx2, TallIsa::avx512}) {
-      if (!detail::tall_gemm_fits<T>(m, n, k, isa)) continue;
-      std::vector<T> dots(static_cast<std::size_t>(d.ldd * n), std::numeric_limits<T>::quiet_NaN());
-      detail::tall_gemm_dots<T>(m, n, k, T(0.5), d.a.data(), d.lda, d.sa, Op::none, d.b.data(), k,
-                                d.w.data(), d.ldw, dots.data(), d.ldd, batch, isa);
-      const auto got = d.in_order(dots);
-      EXPECT_LT(rel_diff(got, d.want), kernel_tol<T>())
-          << m << "x" << n << "x" << k << " batch " << batch << " isa " << int(isa);
-    }
-  }
 }
 
 // Relative difference of syrk (both triangles of C) from its definition, for A of

@@ -92,8 +92,8 @@ TYPED_TEST(Operands, DenseMttkrpInAlsOrder) {
 
 TYPED_TEST(Operands, DenseMttkrpOfALargeThreeWayTensor) {
   // Large enough for the tall products and for the last mode's slab products, whose
-  // dots with U_0 the cpu backend forms without writing the products (gemm_column_dots):
-  // rows that end inside a tile, on several threads, in ALS order.
+  // dots with U_0 the cpu backend sums as it forms them (gemm_column_dots, the products
+  // written for mode 0): rows that end inside a tile, on several threads, in ALS order.
   using T = TypeParam;
   const ThreeThreads threads;
   const std::vector<index_t> dims = {53, 40, 31};

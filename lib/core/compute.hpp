@@ -65,13 +65,15 @@ class Compute {
                                     index_t stride_c, index_t batch) = 0;
   /// dots(i, j) = sum_r alpha (A_i B)(r, j) W(r, j) for i < batch, j < n, with A_i = a +
   /// i*stride_a (m x k), one B (k x n) and one W (m x n): each product's columns dotted
-  /// with W's, the products not formed (dots: batch x n, leading dimension ldd). Returns
-  /// false, doing nothing, where the backend has no such kernel for the shape; the caller
-  /// then forms the products with gemm_strided_batched.
+  /// with W's (dots: batch x n, leading dimension ldd), summed as the products are formed;
+  /// the products C_i = alpha A_i B written to c + i*stride_c (leading dimension ldc)
+  /// unless c is null. Returns false, doing nothing, where the backend has no such kernel
+  /// for the shape; the caller then forms the products with gemm_strided_batched.
   virtual bool gemm_column_dots(index_t /*m*/, index_t /*n*/, index_t /*k*/, T /*alpha*/,
                                 const T* /*a*/, index_t /*lda*/, index_t /*stride_a*/,
                                 const T* /*b*/, index_t /*ldb*/, const T* /*w*/, index_t /*ldw*/,
-                                T* /*dots*/, index_t /*ldd*/, index_t /*batch*/) {
+                                T* /*dots*/, index_t /*ldd*/, index_t /*batch*/, T* /*c*/,
+                                index_t /*ldc*/, index_t /*stride_c*/) {
     return false;
   }
   /// C = alpha op(A)^T op(A) + beta C, C n x n, both triangles filled on return.

@@ -194,13 +194,20 @@ void DenseMttkrp<T>::mttkrp_three(int n, std::span<const T* const> factors, inde
   const index_t i0 = dims()[0], i1 = dims()[1], i2 = dims()[2];
   if (cached_mode_ < 0 || cached_mode_ == n) {
     const int m = mode_to_contract(n, rank);
-    if (n == 2 && m == 1 && !changed_since_pass_ && cached_mode_ >= 0) {
-      // Every mode asked at one point (a gradient): the last one needs no partial
-      // tensor to keep. Where the backend can, out(i2, r) = (X(:, :, i2) U_1)(:, r) .
-      // U_0(:, r) is summed as each slab's product is formed, never written.
+    if (n == 2 && m == 1) {
+      // Where the backend can, out(i2, r) = (X(:, :, i2) U_1)(:, r) . U_0(:, r) is summed
+      // as each slab's product is formed (no matrix-vector pass over Y_1 after it). Y_1
+      // is written for mode 0's finish, unless every mode is asked at one point (a
+      // gradient: the last one needs no partial tensor to keep).
+      const bool gradient = !changed_since_pass_ && cached_mode_ >= 0;
+      T* y = gradient ? nullptr : ensure(c, y_, static_cast<std::size_t>(i0 * i2 * rank));
       if (c.gemm_column_dots(i0, rank, i1, T(1), x_.data(), i0, i0 * i1, factors[1], i1, factors[0],
-                             i0, out, i2, i2)) {
+                             i0, out, i2, i2, y, i0 * i2, i0)) {
         ++passes_;
+        if (!gradient) {
+          cached_mode_ = 1;
+          changed_since_pass_ = false;
+        }
         return;
       }
     }

@@ -311,12 +311,14 @@ void CpuCompute<T>::gemm_strided_batched(Op ta, Op tb, index_t m, index_t n, ind
 template <class T>
 bool CpuCompute<T>::gemm_column_dots(index_t m, index_t n, index_t k, T alpha, const T* a,
                                      index_t lda, index_t stride_a, const T* b, index_t ldb,
-                                     const T* w, index_t ldw, T* dots, index_t ldd, index_t batch) {
+                                     const T* w, index_t ldw, T* dots, index_t ldd, index_t batch,
+                                     T* c, index_t ldc, index_t stride_c) {
   if constexpr (is_complex_v<T>) {  // (the tall kernel is real)
     return false;
   } else {
     if (batch < 1 || !tall_gemm_suits<T>(m, n, k)) return false;
-    tall_gemm_dots(m, n, k, alpha, a, lda, stride_a, Op::none, b, ldb, w, ldw, dots, ldd, batch);
+    tall_gemm_dots(m, n, k, alpha, a, lda, stride_a, Op::none, b, ldb, w, ldw, dots, ldd, batch, c,
+                   ldc, stride_c);
     return true;
   }
 }

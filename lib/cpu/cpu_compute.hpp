@@ -18,7 +18,7 @@ class CpuCompute final : public HostCompute<T> {
                             index_t batch) override;
   bool gemm_column_dots(index_t m, index_t n, index_t k, T alpha, const T* a, index_t lda,
                         index_t stride_a, const T* b, index_t ldb, const T* w, index_t ldw, T* dots,
-                        index_t ldd, index_t batch) override;
+                        index_t ldd, index_t batch, T* c, index_t ldc, index_t stride_c) override;
   void syrk(Op trans, index_t n, index_t k, T alpha, const T* a, index_t lda, T beta, T* c,
             index_t ldc) override;
   bool potrf(index_t n, T* a, index_t lda) override;

@@ -324,13 +324,14 @@ void tall_gemm(index_t m, index_t n, index_t k, T alpha, Op ta, const T* a, inde
 template <class T>
 void tall_gemm_dots(index_t m, index_t n, index_t k, T alpha, const T* a, index_t lda,
                     index_t stride_a, Op tb, const T* b, index_t ldb, const T* w, index_t ldw,
-                    T* dots, index_t ldd, index_t batch, TallIsa isa) {
+                    T* dots, index_t ldd, index_t batch, T* c, index_t ldc, index_t stride_c,
+                    TallIsa isa) {
   if (n == 0 || batch == 0) return;
   for (index_t j = 0; j < n; ++j)
     for (index_t i = 0; i < batch; ++i) dots[i + j * ldd] = T(0);
   if (m == 0) return;
-  tall_products(isa, m, n, k, alpha, Op::none, a, lda, stride_a, tb, b, ldb, T(0),
-                static_cast<T*>(nullptr), 0, 0, w, ldw, dots, ldd, batch);
+  tall_products(isa, m, n, k, alpha, Op::none, a, lda, stride_a, tb, b, ldb, T(0), c, ldc, stride_c,
+                w, ldw, dots, ldd, batch);
 }
 
 template bool tall_gemm_fits<float>(index_t, index_t, index_t, TallIsa, bool);
@@ -345,9 +346,9 @@ template void tall_gemm<double>(index_t, index_t, index_t, double, Op, const dou
                                 index_t, index_t, TallIsa);
 template void tall_gemm_dots<float>(index_t, index_t, index_t, float, const float*, index_t,
                                     index_t, Op, const float*, index_t, const float*, index_t,
-                                    float*, index_t, index_t, TallIsa);
+                                    float*, index_t, index_t, float*, index_t, index_t, TallIsa);
 template void tall_gemm_dots<double>(index_t, index_t, index_t, double, const double*, index_t,
                                      index_t, Op, const double*, index_t, const double*, index_t,
-                                     double*, index_t, index_t, TallIsa);
+                                     double*, index_t, index_t, double*, index_t, index_t, TallIsa);
 
 }  // namespace tenfold::detail

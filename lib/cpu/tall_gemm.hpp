@@ -49,12 +49,14 @@ void tall_gemm(index_t m, index_t n, index_t k, T alpha, Op ta, const T* a, inde
 
 /// dots(i, j) = sum_r alpha (A_i op(B))(r, j) W(r, j) for i < batch, j < n (dots batch x
 /// n, leading dimension ldd; W m x n, leading dimension ldw, the same for every i): the
-/// columns of each product dotted with those of W, without writing the products. Each
-/// dot is summed tile after tile on one thread, so the result does not depend on the
-/// thread count. Call only where tall_gemm_fits.
+/// columns of each product dotted with those of W from its tiles in registers; the
+/// products C_i = alpha A_i op(B) also written (c + i stride_c, leading dimension ldc)
+/// unless c is null. Each dot is summed tile after tile on one thread, so the result
+/// does not depend on the thread count. Call only where tall_gemm_fits.
 template <class T>
 void tall_gemm_dots(index_t m, index_t n, index_t k, T alpha, const T* a, index_t lda,
                     index_t stride_a, Op tb, const T* b, index_t ldb, const T* w, index_t ldw,
-                    T* dots, index_t ldd, index_t batch, TallIsa isa = tall_gemm_isa());
+                    T* dots, index_t ldd, index_t batch, T* c = nullptr, index_t ldc = 0,
+                    index_t stride_c = 0, TallIsa isa = tall_gemm_isa());
 
 }  // namespace tenfold::detail
