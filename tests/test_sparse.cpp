@@ -6,11 +6,15 @@
 #include <fstream>
 #include <random>
 #include <set>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "core/compute.hpp"
 #include "cp/dense_operand.hpp"
 #include "expect_throw.hpp"
 #include "relative_difference.hpp"
+#include "same_bits.hpp"
 #include "sparse/sparse_operand.hpp"
 #include "sparse_test_util.hpp"
 #include "temp_dir.hpp"
@@ -26,6 +30,7 @@ namespace {
 using test::expect_throw_with;
 using test::random_factors;
 using test::relative_difference;
+using test::same_bits;
 
 // A random sparse tensor with about `density` of its entries nonzero, drawn only from
 // the even indices of mode 0 (so that half of its slices, and many fibres, are empty).
@@ -274,6 +279,47 @@ TEST(SparseCpAls, RefusesWhatDoesNotApply) {
   o.layout = Layout::col_major;
   o.rank = 7;
   expect_throw_with<InvalidArgument>([&] { cp_als(x, o); }, "rank 7 exceeds 6");
+}
+
+// cp_als taking the tensor: the same trees and, for nvecs, the same entries read back from
+// the first tree in the same sorted order, so the same arithmetic as the call that reads
+// it: the same bits, for each layout, start, 3- and 4-way. The tensor is left empty after
+// a run, whole after a refused call.
+TEST(SparseCpAls, TakingTheTensorGivesTheSameBitsAndEmptiesIt) {
+  std::uint64_t seed = 20;
+  for (const std::vector<index_t>& dims :
+       std::vector<std::vector<index_t>>{{30, 20, 12}, {14, 10, 8, 6}}) {
+    const SparseTensor<double> x = random_sparse<double>(dims, 0.05, ++seed);
+    for (CsfLayout layout : {CsfLayout::one, CsfLayout::two, CsfLayout::all}) {
+      for (CpInit init : {CpInit::random, CpInit::nvecs}) {
+        SCOPED_TRACE(std::string(to_string(layout)) + " trees, init " +
+                     std::string(to_string(init)) + ", order " + std::to_string(dims.size()));
+        CpOptions o;
+        o.rank = 3;
+        o.init = init;
+        o.max_iters = 8;
+        o.seed = seed;
+        SparseTensor<double> taken = x;
+        CpOptions bad = o;
+        bad.rank = 0;
+        EXPECT_THROW(cp_als(std::move(taken), bad, {}, {layout}), InvalidArgument);
+        bad.rank = 3;
+        bad.compress = CpCompress::on;
+        EXPECT_THROW(cp_als(std::move(taken), bad, {}, {layout}), InvalidArgument);
+        EXPECT_EQ(taken.dims(), x.dims());
+        EXPECT_EQ(taken.coords(), x.coords());
+        EXPECT_EQ(taken.values(), x.values());
+        const CpResult<double> a = cp_als(std::move(taken), o, {}, {layout});
+        const CpResult<double> b = cp_als(x, o, {}, {layout});
+        EXPECT_EQ(taken.nnz(), 0);
+        EXPECT_TRUE(taken.dims().empty());
+        EXPECT_TRUE(same_bits(a.fit_history, b.fit_history));
+        EXPECT_TRUE(same_bits(a.model.weights, b.model.weights));
+        for (std::size_t n = 0; n < dims.size(); ++n)
+          EXPECT_TRUE(same_bits(a.model.factors[n].values(), b.model.factors[n].values()));
+      }
+    }
+  }
 }
 
 TEST(SparseFiles, TnsTextGzipAndBinaryRoundTrip) {

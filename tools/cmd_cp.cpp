@@ -5,6 +5,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "commands.hpp"
 #include "common.hpp"
@@ -348,14 +349,16 @@ int run_sparse_cp(const CpArgs& a) {
                  std::string(to_string(layout)).c_str());
   }
   nlohmann::json mpi_report;
+  const index_t nnz = dist ? dist->nnz() : x.nnz();
+  // The entries are released once the trees are built (serial and distributed alike).
   const CpResult<T> res = dist ? dist->cp(o, initial_factors, layout, mpi_report)
-                               : cp_als(x, o, initial_factors, {layout});
+                               : cp_als(std::move(x), o, initial_factors, {layout});
   on_every_process([&] {
     if (!writes_outputs()) return;
     nlohmann::json j = cp_report(a, header, res);
     j["format"] = "sparse";
     j["csf"] = to_string(layout);
-    j["nnz"] = dist ? dist->nnz() : x.nnz();
+    j["nnz"] = nnz;
     if (dist) j["mpi"] = mpi_report;
     write_cp_result(a, header, res, j);
     print_mpi_summary(a, res, mpi_report);

@@ -18,8 +18,10 @@
 // MTTKRP share, the MTTKRP rate in nonzeros x rank x order per second, and the peak
 // resident memory of the process once the tensor is made (the generator's coordinates and
 // the tensor's sort, or the file's read, included) and so far. With --save, writes each
-// tensor drawn as DIR/power_law_<order>way.tns for other programs to read. A run that does
-// not fit says so in one line.
+// tensor drawn as DIR/power_law_<order>way.tns for other programs to read. The trees are
+// built one at a time (timed once alone, then inside cp_als), and the last rank's cp_als
+// takes the tensor, releasing it once its trees are built, as the program does. A run
+// that does not fit says so in one line.
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -145,9 +147,10 @@ int run(int argc, char** argv) {
   if (!input.empty()) shapes = {{}};
   auto c = tenfold::detail::make_compute<double>(tenfold::Backend::cpu);
   for (const auto& shape : shapes) {
-    const tenfold::SparseTensor<double> x =
+    tenfold::SparseTensor<double> x =
         input.empty() ? power_law(shape, nnz, 1) : tenfold::io::load_sparse_file<double>(input);
-    const std::vector<index_t>& dims = x.dims();
+    const std::vector<index_t> dims = x.dims();
+    const index_t x_nnz = x.nnz();
     const double tensor_rss = peak_rss_mb();
     if (!write.empty()) {
       tenfold::io::save_sparse_file(write, x);
@@ -163,7 +166,8 @@ int run(int argc, char** argv) {
     double tree_bytes = 0.0;  // all the trees
     std::size_t op_trees = 0;
     {
-      tenfold::detail::SparseOperand<double> op(*c, x, layout);
+      // The trees one at a time, as cp_als taking the tensor builds them below.
+      tenfold::detail::SparseOperand<double> op(*c, x, layout, tenfold::detail::kNarrowLimit, true);
       for (const auto& tree : op.trees()) tree_bytes += tree->bytes();
       op_trees = op.trees().size();
     }
@@ -181,7 +185,10 @@ int run(int argc, char** argv) {
         (p.iteration == 1 ? cpu_first : cpu_last) = cpu_seconds();
         return true;
       };
-      const tenfold::CpResult<double> res = tenfold::cp_als(x, o, {}, {layout});
+      // The last rank's call takes the tensor (released once its trees are built).
+      const tenfold::CpResult<double> res = r == ranks.back()
+                                                ? tenfold::cp_als(std::move(x), o, {}, {layout})
+                                                : tenfold::cp_als(x, o, {}, {layout});
       const double per_iter = (wall_last - wall_first) / (res.iterations - 1);
       const double cpu_per_iter = (cpu_last - cpu_first) / (res.iterations - 1);
       const double mttkrp = res.timings.mttkrp / res.iterations;
@@ -192,11 +199,11 @@ int run(int argc, char** argv) {
           "%.4f, \"mttkrp_s_per_iter\": %.4f, "
           "\"mttkrp_nnz_rank_per_s\": %.3e, \"fit\": %.6f, \"tensor_peak_rss_mb\": %.0f, "
           "\"peak_rss_mb\": %.0f}\n",
-          dims.size(), static_cast<long long>(x.nnz()), static_cast<long long>(r),
+          dims.size(), static_cast<long long>(x_nnz), static_cast<long long>(r),
           tenfold::num_threads(), std::string(tenfold::to_string(layout)).c_str(), build,
-          tree_bytes / static_cast<double>(x.nnz()) / static_cast<double>(op_trees), per_iter,
+          tree_bytes / static_cast<double>(x_nnz) / static_cast<double>(op_trees), per_iter,
           cpu_per_iter, mttkrp,
-          static_cast<double>(x.nnz()) * static_cast<double>(r) * static_cast<double>(dims.size()) /
+          static_cast<double>(x_nnz) * static_cast<double>(r) * static_cast<double>(dims.size()) /
               mttkrp,
           res.fit, tensor_rss, peak_rss_mb());
     }

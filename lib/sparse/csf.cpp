@@ -207,7 +207,8 @@ void Csf<T>::build(const SparseTensor<T>& x, std::vector<Word>& perm, std::vecto
 template <class T>
 std::vector<std::unique_ptr<Csf<T>>> build_csf_trees(const SparseTensor<T>& x,
                                                      std::span<const int> roots, double other_bytes,
-                                                     const std::string& what, index_t max_narrow) {
+                                                     const std::string& what, index_t max_narrow,
+                                                     bool one_at_a_time) {
   const auto trees = static_cast<int>(roots.size());
   const double all = other_bytes + trees * Csf<T>::bytes_bound(x.dims(), x.nnz());
   const double scratch = CsfScratch::bytes(x.dims(), x.nnz());
@@ -215,7 +216,8 @@ std::vector<std::unique_ptr<Csf<T>>> build_csf_trees(const SparseTensor<T>& x,
   // k trees at once need k scratches.
   const auto available = static_cast<double>(host_available_bytes());
   int at_once = 1;
-  while (at_once < std::min(pool_threads(), trees) && all + (at_once + 1) * scratch <= available)
+  while (!one_at_a_time && at_once < std::min(pool_threads(), trees) &&
+         all + (at_once + 1) * scratch <= available)
     ++at_once;
   std::vector<CsfScratch> scratches;
   for (int k = 0; k < at_once; ++k) scratches.emplace_back(x.dims(), x.nnz());
@@ -390,7 +392,7 @@ void csf_poisson_phi(const Csf<T>& tree, std::type_identity_t<std::span<const T*
 #define TENFOLD_INSTANTIATE_CSF(T)                                                                 \
   template class Csf<T>;                                                                           \
   template std::vector<std::unique_ptr<Csf<T>>> build_csf_trees<T>(                                \
-      const SparseTensor<T>&, std::span<const int>, double, const std::string&, index_t);          \
+      const SparseTensor<T>&, std::span<const int>, double, const std::string&, index_t, bool);    \
   template void csf_mttkrp<T>(const Csf<T>&, std::type_identity_t<std::span<const T* const>>,      \
                               index_t, T*);                                                        \
   template void csf_poisson_phi<T>(const Csf<T>&, std::type_identity_t<std::span<const T* const>>, \

@@ -141,14 +141,16 @@ class Csf {
 };
 
 /// The trees of x rooted at `roots`: as many built at once as the threads and the memory
-/// allow (a scratch each; the same trees however many), else one after another. Throws
-/// MemoryError naming `what` when the trees and one scratch do not fit in the available
-/// memory beside `other_bytes` that the caller is about to allocate.
+/// allow (a scratch each; the same trees however many), else, or when `one_at_a_time`, one
+/// after another in one scratch. Throws MemoryError naming `what` when the trees and one
+/// scratch do not fit in the available memory beside `other_bytes` that the caller is
+/// about to allocate.
 template <class T>
 std::vector<std::unique_ptr<Csf<T>>> build_csf_trees(const SparseTensor<T>& x,
                                                      std::span<const int> roots, double other_bytes,
                                                      const std::string& what,
-                                                     index_t max_narrow = kNarrowLimit);
+                                                     index_t max_narrow = kNarrowLimit,
+                                                     bool one_at_a_time = false);
 
 /// The entries of the tensor a tree was built from (of sizes `dims`): every leaf's index in
 /// each mode and its value, as a SparseTensor (sorted with mode 0 slowest).

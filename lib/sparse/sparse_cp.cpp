@@ -1,6 +1,7 @@
 // CP-ALS of a sparse tensor: the one ALS loop (cp/cp_als.hpp) over a SparseOperand.
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "core/instantiate.hpp"
 #include "core/memory.hpp"
@@ -43,9 +44,13 @@ CsfLayout csf_layout_for(const SparseTensor<T>& x, const SparseCpOptions& sparse
   return CsfLayout::one;
 }
 
-template <class T>
-CpResult<T> cp_als(const SparseTensor<T>& x, const CpOptions& options, CpStart<T> initial_factors,
-                   const SparseCpOptions& sparse) {
+namespace {
+
+// CP-ALS of x on its CSF trees, built from `entries`: x, or (released once the trees are
+// built) x taken. Every argument is checked before the trees are built.
+template <class T, class Entries>
+CpResult<T> sparse_cp_als(const SparseTensor<T>& x, Entries&& entries, const CpOptions& options,
+                          const CpStart<T>& initial_factors, const SparseCpOptions& sparse) {
   const auto start = detail::Clock::now();
   if (x.order() < 2) {
     throw InvalidArgument("CP-ALS needs a tensor of order >= 2, got a sparse tensor of order " +
@@ -63,15 +68,32 @@ CpResult<T> cp_als(const SparseTensor<T>& x, const CpOptions& options, CpStart<T
   detail::require_exact_solver(options, "a sparse tensor");
   detail::refuse_sparsity(options, "a sparse tensor");
   auto c = detail::make_compute<T>(options.backend);
-  detail::SparseOperand<T> op(*c, x, csf_layout_for(x, sparse));
+  const CsfLayout layout = csf_layout_for(x, sparse);
+  detail::SparseOperand<T> op(*c, std::forward<Entries>(entries), layout);
   CpResult<T> res = detail::run_cp_starts(op, *c, options, initial_factors, start);
   res.timings.total = detail::seconds_since(start);
   return res;
 }
 
+}  // namespace
+
+template <class T>
+CpResult<T> cp_als(const SparseTensor<T>& x, const CpOptions& options, CpStart<T> initial_factors,
+                   const SparseCpOptions& sparse) {
+  return sparse_cp_als(x, x, options, initial_factors, sparse);
+}
+
+template <class T>
+CpResult<T> cp_als(SparseTensor<T>&& x, const CpOptions& options, CpStart<T> initial_factors,
+                   const SparseCpOptions& sparse) {
+  return sparse_cp_als(x, std::move(x), options, initial_factors, sparse);
+}
+
 #define TENFOLD_INSTANTIATE_SPARSE_CP(T)                                                \
   template CsfLayout csf_layout_for<T>(const SparseTensor<T>&, const SparseCpOptions&); \
   template CpResult<T> cp_als<T>(const SparseTensor<T>&, const CpOptions&, CpStart<T>,  \
+                                 const SparseCpOptions&);                               \
+  template CpResult<T> cp_als<T>(SparseTensor<T>&&, const CpOptions&, CpStart<T>,       \
                                  const SparseCpOptions&);
 TENFOLD_INSTANTIATE_FOR_EACH_VALUE_TYPE(TENFOLD_INSTANTIATE_SPARSE_CP)
 

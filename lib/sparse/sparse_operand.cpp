@@ -50,7 +50,7 @@ std::vector<int> csf_roots(std::span<const index_t> dims, CsfLayout layout) {
 
 template <class T>
 SparseOperand<T>::SparseOperand(Compute<T>& c, const SparseTensor<T>& x, CsfLayout layout,
-                                index_t max_narrow)
+                                index_t max_narrow, bool one_at_a_time)
     : CpOperand<T>(c),
       x_(&x),
       dims_(x.dims()),
@@ -69,7 +69,7 @@ SparseOperand<T>::SparseOperand(Compute<T>& c, const SparseTensor<T>& x, CsfLayo
   trees_ = build_csf_trees(x, roots, 0.0,
                            "the CSF layout of a sparse tensor with " + std::to_string(x.nnz()) +
                                " nonzeros (" + trees + ")",
-                           max_narrow);
+                           max_narrow, one_at_a_time);
   // Mode n at its level of the first tree, unless a later tree has it at the root.
   const auto order = static_cast<std::size_t>(x.order());
   tree_.assign(order, 0);
@@ -86,7 +86,7 @@ SparseOperand<T>::SparseOperand(Compute<T>& c, const SparseTensor<T>& x, CsfLayo
 template <class T>
 SparseOperand<T>::SparseOperand(Compute<T>& c, SparseTensor<T>&& x, CsfLayout layout,
                                 index_t max_narrow)
-    : SparseOperand(c, std::as_const(x), layout, max_narrow) {
+    : SparseOperand(c, std::as_const(x), layout, max_narrow, true) {
   // The trees hold every entry now: x's copy goes.
   const SparseTensor<T> released = std::move(x);
   x_ = nullptr;
@@ -168,7 +168,8 @@ template <class T>
 double SparseOperand<T>::workspace_elements(index_t rank, bool mode_grams) const {
   // Row-major factor copies (host memory, counted in T); a copy per thread of the largest
   // output computed below a root; the mode Gram's sort (index_t per entry, twice: the
-  // permutation and its spare).
+  // permutation and its spare) and, once x is released, the entries rebuilt from a tree
+  // (N indices and a value per entry, and csf_entries' leaf bounds).
   double e = 0.0, most = 0.0;
   for (int n = 0; n < this->order(); ++n) {
     const double rows =
@@ -177,7 +178,10 @@ double SparseOperand<T>::workspace_elements(index_t rank, bool mode_grams) const
     if (level_[static_cast<std::size_t>(n)] > 0) most = std::max(most, rows);
   }
   e += pool_threads() * most;
-  if (mode_grams) e += 2.0 * static_cast<double>(nnz_) * sizeof(index_t) / sizeof(T);
+  const auto nnz = static_cast<double>(nnz_);
+  if (mode_grams) e += 2.0 * nnz * sizeof(index_t) / sizeof(T);
+  if (mode_grams && x_ == nullptr)
+    e += nnz * ((this->order() + 1.0) * sizeof(index_t) + sizeof(T)) / sizeof(T);
   return e;
 }
 

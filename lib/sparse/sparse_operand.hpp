@@ -25,14 +25,16 @@ template <class T>
 class SparseOperand final : public CpOperand<T> {
  public:
   /// Builds the trees of `layout` rooted at csf_roots (x must outlive the operand), after
-  /// checking that they fit in memory; `max_narrow` as for Csf (tests force 64-bit levels
+  /// checking that they fit in memory, several at once where memory allows unless
+  /// `one_at_a_time` (build_csf_trees); `max_narrow` as for Csf (tests force 64-bit levels
   /// with it). Throws InvalidArgument for a backend without host memory or layout automatic
   /// (resolve it first: csf_layout_for).
   SparseOperand(Compute<T>& c, const SparseTensor<T>& x, CsfLayout layout = CsfLayout::all,
-                index_t max_narrow = kNarrowLimit);
-  /// The same, taking x: its entries are released once the trees are built (x is left
-  /// empty), so that they are not held twice; the trees give them back where needed
-  /// (mode_gram, with_entries).
+                index_t max_narrow = kNarrowLimit, bool one_at_a_time = false);
+  /// The same, taking x, the trees built one at a time (one build scratch): its entries are
+  /// released once the trees are built (x is left empty), so that they are not held twice;
+  /// the trees give them back where needed (mode_gram, with_entries). Where the
+  /// constructor throws, x is unchanged.
   SparseOperand(Compute<T>& c, SparseTensor<T>&& x, CsfLayout layout = CsfLayout::all,
                 index_t max_narrow = kNarrowLimit);
 

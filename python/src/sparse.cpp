@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bindings.hpp"
@@ -49,8 +50,11 @@ nb::dict sparse_cp_als_typed(const Coords& coords, const Values<T>& values,
                              const std::vector<InArray>& initial_factors, nb::object callback,
                              bool line_search, double ridge, int n_starts,
                              const std::string& compress, const std::string& csf) {
-  const SparseTensor<T> x = sparse_from(coords, values, shape);
+  // x is this call's copy of the arrays: cp_als takes it, releasing it once its trees are
+  // built.
+  SparseTensor<T> x = sparse_from(coords, values, shape);
   const CsfLayout layout = csf_layout_for(x, {parse_csf_layout(csf)});
+  const index_t nnz = x.nnz();
   CpOptions o;
   o.rank = rank;
   o.max_iters = n_iter_max;
@@ -68,9 +72,9 @@ nb::dict sparse_cp_als_typed(const Coords& coords, const Values<T>& values,
       return callback.is_none() || !nb::bool_(callback(p.iteration, p.fit, p.delta, p.seconds));
     });
   };
-  CpResult<T> r = interrupt.run([&] { return cp_als(x, o, start, {layout}); });
+  CpResult<T> r = interrupt.run([&] { return cp_als(std::move(x), o, start, {layout}); });
   nb::dict d = cp_dict(std::move(r), false);
-  d["nnz"] = x.nnz();
+  d["nnz"] = nnz;
   d["csf"] = std::string(to_string(layout));
   return d;
 }
