@@ -3,7 +3,7 @@ held-out text, greedy agreement with the original, cache bytes measured from the
 object after prefill, prefill and decode tokens per second, for the original and the
 shared-key / latent-value conversions of tenfold.torch at fractions of the KV cache.
 
-    python bench/kv_cache/run.py --out DIR [--quick] [--speed-only]    # the environment of bench/rope
+    python bench/kv_cache/run.py --out DIR [--quick] [--speed-only [--joint]]    # the environment of bench/rope
 
 Held-out text (none of it in the calibration text):
   - the licence texts Debian ships in every installation (/usr/share/common-licenses:
@@ -161,15 +161,15 @@ def speed(models: list, ids, steps: int, reps: int, static: bool = False) -> lis
              "decode_tokens_per_s": steps / statistics.median(t["decode"])} for t, size in zip(times, sizes)]
 
 
-def speed_only(tok, model, out: str, quick: bool) -> None:
-    """--speed-only: kv_cache=0.5 with the default bands (its speed does not depend on the
-    calibration) against the original with transformers' dynamic cache and its static
-    cache, alternating, 32 decode steps, median of 5 at 2,048, 4,096 and 8,192 tokens
+def speed_only(tok, model, out: str, quick: bool, joint: bool) -> None:
+    """--speed-only: kv_cache=0.5 with the default bands (or joint=True; the speed does not
+    depend on the calibration) against the original with transformers' dynamic cache and its
+    static cache, alternating, 32 decode steps, median of 5 at 2,048, 4,096 and 8,192 tokens
     (--quick: of 3, at 2,048 and 4,096)."""
     lengths, reps = ((2048, 4096), 3) if quick else ((2048, 4096, 8192), 5)
     text = torch.cat([w for ws in held_out(tok, 8192, 8192).values() for w in ws], dim=1)
     m = copy.deepcopy(model)
-    tt.compress_model(m, kv_cache=0.5)
+    tt.compress_model(m, kv_cache=0.5, joint=joint)
     rows = []
     for n in lengths:
         compressed, original = speed([m, model], text[:, :n], 32, reps)
@@ -184,7 +184,8 @@ def speed_only(tok, model, out: str, quick: bool) -> None:
               f"{compressed['cache_bytes'] / original['cache_bytes']:.4f} of the original's; load "
               f"{os.getloadavg()[0]:.1f}", flush=True)
     with open(os.path.join(out, "speed.json"), "w") as f:
-        json.dump({"model": rope.GGUF, "threads": torch.get_num_threads(), "rows": rows}, f, indent=1)
+        json.dump({"model": rope.GGUF, "threads": torch.get_num_threads(), "joint": joint, "rows": rows}, f,
+                  indent=1)
 
 
 def configurations(quick: bool, per_head: int) -> list:
@@ -215,11 +216,12 @@ def main():
                     help="prefill and decode speed of the default form at half the cache against the original "
                          "(dynamic and static cache) at 2,048, 4,096 and 8,192 tokens (--quick: 2,048 and 4,096); "
                          "weight-only conversion")
+    ap.add_argument("--joint", action="store_true", help="with --speed-only: the joint latent (joint=True)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     tok, model = rope.load()
     if args.speed_only:
-        return speed_only(tok, model, args.out, args.quick)
+        return speed_only(tok, model, args.out, args.quick, args.joint)
     cfg = model.config
     per_head = cfg.num_key_value_heads * (cfg.hidden_size // cfg.num_attention_heads)
     window = 2048
