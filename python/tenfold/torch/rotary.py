@@ -266,8 +266,9 @@ def compress_rotary(model: nn.Module, shared_dim=None, calibration: Iterable | N
     (docs/kv-cache.md; data-aware with the same
     calibration and damping). `kv_cache` (a fraction in (0, 1], instead of shared_dim and
     value_dim): the fraction of the original key and value cache bytes per token, split
-    between keys and values by kv_cache_split. Returns one dict per layer; the model is
-    unchanged on error."""
+    between keys and values by kv_cache_split. `joint=True` (with kv_cache or shared_dim,
+    then at most 2 G d): one latent for keys and values instead (compress_joint,
+    docs/kv-cache.md). Returns one dict per layer; the model is unchanged on error."""
     config = model.config
     family = config.model_type
     layers = rotary_layers(model)
