@@ -306,8 +306,7 @@ CsfLayout DistributedSparse<T>::layout(CsfLayout) const {
 }
 
 template <class T>
-CpResult<T> DistributedSparse<T>::cp(const CpOptions&, CpStart<T>, CsfLayout,
-                                     nlohmann::json&) const {
+CpResult<T> DistributedSparse<T>::cp(const CpOptions&, CpStart<T>, CsfLayout, nlohmann::json&) {
   throw NotCompiled("this tenfold was built without MPI");
 }
 
