@@ -128,6 +128,46 @@ def same_attention(mine, theirs, tolerance=1e-6):
             assert torch.equal(got, t), name
 
 
+def program_and_python(cli, tmp_path, family, data, args, **options):
+    """The program's conversion of a saved model with `args` (Qwen2 with random value biases;
+    with `data`, calibration moments written by write_calibration) and compress_model(**options)
+    of the same weights and batches: (original, program's model, stdout, Python's model, its
+    rows, the program's report)."""
+    original = save_model(tmp_path / "m", family)
+    if family == "qwen2":
+        random_value_biases(original, tmp_path / "m")
+    batches = [{"input_ids": tokens(seed=s)} for s in (5, 6)]
+    args = [*args, "--report", tmp_path / "report.json"]
+    if data:
+        stats = tmp_path / "calib.safetensors"
+        tt.write_calibration(original, batches, stats, source="random tokens")
+        args += ["--calibration", stats]
+    model, stdout = converted(cli, tmp_path, tmp_path / "m", *args, family=family)
+    reference = load(tmp_path / "m", family)
+    rows = tt.compress_model(reference, calibration=batches if data else None, **options)
+    report = json.loads((tmp_path / "report.json").read_text())
+    return original, model, stdout, reference, rows, report
+
+
+def assert_same_model_round_trip(tmp_path, original, model, reference):
+    """The program's model has the Python conversion's metadata and logits (not the
+    original's) and saves and loads again with from_pretrained; returns the reloaded model."""
+    from safetensors import safe_open
+
+    with safe_open(tmp_path / "out.safetensors", "pt") as f:
+        assert json.loads(f.metadata()["tenfold.rotary"]) == reference.config.tenfold_rotary
+    x = tokens()
+    with torch.no_grad():
+        got, want, first = model(x).logits, reference(x).logits, original(x).logits
+    assert relative(got, want) < 1e-4
+    assert relative(got, first) > 1e-3  # the budget does change the model
+    model.save_pretrained(tmp_path / "saved")
+    again = tt.from_pretrained(tmp_path / "saved")
+    with torch.no_grad():
+        assert relative(again(x).logits, got) < 1e-6
+    return again
+
+
 @pytest.mark.parametrize("family", ["llama", "qwen2"])
 @pytest.mark.parametrize("data", [False, True])
 @pytest.mark.parametrize("bands", [1, 4])
@@ -138,19 +178,8 @@ def test_kv_cache_matches_tenfold_torch(cli, tmp_path, family, data, bands):
     from_pretrained, and its logits are the Python conversion's."""
     from safetensors import safe_open
 
-    original = save_model(tmp_path / "m", family)
-    if family == "qwen2":
-        random_value_biases(original, tmp_path / "m")
-    batches = [{"input_ids": tokens(seed=s)} for s in (5, 6)]
-    args = ["--kv-cache", 0.5, "--bands", bands, "--report", tmp_path / "report.json"]
-    if data:
-        stats = tmp_path / "calib.safetensors"
-        tt.write_calibration(original, batches, stats, source="random tokens")
-        args += ["--calibration", stats]
-    model, stdout = converted(cli, tmp_path, tmp_path / "m", *args, family=family)
-    reference = load(tmp_path / "m", family)
-    rows = tt.compress_model(reference, kv_cache=0.5, calibration=batches if data else None, bands=bands)
-    report = json.loads((tmp_path / "report.json").read_text())
+    original, model, stdout, reference, rows, report = program_and_python(
+        cli, tmp_path, family, data, ["--kv-cache", 0.5, "--bands", bands], kv_cache=0.5, bands=bands)
     # Half of 2 x 32 values per token and layer: 10 keys (whole complex keys) + 22 values for
     # bands == 1, 11 + 21 else.
     keys, values = (10, 22) if bands == 1 else (11, 21)
@@ -166,18 +195,9 @@ def test_kv_cache_matches_tenfold_torch(cli, tmp_path, family, data, bands):
             assert layer["data_relative_error"] == pytest.approx(row["data_error"], rel=1e-6)
             assert layer["value_data_relative_error"] == pytest.approx(row["value_data_error"], rel=1e-6)
     with safe_open(tmp_path / "out.safetensors", "pt") as f:
-        assert json.loads(f.metadata()["tenfold.rotary"]) == reference.config.tenfold_rotary
         assert len(json.loads(f.metadata()["tenfold.value_relative_errors"])) == 2
-    x = tokens()
-    with torch.no_grad():
-        got, want, first = model(x).logits, reference(x).logits, original(x).logits
-    assert relative(got, want) < 1e-4
-    assert relative(got, first) > 1e-3  # the budget does change the model
-    model.save_pretrained(tmp_path / "saved")
-    again = tt.from_pretrained(tmp_path / "saved")
+    again = assert_same_model_round_trip(tmp_path, original, model, reference)
     assert again.model.layers[0].self_attn.value_values == values
-    with torch.no_grad():
-        assert relative(again(x).logits, got) < 1e-6
 
 
 @pytest.mark.parametrize("family", ["llama", "qwen2"])
@@ -186,21 +206,8 @@ def test_joint_matches_tenfold_torch(cli, tmp_path, family, data):
     """--kv-cache 0.25 --joint writes what compress_model(kv_cache=0.25, joint=True) makes: one
     latent of 16 values per token and layer for keys and values (Qwen2 with random value
     biases; 32 would be exact: the width D), loaded, saved and loaded again."""
-    from safetensors import safe_open
-
-    original = save_model(tmp_path / "m", family)
-    if family == "qwen2":
-        random_value_biases(original, tmp_path / "m")
-    batches = [{"input_ids": tokens(seed=s)} for s in (5, 6)]
-    args = ["--kv-cache", 0.25, "--joint", "--report", tmp_path / "report.json"]
-    if data:
-        stats = tmp_path / "calib.safetensors"
-        tt.write_calibration(original, batches, stats, source="random tokens")
-        args += ["--calibration", stats]
-    model, stdout = converted(cli, tmp_path, tmp_path / "m", *args, family=family)
-    reference = load(tmp_path / "m", family)
-    rows = tt.compress_model(reference, kv_cache=0.25, joint=True, calibration=batches if data else None)
-    report = json.loads((tmp_path / "report.json").read_text())
+    original, model, stdout, reference, rows, report = program_and_python(
+        cli, tmp_path, family, data, ["--kv-cache", 0.25, "--joint"], kv_cache=0.25, joint=True)
     assert "joint latent 16 values per token and layer for keys and values (of 64): KV cache 25.0 %" in stdout
     assert report["shared_dim"] == report["value_dim"] == 16 and report["joint"] is True
     for row, layer, mine, theirs in zip(rows, report["layers"], model.model.layers, reference.model.layers):
@@ -210,18 +217,7 @@ def test_joint_matches_tenfold_torch(cli, tmp_path, family, data):
         assert layer["value_relative_error"] == pytest.approx(row["value_error"], rel=1e-6)
         if data:
             assert layer["data_relative_error"] == pytest.approx(row["data_error"], rel=1e-6)
-    with safe_open(tmp_path / "out.safetensors", "pt") as f:
-        assert json.loads(f.metadata()["tenfold.rotary"]) == reference.config.tenfold_rotary
-    x = tokens()
-    with torch.no_grad():
-        got, want, first = model(x).logits, reference(x).logits, original(x).logits
-    assert relative(got, want) < 1e-4
-    assert relative(got, first) > 1e-3  # the budget does change the model
-    model.save_pretrained(tmp_path / "saved")
-    again = tt.from_pretrained(tmp_path / "saved")
-    assert again.model.layers[0].self_attn.joint
-    with torch.no_grad():
-        assert relative(again(x).logits, got) < 1e-6
+    assert assert_same_model_round_trip(tmp_path, original, model, reference).model.layers[0].self_attn.joint
 
 
 @pytest.mark.parametrize("family", ["llama", "qwen2", "mistral"])

@@ -554,14 +554,15 @@ def test_bad_kv_cache_is_refused_before_any_change(options, message):
     assert not hasattr(model.config, "tenfold_rotary")
 
 
-@pytest.mark.parametrize("bands", [1, 2])
-def test_kv_cache_whole_generates_as_the_original(bands):
-    # Keys and values in the cache's compressed form at full size: greedy decoding of a
-    # left-padded batch, sampling and beam search give the original's tokens, and the
-    # sdpa and eager paths of the converted layer agree (eager returns the probabilities).
+@pytest.mark.parametrize("form", [dict(bands=1), dict(bands=2), dict(joint=True)])
+def test_kv_cache_whole_generates_as_the_original(form):
+    # Keys and values in the cache's compressed form at full size (bands of 1 or 2, or the
+    # joint latent): greedy decoding of a left-padded batch, sampling and beam search give
+    # the original's tokens, and the sdpa and eager paths of the converted layer agree
+    # (eager returns the probabilities).
     original = make_rotary("llama", key_heads=2, seed=5)
     model = copy.deepcopy(original)
-    tt.compress_model(model, kv_cache=1.0, bands=bands)
+    tt.compress_model(model, kv_cache=1.0, **form)
     ids, mask = inputs()
     greedy_opts = dict(max_new_tokens=12, min_new_tokens=12, do_sample=False, pad_token_id=0)
     runs = {"greedy, left padding": dict(input_ids=ids, attention_mask=mask, **greedy_opts),

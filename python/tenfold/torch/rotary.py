@@ -248,6 +248,17 @@ def kv_cache_split(options: dict, shared_dim, original: int) -> tuple[int, dict]
     return keys, rest
 
 
+def _copy_value_rebuild(new: RotarySharedKeyAttention, v: dict, module: nn.Module) -> None:
+    """The values' rebuild of a value_latent result `v` into the new layer: the folded o_proj
+    (with the original o_proj's bias) or value_expand before the original o_proj."""
+    if new.folded:
+        new.o_proj.weight.copy_(torch.from_numpy(v["output"]))
+        if module.o_proj.bias is not None:
+            new.o_proj.bias.copy_(module.o_proj.bias)
+    else:
+        new.value_expand.copy_(torch.from_numpy(v["expand"]))
+
+
 def compress_rotary(model: nn.Module, shared_dim=None, calibration: Iterable | None = None, **options) -> list:
     """compress_model for rotary models (Llama, Qwen2, Mistral): replaces every
     attention layer in place by RotarySharedKeyAttention. `shared_dim`: "full" (the
@@ -380,12 +391,7 @@ def compress_rotary(model: nn.Module, shared_dim=None, calibration: Iterable | N
                 new.value.weight.copy_(latent[:, :dim])
                 if value_biased:
                     new.value.bias.copy_(latent[:, dim])
-                if new.folded:
-                    new.o_proj.weight.copy_(torch.from_numpy(v["output"]))
-                    if module.o_proj.bias is not None:
-                        new.o_proj.bias.copy_(module.o_proj.bias)
-                else:
-                    new.value_expand.copy_(torch.from_numpy(v["expand"]))
+                _copy_value_rebuild(new, v, module)
             new.key.weight.copy_(r.key_weight)
             if r.key_bias is not None:
                 new.key.bias.copy_(r.key_bias)
@@ -458,12 +464,7 @@ def compress_joint(model: nn.Module, layers: list, values, calibration: Iterable
             new.expand.copy_(torch.from_numpy(v["key_expand"]))
             new.inv_freq.copy_(inv_freq)
             new.attention_scaling.fill_(scaling)
-            if new.folded:
-                new.o_proj.weight.copy_(torch.from_numpy(v["output"]))
-                if module.o_proj.bias is not None:
-                    new.o_proj.bias.copy_(module.o_proj.bias)
-            else:
-                new.value_expand.copy_(torch.from_numpy(v["expand"]))
+            _copy_value_rebuild(new, v, module)
         new.train(module.training)
         built[name] = new
         row = {"name": name, "key_values": new.key_values, "value_values": new.value_values, "joint": True,
