@@ -3,7 +3,8 @@ held-out text, greedy agreement with the original, cache bytes measured from the
 object after prefill, prefill and decode tokens per second, for the original and the
 shared-key / latent-value conversions of tenfold.torch at fractions of the KV cache.
 
-    python bench/kv_cache/run.py --out DIR [--quick] [--speed-only [--joint]]    # the environment of bench/rope
+    python bench/kv_cache/run.py --out DIR [--quick] [--speed-only [--joint] [--device cuda] [--random-weights]
+                                                  [--dtype bfloat16] [--lengths N ...]]    # the environment of bench/rope
 
 Held-out text (none of it in the calibration text):
   - the licence texts Debian ships in every installation (/usr/share/common-licenses:
@@ -128,6 +129,12 @@ def cache_bytes(cache) -> int:
     return sum(storages.values())
 
 
+def synchronize(device: torch.device) -> None:
+    """Waits for the device's queued work (a GPU's kernels run after the call returns)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
 def speed(models: list, ids, steps: int, reps: int, static: bool = False) -> list:
     """Per model: prefill of ids into a fresh dynamic cache, then `steps` greedy decode
     steps, medians of `reps` runs that alternate between the models (so that a compressed
@@ -145,14 +152,17 @@ def speed(models: list, ids, steps: int, reps: int, static: bool = False) -> lis
                     cache = StaticCache(config=model.config, max_cache_len=ids.shape[1] + steps)
                 else:
                     cache = DynamicCache(config=model.config)
+                synchronize(ids.device)
                 t0 = time.perf_counter()
                 out = model(input_ids=ids, cache=cache, use_cache=True)
+                synchronize(ids.device)
                 t1 = time.perf_counter()
                 sizes[i] = cache_bytes(cache)
                 token = out.logits[:, -1:].argmax(-1)
                 for _ in range(steps):
                     out = model(input_ids=token, cache=cache, use_cache=True)
                     token = out.logits[:, -1:].argmax(-1)
+                synchronize(ids.device)
                 t2 = time.perf_counter()
                 times[i]["prefill"].append(t1 - t0)
                 times[i]["decode"].append(t2 - t1)
@@ -161,15 +171,43 @@ def speed(models: list, ids, steps: int, reps: int, static: bool = False) -> lis
              "decode_tokens_per_s": steps / statistics.median(t["decode"])} for t, size in zip(times, sizes)]
 
 
-def speed_only(tok, model, out: str, quick: bool, joint: bool) -> None:
+#: SmolLM2-135M's architecture (the GGUF's metadata), for --random-weights.
+SMOLLM2_135M = dict(vocab_size=49152, hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
+                    num_attention_heads=9, num_key_value_heads=3, rms_norm_eps=1e-5, tie_word_embeddings=True)
+
+
+def random_model(tokens: int):
+    """A decoder of SmolLM2-135M's shape with random weights (seed 0), rope theta 100,000, room
+    for `tokens` positions: the same work per token as the real model, for speed alone where
+    the model file is not at hand (a device machine without the network)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(**SMOLLM2_135M, max_position_embeddings=max(8192, tokens),
+                         rope_parameters={"rope_type": "default", "rope_theta": 100000.0},
+                         attn_implementation="sdpa")
+    return LlamaForCausalLM(config).eval()
+
+
+def speed_only(args) -> None:
     """--speed-only: kv_cache=0.5 with the default bands (or joint=True; the speed does not
     depend on the calibration) against the original with transformers' dynamic cache and its
     static cache, alternating, 32 decode steps, median of 5 at 2,048, 4,096 and 8,192 tokens
-    (--quick: of 3, at 2,048 and 4,096)."""
-    lengths, reps = ((2048, 4096), 3) if quick else ((2048, 4096, 8192), 5)
-    text = torch.cat([w for ws in held_out(tok, 8192, 8192).values() for w in ws], dim=1)
+    (--quick: of 3, at 2,048 and 4,096; --lengths: those), on --device in --dtype (converted
+    in float32 on the CPU, then moved). --random-weights: SmolLM2-135M's shape with random
+    weights and random tokens instead of the model file and the held-out text."""
+    lengths, reps = ((2048, 4096), 3) if args.quick else ((2048, 4096, 8192), 5)
+    lengths = tuple(args.lengths or lengths)
+    if args.random_weights:
+        model = random_model(max(lengths) + 64)
+        text = torch.randint(model.config.vocab_size, (1, max(lengths)), generator=torch.Generator().manual_seed(0))
+    else:
+        tok, model = rope.load()
+        text = torch.cat([w for ws in held_out(tok, max(lengths), max(lengths)).values() for w in ws], dim=1)
     m = copy.deepcopy(model)
-    tt.compress_model(m, kv_cache=0.5, joint=joint)
+    tt.compress_model(m, kv_cache=0.5, joint=args.joint)
+    device, dtype = torch.device(args.device), getattr(torch, args.dtype)
+    model, m, text = model.to(device=device, dtype=dtype), m.to(device=device, dtype=dtype), text.to(device)
     rows = []
     for n in lengths:
         compressed, original = speed([m, model], text[:, :n], 32, reps)
@@ -183,9 +221,12 @@ def speed_only(tok, model, out: str, quick: bool, joint: bool) -> None:
               f"{compressed['prefill_tokens_per_s'] / original['prefill_tokens_per_s']:.2f}x; cache bytes "
               f"{compressed['cache_bytes'] / original['cache_bytes']:.4f} of the original's; load "
               f"{os.getloadavg()[0]:.1f}", flush=True)
-    with open(os.path.join(out, "speed.json"), "w") as f:
-        json.dump({"model": rope.GGUF, "threads": torch.get_num_threads(), "joint": joint, "rows": rows}, f,
-                  indent=1)
+    name = "speed" + ("_joint" if args.joint else "") + ("" if args.device == "cpu" else f"_{args.device}_{args.dtype}")
+    with open(os.path.join(args.out, name + ".json"), "w") as f:
+        json.dump({"model": "random weights, SmolLM2-135M's shape" if args.random_weights else rope.GGUF,
+                   "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+                   "dtype": args.dtype, "threads": torch.get_num_threads(), "joint": args.joint, "rows": rows},
+                  f, indent=1)
 
 
 def configurations(quick: bool, per_head: int) -> list:
@@ -217,11 +258,17 @@ def main():
                          "(dynamic and static cache) at 2,048, 4,096 and 8,192 tokens (--quick: 2,048 and 4,096); "
                          "weight-only conversion")
     ap.add_argument("--joint", action="store_true", help="with --speed-only: the joint latent (joint=True)")
+    ap.add_argument("--device", default="cpu", help="with --speed-only: where the models run (cpu, cuda)")
+    ap.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"),
+                    help="with --speed-only: the models' dtype")
+    ap.add_argument("--lengths", type=int, nargs="+", help="with --speed-only: prefill lengths")
+    ap.add_argument("--random-weights", action="store_true",
+                    help="with --speed-only: SmolLM2-135M's shape with random weights, random tokens")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
-    tok, model = rope.load()
     if args.speed_only:
-        return speed_only(tok, model, args.out, args.quick, args.joint)
+        return speed_only(args)
+    tok, model = rope.load()
     cfg = model.config
     per_head = cfg.num_key_value_heads * (cfg.hidden_size // cfg.num_attention_heads)
     window = 2048

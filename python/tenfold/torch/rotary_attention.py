@@ -144,7 +144,7 @@ class RotarySharedKeyAttention(nn.Module):
         computes them for positions (float32 angles, scaled, cast to `dtype`): views of one
         table per RoPE, dtype and device that all layers share, grown by doubling (every
         decode step reads it whole: computing it anew cost a quarter of a step's rebuild)."""
-        key = (tuple(self.inv_freq.tolist()), float(self.attention_scaling), dtype, torch.device(device))
+        key = (*self._rope_key(), dtype, torch.device(device))
         table = _ROTATIONS.get(key)
         # (a table made under inference_mode cannot be saved for backward outside it)
         if (table is None or table[0].shape[0] < count
@@ -155,6 +155,20 @@ class RotarySharedKeyAttention(nn.Module):
             table = ((emb.cos() * self.attention_scaling).to(dtype), (emb.sin() * self.attention_scaling).to(dtype))
             _ROTATIONS[key] = table
         return table[0][:count], table[1][:count]
+
+    def _rope_key(self) -> tuple:
+        """(inv_freq, attention_scaling) as Python numbers, read from the buffers again only
+        when they were replaced or written to: reading a GPU tensor waits for the device,
+        which at every layer of every decode step would keep the host from queuing work ahead.
+        (Inference tensors keep no version counter: those are read every time.)"""
+        buffers = (self.inv_freq, self.attention_scaling)
+        if any(t.is_inference() for t in buffers):
+            return tuple(self.inv_freq.tolist()), float(self.attention_scaling)
+        state = tuple((t, t._version) for t in buffers)
+        memo = getattr(self, "_rope_memo", None)
+        if memo is None or any(a is not b or u != v for (a, u), (b, v) in zip(memo[0], state)):
+            memo = self._rope_memo = (state, (tuple(self.inv_freq.tolist()), float(self.attention_scaling)))
+        return memo[1]
 
     def _check_cache(self, cache) -> None:
         """Only caches that grow with the tokens can hold shared keys: static ones
