@@ -151,7 +151,7 @@ class CudaCompute final : public Compute<T> {
     check(cusolverDnCreate(&solver), "cusolverDnCreate");
     solver_.reset(solver);
     check(cusolverDnSetStream(solver, stream), "cusolverDnSetStream");
-    info_.reset(device_malloc(sizeof(int)));
+    info_.reset(device_malloc(2 * sizeof(int)));
     partial_.reset(device_malloc((kReduceBlocks + 1) * sizeof(double)));
   }
 
@@ -272,12 +272,20 @@ class CudaCompute final : public Compute<T> {
     call(Lib<T>::syevd_buffer_size, solver(), CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, in,
          a, ia, w, &lwork);
     T* work = static_cast<T*>(workspace_.get(static_cast<std::size_t>(lwork) * sizeof(T)));
+    // cuSOLVER reports a NaN entry only as a failure to converge: A is looked at first,
+    // as LAPACKE does (its check of the input, info = -5 on the CPU).
+    launch_find_nan_lower(stream(), n, a, lda, info() + 1);
     call(Lib<T>::syevd, solver(), CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, in, a, ia, w,
          work, lwork, info());
-    const int status = read_info();
-    if (status != 0) {
+    int status[2] = {0, 0};  // devInfo, then the NaN flag
+    check(cudaMemcpyAsync(status, info(), sizeof status, cudaMemcpyDeviceToHost, stream()),
+          "cudaMemcpyAsync (cuSOLVER devInfo)");
+    synchronize();
+    if (status[0] != 0 || status[1] != 0) {
       throw NumericalError("symmetric eigensolver (syevd) failed on a " + std::to_string(n) + "x" +
-                           std::to_string(n) + " matrix, info = " + std::to_string(status));
+                           std::to_string(n) + " matrix, " +
+                           (status[1] != 0 ? std::string("which has a NaN entry")
+                                           : "info = " + std::to_string(status[0])));
     }
     download(host_w, w, static_cast<std::size_t>(n));
   }
@@ -350,7 +358,7 @@ class CudaCompute final : public Compute<T> {
   std::unique_ptr<CUstream_st, StreamDestroy> stream_;
   std::unique_ptr<cublasContext, CublasDestroy> blas_;
   std::unique_ptr<cusolverDnContext, CusolverDestroy> solver_;
-  DevicePtr info_;     // devInfo of cuSOLVER (one int)
+  DevicePtr info_;     // devInfo of cuSOLVER, then syevd's NaN flag (two ints)
   DevicePtr partial_;  // reduction partial sums, then the result (kReduceBlocks + 1 doubles)
   Scratch workspace_;  // cuSOLVER workspace
   Scratch eigenvalues_;

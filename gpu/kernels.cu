@@ -118,6 +118,14 @@ __global__ void mirror_lower_kernel(std::size_t n, T* c, std::size_t ldc) {
   }
 }
 
+template <class T>
+__global__ void find_nan_lower_kernel(std::size_t n, const T* a, std::size_t lda, int* found) {
+  for (std::size_t idx = first_index(); idx < n * n; idx += grid_stride()) {
+    const std::size_t i = idx % n, j = idx / n;
+    if (i >= j && isnan(a[i + j * lda])) *found = 1;
+  }
+}
+
 // First pass: partial[b] = sum of x_i y_i over the indices of block b's threads.
 template <class T>
 __global__ void dot_partial_kernel(std::size_t n, const T* x, const T* y, double* partial) {
@@ -227,6 +235,16 @@ void launch_mirror_lower(cudaStream_t stream, index_t n, T* c, index_t ldc) {
 }
 
 template <class T>
+void launch_find_nan_lower(cudaStream_t stream, index_t n, const T* a, index_t lda, int* found) {
+  check(cudaMemsetAsync(found, 0, sizeof(int), stream), "cudaMemsetAsync (NaN flag)");
+  if (n == 0) return;
+  const auto un = static_cast<std::size_t>(n);
+  find_nan_lower_kernel<<<grid_for(un * un), kThreads, 0, stream>>>(
+      un, a, static_cast<std::size_t>(lda), found);
+  check_launch("find_nan_lower kernel launch");
+}
+
+template <class T>
 void launch_dot(cudaStream_t stream, std::size_t n, const T* x, const T* y, double* partial) {
   dot_partial_kernel<<<kReduceBlocks, kThreads, 0, stream>>>(n, x, y, partial);
   check_launch("dot kernel launch");
@@ -254,6 +272,7 @@ void launch_masked_fill(cudaStream_t stream, std::size_t n, const T* w, const T*
   template void launch_scale_columns<T>(cudaStream_t, index_t, index_t, T*, index_t, const T*);    \
   template void launch_add_diagonal<T>(cudaStream_t, index_t, T*, index_t, T);                     \
   template void launch_mirror_lower<T>(cudaStream_t, index_t, T*, index_t);                        \
+  template void launch_find_nan_lower<T>(cudaStream_t, index_t, const T*, index_t, int*);          \
   template void launch_dot<T>(cudaStream_t, std::size_t, const T*, const T*, double*);             \
   template void launch_masked_fill<T>(cudaStream_t, std::size_t, const T*, const T*, const T*, T*, \
                                       double*);

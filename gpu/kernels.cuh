@@ -45,6 +45,10 @@ void launch_add_diagonal(cudaStream_t stream, index_t n, T* a, index_t lda, T va
 template <class T>
 void launch_mirror_lower(cudaStream_t stream, index_t n, T* c, index_t ldc);
 
+/// *found = 1 when the lower triangle of A (n x n) holds a NaN, else 0.
+template <class T>
+void launch_find_nan_lower(cudaStream_t stream, index_t n, const T* a, index_t lda, int* found);
+
 /// partial[kReduceBlocks] = sum x_i y_i in double; partial holds kReduceBlocks + 1 doubles.
 template <class T>
 void launch_dot(cudaStream_t stream, std::size_t n, const T* x, const T* y, double* partial);

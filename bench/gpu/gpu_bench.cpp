@@ -153,6 +153,7 @@ struct DenseCp {
   double seconds_per_iteration = 0.0;
   double mttkrp_gflops = 0.0;
   double fit = 0.0;
+  tenfold::CpTimings per_iteration;  // each phase's seconds over the iterations
 };
 
 // CP-ALS on a uniform random dim^3 tensor: a fixed number of iterations.
@@ -165,6 +166,7 @@ DenseCp dense_cp(index_t dim, index_t rank, int iterations) {
   o.rank = rank;
   o.tol = 0.0;
   o.seed = 3;
+  o.init = tenfold::CpInit::random;
   o.backend = tenfold::Backend::cuda;
   o.max_iters = 1;
   tenfold::cp_als(x, o);  // warm-up: library loading, handles, kernels
@@ -173,7 +175,10 @@ DenseCp dense_cp(index_t dim, index_t rank, int iterations) {
   const auto& t = r.timings;
   // A sweep with the dimension tree: about two full contractions, 2 * 2 prod(I) R flops.
   const double sweep_flops = 2.0 * 2.0 * static_cast<double>(x.numel()) * static_cast<double>(rank);
-  return {(t.total - t.init) / r.iterations, sweep_flops * r.iterations / t.mttkrp * 1e-9, r.fit};
+  const double n = r.iterations;
+  tenfold::CpTimings phases{t.init,      t.compress / n, t.mttkrp / n, t.gram / n,
+                            t.solve / n, t.other / n,    t.total};
+  return {(t.total - t.init) / n, sweep_flops * n / t.mttkrp * 1e-9, r.fit, phases};
 }
 
 // X = G x_0 U_0 x_1 U_1 x_2 U_2 + E on the host: N(0, 1) core (r^3) and factors
@@ -342,6 +347,12 @@ void run() {
   table.add(dense + ", MTTKRP / GEMM rate", format("%.3f", d64.mttkrp_gflops / gemm64),
             format("%.3f", d32.mttkrp_gflops / gemm32));
   table.add(dense + ", fit after 10 iterations", format("%.6f", d64.fit), format("%.6f", d32.fit));
+  const auto phases = [](const tenfold::CpTimings& p) {
+    return format("%.5f", p.mttkrp) + " " + format("%.5f", p.gram) + " " + format("%.5f", p.solve) +
+           " " + format("%.5f", p.other);
+  };
+  table.add(dense + ", s/iteration in MTTKRP, Gram, solve, other", phases(d64.per_iteration),
+            phases(d32.per_iteration));
 
   const tenfold::Tensor<double> x = low_rank_tensor(kTuckerDim, kTuckerRank);
   const TuckerRun t64 = sthosvd(x, kTuckerRank);
