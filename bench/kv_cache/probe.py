@@ -4,14 +4,13 @@ held-out texts (SmolLM2-135M-Instruct, data-aware): bench/real_model's held-out 
 bench/kv_cache/run.py (2,048-token windows). No cache bytes and no speed (run.py).
 
     python bench/kv_cache/probe.py [--fraction 0.5] [--calibration prose mixed]
-        [--forms kv_cache kv_joint kv_joint_model separate separate_even joint] [--sizes 96+96 64+128 ...]
+        [--forms kv_cache kv_joint separate separate_even joint] [--sizes 96+96 64+128 ...]
                                                             # the environment of bench/rope
 
 Calibration "prose": bench/real_model's CC0 prose (3,702 tokens); "mixed": run.py's
 calibration (that prose and 8,192 tokens of docstrings of other standard-library modules).
 Forms: `kv_cache` (compress_model(kv_cache=f, bands=8)), `kv_joint` (compress_model(kv_cache=f,
-joint=True): the library's joint latent, values weighted by o_proj), `kv_joint_model` (the same
-with allocation="model": the layers' sizes by the model's singular values), `separate` (low_rank.separate at
+joint=True): the library's joint latent, values weighted by o_proj), `separate` (low_rank.separate at
 kv_cache's keys and values), `separate_even` (the same with keys and values halved
 evenly), `joint` (low_rank.joint: one latent of 2 f G d values for keys and values).
 `--sizes K+V ...` adds compress_model(shared_dim=K, value_dim=V, bands=8) rows (K "full":
@@ -38,7 +37,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--fraction", type=float, default=0.5)
     ap.add_argument("--calibration", nargs="+", choices=["prose", "mixed"], default=["prose", "mixed"])
-    forms = ["kv_cache", "kv_joint", "kv_joint_model", "separate", "separate_even", "joint"]
+    forms = ["kv_cache", "kv_joint", "separate", "separate_even", "joint"]
     ap.add_argument("--forms", nargs="+", choices=forms, default=forms)
     ap.add_argument("--sizes", nargs="*", default=[], help="K+V: key and latent value sizes per layer")
     args = ap.parse_args()
@@ -71,10 +70,9 @@ def main():
             elif form == "kv_cache":
                 tt.compress_model(m, kv_cache=args.fraction, bands=8, calibration=calib)
                 label = f"kv_cache={args.fraction} ({keys}+{rest['value_dim']})"
-            elif form in ("kv_joint", "kv_joint_model"):
-                allocation = "model" if form == "kv_joint_model" else "layer"
-                tt.compress_model(m, kv_cache=args.fraction, joint=True, calibration=calib, allocation=allocation)
-                label = f"kv_cache={args.fraction}, joint ({total}, {allocation})"
+            elif form == "kv_joint":
+                tt.compress_model(m, kv_cache=args.fraction, joint=True, calibration=calib)
+                label = f"kv_cache={args.fraction}, joint ({total})"
             elif form == "joint":
                 low_rank.joint(m, total, calibration=calib)
                 label = f"joint latent {total}"

@@ -119,37 +119,6 @@ def test_library_objective_is_the_dropped_singular_values(moment):
     np.testing.assert_allclose(r["singular_values"][:c], sigma[:c], rtol=1e-9)
 
 
-def test_pooled_sizes_keep_the_largest_singular_values_one_per_layer_at_least():
-    sigmas = [np.array([3.0, 2.0, 1.0]), np.array([5.0, 0.5]), np.array([0.1, 0.05])]
-    assert tt.rotary._pooled_sizes(sigmas, 6) == [3, 2, 1]
-    assert tt.rotary._pooled_sizes(sigmas, 5) == [3, 1, 1]
-    assert tt.rotary._pooled_sizes(sigmas, 3) == [1, 1, 1]
-    assert tt.rotary._pooled_sizes(sigmas, 99) == [3, 2, 2]  # at most a layer's all
-
-
-def test_model_allocation_minimises_the_summed_errors(tmp_path):
-    # allocation="model": the layers' sizes add up to the budget, and the sum over layers of
-    # their keys' and values' squared relative errors (each layer's dropped sigma^2) is no
-    # larger than with the same size everywhere; the sizes are in the config, the cache and
-    # the saved checkpoint.
-    model = make_rotary("llama", seed=3)
-    ids, mask = inputs()
-    calibration = [{"input_ids": ids, "attention_mask": mask}]
-    even = tt.compress_model(copy.deepcopy(model), shared_dim=8, joint=True, calibration=calibration)
-    pooled = tt.compress_model(model, shared_dim=8, joint=True, calibration=calibration, allocation="model")
-
-    def dropped(report, kind):
-        return sum(r[f"{kind}error"] ** 2 + r[f"value_{kind}error"] ** 2 for r in report)
-
-    assert sum(r["key_values"] for r in pooled) == 8 * len(pooled) and min(r["key_values"] for r in pooled) >= 1
-    assert len({r["key_values"] for r in pooled}) > 1
-    assert dropped(pooled, "data_") < dropped(even, "data_")
-    assert model.config.tenfold_rotary["key_values"] == [r["key_values"] for r in pooled]
-    _, cache = generate_four(model)
-    assert [layer.keys.shape[-1] for layer in cache.layers] == [r["key_values"] for r in pooled]
-    assert_round_trip(model, tmp_path)
-
-
 @pytest.mark.parametrize("options,message", [
     (dict(kv_cache=0.5, joint=True, shared_dim=8), "kv_cache alone"),
     (dict(shared_dim=8, joint=True, value_dim=8), "value_dim does not apply to joint"),
@@ -158,7 +127,6 @@ def test_model_allocation_minimises_the_summed_errors(tmp_path):
     (dict(shared_dim=0, joint=True), "shared_dim"),
     (dict(shared_dim=8, joint=1), "joint must be True or False"),
     (dict(joint=True), "shared_dim .* or kv_cache"),
-    (dict(shared_dim=8, joint=True, allocation="head"), "allocation must be 'layer' or 'model'"),
 ])
 def test_bad_joint_options_are_refused_before_any_change(options, message):
     model = make_rotary("llama")

@@ -294,13 +294,10 @@ def compress_rotary(model: nn.Module, shared_dim=None, calibration: Iterable | N
     joint = options.get("joint", False)
     if not isinstance(joint, bool):
         raise ValueError(f"joint must be True or False, got {joint!r}")
-    if joint and any(options.get(k) is not None for k in ("value_dim", "bands", "context")):
-        given = next(k for k in ("value_dim", "bands", "context") if options.get(k) is not None)
+    if joint and any(options.get(k) is not None for k in ("value_dim", "bands", "context", "allocation")):
+        given = next(k for k in ("value_dim", "bands", "context", "allocation") if options.get(k) is not None)
         raise ValueError(f"{given} does not apply to joint=True (one latent for keys and values: every key rebuilt "
-                         "from it)")
-    allocation = options.get("allocation", "layer")
-    if allocation not in ("layer", "model"):
-        raise ValueError(f"allocation must be 'layer' or 'model', got {allocation!r}")
+                         "from it, the layer's budget its own)")
     if options.get("kv_cache") is not None:
         shared_dim, options = kv_cache_split(options, shared_dim, original)
     elif shared_dim is None:
@@ -311,7 +308,7 @@ def compress_rotary(model: nn.Module, shared_dim=None, calibration: Iterable | N
         value_dim = _validate.integer(value_dim, "value_dim", 1, original)
     if joint:
         return compress_joint(model, layers, shared_dim, calibration,
-                              _validate.nonnegative(options.get("damping", 0.01), "damping"), allocation)
+                              _validate.nonnegative(options.get("damping", 0.01), "damping"))
     bands = _validate.integer(options.get("bands", 1), "bands")
     if bands < 1 or (d // 2) % bands:
         raise ValueError(f"bands must be a positive divisor of the {d // 2} frequency pairs of a head, got {bands!r}")
@@ -332,6 +329,9 @@ def compress_rotary(model: nn.Module, shared_dim=None, calibration: Iterable | N
     if context < 1:
         raise ValueError(f"context must be a positive integer (tokens), got {context!r}")
     damping = _validate.nonnegative(options.get("damping", 0.01), "damping")
+    allocation = options.get("allocation", "layer")
+    if allocation not in ("layer", "model"):
+        raise ValueError(f"allocation must be 'layer' or 'model', got {allocation!r}")
     inv_freq, scaling = _rope_frequencies(model, where) if bands > 1 else (None, 1.0)
     biased = layers[0][1].k_proj.bias is not None or layers[0][1].q_proj.bias is not None
     value_biased = layers[0][1].v_proj.bias is not None
@@ -426,24 +426,11 @@ def compress_rotary(model: nn.Module, shared_dim=None, calibration: Iterable | N
     return report
 
 
-def _pooled_sizes(sigmas: list, total: int) -> list:
-    """Values per layer for allocation="model": one each, the rest to the largest singular
-    values of the whole model (beyond each layer's first), at most all of a layer's."""
-    rest = np.concatenate([s[1:] for s in sigmas])
-    owner = np.concatenate([np.full(len(s) - 1, i) for i, s in enumerate(sigmas)])
-    keep = np.argsort(-rest, kind="stable")[: max(0, total - len(sigmas))]
-    return (1 + np.bincount(owner[keep], minlength=len(sigmas))).tolist()
-
-
-def compress_joint(model: nn.Module, layers: list, values, calibration: Iterable | None, damping: float,
-                   allocation: str = "layer") -> list:
+def compress_joint(model: nn.Module, layers: list, values, calibration: Iterable | None, damping: float) -> list:
     """compress_rotary with joint=True: per layer one latent of `values` ("full" or 1 ... 2 G d)
     values per token for keys and values (the library's value_latent with the key weight,
     docs/kv-cache.md), whitened by the calibration moments when given; the keys are rebuilt
-    from it and rotated at read time, the values read from it as latent values. `allocation`
-    "model": `values` per layer on average, spent on the largest singular values of the
-    model (each layer's objective is relative to its own keys' and values' energy, so the
-    sum over layers of their squared relative errors is what is minimised)."""
+    from it and rotated at read time, the values read from it as latent values."""
     config = model.config
     family = config.model_type
     heads, key_heads = config.num_attention_heads, config.num_key_value_heads
@@ -457,34 +444,23 @@ def compress_joint(model: nn.Module, layers: list, values, calibration: Iterable
     inv_freq, scaling = _rope_frequencies(model, f"{type(model).__name__} ({family})")
     biased = first.k_proj.bias is not None or first.v_proj.bias is not None
     moments = rotary_moments(model, layers, calibration, biased) if calibration is not None else {}
-
-    def latent(name, module, count):
+    built, report = {}, []
+    for name, module in layers:
+        start = time.perf_counter()
+        moment, tokens = moments.get(name, (None, None))
         try:
-            return attention.value_latent(_array(module.v_proj.weight), _array(module.o_proj.weight),
-                                          _array(module.v_proj.bias), heads=heads, key_heads=key_heads,
-                                          values=None if count == "full" else count,
-                                          moment=moments.get(name, (None, None))[0], damping=damping,
-                                          key_weight=_array(module.k_proj.weight),
-                                          key_bias=_array(module.k_proj.bias))
+            v = attention.value_latent(_array(module.v_proj.weight), _array(module.o_proj.weight),
+                                       _array(module.v_proj.bias), heads=heads, key_heads=key_heads,
+                                       values=None if values == "full" else values, moment=moment, damping=damping,
+                                       key_weight=_array(module.k_proj.weight), key_bias=_array(module.k_proj.bias))
         except (ValueError, ArithmeticError) as e:
             raise ValueError(f"{name} ({family}) joint latent: {e}") from None
-
-    sizes, spent = [values] * len(layers), 0.0
-    if allocation == "model" and values != "full":
-        start = time.perf_counter()
-        sigmas = [np.asarray(latent(name, module, 1)["singular_values"]) for name, module in layers]
-        sizes = _pooled_sizes(sigmas, len(layers) * values)
-        spent = (time.perf_counter() - start) / len(layers)
-    built, report = {}, []
-    for (name, module), size in zip(layers, sizes):
-        start = time.perf_counter()
-        v = latent(name, module, size)
-        latent_weight = torch.from_numpy(v["latent"])
-        new = RotarySharedKeyAttention(module, latent_weight.shape[0], heads, key_heads, d, biased, family, joint=True)
+        latent = torch.from_numpy(v["latent"])
+        new = RotarySharedKeyAttention(module, latent.shape[0], heads, key_heads, d, biased, family, joint=True)
         with torch.no_grad():
-            new.key.weight.copy_(latent_weight[:, :dim])
+            new.key.weight.copy_(latent[:, :dim])
             if biased:
-                new.key.bias.copy_(latent_weight[:, dim])
+                new.key.bias.copy_(latent[:, dim])
             new.expand.copy_(torch.from_numpy(v["key_expand"]))
             new.inv_freq.copy_(inv_freq)
             new.attention_scaling.fill_(scaling)
@@ -496,14 +472,14 @@ def compress_joint(model: nn.Module, layers: list, values, calibration: Iterable
                "relative_error": v["key_error"], "data_error": v["key_data_error"],
                "value_error": v["relative_error"], "value_data_error": v["data_error"],
                "decode_flops": _tenfold.rotary_decode_flops(heads, key_heads, d, new.key_values, d // 2),
-               "seconds": time.perf_counter() - start + spent, "params_before": v["params_before"],
+               "seconds": time.perf_counter() - start, "params_before": v["params_before"],
                "params_after": v["params_after"]}
-        if name in moments:
-            row["calibration_tokens"] = moments[name][1]
+        if tokens is not None:
+            row["calibration_tokens"] = tokens
         report.append(row)
     swap(model, dict(layers), built)
-    distinct = {m.key_values for m in built.values()}
-    size = distinct.pop() if len(distinct) == 1 else [m.key_values for m in built.values()]
+    sizes = sorted({m.key_values for m in built.values()})
+    size = sizes[0] if len(sizes) == 1 else [m.key_values for m in built.values()]
     setattr(config, ROTARY_CONFIG_KEY, {"family": family, "key_values": size, "bands": d // 2, "value_values": size,
                                         "joint": True})
     return report
