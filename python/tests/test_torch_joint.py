@@ -168,6 +168,31 @@ def test_rotation_tables_are_shared_grown_and_usable_for_training():
     assert first.expand.grad is not None
 
 
+def test_rotation_follows_the_rope_buffers_when_they_change():
+    # The layer reads inv_freq and attention_scaling once per version of the buffers: a
+    # write in place, a replaced buffer and an inference tensor each give the new table.
+    model = make_rotary("llama")
+    tt.compress_model(model, kv_cache=0.5, joint=True)
+    layer = rotary_modules(model)[0]
+
+    def expected(count):
+        angles = torch.arange(count, dtype=torch.float32)[:, None] * layer.inv_freq
+        return torch.cat((angles, angles), dim=-1).cos() * layer.attention_scaling
+
+    torch.testing.assert_close(layer.rotation(6, torch.float32, "cpu")[0], expected(6), rtol=0, atol=0)
+    with torch.no_grad():
+        layer.inv_freq.mul_(0.5)
+    torch.testing.assert_close(layer.rotation(6, torch.float32, "cpu")[0], expected(6), rtol=0, atol=0)
+    with torch.no_grad():
+        layer.attention_scaling.fill_(2.0)
+    torch.testing.assert_close(layer.rotation(6, torch.float32, "cpu")[0], expected(6), rtol=0, atol=0)
+    layer.inv_freq = layer.inv_freq * 3
+    torch.testing.assert_close(layer.rotation(6, torch.float32, "cpu")[0], expected(6), rtol=0, atol=0)
+    with torch.inference_mode():
+        layer.inv_freq = layer.inv_freq * 0.25
+        torch.testing.assert_close(layer.rotation(6, torch.float32, "cpu")[0], expected(6), rtol=0, atol=0)
+
+
 def test_distill_trains_the_joint_layers():
     # The latent (key), the keys' rebuild (expand) and the values' rebuild are what distill
     # trains; a few steps lower the loss towards the original.
