@@ -3,8 +3,11 @@
 // gives the same tensor for any thread count.
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "expect_throw.hpp"
@@ -119,6 +122,33 @@ TEST(TnsRanges, LoadTnsIsTheSameForAnyThreadCount) {
   expect_throw_with<IoError>(
       [&] { io::load_tns<double>(dir / "bad.tns"); },
       "line " + std::to_string(kLines - 5) + ": column 3: index 0 (.tns indices start at 1)");
+}
+
+TEST(TnsRanges, ProgressCountsBothPassesOfEveryRange) {
+  // Each range of each pass reported once, the bytes done rising to twice the file's size;
+  // a gzip file (one range of unknown size) reports nothing.
+  TempDir dir;
+  std::ofstream(dir / "big.tns", std::ios::binary) << many_lines(1'200'000, 0);
+  const std::uint64_t size = std::filesystem::file_size(dir / "big.tns");
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> calls;
+  const SparseTensor<double> x = io::load_tns<double>(
+      dir / "big.tns", {},
+      [&](std::uint64_t done, std::uint64_t total) { calls.emplace_back(done, total); });
+  EXPECT_EQ(x.dims(), (std::vector<index_t>{1000, 900, 800}));
+  ASSERT_EQ(calls.size(), 6u);  // three ranges of about 8 MiB, counted then parsed
+  for (std::size_t i = 0; i < calls.size(); ++i) {
+    EXPECT_EQ(calls[i].second, 2 * size);
+    if (i > 0) EXPECT_GT(calls[i].first, calls[i - 1].first);
+  }
+  EXPECT_EQ(calls.back().first, 2 * size);
+#ifdef TENFOLD_TEST_ZLIB
+  io::save_tns<double>(dir / "small.tns.gz", x);
+  calls.clear();
+  io::load_sparse_file<double>(
+      dir / "small.tns.gz", {},
+      [&](std::uint64_t done, std::uint64_t total) { calls.emplace_back(done, total); });
+  EXPECT_TRUE(calls.empty());
+#endif
 }
 
 }  // namespace

@@ -1,7 +1,9 @@
 // The program's inputs: .npy headers and arrays checked in NumPy's terms, sparse files,
 // NumPy axes of a loaded tensor, the dtype to compute in.
+#include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <string>
 
 #include "common.hpp"
@@ -60,10 +62,28 @@ std::vector<std::uint8_t> observed_entries(const Tensor<T>& x, index_t& n_observ
   return observed;
 }
 
+namespace {
+
+// A read's progress on stderr once it has taken a few seconds: a line every few seconds.
+io::ReadProgress read_progress(const std::string& path) {
+  constexpr double kQuiet = 3.0;  // seconds before the first line, and between lines
+  using Clock = std::chrono::steady_clock;
+  return
+      [path, start = Clock::now(), shown = 0.0](std::uint64_t done, std::uint64_t total) mutable {
+        const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+        if (seconds - shown < kQuiet || total == 0) return;
+        shown = seconds;
+        std::fprintf(stderr, "reading %s: %.0f %% after %.0f s\n", path.c_str(),
+                     100.0 * static_cast<double>(done) / static_cast<double>(total), seconds);
+      };
+}
+
+}  // namespace
+
 template <class T>
 SparseTensor<T> load_sparse_input(const std::string& path, const std::vector<index_t>& shape,
                                   io::NpyHeader& header) {
-  SparseTensor<T> x = io::load_sparse_file<T>(path, shape);
+  SparseTensor<T> x = io::load_sparse_file<T>(path, shape, read_progress(path));
   header = io::NpyHeader();
   header.fortran_order = true;
   header.shape = x.dims();

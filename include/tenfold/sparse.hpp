@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -68,6 +69,13 @@ TENFOLD_API double sparse_tensor_bytes(int order, index_t nnz, std::size_t value
 
 namespace io {
 
+/// Progress of a file's read: the bytes of its passes done so far and their total. A plain
+/// .tns file is read twice (its lines counted, then parsed), so `total` is twice its size,
+/// reported after each range of about 8 MiB; a .gz file (one range) and a .tfsparse file
+/// (read in bulk) report nothing. Called by one of the library's threads at a time, never
+/// after the read returns; it must not throw.
+using ReadProgress = std::function<void(std::uint64_t done, std::uint64_t total)>;
+
 /// Reads a FROSTT .tns file: one entry per line, N 1-based indices then the value,
 /// separated by spaces or tabs; '#' starts a comment (to the end of the line), and
 /// lines left blank are skipped. A name ending in .gz (any case, as every extension
@@ -81,10 +89,11 @@ namespace io {
 /// entries); a .gz file is one range. The time is linear in the file's size. Throws
 /// IoError naming the file, line and column for a wrong column count, an index < 1, past
 /// the shape or past 2^63 - 1, a value that is not a number or over- or underflows T, or
-/// a line longer than 1 MiB.
+/// a line longer than 1 MiB. `progress`, when set, follows the read (ReadProgress).
 template <class T>
 TENFOLD_API SparseTensor<T> load_tns(const std::filesystem::path& path,
-                                     std::span<const index_t> shape = {});
+                                     std::span<const index_t> shape = {},
+                                     const ReadProgress& progress = {});
 
 /// Writes x as a .tns file (a "# shape:" comment line, then the entries: 1-based
 /// indices, values shortest round-trip; gzip when the name ends in .gz), atomically.
@@ -113,10 +122,12 @@ template <class T>
 TENFOLD_API void save_sparse_file(const std::filesystem::path& path, const SparseTensor<T>& x);
 
 /// load_tns or load_sparse by extension (see is_sparse_file), with the shape given
-/// (empty: the file's own). A .tfsparse file's stored shape must equal a shape given.
+/// (empty: the file's own) and the progress of a .tns file's read. A .tfsparse file's
+/// stored shape must equal a shape given.
 template <class T>
 TENFOLD_API SparseTensor<T> load_sparse_file(const std::filesystem::path& path,
-                                             std::span<const index_t> shape = {});
+                                             std::span<const index_t> shape = {},
+                                             const ReadProgress& progress = {});
 
 }  // namespace io
 }  // namespace tenfold

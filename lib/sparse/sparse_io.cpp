@@ -263,9 +263,10 @@ void save_sparse(const std::filesystem::path& path, const SparseTensor<T>& x) {
 }
 
 template <class T>
-SparseTensor<T> load_sparse_file(const std::filesystem::path& path,
-                                 std::span<const index_t> shape) {
-  if (ends_with(path, ".tns") || ends_with(path, ".tns.gz")) return load_tns<T>(path, shape);
+SparseTensor<T> load_sparse_file(const std::filesystem::path& path, std::span<const index_t> shape,
+                                 const ReadProgress& progress) {
+  if (ends_with(path, ".tns") || ends_with(path, ".tns.gz"))
+    return load_tns<T>(path, shape, progress);
   if (!ends_with(path, ".tfsparse")) {
     throw IoError("cannot tell the format of " + quoted(path) +
                   " (sparse tensor files end in .tns, .tns.gz or .tfsparse)");
@@ -298,7 +299,7 @@ void save_sparse_file(const std::filesystem::path& path, const SparseTensor<T>& 
   template void save_sparse<T>(const std::filesystem::path&, const SparseTensor<T>&);             \
   template void save_sparse_file<T>(const std::filesystem::path&, const SparseTensor<T>&);        \
   template SparseTensor<T> load_sparse_file<T>(const std::filesystem::path&,                      \
-                                               std::span<const index_t>);
+                                               std::span<const index_t>, const ReadProgress&);
 TENFOLD_INSTANTIATE_FOR_EACH_VALUE_TYPE(TENFOLD_INSTANTIATE_SPARSE_IO)
 
 }  // namespace tenfold::io

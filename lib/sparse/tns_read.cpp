@@ -8,8 +8,10 @@
 #include <cstdio>
 #include <exception>
 #include <limits>
+#include <mutex>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #ifdef TENFOLD_WITH_ZLIB
@@ -249,6 +251,25 @@ std::vector<ByteRange> chunks_of(const TnsLayout& layout) {
   return chunks;
 }
 
+// The bytes of the ranges done across both passes, reported to a ReadProgress one range
+// at a time (the ranges finish on several threads).
+class ProgressTally {
+ public:
+  ProgressTally(ReadProgress progress, std::uint64_t total)
+      : progress_(std::move(progress)), total_(total) {}
+  void add(const ByteRange& range) {
+    if (!progress_) return;
+    const std::lock_guard<std::mutex> lock(mutex_);
+    done_ += range.end - range.begin;
+    progress_(done_, total_);
+  }
+
+ private:
+  ReadProgress progress_;
+  std::uint64_t total_ = 0, done_ = 0;
+  std::mutex mutex_;
+};
+
 }  // namespace
 
 TnsLayout read_tns_layout(const std::filesystem::path& path, std::span<const index_t> shape) {
@@ -372,9 +393,12 @@ std::uint64_t parse_tns_lines(const std::filesystem::path& path, const TnsLayout
 namespace tenfold::io {
 
 template <class T>
-SparseTensor<T> load_tns(const std::filesystem::path& path, std::span<const index_t> shape) {
+SparseTensor<T> load_tns(const std::filesystem::path& path, std::span<const index_t> shape,
+                         const ReadProgress& progress) {
   using namespace detail;
   const TnsLayout layout = read_tns_layout(path, shape);
+  const bool plain = layout.bytes != ByteRange::kWhole;  // gzip: one range of unknown size
+  ProgressTally tally(plain ? progress : ReadProgress(), plain ? 2 * layout.bytes : 0);
   const auto order = static_cast<std::size_t>(layout.order);
   // Pass 1, the ranges side by side: their lines (the first line number of each range)
   // and entries (where each range's entries go).
@@ -384,6 +408,7 @@ SparseTensor<T> load_tns(const std::filesystem::path& path, std::span<const inde
   tenfold::detail::parallel_for(n_chunks, [&](index_t c) {
     counts[static_cast<std::size_t>(c)] =
         count_tns_lines(path, chunks[static_cast<std::size_t>(c)]);
+    tally.add(chunks[static_cast<std::size_t>(c)]);
   });
   std::vector<std::uint64_t> first_line(chunks.size()), first_entry(chunks.size());
   std::uint64_t lines = 0, nnz = 0;
@@ -412,6 +437,7 @@ SparseTensor<T> load_tns(const std::filesystem::path& path, std::span<const inde
                              values.data() + first_entry[c], counts[c].entries, largest[c]);
       if (got != counts[c].entries)
         throw IoError(quoted(path) + " changed while it was being read");
+      tally.add(chunks[c]);
     } catch (...) {
       errors[c] = std::current_exception();
     }
@@ -435,7 +461,8 @@ SparseTensor<T> load_tns(const std::filesystem::path& path, std::span<const inde
   template std::uint64_t detail::parse_tns_lines<T>(                                            \
       const std::filesystem::path&, const detail::TnsLayout&, detail::ByteRange, std::uint64_t, \
       std::span<index_t* const>, T*, std::uint64_t, std::span<index_t>);                        \
-  template SparseTensor<T> load_tns<T>(const std::filesystem::path&, std::span<const index_t>);
+  template SparseTensor<T> load_tns<T>(const std::filesystem::path&, std::span<const index_t>,  \
+                                       const ReadProgress&);
 TENFOLD_INSTANTIATE_FOR_EACH_VALUE_TYPE(TENFOLD_INSTANTIATE_TNS_READ)
 
 }  // namespace tenfold::io
