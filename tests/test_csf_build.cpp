@@ -176,8 +176,9 @@ TEST(CsfBuild, TreesHoldTheSortedCoordinates) {
 
 // Trees from taken entries (32-bit indices, sizes up to 2^32), levels 32- and 64-bit: every
 // root's tree holds the tensor's sorted coordinates and is the size of the tensor's own;
-// the tensor is left empty, and the last tree releases every array it read. A mode larger
-// than 2^32 is not taken.
+// the tensor is left empty, the last tree releases every array it read, and the scratch
+// (whose spare it freed) builds the tensor's tree after it. A mode larger than 2^32 is not
+// taken.
 TEST(CsfBuild, TreesOfTakenEntriesAreTheTensorsTrees) {
   std::uint64_t seed = 120;
   for (const std::vector<index_t>& dims : std::vector<std::vector<index_t>>{

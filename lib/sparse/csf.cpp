@@ -238,6 +238,9 @@ void Csf<T>::build(Entries& x, std::vector<Word>& perm, std::vector<Word>& spare
     if constexpr (taken)
       if (release) x.release_indices(mode(d));
   }
+  // Nor the scratch's spare (sort_entries sizes it again if the scratch is used again): the
+  // last tree frees it before the values' gather, which holds the values twice.
+  if (release) std::vector<Word>().swap(spare);
   // The leaves' values in sorted order, gathered after the levels (so that the last tree
   // has freed the indices by then), and freed by the last tree.
   values_.resize(nnz);

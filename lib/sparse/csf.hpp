@@ -135,7 +135,8 @@ class Csf {
   /// The same with a scratch of its own.
   Csf(const SparseTensor<T>& x, int root, index_t max_narrow = kNarrowLimit);
   /// The same from taken entries. `last`: no tree is built from them after this one, which
-  /// then releases each mode's indices once it has made that mode's level, and the values
+  /// then releases each mode's indices once it has made that mode's level, the scratch's
+  /// spare array after the levels (made again if the scratch is used again), and the values
   /// once it has gathered them.
   Csf(TakenEntries<T>& entries, int root, CsfScratch& scratch, index_t max_narrow, bool last);
 
