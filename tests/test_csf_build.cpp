@@ -1,7 +1,7 @@
 // Building CSF trees: the radix sort of the entries against a comparison sort (and the
 // tensor's own sort against an ordered map), every tree against the sorted coordinates it
-// compresses, trees built in one reused scratch or in parallel the same as trees built
-// alone, the memory bound and the refusals.
+// compresses, trees built in one reused scratch, in parallel or from taken entries the
+// same as trees built alone, the memory bound and the refusals.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -172,6 +172,50 @@ TEST(CsfBuild, TreesHoldTheSortedCoordinates) {
   EXPECT_EQ(tree.nodes(0), 0);
   EXPECT_EQ(tree.first_leaf(0), 0);
   EXPECT_EQ(detail::csf_entries(tree, empty.dims()).nnz(), 0);
+}
+
+// Trees from taken entries (32-bit indices, sizes up to 2^32), levels 32- and 64-bit: every
+// root's tree holds the tensor's sorted coordinates and is the size of the tensor's own;
+// the tensor is left empty, the last tree releases every array it read, and the scratch
+// (whose spare it freed) builds the tensor's tree after it. A mode larger than 2^32 is not
+// taken.
+TEST(CsfBuild, TreesOfTakenEntriesAreTheTensorsTrees) {
+  std::uint64_t seed = 120;
+  for (const std::vector<index_t>& dims : std::vector<std::vector<index_t>>{
+           {50, 9}, {40, 300, 7}, {30, 200, 5, 12}, {1, 60, 1}, {index_t{1} << 32, 20, 3}}) {
+    const SparseTensor<double> x = random_entries<double>(dims, 2500, ++seed);
+    SparseTensor<double> copy = x;
+    detail::TakenEntries<double> taken(std::move(copy));
+    EXPECT_EQ(copy.nnz(), 0);
+    EXPECT_TRUE(copy.coords().empty());
+    detail::CsfScratch scratch(x.dims(), x.nnz());
+    for (int n = 0; n < x.order(); ++n) {
+      const bool last = n + 1 == x.order();
+      const index_t max_narrow = n % 2 == 0 ? detail::kNarrowLimit : 1;
+      const detail::Csf<double> tree(taken, n, scratch, max_narrow, last);
+      expect_tree_of(tree, x);
+      const detail::Csf<double> own(x, n, scratch, max_narrow);
+      EXPECT_EQ(tree.bytes(), own.bytes()) << "root " << n;
+      EXPECT_EQ(tree.index_width(), own.index_width()) << "root " << n;
+      for (int m = 0; m < x.order(); ++m)
+        EXPECT_EQ(taken.indices(m).empty(), last) << "root " << n << ", mode " << m;
+      EXPECT_EQ(taken.values().empty(), last) << "root " << n;
+    }
+    // build_csf_trees from taken entries: the same trees, the entries released.
+    SparseTensor<double> again = x;
+    detail::TakenEntries<double> entries(std::move(again));
+    std::vector<int> roots(dims.size());
+    std::iota(roots.begin(), roots.end(), 0);
+    const auto trees = detail::build_csf_trees(entries, roots);
+    for (int n = 0; n < x.order(); ++n) expect_tree_of(*trees[static_cast<std::size_t>(n)], x);
+    EXPECT_TRUE(entries.values().empty());
+  }
+  SparseTensor<double> wide = random_entries<double>({(index_t{1} << 32) + 1, 4}, 10, 130);
+  const SparseTensor<double> kept = wide;
+  test::expect_throw_with<InvalidArgument>(
+      [&] { detail::TakenEntries<double> e(std::move(wide)); },
+      "the entries of a sparse tensor with a mode larger than 2^32 are not taken in 32 bits");
+  EXPECT_EQ(wide.coords(), kept.coords());
 }
 
 // build_csf_trees, one tree at a time or several (1 and 3 threads): the trees built alone,

@@ -197,6 +197,29 @@ TEST(SparseOperand, TakingTheTensorReleasesItsEntries) {
   }
 }
 
+// With a mode larger than 2^32 the taken tensor is not narrowed to 32 bits: the trees are
+// built from it as from the tensor kept, and it goes once they are built.
+TEST(SparseOperand, TakingATensorWithAModeOver32BitsBuildsTheSameTrees) {
+  auto c = detail::make_compute<double>(Backend::cpu);
+  const SparseTensor<double> x =
+      test::random_entries<double>({(index_t{1} << 32) + 1, 6, 5}, 300, 12);
+  for (CsfLayout layout : {CsfLayout::all, CsfLayout::two, CsfLayout::one}) {
+    SparseTensor<double> taken = x;
+    detail::SparseOperand<double> owner(*c, std::move(taken), layout);
+    detail::SparseOperand<double> reader(*c, x, layout);
+    EXPECT_EQ(taken.nnz(), 0);
+    ASSERT_EQ(owner.trees().size(), reader.trees().size());
+    for (std::size_t t = 0; t < owner.trees().size(); ++t) {
+      const SparseTensor<double> a = detail::csf_entries(*owner.trees()[t], x.dims());
+      const SparseTensor<double> b = detail::csf_entries(*reader.trees()[t], x.dims());
+      EXPECT_EQ(a.coords(), b.coords()) << to_string(layout) << ", tree " << t;
+      EXPECT_EQ(a.values(), b.values()) << to_string(layout) << ", tree " << t;
+      EXPECT_EQ(owner.trees()[t]->bytes(), reader.trees()[t]->bytes());
+    }
+    owner.with_entries([&](const SparseTensor<double>& e) { EXPECT_EQ(e.coords(), x.coords()); });
+  }
+}
+
 // A planted rank-3 model observed at a random 30% of its entries (the rest zero).
 SparseTensor<double> planted_sparse(std::uint64_t seed) {
   RandomCpOptions o;
@@ -281,45 +304,53 @@ TEST(SparseCpAls, RefusesWhatDoesNotApply) {
   expect_throw_with<InvalidArgument>([&] { cp_als(x, o); }, "rank 7 exceeds 6");
 }
 
-// cp_als taking the tensor: the same trees and, for nvecs, the same entries read back from
-// the first tree in the same sorted order, so the same arithmetic as the call that reads
-// it: the same bits, for each layout, start, 3- and 4-way. The tensor is left empty after
-// a run, whole after a refused call.
+// cp_als taking the tensor (its indices in 32 bits, each array released as the last tree
+// reads it): the same trees and, for nvecs, the same entries read back from the first tree
+// in the same sorted order, so the same arithmetic as the call that reads it: the same
+// bits, for each layout and start. The tensor is left empty after a run, whole after a
+// refused call.
+template <class T>
+void expect_taking_gives_the_same_bits(const SparseTensor<T>& x, std::uint64_t seed) {
+  for (CsfLayout layout : {CsfLayout::one, CsfLayout::two, CsfLayout::all}) {
+    for (CpInit init : {CpInit::random, CpInit::nvecs}) {
+      SCOPED_TRACE(std::string(to_string(layout)) + " trees, init " + std::string(to_string(init)) +
+                   ", order " + std::to_string(x.order()));
+      CpOptions o;
+      o.rank = 3;
+      o.init = init;
+      o.max_iters = 8;
+      o.seed = seed;
+      SparseTensor<T> taken = x;
+      CpOptions bad = o;
+      bad.rank = 0;
+      EXPECT_THROW(cp_als(std::move(taken), bad, {}, {layout}), InvalidArgument);
+      bad.rank = 3;
+      bad.compress = CpCompress::on;
+      EXPECT_THROW(cp_als(std::move(taken), bad, {}, {layout}), InvalidArgument);
+      EXPECT_EQ(taken.dims(), x.dims());
+      EXPECT_EQ(taken.coords(), x.coords());
+      EXPECT_EQ(taken.values(), x.values());
+      const CpResult<T> a = cp_als(std::move(taken), o, {}, {layout});
+      const CpResult<T> b = cp_als(x, o, {}, {layout});
+      EXPECT_EQ(taken.nnz(), 0);
+      EXPECT_TRUE(taken.dims().empty());
+      EXPECT_TRUE(taken.coords().empty());
+      EXPECT_TRUE(same_bits(a.fit_history, b.fit_history));
+      EXPECT_TRUE(same_bits(a.model.weights, b.model.weights));
+      for (std::size_t n = 0; n < x.dims().size(); ++n)
+        EXPECT_TRUE(same_bits(a.model.factors[n].values(), b.model.factors[n].values()));
+    }
+  }
+}
+
+// 2- to 5-way, double and float, a mode of one slice.
 TEST(SparseCpAls, TakingTheTensorGivesTheSameBitsAndEmptiesIt) {
   std::uint64_t seed = 20;
   for (const std::vector<index_t>& dims :
-       std::vector<std::vector<index_t>>{{30, 20, 12}, {14, 10, 8, 6}}) {
-    const SparseTensor<double> x = random_sparse<double>(dims, 0.05, ++seed);
-    for (CsfLayout layout : {CsfLayout::one, CsfLayout::two, CsfLayout::all}) {
-      for (CpInit init : {CpInit::random, CpInit::nvecs}) {
-        SCOPED_TRACE(std::string(to_string(layout)) + " trees, init " +
-                     std::string(to_string(init)) + ", order " + std::to_string(dims.size()));
-        CpOptions o;
-        o.rank = 3;
-        o.init = init;
-        o.max_iters = 8;
-        o.seed = seed;
-        SparseTensor<double> taken = x;
-        CpOptions bad = o;
-        bad.rank = 0;
-        EXPECT_THROW(cp_als(std::move(taken), bad, {}, {layout}), InvalidArgument);
-        bad.rank = 3;
-        bad.compress = CpCompress::on;
-        EXPECT_THROW(cp_als(std::move(taken), bad, {}, {layout}), InvalidArgument);
-        EXPECT_EQ(taken.dims(), x.dims());
-        EXPECT_EQ(taken.coords(), x.coords());
-        EXPECT_EQ(taken.values(), x.values());
-        const CpResult<double> a = cp_als(std::move(taken), o, {}, {layout});
-        const CpResult<double> b = cp_als(x, o, {}, {layout});
-        EXPECT_EQ(taken.nnz(), 0);
-        EXPECT_TRUE(taken.dims().empty());
-        EXPECT_TRUE(same_bits(a.fit_history, b.fit_history));
-        EXPECT_TRUE(same_bits(a.model.weights, b.model.weights));
-        for (std::size_t n = 0; n < dims.size(); ++n)
-          EXPECT_TRUE(same_bits(a.model.factors[n].values(), b.model.factors[n].values()));
-      }
-    }
+       std::vector<std::vector<index_t>>{{30, 20, 12}, {14, 10, 8, 6}, {40, 25}, {8, 7, 1, 6, 5}}) {
+    expect_taking_gives_the_same_bits(random_sparse<double>(dims, 0.05, ++seed), seed);
   }
+  expect_taking_gives_the_same_bits(random_sparse<float>({30, 20, 12}, 0.05, ++seed), seed);
 }
 
 TEST(SparseFiles, TnsTextGzipAndBinaryRoundTrip) {

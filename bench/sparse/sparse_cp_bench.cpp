@@ -19,9 +19,9 @@
 // resident memory of the process once the tensor is made (the generator's coordinates and
 // the tensor's sort, or the file's read, included) and so far. With --save, writes each
 // tensor drawn as DIR/power_law_<order>way.tns for other programs to read. The trees are
-// built one at a time (timed once alone, then inside cp_als), and the last rank's cp_als
-// takes the tensor, releasing it once its trees are built, as the program does. A run
-// that does not fit says so in one line.
+// built once (timed), from the tensor taken as cp_als(std::move(x), ...) takes it (the
+// program does), and every rank runs cp_als's loop on them. A run that does not fit says
+// so in one line.
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -37,6 +37,7 @@
 
 #include "core/compute.hpp"
 #include "core/random.hpp"
+#include "cp/cp_als.hpp"
 #include "sparse/entry_order.hpp"
 #include "sparse/sparse_operand.hpp"
 #include "tenfold/cp.hpp"
@@ -162,16 +163,14 @@ int run(int argc, char** argv) {
       tenfold::io::save_tns(save + "/power_law_" + std::to_string(dims.size()) + "way.tns", x);
     }
     const tenfold::CsfLayout layout = tenfold::csf_layout_for(x, sparse);
+    // The operand of cp_als(std::move(x), ...): its trees built one at a time from the
+    // taken entries, which go as the last tree reads them.
     auto t0 = std::chrono::steady_clock::now();
-    double tree_bytes = 0.0;  // all the trees
-    std::size_t op_trees = 0;
-    {
-      // The trees one at a time, as cp_als taking the tensor builds them below.
-      tenfold::detail::SparseOperand<double> op(*c, x, layout, tenfold::detail::kNarrowLimit, true);
-      for (const auto& tree : op.trees()) tree_bytes += tree->bytes();
-      op_trees = op.trees().size();
-    }
+    tenfold::detail::SparseOperand<double> op(*c, std::move(x), layout);
     const double build = seconds_since(t0);
+    double tree_bytes = 0.0;  // all the trees
+    for (const auto& tree : op.trees()) tree_bytes += tree->bytes();
+    const std::size_t op_trees = op.trees().size();
     for (index_t r : ranks) {
       tenfold::CpOptions o;
       o.rank = r;
@@ -185,10 +184,11 @@ int run(int argc, char** argv) {
         (p.iteration == 1 ? cpu_first : cpu_last) = cpu_seconds();
         return true;
       };
-      // The last rank's call takes the tensor (released once its trees are built).
-      const tenfold::CpResult<double> res = r == ranks.back()
-                                                ? tenfold::cp_als(std::move(x), o, {}, {layout})
-                                                : tenfold::cp_als(x, o, {}, {layout});
+      // cp_als's loop (its starts) on the trees, the operand as a fresh one (no row-major
+      // copy of a factor taken as current).
+      for (int m = 0; m < op.order(); ++m) op.factor_changed(m);
+      const tenfold::CpResult<double> res =
+          tenfold::detail::run_cp_starts<double>(op, *c, o, {}, std::chrono::steady_clock::now());
       const double per_iter = (wall_last - wall_first) / (res.iterations - 1);
       const double cpu_per_iter = (cpu_last - cpu_first) / (res.iterations - 1);
       const double mttkrp = res.timings.mttkrp / res.iterations;

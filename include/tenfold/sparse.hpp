@@ -19,6 +19,11 @@
 
 namespace tenfold {
 
+namespace detail {
+template <class T>
+class TakenEntries;
+}  // namespace detail
+
 /// A sparse tensor: entry k has index coords[n * nnz + k] in mode n and value values[k].
 /// Canonical: entries sorted with mode 0 slowest (lexicographic), every coordinate at
 /// most once, no explicit zeros.
@@ -59,6 +64,8 @@ class TENFOLD_API SparseTensor {
   Tensor<T> full() const;
 
  private:
+  // cp_als(SparseTensor&&) takes the arrays, so that they go as its CSF trees are built.
+  friend class detail::TakenEntries<T>;
   std::vector<index_t> dims_;
   std::vector<index_t> coords_;
   std::vector<T> values_;

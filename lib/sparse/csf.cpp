@@ -2,6 +2,7 @@
 
 #include <numeric>
 #include <string>
+#include <type_traits>
 
 #include "core/instantiate.hpp"
 #include "core/memory.hpp"
@@ -104,6 +105,41 @@ double Csf<T>::bytes() const {
   return b;
 }
 
+template <class T>
+bool TakenEntries<T>::fit(std::span<const index_t> dims) {
+  return std::all_of(dims.begin(), dims.end(), [](index_t d) { return d <= kNarrowLimit; });
+}
+
+template <class T>
+TakenEntries<T>::TakenEntries(SparseTensor<T>&& x)
+    : dims_(x.dims()), nnz_(x.nnz()), indices_(dims_.size()) {
+  if (!fit(dims_)) {
+    throw InvalidArgument(
+        "the entries of a sparse tensor with a mode larger than 2^32 are not taken in 32 bits");
+  }
+  // Each mode's indices into 32 bits (exact: every index is below its size), then x's
+  // 64-bit coordinates freed and its values moved: x's memory less 4 bytes per index.
+  for (int m = 0; m < order(); ++m) {
+    const std::span<const index_t> from = x.indices(m);
+    std::vector<std::uint32_t>& to = indices_[static_cast<std::size_t>(m)];
+    to.resize(from.size());
+    std::transform(from.begin(), from.end(), to.begin(),
+                   [](index_t i) { return static_cast<std::uint32_t>(i); });
+  }
+  values_ = std::move(x.values_);
+  x = SparseTensor<T>();
+}
+
+template <class T>
+void TakenEntries<T>::release_indices(int m) {
+  std::vector<std::uint32_t>().swap(indices_[static_cast<std::size_t>(m)]);
+}
+
+template <class T>
+void TakenEntries<T>::release_values() {
+  std::vector<T>().swap(values_);
+}
+
 // (The scratch lives until the delegated constructor returns.)
 template <class T>
 Csf<T>::Csf(const SparseTensor<T>& x, int root, index_t max_narrow)
@@ -111,7 +147,19 @@ Csf<T>::Csf(const SparseTensor<T>& x, int root, index_t max_narrow)
 
 template <class T>
 Csf<T>::Csf(const SparseTensor<T>& x, int root, CsfScratch& scratch, index_t max_narrow)
-    : root_size_(x.dim(root)) {
+    : root_size_(x.dim(root)), modes_(csf_mode_order(x.dims(), root)) {
+  make(x, scratch, max_narrow, false);
+}
+
+template <class T>
+Csf<T>::Csf(TakenEntries<T>& entries, int root, CsfScratch& scratch, index_t max_narrow, bool last)
+    : root_size_(entries.dim(root)), modes_(csf_mode_order(entries.dims(), root)) {
+  make(entries, scratch, max_narrow, last);
+}
+
+template <class T>
+template <class Entries>
+void Csf<T>::make(Entries& x, CsfScratch& scratch, index_t max_narrow, bool release) {
   if (max_narrow < 1 || max_narrow > kNarrowLimit) {
     throw InvalidArgument("a CSF tree's 32-bit limit must be in [1, 2^32], got " +
                           std::to_string(max_narrow));
@@ -121,11 +169,10 @@ Csf<T>::Csf(const SparseTensor<T>& x, int root, CsfScratch& scratch, index_t max
                           " entries cannot build the tree of " + std::to_string(x.nnz()));
   }
   const int order = x.order();
-  modes_ = csf_mode_order(x.dims(), root);
   if (scratch.wide_) {
-    build(x, scratch.wide_perm_, scratch.wide_spare_, scratch.first_new_, max_narrow);
+    build(x, scratch.wide_perm_, scratch.wide_spare_, scratch.first_new_, max_narrow, release);
   } else {
-    build(x, scratch.narrow_perm_, scratch.narrow_spare_, scratch.first_new_, max_narrow);
+    build(x, scratch.narrow_perm_, scratch.narrow_spare_, scratch.first_new_, max_narrow, release);
   }
   // Leaves under each root (the first leaf of root s, following first children down).
   const index_t roots = nodes(0);
@@ -147,18 +194,18 @@ Csf<T>::Csf(const SparseTensor<T>& x, int root, CsfScratch& scratch, index_t max
 }
 
 template <class T>
-template <class Word>
-void Csf<T>::build(const SparseTensor<T>& x, std::vector<Word>& perm, std::vector<Word>& spare,
-                   std::vector<std::uint8_t>& first_new, index_t max_narrow) {
+template <class Word, class Entries>
+void Csf<T>::build(Entries& x, std::vector<Word>& perm, std::vector<Word>& spare,
+                   std::vector<std::uint8_t>& first_new, index_t max_narrow, bool release) {
+  using Index = typename decltype(x.indices(0))::value_type;
+  constexpr bool taken = std::is_same_v<Entries, TakenEntries<T>>;
   const int order = x.order();
   const auto nnz = static_cast<std::size_t>(x.nnz());
-  std::vector<const index_t*> idx;
+  std::vector<const Index*> idx;
   for (int m = 0; m < order; ++m) idx.push_back(x.indices(m).data());
-  // perm: the entries in the tree's order (level 0's mode slowest), then their values.
+  // perm: the entries in the tree's order (level 0's mode slowest).
   std::iota(perm.begin(), perm.end(), Word{0});
-  sort_entries<Word>(idx, x.dims(), modes_, perm, spare);
-  values_.resize(nnz);
-  for (std::size_t p = 0; p < nnz; ++p) values_[p] = x.values()[static_cast<std::size_t>(perm[p])];
+  sort_entries<Word, Index>(idx, x.dims(), modes_, perm, spare);
   // first_new[p]: the first level at which sorted entry p's coordinates differ from entry
   // p-1's (0 for p = 0); p starts a node there and at every level below (entries are
   // distinct: the leaf always differs). `order` while not yet known.
@@ -175,7 +222,7 @@ void Csf<T>::build(const SparseTensor<T>& x, std::vector<Word>& perm, std::vecto
   for (int d = 0; d < order; ++d) {
     // spare: level d's coordinates in sorted order; its nodes are the entries p with
     // first_new[p] <= d, and their ids those coordinates.
-    const index_t* from = idx[static_cast<std::size_t>(mode(d))];
+    const Index* from = idx[static_cast<std::size_t>(mode(d))];
     for (std::size_t p = 0; p < nnz; ++p) spare[p] = static_cast<Word>(from[perm[p]]);
     index_t& n = count[static_cast<std::size_t>(d)];
     for (std::size_t p = 0; p < nnz; ++p) {
@@ -187,7 +234,19 @@ void Csf<T>::build(const SparseTensor<T>& x, std::vector<Word>& perm, std::vecto
     IndexLevel& ids = ids_.back();
     for (std::size_t p = 0; p < nnz; ++p)
       if (first_new[p] <= d) ids.push_back(static_cast<index_t>(spare[p]));
+    // No later step reads mode(d)'s indices: the last tree frees them.
+    if constexpr (taken)
+      if (release) x.release_indices(mode(d));
   }
+  // Nor the scratch's spare (sort_entries sizes it again if the scratch is used again): the
+  // last tree frees it before the values' gather, which holds the values twice.
+  if (release) std::vector<Word>().swap(spare);
+  // The leaves' values in sorted order, gathered after the levels (so that the last tree
+  // has freed the indices by then), and freed by the last tree.
+  values_.resize(nnz);
+  for (std::size_t p = 0; p < nnz; ++p) values_[p] = x.values()[static_cast<std::size_t>(perm[p])];
+  if constexpr (taken)
+    if (release) x.release_values();
   // Child pointers: node j of level d starts at entry p; its first child is the node of
   // level d+1 that p starts, the number of level-(d+1) nodes started before p.
   for (int d = 0; d + 1 < order; ++d)
@@ -231,6 +290,19 @@ std::vector<std::unique_ptr<Csf<T>>> build_csf_trees(const SparseTensor<T>& x,
       out[t] =
           std::make_unique<Csf<T>>(x, roots[t], scratches[static_cast<std::size_t>(k)], max_narrow);
     });
+  }
+  return out;
+}
+
+template <class T>
+std::vector<std::unique_ptr<Csf<T>>> build_csf_trees(TakenEntries<T>& entries,
+                                                     std::span<const int> roots,
+                                                     index_t max_narrow) {
+  CsfScratch scratch(entries.dims(), entries.nnz());
+  std::vector<std::unique_ptr<Csf<T>>> out;
+  for (std::size_t t = 0; t < roots.size(); ++t) {
+    out.push_back(
+        std::make_unique<Csf<T>>(entries, roots[t], scratch, max_narrow, t + 1 == roots.size()));
   }
   return out;
 }
@@ -390,9 +462,12 @@ void csf_poisson_phi(const Csf<T>& tree, std::type_identity_t<std::span<const T*
 }
 
 #define TENFOLD_INSTANTIATE_CSF(T)                                                                 \
+  template class TakenEntries<T>;                                                                  \
   template class Csf<T>;                                                                           \
   template std::vector<std::unique_ptr<Csf<T>>> build_csf_trees<T>(                                \
       const SparseTensor<T>&, std::span<const int>, double, const std::string&, index_t, bool);    \
+  template std::vector<std::unique_ptr<Csf<T>>> build_csf_trees<T>(TakenEntries<T>&,               \
+                                                                   std::span<const int>, index_t); \
   template void csf_mttkrp<T>(const Csf<T>&, std::type_identity_t<std::span<const T* const>>,      \
                               index_t, T*);                                                        \
   template void csf_poisson_phi<T>(const Csf<T>&, std::type_identity_t<std::span<const T* const>>, \

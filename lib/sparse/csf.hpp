@@ -85,6 +85,41 @@ class CsfScratch {
   std::vector<std::uint8_t> first_new_;
 };
 
+/// A tensor's entries taken to build its trees (x left empty), so that each array goes as
+/// soon as no tree reads it again: every mode's indices narrowed to 32 bits, in an array of
+/// its own (4 bytes per entry and mode against x's 8), and the values moved. The last tree
+/// built from them releases each array after its last read of it (Csf's constructor with
+/// `last`). For tensors whose every mode's size is at most 2^32 (fit).
+template <class T>
+class TakenEntries {
+ public:
+  /// Whether the entries of a tensor of sizes `dims` can be taken (their indices fit).
+  static bool fit(std::span<const index_t> dims);
+  /// Takes x's entries, x's sizes fitting; x is left empty.
+  explicit TakenEntries(SparseTensor<T>&& x);
+
+  int order() const { return static_cast<int>(dims_.size()); }
+  index_t dim(int m) const { return dims_[static_cast<std::size_t>(m)]; }
+  const std::vector<index_t>& dims() const { return dims_; }
+  index_t nnz() const { return nnz_; }
+  /// The indices of mode m (empty once released).
+  std::span<const std::uint32_t> indices(int m) const {
+    return indices_[static_cast<std::size_t>(m)];
+  }
+  /// The values (empty once released).
+  std::span<const T> values() const { return values_; }
+  /// Frees the indices of mode m.
+  void release_indices(int m);
+  /// Frees the values.
+  void release_values();
+
+ private:
+  std::vector<index_t> dims_;
+  index_t nnz_;
+  std::vector<std::vector<std::uint32_t>> indices_;
+  std::vector<T> values_;
+};
+
 /// The modes of the levels of a tree rooted at `root` of a tensor of sizes `dims`: the root,
 /// then the others by increasing size (shorter upper levels, more shared prefixes; ties by
 /// mode number), as SPLATT orders them.
@@ -99,6 +134,11 @@ class Csf {
   Csf(const SparseTensor<T>& x, int root, CsfScratch& scratch, index_t max_narrow = kNarrowLimit);
   /// The same with a scratch of its own.
   Csf(const SparseTensor<T>& x, int root, index_t max_narrow = kNarrowLimit);
+  /// The same from taken entries. `last`: no tree is built from them after this one, which
+  /// then releases each mode's indices once it has made that mode's level, the scratch's
+  /// spare array after the levels (made again if the scratch is used again), and the values
+  /// once it has gathered them.
+  Csf(TakenEntries<T>& entries, int root, CsfScratch& scratch, index_t max_narrow, bool last);
 
   /// Upper bound on the bytes of one tree (any root) of a tensor of sizes `dims` with nnz
   /// entries (its build's scratch apart: CsfScratch::bytes).
@@ -127,9 +167,12 @@ class Csf {
   index_t first_leaf(index_t s) const { return first_leaf_[static_cast<std::size_t>(s)]; }
 
  private:
-  template <class Word>
-  void build(const SparseTensor<T>& x, std::vector<Word>& perm, std::vector<Word>& spare,
-             std::vector<std::uint8_t>& first_new, index_t max_narrow);
+  // Entries: const SparseTensor<T>, or TakenEntries<T> (released as read when `release`).
+  template <class Entries>
+  void make(Entries& x, CsfScratch& scratch, index_t max_narrow, bool release);
+  template <class Word, class Entries>
+  void build(Entries& x, std::vector<Word>& perm, std::vector<Word>& spare,
+             std::vector<std::uint8_t>& first_new, index_t max_narrow, bool release);
 
   index_t root_size_;
   std::vector<int> modes_;
@@ -151,6 +194,21 @@ std::vector<std::unique_ptr<Csf<T>>> build_csf_trees(const SparseTensor<T>& x,
                                                      const std::string& what,
                                                      index_t max_narrow = kNarrowLimit,
                                                      bool one_at_a_time = false);
+
+/// The trees of taken entries rooted at `roots`, one after another in one scratch, the last
+/// releasing the entries as it reads them (they are empty on return). Unlike the above,
+/// the memory is not checked here: the caller checks csf_trees_bytes before taking them.
+template <class T>
+std::vector<std::unique_ptr<Csf<T>>> build_csf_trees(TakenEntries<T>& entries,
+                                                     std::span<const int> roots,
+                                                     index_t max_narrow = kNarrowLimit);
+
+/// Bytes that `trees` trees of a tensor of sizes `dims` with nnz entries and the one
+/// scratch that builds them take at most.
+template <class T>
+double csf_trees_bytes(std::span<const index_t> dims, index_t nnz, int trees) {
+  return trees * Csf<T>::bytes_bound(dims, nnz) + CsfScratch::bytes(dims, nnz);
+}
 
 /// The entries of the tensor a tree was built from (of sizes `dims`): every leaf's index in
 /// each mode and its value, as a SparseTensor (sorted with mode 0 slowest).

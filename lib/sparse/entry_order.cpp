@@ -11,17 +11,17 @@
 
 namespace tenfold::detail {
 
-template <class Word>
-void sort_entries(std::span<const index_t* const> indices, std::span<const index_t> dims,
-                  std::span<const int> mode_order, std::vector<Word>& perm,
-                  std::vector<Word>& spare) {
+template <class Word, class Index>
+void sort_entries(std::type_identity_t<std::span<const Index* const>> indices,
+                  std::span<const index_t> dims, std::span<const int> mode_order,
+                  std::vector<Word>& perm, std::vector<Word>& spare) {
   const std::size_t nnz = perm.size();
   spare.resize(nnz);
   std::vector<index_t> start;
   // Stable passes from the least significant digit (the last mode's lowest bits) to the most
   // significant (the first mode's highest): after them the order is lexicographic.
   for (auto m = mode_order.rbegin(); m != mode_order.rend(); ++m) {
-    const index_t* idx = indices[static_cast<std::size_t>(*m)];
+    const Index* idx = indices[static_cast<std::size_t>(*m)];
     const int bits =
         std::bit_width(static_cast<std::uint64_t>(dims[static_cast<std::size_t>(*m)] - 1));
     const int passes = (bits + kSortDigitBits - 1) / kSortDigitBits;
@@ -66,11 +66,13 @@ void require_host_bytes(double bytes, const std::string& what) {
                     bytes_string(available) + " are available");
 }
 
-template void sort_entries<std::uint32_t>(std::span<const index_t* const>, std::span<const index_t>,
-                                          std::span<const int>, std::vector<std::uint32_t>&,
-                                          std::vector<std::uint32_t>&);
-template void sort_entries<index_t>(std::span<const index_t* const>, std::span<const index_t>,
-                                    std::span<const int>, std::vector<index_t>&,
-                                    std::vector<index_t>&);
+#define TENFOLD_INSTANTIATE_SORT_ENTRIES(Word, Index)                                          \
+  template void sort_entries<Word, Index>(std::type_identity_t<std::span<const Index* const>>, \
+                                          std::span<const index_t>, std::span<const int>,      \
+                                          std::vector<Word>&, std::vector<Word>&);
+TENFOLD_INSTANTIATE_SORT_ENTRIES(std::uint32_t, index_t)
+TENFOLD_INSTANTIATE_SORT_ENTRIES(index_t, index_t)
+TENFOLD_INSTANTIATE_SORT_ENTRIES(std::uint32_t, std::uint32_t)
+TENFOLD_INSTANTIATE_SORT_ENTRIES(index_t, std::uint32_t)
 
 }  // namespace tenfold::detail

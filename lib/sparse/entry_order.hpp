@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "tenfold/tensor.hpp"
@@ -19,12 +20,13 @@ inline constexpr double kSortCountBytes = ((1 << kSortDigitBits) + 1) * sizeof(i
 /// Reorders `perm`, a permutation of the entries 0..nnz-1 (Word: std::uint32_t when nnz <=
 /// 2^32, else index_t), so that their indices in the modes `mode_order[0]` (slowest),
 /// `mode_order[1]`, ... increase lexicographically, equal coordinates keeping their order.
-/// `indices[m]` holds the nnz indices of mode m (each < dims[m]); `spare` (nnz words) is
-/// overwritten. A least-significant-digit radix sort: O(nnz) per digit, no other array.
-template <class Word>
-void sort_entries(std::span<const index_t* const> indices, std::span<const index_t> dims,
-                  std::span<const int> mode_order, std::vector<Word>& perm,
-                  std::vector<Word>& spare);
+/// `indices[m]` holds the nnz indices of mode m (each < dims[m]; Index: index_t, or
+/// std::uint32_t when every size is at most 2^32); `spare` (nnz words) is overwritten. A
+/// least-significant-digit radix sort: O(nnz) per digit, no other array.
+template <class Word, class Index = index_t>
+void sort_entries(std::type_identity_t<std::span<const Index* const>> indices,
+                  std::span<const index_t> dims, std::span<const int> mode_order,
+                  std::vector<Word>& perm, std::vector<Word>& spare);
 
 /// The permutation p that sorts nnz entries as sort_entries does: entry p[0] first.
 std::vector<index_t> sorted_entries(std::span<const index_t* const> indices, index_t nnz,

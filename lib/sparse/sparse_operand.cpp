@@ -58,38 +58,69 @@ SparseOperand<T>::SparseOperand(Compute<T>& c, const SparseTensor<T>& x, CsfLayo
       norm_squared_(squared(x.norm())),
       layout_(layout),
       fresh_(static_cast<std::size_t>(x.order()), false) {
+  const std::vector<int> roots = checked_roots(c);
+  trees_ = build_csf_trees(x, roots, 0.0, trees_what(roots), max_narrow, one_at_a_time);
+  place_modes(roots);
+}
+
+template <class T>
+SparseOperand<T>::SparseOperand(Compute<T>& c, SparseTensor<T>&& x, CsfLayout layout,
+                                index_t max_narrow)
+    : CpOperand<T>(c),
+      x_(nullptr),
+      dims_(x.dims()),
+      nnz_(x.nnz()),
+      norm_squared_(squared(x.norm())),
+      layout_(layout),
+      fresh_(static_cast<std::size_t>(x.order()), false) {
+  const std::vector<int> roots = checked_roots(c);
+  const std::string what = trees_what(roots);
+  if (TakenEntries<T>::fit(dims_)) {
+    // Checked before x is taken (an error leaves it whole): the trees and their scratch
+    // cover the 32-bit copy of the indices made while x is still whole.
+    require_host_bytes(csf_trees_bytes<T>(dims_, nnz_, static_cast<int>(roots.size())), what);
+    TakenEntries<T> entries(std::move(x));
+    trees_ = build_csf_trees(entries, roots, max_narrow);
+  } else {
+    // A mode larger than 2^32: the trees are built from x, which goes once they hold it.
+    trees_ = build_csf_trees(std::as_const(x), roots, 0.0, what, max_narrow, true);
+    const SparseTensor<T> released = std::move(x);
+  }
+  place_modes(roots);
+}
+
+template <class T>
+std::vector<int> SparseOperand<T>::checked_roots(const Compute<T>& c) const {
   if (!c.host_memory()) {
     throw InvalidArgument("sparse tensors are decomposed on the cpu backend only, got backend " +
                           std::string(to_string(c.kind())));
   }
-  const std::vector<int> roots = csf_roots(x.dims(), layout);
+  return csf_roots(dims_, layout_);
+}
+
+template <class T>
+std::string SparseOperand<T>::trees_what(std::span<const int> roots) const {
   const std::string trees = roots.size() == 1   ? "one tree"
                             : roots.size() == 2 ? "two trees"
                                                 : "one tree per mode";
-  trees_ = build_csf_trees(x, roots, 0.0,
-                           "the CSF layout of a sparse tensor with " + std::to_string(x.nnz()) +
-                               " nonzeros (" + trees + ")",
-                           max_narrow, one_at_a_time);
+  return "the CSF layout of a sparse tensor with " + std::to_string(nnz_) + " nonzeros (" + trees +
+         ")";
+}
+
+template <class T>
+void SparseOperand<T>::place_modes(std::span<const int> roots) {
   // Mode n at its level of the first tree, unless a later tree has it at the root.
-  const auto order = static_cast<std::size_t>(x.order());
+  const auto order = dims_.size();
   tree_.assign(order, 0);
   level_.resize(order);
-  for (int d = 0; d < x.order(); ++d) level_[static_cast<std::size_t>(trees_[0]->mode(d))] = d;
+  for (int d = 0; d < trees_[0]->levels(); ++d)
+    level_[static_cast<std::size_t>(trees_[0]->mode(d))] = d;
   for (std::size_t t = 1; t < roots.size(); ++t) {
     const auto n = static_cast<std::size_t>(roots[t]);
     tree_[n] = static_cast<int>(t);
     level_[n] = 0;
   }
   rows_.resize(order);
-}
-
-template <class T>
-SparseOperand<T>::SparseOperand(Compute<T>& c, SparseTensor<T>&& x, CsfLayout layout,
-                                index_t max_narrow)
-    : SparseOperand(c, std::as_const(x), layout, max_narrow, true) {
-  // The trees hold every entry now: x's copy goes.
-  const SparseTensor<T> released = std::move(x);
-  x_ = nullptr;
 }
 
 template <class T>

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "core/memory.hpp"
@@ -31,10 +32,12 @@ class SparseOperand final : public CpOperand<T> {
   /// (resolve it first: csf_layout_for).
   SparseOperand(Compute<T>& c, const SparseTensor<T>& x, CsfLayout layout = CsfLayout::all,
                 index_t max_narrow = kNarrowLimit, bool one_at_a_time = false);
-  /// The same, taking x, the trees built one at a time (one build scratch): its entries are
-  /// released once the trees are built (x is left empty), so that they are not held twice;
-  /// the trees give them back where needed (mode_gram, with_entries). Where the
-  /// constructor throws, x is unchanged.
+  /// The same, taking x (left empty), the trees built one at a time in one scratch, so that
+  /// the entries are not held beside the trees: its indices in 32 bits and its values
+  /// (TakenEntries), each array released by the last tree once it has read it; with a mode
+  /// larger than 2^32, x itself, released once the trees are built. The trees give the
+  /// entries back where needed (mode_gram, with_entries). Where the arguments or the memory
+  /// check throw, x is unchanged.
   SparseOperand(Compute<T>& c, SparseTensor<T>&& x, CsfLayout layout = CsfLayout::all,
                 index_t max_narrow = kNarrowLimit);
 
@@ -62,6 +65,13 @@ class SparseOperand final : public CpOperand<T> {
   std::vector<const T*> factor_rows(std::span<const T* const> factors, index_t rank, int skip);
 
  private:
+  // csf_roots of the layout; throws for a backend without host memory.
+  std::vector<int> checked_roots(const Compute<T>& c) const;
+  // The layout named for a memory refusal.
+  std::string trees_what(std::span<const int> roots) const;
+  // tree_ and level_ of every mode from the trees (rooted at `roots`); rows_ sized.
+  void place_modes(std::span<const int> roots);
+
   const SparseTensor<T>* x_;  // the entries, or nullptr once released
   std::vector<index_t> dims_;
   index_t nnz_;
