@@ -108,7 +108,7 @@ TENFOLD_API SparseTensor<T> load_tns(const std::filesystem::path& path,
 template <class T>
 TENFOLD_API void save_tns(const std::filesystem::path& path, const SparseTensor<T>& x);
 
-/// Reads the binary sparse format (docs/sparse.md, "Binary format"): little-endian
+/// Reads the binary sparse format (docs/sparse-files.md): little-endian
 /// header "TFSPARSE", version, order, value type, nnz, the sizes, then the coordinates
 /// mode-major as int64 and the values, read in bulk. The file's size is checked against
 /// its header before anything is allocated. Values stored as the other float type are
