@@ -8,6 +8,7 @@
 #include <random>
 #include <vector>
 
+#include "expect_throw.hpp"
 #include "random_matrix.hpp"
 #include "relative_difference.hpp"
 #include "tenfold/error.hpp"
@@ -176,6 +177,12 @@ TEST(Values, RefusesBadSizesAndOptions) {
   EXPECT_THROW(value_latent(bad, ValueOptions{}), InvalidArgument);
   const Matrix<double> wrong(9, 9);
   EXPECT_THROW(value_latent(l, o, &wrong), InvalidArgument);
+  // More latent values than the layer's X has singular values (D = 10 < G d = 16).
+  o = ValueOptions{};
+  o.values = 12;
+  test::expect_throw_with<InvalidArgument>(
+      [&] { value_latent(l, o); },
+      "the budget of 12 latent values exceeds the 10 singular values of the layer");
 }
 
 // Joint: keys and values from one latent. At full size (the rank of [W_K, W_V F]: 2 G d, or

@@ -85,7 +85,8 @@ std::vector<index_t> choose_ranks(const Matrix<double>& sigma, bool full,
   }
   if (budget > bands * width) {
     throw InvalidArgument("the budget of " + text(budget) + " " + unit + " exceeds the " +
-                          text(bands * width) + " singular values of the layer's bands");
+                          text(bands * width) + " singular values of the layer" +
+                          (bands > 1 ? "'s " + text(bands) + " bands" : std::string()));
   }
   // The budget's largest sigma over all bands (row-major flat index band * width + k).
   std::vector<index_t> order(static_cast<std::size_t>(bands * width));
