@@ -396,14 +396,14 @@ template <class T>
 TENFOLD_API CpResult<T> cp_als(const SparseTensor<T>& x, const CpOptions& options,
                                CpStart<T> initial_factors = {}, const SparseCpOptions& sparse = {});
 
-/// The same, taking the tensor: its entries are released once the CSF trees are built (the
-/// trees hold every entry), so the iterations hold 8 (N + 1) bytes per nonzero less in
-/// double, and the trees are built one at a time (one build scratch, 9 bytes per nonzero,
-/// alive; the same trees), so the build's peak holds one scratch where the call above may
-/// hold one per tree built at once. nvecs' mode Grams read the entries back from the first
-/// tree (N indices and a value per nonzero, held while one Gram is formed). The result is
-/// that of the call above. x is left empty (no dimensions, no entries); where the call
-/// throws before the trees are built (arguments, memory), x is unchanged.
+/// The same, taking the tensor, so that its entries are not held beside the CSF trees: the
+/// trees are built one at a time in one build scratch (the same trees), from the entries
+/// taken with 32-bit indices (where every size is at most 2^32: 4 bytes per index instead
+/// of 8), the last tree releasing each array once it has read it (docs/sparse.md,
+/// "CP-ALS"). nvecs' mode Grams read the entries back from the first tree (N indices and a
+/// value per nonzero, held while one Gram is formed). The result is that of the call
+/// above. x is left empty (no dimensions, no entries); where the call throws before the
+/// trees are built (arguments, memory), x is unchanged.
 template <class T>
 TENFOLD_API CpResult<T> cp_als(SparseTensor<T>&& x, const CpOptions& options,
                                CpStart<T> initial_factors = {}, const SparseCpOptions& sparse = {});

@@ -49,15 +49,20 @@ std::vector<int> csf_roots(std::span<const index_t> dims, CsfLayout layout) {
 }
 
 template <class T>
-SparseOperand<T>::SparseOperand(Compute<T>& c, const SparseTensor<T>& x, CsfLayout layout,
-                                index_t max_narrow, bool one_at_a_time)
+SparseOperand<T>::SparseOperand(Compute<T>& c, const SparseTensor<T>& x,
+                                const SparseTensor<T>* kept, CsfLayout layout)
     : CpOperand<T>(c),
-      x_(&x),
+      x_(kept),
       dims_(x.dims()),
       nnz_(x.nnz()),
       norm_squared_(squared(x.norm())),
       layout_(layout),
-      fresh_(static_cast<std::size_t>(x.order()), false) {
+      fresh_(static_cast<std::size_t>(x.order()), false) {}
+
+template <class T>
+SparseOperand<T>::SparseOperand(Compute<T>& c, const SparseTensor<T>& x, CsfLayout layout,
+                                index_t max_narrow, bool one_at_a_time)
+    : SparseOperand(c, x, &x, layout) {
   const std::vector<int> roots = checked_roots(c);
   trees_ = build_csf_trees(x, roots, 0.0, trees_what(roots), max_narrow, one_at_a_time);
   place_modes(roots);
@@ -66,13 +71,7 @@ SparseOperand<T>::SparseOperand(Compute<T>& c, const SparseTensor<T>& x, CsfLayo
 template <class T>
 SparseOperand<T>::SparseOperand(Compute<T>& c, SparseTensor<T>&& x, CsfLayout layout,
                                 index_t max_narrow)
-    : CpOperand<T>(c),
-      x_(nullptr),
-      dims_(x.dims()),
-      nnz_(x.nnz()),
-      norm_squared_(squared(x.norm())),
-      layout_(layout),
-      fresh_(static_cast<std::size_t>(x.order()), false) {
+    : SparseOperand(c, x, nullptr, layout) {
   const std::vector<int> roots = checked_roots(c);
   const std::string what = trees_what(roots);
   if (TakenEntries<T>::fit(dims_)) {

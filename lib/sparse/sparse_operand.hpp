@@ -65,6 +65,9 @@ class SparseOperand final : public CpOperand<T> {
   std::vector<const T*> factor_rows(std::span<const T* const> factors, index_t rank, int skip);
 
  private:
+  /// The members read from x (kept: the tensor to read again, or null); no trees yet.
+  SparseOperand(Compute<T>& c, const SparseTensor<T>& x, const SparseTensor<T>* kept,
+                CsfLayout layout);
   // csf_roots of the layout; throws for a backend without host memory.
   std::vector<int> checked_roots(const Compute<T>& c) const;
   // The layout named for a memory refusal.

@@ -162,12 +162,12 @@ class RotarySharedKeyAttention(nn.Module):
         which at every layer of every decode step would keep the host from queuing work ahead.
         (Inference tensors keep no version counter: those are read every time.)"""
         buffers = (self.inv_freq, self.attention_scaling)
-        if any(t.is_inference() for t in buffers):
-            return tuple(self.inv_freq.tolist()), float(self.attention_scaling)
-        state = tuple((t, t._version) for t in buffers)
+        state = None if any(t.is_inference() for t in buffers) else tuple((t, t._version) for t in buffers)
         memo = getattr(self, "_rope_memo", None)
-        if memo is None or any(a is not b or u != v for (a, u), (b, v) in zip(memo[0], state)):
-            memo = self._rope_memo = (state, (tuple(self.inv_freq.tolist()), float(self.attention_scaling)))
+        if state is None or memo is None or any(a is not b or u != v for (a, u), (b, v) in zip(memo[0], state)):
+            memo = (state, (tuple(self.inv_freq.tolist()), float(self.attention_scaling)))
+            if state is not None:
+                self._rope_memo = memo
         return memo[1]
 
     def _check_cache(self, cache) -> None:
