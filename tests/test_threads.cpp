@@ -183,6 +183,25 @@ TEST(Threads, ChildAfterForkComputes) {
   EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
+TEST(Threads, ProcessMayExitWhileWorkersStart) {
+  // Processes that exit right after their first loop, their workers perhaps still
+  // starting: none may enter the OpenMP runtime then (LLVM's aborts when a thread
+  // registers while it shuts down), so every one exits cleanly.
+  int failed = 0;
+  for (int child = 0; child < 40; ++child) {
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      execl(TENFOLD_EXIT_HELPER, TENFOLD_EXIT_HELPER, static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ++failed;
+  }
+  EXPECT_EQ(failed, 0) << "processes that did not exit cleanly, of 40";
+}
+
 TEST(Threads, CpAlsStartsNoOpenMpTeamAndIsDeterministic) {
   const ThreadCount two(2);
   RandomCpOptions planted;

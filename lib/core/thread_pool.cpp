@@ -108,8 +108,7 @@ class Pool {
   }
 
   void worker_main() {
-    // BLAS calls inside tasks run on this thread alone.
-    omp_set_num_threads(1);
+    bool serial_blas = false;
     std::uint64_t seen = 0;
     for (;;) {
       wait_until(
@@ -117,7 +116,15 @@ class Pool {
       seen = generation_.load();
       if (stop_.load()) return;
       active_.fetch_add(1);
-      if (!closed_.load()) take_tasks();
+      if (!closed_.load()) {
+        // BLAS calls inside tasks run on this thread alone. Said inside the first job,
+        // while its caller waits, never at start-up: a worker that starts late would
+        // otherwise enter the OpenMP runtime while the process exits, and LLVM's
+        // runtime aborts then.
+        if (!serial_blas) omp_set_num_threads(1);
+        serial_blas = true;
+        take_tasks();
+      }
       if (active_.fetch_sub(1) == 1) active_.notify_all();
     }
   }
