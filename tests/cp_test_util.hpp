@@ -186,7 +186,7 @@ double exact_relative_error(const Tensor<T>& x, const KTensor<T>& m) {
 /// times their sum. Measured on random problems (with and without compression first)
 /// under the Prescott, Haswell, SkylakeX and Cooperlake kernels: at most 24 units in
 /// double and 4 in float (whose sums accumulate in double); the bound leaves a margin of
-/// about 3 (CpFitResolution in test_cp_als.cpp).
+/// about 3 (CpFitResolution in test_cp_fit_resolution.cpp).
 template <class T>
 constexpr double fit_rounding_units() {
   return sizeof(T) >= sizeof(double) ? 64.0 : 16.0;
