@@ -76,7 +76,7 @@ TENFOLD_API std::vector<index_t> cp_compression_ranks(std::span<const index_t> d
 /// worth 4e5 flops, two full sweeps of 4 R numel(X) each), at most kCpMaxCompressedStarts.
 TENFOLD_API int cp_compressed_starts(std::span<const index_t> dims, index_t rank);
 
-/// How cp_als with a mask of observed entries fits them (docs/algorithms.md).
+/// How cp_als with a mask of observed entries fits them (docs/cp-variants.md).
 enum class CpMissingSolver {
   em,        ///< EM-ALS: sweeps over the tensor with its missing entries filled by the model
   weighted,  ///< ALS on the observed entries only: each row of U_n solves its own normal
@@ -88,7 +88,7 @@ TENFOLD_API std::string_view to_string(CpMissingSolver solver);
 /// Parses the names above; throws InvalidArgument otherwise.
 TENFOLD_API CpMissingSolver parse_cp_missing_solver(std::string_view name);
 
-/// How each mode's least-squares problem is solved (docs/algorithms.md, "Sampled
+/// How each mode's least-squares problem is solved (docs/cp-variants.md, "Sampled
 /// least squares").
 enum class CpSolver {
   exact,    ///< the normal equations of the whole tensor (an MTTKRP over every entry)
@@ -153,7 +153,7 @@ struct TENFOLD_API CpOptions {
   /// own resolution (docs/algorithms.md, "Limit of this formula") rounding decides.
   double tol = 1e-6;
   /// The start. The default resolves to nvecs, which recovers planted low-rank
-  /// problems far more often than one random start (docs/algorithms.md).
+  /// problems far more often than one random start (docs/cp-planted-problems.md).
   CpInit init = CpInit::automatic;
   std::uint64_t seed = 0;  ///< seed of the random initialisation
   /// Starts to run (>= 0): start 0 uses `init` and `seed`, start s > 0 is random with
@@ -208,10 +208,10 @@ struct TENFOLD_API CpOptions {
   /// exact fit is computed every k sweeps and after the last, and the run stops after three checks
   /// in a row that do not beat the best by `tol`. Either way the best checked model is returned and
   /// `fit` is its exact fit; `fit_history` holds the estimates of the unchecked sweeps
-  /// (docs/algorithms.md, "Sampled least squares"). Its start: automatic means nvecs from the Gram
-  /// of `samples` uniformly drawn fibres per mode (the whole Gram would cost more than the sampled
-  /// sweeps); nvecs means the same. Not with nonnegative, line_search, n_starts > 1, fixed_modes or
-  /// compress = on (automatic is off).
+  /// (docs/cp-variants.md, "Sampled least squares"). Its start: automatic means nvecs from the
+  /// Gram of `samples` uniformly drawn fibres per mode (the whole Gram would cost more than the
+  /// sampled sweeps); nvecs means the same. Not with nonnegative, line_search, n_starts > 1,
+  /// fixed_modes or compress = on (automatic is off).
   CpSolver solver = CpSolver::exact;
   index_t samples = 0;      ///< sampled: rows per solve (0: kCpSamplesPerRank R)
   int fit_check_every = 0;  ///< sampled: sweeps between exact fits (>= 0; 0: automatic)

@@ -214,7 +214,7 @@ def parafac(
         `random_state`); the fit of every sweep estimated from a fixed sample of
         entries, the exact fit computed when that estimate stops improving by more
         than its noise (or every `fit_check_every` sweeps) and after the last, the
-        best checked model returned with its exact fit (docs/algorithms.md). Dense tensors on
+        best checked model returned with its exact fit (docs/cp-variants.md). Dense tensors on
         the cpu backend, without mask, linesearch, fixed_modes, compress='on' or
         n_starts > 1.
     samples : int
