@@ -87,3 +87,38 @@ def joint(model, values: int, calibration=None, damping: float = 0.01) -> None:
         return a, b[: w_k.shape[0]] / scale_k, a, b[w_k.shape[0] :] / scale_v
 
     _convert(model, calibration, factors)
+
+
+def reading_keys(model, key_values: int, value_values: int, calibration, damping: float = 0.01) -> None:
+    """Shared rotary keys (bands = 1, data-aware: key_values per token and layer) whose
+    values are read from the unrotated key latent z_K plus value_values more latent values
+    z_V: per layer, with S = L L^T the damped moment of the attention inputs, v_proj becomes
+    its best approximation on the rows of [z_K; z_V] in E||W_O (v - v~)||^2,
+      W_V~ = W_V L P L^-1,  P = Q_K Q_K^T + V V^T,
+    Q_K an orthonormal basis of (A_K L)^T (A_K: the layer's key map), V the top value_values
+    right singular vectors of F (W_V L - W_V L Q_K Q_K^T), F the square roots of each value
+    group's sum of W_O^h^T W_O^h. A perplexity probe: the layer still caches whole values."""
+    layers = tt.rotary.rotary_layers(model)
+    moments = tt.rotary.rotary_moments(model, layers, calibration, False)
+    tt.compress_model(model, key_values, calibration=calibration)
+    cfg = model.config
+    heads, groups, d = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
+    per_group = heads // groups
+    for name, (s, _) in moments.items():
+        layer = model.get_submodule(name)
+        dim = s.shape[0]
+        chol = torch.linalg.cholesky(s + damping * torch.trace(s) / dim * torch.eye(dim, dtype=s.dtype))
+        a = layer.v_proj.weight.detach().double() @ chol
+        q_k, _ = torch.linalg.qr((layer.key.weight.detach().double() @ chol).T)
+        on_keys = (a @ q_k) @ q_k.T
+        w_o = layer.o_proj.weight.detach().double()
+        roots = []
+        for g in range(groups):
+            heads_g = range(g * per_group, (g + 1) * per_group)
+            e, u = torch.linalg.eigh(sum(w_o[:, h * d : (h + 1) * d].T @ w_o[:, h * d : (h + 1) * d] for h in heads_g))
+            roots.append((u * e.clamp(min=0).sqrt()) @ u.T)
+        _, _, vh = torch.linalg.svd(torch.block_diag(*roots) @ (a - on_keys), full_matrices=False)
+        extra = vh[:value_values].T
+        approx = on_keys + (a @ extra) @ extra.T
+        with torch.no_grad():
+            layer.v_proj.weight.copy_(torch.linalg.solve_triangular(chol, approx, upper=False, left=False))

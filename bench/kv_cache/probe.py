@@ -14,7 +14,11 @@ joint=True): the library's joint latent, values weighted by o_proj), `separate` 
 kv_cache's keys and values), `separate_even` (the same with keys and values halved
 evenly), `joint` (low_rank.joint: one latent of 2 f G d values for keys and values).
 `--sizes K+V ...` adds compress_model(shared_dim=K, value_dim=V, bands=8) rows (K "full":
-the exact keys; V "whole": the original values).
+the exact keys; V "whole": the original values). `--reading-keys K ...` adds, for each K,
+shared rotary keys of K values (bands = 1) alone, the same keys with values read from their
+unrotated latent plus 2 f G d - K latent values (low_rank.reading_keys), and the library's
+separate latent values of that size beside the same keys (compress_model(shared_dim=K,
+value_dim=2 f G d - K)).
 """
 
 import argparse
@@ -38,8 +42,10 @@ def main():
     ap.add_argument("--fraction", type=float, default=0.5)
     ap.add_argument("--calibration", nargs="+", choices=["prose", "mixed"], default=["prose", "mixed"])
     forms = ["kv_cache", "kv_joint", "separate", "separate_even", "joint"]
-    ap.add_argument("--forms", nargs="+", choices=forms, default=forms)
+    ap.add_argument("--forms", nargs="*", choices=forms, default=forms)
     ap.add_argument("--sizes", nargs="*", default=[], help="K+V: key and latent value sizes per layer")
+    ap.add_argument("--reading-keys", nargs="*", type=int, default=[], metavar="K",
+                    help="key values per layer of the bands = 1 keys the values also read")
     args = ap.parse_args()
     tok, model = rope.load()
     cfg = model.config
@@ -59,7 +65,8 @@ def main():
     print("original" + "".join(f"  {k} {p:.2f}" for k, p in base.items()), flush=True)
     for name in args.calibration:
         calib = texts[name]
-        for form in args.forms + [f"sizes {x}" for x in args.sizes]:
+        for form in args.forms + [f"sizes {x}" for x in args.sizes] + [f"{how} {k}" for k in args.reading_keys
+                                                                         for how in ("alone", "reading", "beside")]:
             m = copy.deepcopy(model)
             t = time.process_time()
             if form.startswith("sizes "):
@@ -67,6 +74,17 @@ def main():
                 options = {} if v == "whole" else {"value_dim": v if v == "full" else int(v)}
                 tt.compress_model(m, k if k == "full" else int(k), bands=8, calibration=calib, **options)
                 label = f"keys {k} + values {v}"
+            elif form.split()[0] in ("alone", "reading", "beside"):
+                how, k = form.split()[0], int(form.split()[1])
+                if how == "alone":
+                    tt.compress_model(m, k, calibration=calib)
+                    label = f"keys {k} (bands 1), values whole"
+                elif how == "reading":
+                    low_rank.reading_keys(m, k, total - k, calib)
+                    label = f"keys {k} + values reading them + {total - k}"
+                else:
+                    tt.compress_model(m, k, value_dim=total - k, calibration=calib)
+                    label = f"keys {k} + latent values {total - k}"
             elif form == "kv_cache":
                 tt.compress_model(m, kv_cache=args.fraction, bands=8, calibration=calib)
                 label = f"kv_cache={args.fraction} ({keys}+{rest['value_dim']})"
