@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <span>
 #include <string>
@@ -42,13 +43,18 @@ struct TnsLayout {
 /// entry has one column or another number of indices than the shape has sizes.
 TnsLayout read_tns_layout(const std::filesystem::path& path, std::span<const index_t> shape);
 
+/// Told, for a gzip file, the compressed bytes read since it was last called (after each
+/// block); empty: not told.
+using CompressedRead = std::function<void(std::uint64_t bytes)>;
+
 /// The lines of a range, and how many of them hold an entry (fields outside a comment); a
 /// line longer than 1 MiB ends the count (parse_tns_lines reports it).
 struct LineCount {
   std::uint64_t lines = 0;
   std::uint64_t entries = 0;
 };
-LineCount count_tns_lines(const std::filesystem::path& path, ByteRange range);
+LineCount count_tns_lines(const std::filesystem::path& path, ByteRange range,
+                          const CompressedRead& compressed = {});
 
 /// Parses the entries of a range, whose first line is line `first_line` of the file (as
 /// counted by count_tns_lines over the ranges before it), into idx[n][k] (0-based) and
@@ -59,7 +65,7 @@ template <class T>
 std::uint64_t parse_tns_lines(const std::filesystem::path& path, const TnsLayout& layout,
                               ByteRange range, std::uint64_t first_line,
                               std::span<index_t* const> idx, T* values, std::uint64_t capacity,
-                              std::span<index_t> largest);
+                              std::span<index_t> largest, const CompressedRead& compressed = {});
 
 /// The header of a .tfsparse file (checked against the file's size) and its sizes.
 struct SparseFileHeader {

@@ -74,6 +74,9 @@ class TextStream {
   TextStream(const TextStream&) = delete;
   TextStream& operator=(const TextStream&) = delete;
 
+  // gzip: called after each block with the compressed bytes read since the last call.
+  void on_compressed(const CompressedRead* read) { compressed_ = read; }
+
   // Calls line(text, number, at_file_start) for every line of the range (without its '\n'
   // or '\r'), numbered from first_number, until it returns false; time linear in the
   // range's size (each byte is searched for '\n' once). Throws LongLine for a line longer
@@ -133,6 +136,11 @@ class TextStream {
     int code = Z_OK;
     const char* what = gzerror(gz_, &code);
     if (got < 0) throw IoError("cannot decompress " + quoted(path_) + ": " + what);
+    if (compressed_ != nullptr && *compressed_) {
+      const auto at = static_cast<std::uint64_t>(std::max<z_off_t>(0, gzoffset(gz_)));
+      if (at > compressed_at_) (*compressed_)(at - compressed_at_);
+      compressed_at_ = std::max(at, compressed_at_);
+    }
     // zlib reads a stream cut short up to the cut, then reports Z_BUF_ERROR.
     if (code == Z_BUF_ERROR) {
       throw IoError(quoted(path_) +
@@ -150,6 +158,8 @@ class TextStream {
   bool skip_first_ = false;
   std::uint64_t offset_ = 0;  // of buf[0] in the file
   std::FILE* file_ = nullptr;
+  const CompressedRead* compressed_ = nullptr;
+  std::uint64_t compressed_at_ = 0;
 #ifdef TENFOLD_WITH_ZLIB
   gzFile gz_ = nullptr;
 #endif
@@ -257,11 +267,18 @@ class ProgressTally {
  public:
   ProgressTally(ReadProgress progress, std::uint64_t total)
       : progress_(std::move(progress)), total_(total) {}
-  void add(const ByteRange& range) {
+  void add(const ByteRange& range) { add(range.end - range.begin); }
+  void add(std::uint64_t bytes) {
     if (!progress_) return;
     const std::lock_guard<std::mutex> lock(mutex_);
-    done_ += range.end - range.begin;
+    done_ = std::min(total_, done_ + bytes);
     progress_(done_, total_);
+  }
+  // The bytes of a pass done: what its reports left out (gzip's last buffer) added.
+  void finish_pass(int pass) {
+    if (!progress_) return;
+    const std::uint64_t at = total_ / 2 * static_cast<std::uint64_t>(pass);
+    if (done_ < at) add(at - done_);
   }
 
  private:
@@ -312,9 +329,11 @@ TnsLayout read_tns_layout(const std::filesystem::path& path, std::span<const ind
   return layout;
 }
 
-LineCount count_tns_lines(const std::filesystem::path& path, ByteRange range) {
+LineCount count_tns_lines(const std::filesystem::path& path, ByteRange range,
+                          const CompressedRead& compressed) {
   LineCount count;
   TextStream in(path, range);
+  in.on_compressed(&compressed);
   try {
     in.for_each_line(1, [&](std::string_view raw, std::uint64_t, bool at_file_start) {
       ++count.lines;
@@ -332,12 +351,13 @@ template <class T>
 std::uint64_t parse_tns_lines(const std::filesystem::path& path, const TnsLayout& layout,
                               ByteRange range, std::uint64_t first_line,
                               std::span<index_t* const> idx, T* values, std::uint64_t capacity,
-                              std::span<index_t> largest) {
+                              std::span<index_t> largest, const CompressedRead& compressed) {
   const int order = layout.order;
   const bool given = !layout.dims.empty();
   std::vector<std::string_view> fields;
   std::uint64_t k = 0;
   TextStream in(path, range);
+  in.on_compressed(&compressed);
   try {
     in.for_each_line(first_line, [&](std::string_view raw, std::uint64_t line, bool at_file_start) {
       split_fields(entry_text(raw, at_file_start), fields);
@@ -397,8 +417,11 @@ SparseTensor<T> load_tns(const std::filesystem::path& path, std::span<const inde
                          const ReadProgress& progress) {
   using namespace detail;
   const TnsLayout layout = read_tns_layout(path, shape);
-  const bool plain = layout.bytes != ByteRange::kWhole;  // gzip: one range of unknown size
-  ProgressTally tally(plain ? progress : ReadProgress(), plain ? 2 * layout.bytes : 0);
+  // gzip: one range of unknown size, followed by the compressed bytes read
+  const bool plain = layout.bytes != ByteRange::kWhole;
+  ProgressTally tally(progress, 2 * (plain ? layout.bytes : std::filesystem::file_size(path)));
+  const CompressedRead compressed =
+      plain || !progress ? CompressedRead() : [&](std::uint64_t bytes) { tally.add(bytes); };
   const auto order = static_cast<std::size_t>(layout.order);
   // Pass 1, the ranges side by side: their lines (the first line number of each range)
   // and entries (where each range's entries go).
@@ -407,9 +430,10 @@ SparseTensor<T> load_tns(const std::filesystem::path& path, std::span<const inde
   std::vector<LineCount> counts(chunks.size());
   tenfold::detail::parallel_for(n_chunks, [&](index_t c) {
     counts[static_cast<std::size_t>(c)] =
-        count_tns_lines(path, chunks[static_cast<std::size_t>(c)]);
-    tally.add(chunks[static_cast<std::size_t>(c)]);
+        count_tns_lines(path, chunks[static_cast<std::size_t>(c)], compressed);
+    if (plain) tally.add(chunks[static_cast<std::size_t>(c)]);
   });
+  tally.finish_pass(1);
   std::vector<std::uint64_t> first_line(chunks.size()), first_entry(chunks.size());
   std::uint64_t lines = 0, nnz = 0;
   for (std::size_t c = 0; c < chunks.size(); ++c) {
@@ -432,18 +456,19 @@ SparseTensor<T> load_tns(const std::filesystem::path& path, std::span<const inde
     std::vector<index_t*> idx(order);
     for (std::size_t n = 0; n < order; ++n) idx[n] = coords.data() + n * nnz + first_entry[c];
     try {
-      const std::uint64_t got =
-          parse_tns_lines<T>(path, layout, chunks[c], first_line[c], idx,
-                             values.data() + first_entry[c], counts[c].entries, largest[c]);
+      const std::uint64_t got = parse_tns_lines<T>(path, layout, chunks[c], first_line[c], idx,
+                                                   values.data() + first_entry[c],
+                                                   counts[c].entries, largest[c], compressed);
       if (got != counts[c].entries)
         throw IoError(quoted(path) + " changed while it was being read");
-      tally.add(chunks[c]);
+      if (plain) tally.add(chunks[c]);
     } catch (...) {
       errors[c] = std::current_exception();
     }
   });
   for (const std::exception_ptr& e : errors)
     if (e) std::rethrow_exception(e);
+  tally.finish_pass(2);
   std::vector<index_t> dims = layout.dims;
   if (dims.empty()) {
     dims.assign(order, 0);
@@ -460,7 +485,8 @@ SparseTensor<T> load_tns(const std::filesystem::path& path, std::span<const inde
 #define TENFOLD_INSTANTIATE_TNS_READ(T)                                                         \
   template std::uint64_t detail::parse_tns_lines<T>(                                            \
       const std::filesystem::path&, const detail::TnsLayout&, detail::ByteRange, std::uint64_t, \
-      std::span<index_t* const>, T*, std::uint64_t, std::span<index_t>);                        \
+      std::span<index_t* const>, T*, std::uint64_t, std::span<index_t>,                         \
+      const detail::CompressedRead&);                                                           \
   template SparseTensor<T> load_tns<T>(const std::filesystem::path&, std::span<const index_t>,  \
                                        const ReadProgress&);
 TENFOLD_INSTANTIATE_FOR_EACH_VALUE_TYPE(TENFOLD_INSTANTIATE_TNS_READ)
