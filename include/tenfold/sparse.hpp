@@ -79,8 +79,9 @@ namespace io {
 /// Progress of a file's read: the bytes of its passes done so far and their total. A plain
 /// .tns file is read twice (its lines counted, then parsed), so `total` is twice its size,
 /// reported after each range of about 8 MiB; a .gz file (one range) by its compressed
-/// bytes read, after each block of 256 KiB; a .tfsparse file (read in bulk) reports nothing. Called
-/// by one of the library's threads at a time, never after the read returns; it must not throw.
+/// bytes read, after each block of 256 KiB; a .tfsparse file (read in bulk) reports
+/// nothing. Called by one of the library's threads at a time, never after the read
+/// returns; it must not throw.
 using ReadProgress = std::function<void(std::uint64_t done, std::uint64_t total)>;
 
 /// Reads a FROSTT .tns file: one entry per line, N 1-based indices then the value,
