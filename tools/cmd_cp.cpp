@@ -340,7 +340,8 @@ int run_sparse_cp(const CpArgs& a) {
     if (!a.init_factors.empty()) initial_factors = load_initial_factors<T>(a, header);
   });
   const CsfLayout csf = parse_csf_layout(a.csf);
-  const CsfLayout layout = dist ? dist->layout(csf) : csf_layout_for(x, {csf});
+  // For the tensor cp_als takes below.
+  const CsfLayout layout = dist ? dist->layout(csf) : csf_layout_for(x, {csf}, true);
   if (!a.common.quiet && writes_outputs()) {
     const char* trees = layout == CsfLayout::one   ? "one tree"
                         : layout == CsfLayout::two ? "two trees"

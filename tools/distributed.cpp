@@ -205,7 +205,7 @@ index_t DistributedSparse<T>::nnz() const {
 
 template <class T>
 CsfLayout DistributedSparse<T>::layout(CsfLayout csf) const {
-  return mpi::csf_layout_for(x_->x, {csf});
+  return mpi::csf_layout_for(x_->x, {csf}, true);  // cp() takes the blocks
 }
 
 template <class T>

@@ -81,7 +81,8 @@ class DistributedSparse {
   ~DistributedSparse();
   const std::vector<index_t>& dims() const;
   index_t nnz() const;
-  /// The CSF layout `csf` resolves to, alike on every process.
+  /// The CSF layout `csf` resolves to, alike on every process, for cp (which takes the
+  /// blocks' entries).
   CsfLayout layout(CsfLayout csf) const;
   /// cp_als of the tensor, which releases the block's entries once its trees are built
   /// (call it once); `report` receives the processes, grid and communication per phase.

@@ -162,7 +162,7 @@ int run(int argc, char** argv) {
     if (!save.empty()) {
       tenfold::io::save_tns(save + "/power_law_" + std::to_string(dims.size()) + "way.tns", x);
     }
-    const tenfold::CsfLayout layout = tenfold::csf_layout_for(x, sparse);
+    const tenfold::CsfLayout layout = tenfold::csf_layout_for(x, sparse, true);  // taken below
     // The operand of cp_als(std::move(x), ...): its trees built one at a time from the
     // taken entries, which go as the last tree reads them.
     auto t0 = std::chrono::steady_clock::now();

@@ -353,8 +353,8 @@ TENFOLD_API CpResult<T> cp_als(const KTensor<T>& x, const CpOptions& options,
 
 /// The compressed sparse fibre trees of sparse CP-ALS (docs/sparse.md, "Layout").
 enum class CsfLayout {
-  /// the first of all, two and one whose trees and the scratch of building one take at
-  /// most 3/4 of the memory available
+  /// the first of all, two and one whose build holds at most 3/4 of the memory available
+  /// beyond the tensor (csf_layout_for)
   automatic,
   /// one tree per mode, rooted at it: each output row is one root's subtree
   all,
@@ -376,10 +376,15 @@ struct TENFOLD_API SparseCpOptions {
   CsfLayout csf = CsfLayout::automatic;
 };
 
-/// The layout cp_als(x, ..., sparse) builds: sparse.csf, or for automatic the first the
-/// memory available now allows (all, two, one).
+/// The layout cp_als(x, ..., sparse) builds: sparse.csf, or for automatic the first of all,
+/// two and one whose build holds at most 3/4 of the memory available now beyond x: for x
+/// kept by the caller (cp_als(const SparseTensor&)), the trees and one build scratch; when
+/// `taken` (the layout is for cp_als(std::move(x), ...)), the peak of taking x's entries
+/// (x beside their 32-bit copy) and of building the trees from them, less x's bytes, which
+/// the take frees (docs/sparse.md, "Layout").
 template <class T>
-TENFOLD_API CsfLayout csf_layout_for(const SparseTensor<T>& x, const SparseCpOptions& sparse);
+TENFOLD_API CsfLayout csf_layout_for(const SparseTensor<T>& x, const SparseCpOptions& sparse,
+                                     bool taken = false);
 
 /// CP-ALS of a sparse tensor (order >= 2; docs/sparse.md): the same loop, stopping rule
 /// and closed-form fit as the dense call, with the MTTKRP of each mode on compressed

@@ -225,9 +225,11 @@ TENFOLD_API DistSparseTensor<T> read_sparse(MPI_Comm comm, const std::filesystem
                                             const std::vector<index_t>& shape = {});
 
 /// The CSF layout sparse.csf resolves to, alike on every process (automatic: all trees
-/// when every process's fit in its memory, else one). Collective.
+/// when every process's fit in its memory, else one; each process's by tenfold::csf_layout_for
+/// of its block, `taken` when the layout is for cp_als(std::move(x), ...)). Collective.
 template <class T>
-TENFOLD_API CsfLayout csf_layout_for(const DistSparseTensor<T>& x, const SparseCpOptions& sparse);
+TENFOLD_API CsfLayout csf_layout_for(const DistSparseTensor<T>& x, const SparseCpOptions& sparse,
+                                     bool taken = false);
 
 /// CP-ALS of the distributed sparse tensor: as cp_als of a DistTensor, the local MTTKRP on
 /// the block's CSF trees (csf_layout_for). Mode Grams (nvecs) redistribute each fibre's

@@ -193,9 +193,9 @@ CpResult<T> cp_als(const DistTensor<T>& x, const CpOptions& options, CpStart<T> 
 }
 
 template <class T>
-CsfLayout csf_layout_for(const DistSparseTensor<T>& x, const SparseCpOptions& sparse) {
+CsfLayout csf_layout_for(const DistSparseTensor<T>& x, const SparseCpOptions& sparse, bool taken) {
   // One tree everywhere when any process's trees would not fit in its memory.
-  int one = tenfold::csf_layout_for(x.local, sparse) == CsfLayout::one ? 1 : 0;
+  int one = tenfold::csf_layout_for(x.local, sparse, taken) == CsfLayout::one ? 1 : 0;
   MPI_Allreduce(MPI_IN_PLACE, &one, 1, MPI_INT, MPI_MAX, x.grid->comm());
   return one == 1 ? CsfLayout::one : CsfLayout::all;
 }
@@ -216,10 +216,10 @@ CpResult<T> sparse_cp_als(const DistSparseTensor<T>& x, Entries&& entries, const
   }
   auto c = tenfold::detail::make_compute<T>(Backend::cpu);
   tenfold::detail::Compute<T>& cr = *c;
-  const CsfLayout layout = csf_layout_for(x, sparse);
+  constexpr bool taken = !std::is_lvalue_reference_v<Entries>;
+  const CsfLayout layout = csf_layout_for(x, sparse, taken);
   // The Gram's exchange: the block's entries packed and received (about 2 nnz (N + 1)),
   // and once they are released, their copy rebuilt from the trees.
-  constexpr bool taken = !std::is_lvalue_reference_v<Entries>;
   const double gram_elements =
       (taken ? 3.0 : 2.0) * static_cast<double>(x.local.nnz()) * (x.order() + 1);
   std::unique_ptr<tenfold::detail::SparseOperand<T>> local;
@@ -270,8 +270,10 @@ Matrix<T> mode_gram(const DistTensor<T>& x, int n) {
 }
 
 template CpResult<float> cp_als<float>(const DistTensor<float>&, const CpOptions&, CpStart<float>);
-template CsfLayout csf_layout_for<float>(const DistSparseTensor<float>&, const SparseCpOptions&);
-template CsfLayout csf_layout_for<double>(const DistSparseTensor<double>&, const SparseCpOptions&);
+template CsfLayout csf_layout_for<float>(const DistSparseTensor<float>&, const SparseCpOptions&,
+                                         bool);
+template CsfLayout csf_layout_for<double>(const DistSparseTensor<double>&, const SparseCpOptions&,
+                                          bool);
 template CpResult<float> cp_als<float>(const DistSparseTensor<float>&, const CpOptions&,
                                        CpStart<float>, const SparseCpOptions&);
 template CpResult<double> cp_als<double>(const DistSparseTensor<double>&, const CpOptions&,

@@ -95,6 +95,12 @@ class TakenEntries {
  public:
   /// Whether the entries of a tensor of sizes `dims` can be taken (their indices fit).
   static bool fit(std::span<const index_t> dims);
+  /// Bytes the taken entries of a tensor of sizes `dims` with nnz entries hold before any
+  /// is released: a 32-bit index per mode and a value per entry.
+  static double bytes(std::span<const index_t> dims, index_t nnz) {
+    return static_cast<double>(nnz) *
+           (static_cast<double>(dims.size()) * sizeof(std::uint32_t) + sizeof(T));
+  }
   /// Takes x's entries, x's sizes fitting; x is left empty.
   explicit TakenEntries(SparseTensor<T>&& x);
 
@@ -197,7 +203,7 @@ std::vector<std::unique_ptr<Csf<T>>> build_csf_trees(const SparseTensor<T>& x,
 
 /// The trees of taken entries rooted at `roots`, one after another in one scratch, the last
 /// releasing the entries as it reads them (they are empty on return). Unlike the above,
-/// the memory is not checked here: the caller checks csf_trees_bytes before taking them.
+/// the memory is not checked here: the caller checks csf_taken_trees_bytes before taking them.
 template <class T>
 std::vector<std::unique_ptr<Csf<T>>> build_csf_trees(TakenEntries<T>& entries,
                                                      std::span<const int> roots,
@@ -208,6 +214,39 @@ std::vector<std::unique_ptr<Csf<T>>> build_csf_trees(TakenEntries<T>& entries,
 template <class T>
 double csf_trees_bytes(std::span<const index_t> dims, index_t nnz, int trees) {
   return trees * Csf<T>::bytes_bound(dims, nnz) + CsfScratch::bytes(dims, nnz);
+}
+
+/// Bytes that taking a tensor of sizes `dims` (TakenEntries::fit) with nnz entries and
+/// building `trees` trees from its entries (build_csf_trees, 32-bit levels allowed) hold at
+/// most beyond the tensor's own bytes (sparse_tensor_bytes), which they free on the way. The
+/// larger of two moments' bounds: the narrowing, the tensor whole beside its 32-bit indices
+/// (4 N bytes per entry beyond it); and the last tree's build: the trees before it, the
+/// entries (TakenEntries::bytes), the scratch and one level's 32-bit ids, which the level
+/// holds before the last tree frees its mode's indices (4 bytes per entry; the values'
+/// gather, which holds them twice after the scratch's spare is freed, is within that), or,
+/// once it has freed the entries, the whole tree beside the scratch; less the tensor's
+/// bytes. An earlier tree's build (the trees so far, the entries and the scratch) holds less
+/// than the last one's.
+template <class T>
+double csf_taken_trees_bytes(std::span<const index_t> dims, index_t nnz, int trees) {
+  const auto n = static_cast<double>(nnz);
+  const double tree = Csf<T>::bytes_bound(dims, nnz);
+  const double narrowed = n * static_cast<double>(dims.size()) * sizeof(std::uint32_t);
+  const double last =
+      std::max(TakenEntries<T>::bytes(dims, nnz) + n * sizeof(std::uint32_t), tree) +
+      CsfScratch::bytes(dims, nnz);
+  const double tensor = sparse_tensor_bytes(static_cast<int>(dims.size()), nnz, sizeof(T));
+  return std::max(narrowed, (trees - 1) * tree + last - tensor);
+}
+
+/// Bytes that building `trees` trees of a tensor of sizes `dims` with nnz entries holds at
+/// most beyond the tensor held now: taken (cp_als(SparseTensor&&)) and its sizes fitting,
+/// csf_taken_trees_bytes; else (kept by the caller, or a mode larger than 2^32, whose
+/// tensor is freed only once the trees are built) the trees and one scratch.
+template <class T>
+double csf_build_bytes(std::span<const index_t> dims, index_t nnz, int trees, bool taken) {
+  return taken && TakenEntries<T>::fit(dims) ? csf_taken_trees_bytes<T>(dims, nnz, trees)
+                                             : csf_trees_bytes<T>(dims, nnz, trees);
 }
 
 /// The entries of the tensor a tree was built from (of sizes `dims`): every leaf's index in

@@ -1,6 +1,7 @@
 // CP-ALS of a sparse tensor: the one ALS loop (cp/cp_als.hpp) over a SparseOperand.
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 
 #include "core/instantiate.hpp"
@@ -31,17 +32,10 @@ CsfLayout parse_csf_layout(std::string_view name) {
 }
 
 template <class T>
-CsfLayout csf_layout_for(const SparseTensor<T>& x, const SparseCpOptions& sparse) {
+CsfLayout csf_layout_for(const SparseTensor<T>& x, const SparseCpOptions& sparse, bool taken) {
   if (sparse.csf != CsfLayout::automatic) return sparse.csf;
-  // The first layout whose trees and one build scratch take at most 3/4 of the memory.
-  const double tree = detail::Csf<T>::bytes_bound(x.dims(), x.nnz());
-  const double budget = 0.75 * static_cast<double>(detail::host_available_bytes()) -
-                        detail::CsfScratch::bytes(x.dims(), x.nnz());
-  for (CsfLayout layout : {CsfLayout::all, CsfLayout::two}) {
-    if (static_cast<double>(detail::csf_roots(x.dims(), layout).size()) * tree <= budget)
-      return layout;
-  }
-  return CsfLayout::one;
+  return detail::csf_layout_within<T>(x.dims(), x.nnz(),
+                                      static_cast<double>(detail::host_available_bytes()), taken);
 }
 
 namespace {
@@ -68,7 +62,7 @@ CpResult<T> sparse_cp_als(const SparseTensor<T>& x, Entries&& entries, const CpO
   detail::require_exact_solver(options, "a sparse tensor");
   detail::refuse_sparsity(options, "a sparse tensor");
   auto c = detail::make_compute<T>(options.backend);
-  const CsfLayout layout = csf_layout_for(x, sparse);
+  const CsfLayout layout = csf_layout_for(x, sparse, !std::is_lvalue_reference_v<Entries>);
   detail::SparseOperand<T> op(*c, std::forward<Entries>(entries), layout);
   CpResult<T> res = detail::run_cp_starts(op, *c, options, initial_factors, start);
   res.timings.total = detail::seconds_since(start);
@@ -89,11 +83,11 @@ CpResult<T> cp_als(SparseTensor<T>&& x, const CpOptions& options, CpStart<T> ini
   return sparse_cp_als(x, std::move(x), options, initial_factors, sparse);
 }
 
-#define TENFOLD_INSTANTIATE_SPARSE_CP(T)                                                \
-  template CsfLayout csf_layout_for<T>(const SparseTensor<T>&, const SparseCpOptions&); \
-  template CpResult<T> cp_als<T>(const SparseTensor<T>&, const CpOptions&, CpStart<T>,  \
-                                 const SparseCpOptions&);                               \
-  template CpResult<T> cp_als<T>(SparseTensor<T>&&, const CpOptions&, CpStart<T>,       \
+#define TENFOLD_INSTANTIATE_SPARSE_CP(T)                                                      \
+  template CsfLayout csf_layout_for<T>(const SparseTensor<T>&, const SparseCpOptions&, bool); \
+  template CpResult<T> cp_als<T>(const SparseTensor<T>&, const CpOptions&, CpStart<T>,        \
+                                 const SparseCpOptions&);                                     \
+  template CpResult<T> cp_als<T>(SparseTensor<T>&&, const CpOptions&, CpStart<T>,             \
                                  const SparseCpOptions&);
 TENFOLD_INSTANTIATE_FOR_EACH_VALUE_TYPE(TENFOLD_INSTANTIATE_SPARSE_CP)
 

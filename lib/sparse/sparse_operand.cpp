@@ -49,6 +49,16 @@ std::vector<int> csf_roots(std::span<const index_t> dims, CsfLayout layout) {
 }
 
 template <class T>
+CsfLayout csf_layout_within(std::span<const index_t> dims, index_t nnz, double available,
+                            bool taken) {
+  for (CsfLayout layout : {CsfLayout::all, CsfLayout::two}) {
+    const auto trees = static_cast<int>(csf_roots(dims, layout).size());
+    if (csf_build_bytes<T>(dims, nnz, trees, taken) <= 0.75 * available) return layout;
+  }
+  return CsfLayout::one;
+}
+
+template <class T>
 SparseOperand<T>::SparseOperand(Compute<T>& c, const SparseTensor<T>& x,
                                 const SparseTensor<T>* kept, CsfLayout layout)
     : CpOperand<T>(c),
@@ -75,9 +85,9 @@ SparseOperand<T>::SparseOperand(Compute<T>& c, SparseTensor<T>&& x, CsfLayout la
   const std::vector<int> roots = checked_roots(c);
   const std::string what = trees_what(roots);
   if (TakenEntries<T>::fit(dims_)) {
-    // Checked before x is taken (an error leaves it whole): the trees and their scratch
-    // cover the 32-bit copy of the indices made while x is still whole.
-    require_host_bytes(csf_trees_bytes<T>(dims_, nnz_, static_cast<int>(roots.size())), what);
+    // Checked before x is taken (an error leaves it whole): the most the take and the
+    // builds hold beyond x, whose bytes they free (csf_taken_trees_bytes).
+    require_host_bytes(csf_taken_trees_bytes<T>(dims_, nnz_, static_cast<int>(roots.size())), what);
     TakenEntries<T> entries(std::move(x));
     trees_ = build_csf_trees(entries, roots, max_narrow);
   } else {
@@ -215,8 +225,9 @@ double SparseOperand<T>::workspace_elements(index_t rank, bool mode_grams) const
   return e;
 }
 
-#define TENFOLD_INSTANTIATE_SPARSE_OPERAND(T) \
-  template class SparseOperand<T>;            \
+#define TENFOLD_INSTANTIATE_SPARSE_OPERAND(T)                                               \
+  template CsfLayout csf_layout_within<T>(std::span<const index_t>, index_t, double, bool); \
+  template class SparseOperand<T>;                                                          \
   template void sparse_mode_gram<T>(const SparseTensor<T>&, int, T*);
 TENFOLD_INSTANTIATE_FOR_EACH_VALUE_TYPE(TENFOLD_INSTANTIATE_SPARSE_OPERAND)
 

@@ -22,6 +22,16 @@ namespace tenfold::detail {
 /// leaves (csf_mode_order).
 std::vector<int> csf_roots(std::span<const index_t> dims, CsfLayout layout);
 
+/// The layout CsfLayout::automatic resolves to for a tensor of sizes `dims` with nnz entries
+/// when `available` bytes of host memory are free: the first of all, two and one whose
+/// trees' build holds at most 3/4 of them beyond the tensor held now (csf_build_bytes):
+/// kept by the caller (not `taken`), the trees and one build scratch; taken by cp_als, the
+/// peak of taking the entries and building the trees from them, whose bytes the tensor's
+/// own, freed on the way, offset (csf_taken_trees_bytes). One when none does.
+template <class T>
+CsfLayout csf_layout_within(std::span<const index_t> dims, index_t nnz, double available,
+                            bool taken);
+
 template <class T>
 class SparseOperand final : public CpOperand<T> {
  public:
