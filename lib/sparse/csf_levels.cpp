@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/instantiate.hpp"
+#include "core/memory.hpp"
 #include "core/thread_pool.hpp"
 #include "sparse/csf.hpp"
 
@@ -72,14 +73,16 @@ void csf_mttkrp_level(const Csf<T>& tree, int level,
   const auto& cuts = tree.cuts();
   const auto pieces = static_cast<index_t>(cuts.size()) - 1;
   // parts (one per thread, at least one): contiguous ranges of pieces, each into its own
-  // row-major copy of the output
+  // row-major copy of the output, added to at random rows: on huge pages from 2 MiB up
+  // (allocate_host), where 4 KiB pages would miss the TLB at nearly every row
   const index_t parts = std::max<index_t>(1, std::min<index_t>(pool_threads(), pieces));
   const auto size = static_cast<std::size_t>(out_rows * rank);
-  std::vector<std::vector<T>> acc(static_cast<std::size_t>(parts));
+  std::vector<HostArray<T>> acc(static_cast<std::size_t>(parts));
   with_index(tree, [&](const auto& ix) {
     parallel_for(parts, [&](index_t part) {
-      std::vector<T>& a = acc[static_cast<std::size_t>(part)];
-      a.assign(size, T(0));
+      HostArray<T>& a = acc[static_cast<std::size_t>(part)];
+      a.resize(size);
+      std::fill_n(a.data(), size, T(0));
       const auto levels = static_cast<std::size_t>(tree.levels());
       std::vector<T> prefix(levels * static_cast<std::size_t>(rank)),
           sums(levels * static_cast<std::size_t>(rank));
@@ -98,9 +101,8 @@ void csf_mttkrp_level(const Csf<T>& tree, int level,
     const index_t i0 = tile * kTile, i1 = std::min(out_rows, i0 + kTile);
     for (index_t r = 0; r < rank; ++r) {
       for (index_t i = i0; i < i1; ++i) {
-        T v = acc[0][static_cast<std::size_t>(i * rank + r)];
-        for (std::size_t p = 1; p < acc.size(); ++p)
-          v += acc[p][static_cast<std::size_t>(i * rank + r)];
+        T v = acc[0].data()[i * rank + r];
+        for (std::size_t p = 1; p < acc.size(); ++p) v += acc[p].data()[i * rank + r];
         out[i + r * out_rows] = v;
       }
     }

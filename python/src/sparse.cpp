@@ -53,7 +53,7 @@ nb::dict sparse_cp_als_typed(const Coords& coords, const Values<T>& values,
   // x is this call's copy of the arrays: cp_als takes it, releasing it once its trees are
   // built.
   SparseTensor<T> x = sparse_from(coords, values, shape);
-  const CsfLayout layout = csf_layout_for(x, {parse_csf_layout(csf)});
+  const CsfLayout layout = csf_layout_for(x, {parse_csf_layout(csf)}, /*taken=*/true);
   const index_t nnz = x.nnz();
   CpOptions o;
   o.rank = rank;
