@@ -429,20 +429,28 @@ TENFOLD_INLINE_INTO_CLONE inline void subtree_sum(const Csf<T>& tree, const CsfI
   const T* values = tree.values();
   const LevelRead<W> leaf_id = ix.ids(last);
   const T* leaf_rows = rows[tree.mode(last)];
-  // t += sum over leaves [lo, hi) of value * U_leaf[id]
-  const auto add_leaves = [&](index_t lo, index_t hi, T* to) TENFOLD_INLINE_INTO_CLONE {
-    for (index_t c = lo; c < hi; ++c) {
+  // to = sum over leaves [lo, hi) of value * U_leaf[id], the first leaf's term set (not
+  // added to zeros: no zeroing pass, a call of memset per node with a run-time rank)
+  const auto sum_leaves = [&](index_t lo, index_t hi, T* to) TENFOLD_INLINE_INTO_CLONE {
+    if (lo == hi) {
+      std::fill(to, to + rank, T(0));
+      return;
+    }
+    prefetch_row(leaf_id, leaf_rows, rank, lo);
+    const T* first = leaf_rows + leaf_id[lo] * rank;
+    for (index_t r = 0; r < rank; ++r) to[r] = values[lo] * first[r];
+    for (index_t c = lo + 1; c < hi; ++c) {
       prefetch_row(leaf_id, leaf_rows, rank, c);
       const T* row = leaf_rows + leaf_id[c] * rank;
       const T x = values[c];
       for (index_t r = 0; r < rank; ++r) to[r] += x * row[r];
     }
   };
-  std::fill(t, t + rank, T(0));
   if (k == last - 1) {
-    add_leaves(ix.children(k)[j], ix.children(k)[j + 1], t);
+    sum_leaves(ix.children(k)[j], ix.children(k)[j + 1], t);
     return;
   }
+  std::fill(t, t + rank, T(0));
   // parent .+= U_mode(d)[id(pos[d])] .* sums[d], then the next node of level d
   const auto finish = [&](int d) TENFOLD_INLINE_INTO_CLONE {
     T* parent = d == k + 1 ? t : sums + (d - 1) * rank;
@@ -463,11 +471,11 @@ TENFOLD_INLINE_INTO_CLONE inline void subtree_sum(const Csf<T>& tree, const CsfI
     const index_t c = pos[d];
     prefetch_row(ix.ids(d), rows[tree.mode(d)], rank, c);
     T* here = sums + d * rank;
-    std::fill(here, here + rank, T(0));
     if (d == last - 1) {
-      add_leaves(ix.children(d)[c], ix.children(d)[c + 1], here);
+      sum_leaves(ix.children(d)[c], ix.children(d)[c + 1], here);
       finish(d);
     } else {
+      std::fill(here, here + rank, T(0));
       pos[d + 1] = ix.children(d)[c];
       end[d + 1] = ix.children(d)[c + 1];
       ++d;
