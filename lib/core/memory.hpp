@@ -31,6 +31,17 @@ void advise_huge_pages(void* p, std::size_t bytes);
 /// Throws std::bad_alloc.
 void* allocate_host(std::size_t bytes);
 
+/// The room to ask of allocate_host for n values of T that a kernel reads or adds to at
+/// random rows (factor rows, per-thread output copies): from 256 KiB up, whole 2 MiB, so
+/// that they sit on huge pages; with 4 KiB pages the first-level TLB covers only a few
+/// hundred KiB, and a row at random misses it.
+template <class T>
+std::size_t random_rows_room(std::size_t n) {
+  constexpr std::size_t kFrom = std::size_t{1} << 18, kHuge = std::size_t{1} << 21;
+  if (n > SIZE_MAX / sizeof(T) - kHuge || n * sizeof(T) < kFrom) return n;
+  return (n * sizeof(T) + kHuge - 1) / kHuge * kHuge / sizeof(T);
+}
+
 /// n values of T in allocate_host's memory (contents undefined): the host buffers that
 /// need no backend, such as a row-major input's copy in axis order.
 template <class T>

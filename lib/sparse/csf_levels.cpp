@@ -73,15 +73,15 @@ void csf_mttkrp_level(const Csf<T>& tree, int level,
   const auto& cuts = tree.cuts();
   const auto pieces = static_cast<index_t>(cuts.size()) - 1;
   // parts (one per thread, at least one): contiguous ranges of pieces, each into its own
-  // row-major copy of the output, added to at random rows: on huge pages from 2 MiB up
-  // (allocate_host), where 4 KiB pages would miss the TLB at nearly every row
+  // row-major copy of the output, added to at random rows: on huge pages
+  // (random_rows_room)
   const index_t parts = std::max<index_t>(1, std::min<index_t>(pool_threads(), pieces));
   const auto size = static_cast<std::size_t>(out_rows * rank);
   std::vector<HostArray<T>> acc(static_cast<std::size_t>(parts));
   with_index(tree, [&](const auto& ix) {
     parallel_for(parts, [&](index_t part) {
       HostArray<T>& a = acc[static_cast<std::size_t>(part)];
-      a.resize(size);
+      a.resize(random_rows_room<T>(size));
       std::fill_n(a.data(), size, T(0));
       const auto levels = static_cast<std::size_t>(tree.levels());
       std::vector<T> prefix(levels * static_cast<std::size_t>(rank)),

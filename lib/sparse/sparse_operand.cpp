@@ -151,7 +151,7 @@ std::vector<const T*> SparseOperand<T>::factor_rows(std::span<const T* const> fa
     if (!fresh_[ms]) {
       // U_m column-major (I_m x R) to row-major.
       const index_t rows = dims_[ms];
-      rows_[ms].resize(static_cast<std::size_t>(rows * rank));
+      rows_[ms].resize(random_rows_room<T>(static_cast<std::size_t>(rows * rank)));
       to_row_major(rows, rank, factors[ms], rows_[ms].data());
       fresh_[ms] = true;
     }
