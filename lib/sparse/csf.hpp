@@ -378,6 +378,7 @@ TENFOLD_INLINE_INTO_CLONE inline void for_each_path(const Csf<T>& tree, const Cs
     const T* row = rows[tree.mode(d)] + ix.ids(d)[j] * rank;
     const T* above = prefix + (d - 1) * rank;
     T* here = prefix + d * rank;
+    TENFOLD_DISJOINT_ROWS
     for (index_t r = 0; r < rank; ++r) here[r] = above[r] * row[r];
     if (d == depth) {
       visit(j, static_cast<const T*>(here));
@@ -438,11 +439,14 @@ TENFOLD_INLINE_INTO_CLONE inline void subtree_sum(const Csf<T>& tree, const CsfI
     }
     prefetch_row(leaf_id, leaf_rows, rank, lo);
     const T* first = leaf_rows + leaf_id[lo] * rank;
-    for (index_t r = 0; r < rank; ++r) to[r] = values[lo] * first[r];
+    const T x0 = values[lo];
+    TENFOLD_DISJOINT_ROWS
+    for (index_t r = 0; r < rank; ++r) to[r] = x0 * first[r];
     for (index_t c = lo + 1; c < hi; ++c) {
       prefetch_row(leaf_id, leaf_rows, rank, c);
       const T* row = leaf_rows + leaf_id[c] * rank;
       const T x = values[c];
+      TENFOLD_DISJOINT_ROWS
       for (index_t r = 0; r < rank; ++r) to[r] += x * row[r];
     }
   };
@@ -456,6 +460,7 @@ TENFOLD_INLINE_INTO_CLONE inline void subtree_sum(const Csf<T>& tree, const CsfI
     T* parent = d == k + 1 ? t : sums + (d - 1) * rank;
     const T* row = rows[tree.mode(d)] + ix.ids(d)[pos[d]] * rank;
     const T* below = sums + d * rank;
+    TENFOLD_DISJOINT_ROWS
     for (index_t r = 0; r < rank; ++r) parent[r] += row[r] * below[r];
     ++pos[d];
   };

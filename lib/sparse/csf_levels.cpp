@@ -38,9 +38,11 @@ TENFOLD_SIMD_CLONES void mttkrp_level_roots(const Csf<T>& tree, const CsfIndex<W
       T* to = acc + level_id[j] * rank;
       if (k == last) {
         const T x = values[j];
+        TENFOLD_DISJOINT_ROWS
         for (index_t r = 0; r < rank; ++r) to[r] += x * above[r];
       } else {
         subtree_sum(tree, ix, rows, rank, k, j, t, sums, pos, end);
+        TENFOLD_DISJOINT_ROWS
         for (index_t r = 0; r < rank; ++r) to[r] += above[r] * t[r];
       }
     }
