@@ -38,7 +38,7 @@ void* allocate_host(std::size_t bytes);
 template <class T>
 std::size_t random_rows_room(std::size_t n) {
   constexpr std::size_t kFrom = std::size_t{1} << 18, kHuge = std::size_t{1} << 21;
-  if (n > SIZE_MAX / sizeof(T) - kHuge || n * sizeof(T) < kFrom) return n;
+  if (n > (SIZE_MAX - kHuge) / sizeof(T) || n * sizeof(T) < kFrom) return n;
   return (n * sizeof(T) + kHuge - 1) / kHuge * kHuge / sizeof(T);
 }
 

@@ -138,8 +138,10 @@ class TextStream {
     if (got < 0) throw IoError("cannot decompress " + quoted(path_) + ": " + what);
     if (compressed_ != nullptr && *compressed_) {
       const auto at = static_cast<std::uint64_t>(std::max<z_off_t>(0, gzoffset(gz_)));
-      if (at > compressed_at_) (*compressed_)(at - compressed_at_);
-      compressed_at_ = std::max(at, compressed_at_);
+      if (at > compressed_at_) {
+        (*compressed_)(at - compressed_at_);
+        compressed_at_ = at;
+      }
     }
     // zlib reads a stream cut short up to the cut, then reports Z_BUF_ERROR.
     if (code == Z_BUF_ERROR) {
