@@ -224,9 +224,10 @@ TENFOLD_API DistSparseTensor<T> read_sparse(MPI_Comm comm, const std::filesystem
                                             std::vector<int> grid_shape = {},
                                             const std::vector<index_t>& shape = {});
 
-/// The CSF layout sparse.csf resolves to, alike on every process (automatic: all trees
-/// when every process's fit in its memory, else one; each process's by tenfold::csf_layout_for
-/// of its block, `taken` when the layout is for cp_als(std::move(x), ...)). Collective.
+/// The CSF layout sparse.csf resolves to, alike on every process: a named layout as it is;
+/// automatic, the first of all, two and one whose trees fit on every process, each
+/// process's choice by tenfold::csf_layout_for of its block (`taken` when the layout
+/// is for cp_als(std::move(x), ...)). Collective.
 template <class T>
 TENFOLD_API CsfLayout csf_layout_for(const DistSparseTensor<T>& x, const SparseCpOptions& sparse,
                                      bool taken = false);

@@ -194,10 +194,15 @@ CpResult<T> cp_als(const DistTensor<T>& x, const CpOptions& options, CpStart<T> 
 
 template <class T>
 CsfLayout csf_layout_for(const DistSparseTensor<T>& x, const SparseCpOptions& sparse, bool taken) {
-  // One tree everywhere when any process's trees would not fit in its memory.
-  int one = tenfold::csf_layout_for(x.local, sparse, taken) == CsfLayout::one ? 1 : 0;
-  MPI_Allreduce(MPI_IN_PLACE, &one, 1, MPI_INT, MPI_MAX, x.grid->comm());
-  return one == 1 ? CsfLayout::one : CsfLayout::all;
+  // Each process's layout for its block; every process takes the one that holds least
+  // (all, two, one: the last any process needs), so that every block's trees fit. A
+  // layout the user named is every process's already.
+  constexpr CsfLayout by_memory[] = {CsfLayout::all, CsfLayout::two, CsfLayout::one};
+  const CsfLayout mine = tenfold::csf_layout_for(x.local, sparse, taken);
+  int most = static_cast<int>(std::find(std::begin(by_memory), std::end(by_memory), mine) -
+                              std::begin(by_memory));
+  MPI_Allreduce(MPI_IN_PLACE, &most, 1, MPI_INT, MPI_MAX, x.grid->comm());
+  return by_memory[most];
 }
 
 namespace {

@@ -124,7 +124,8 @@ TEST(DistSparse, CpTakingTheTensorReleasesItsBlock) {
   for (const auto& dims : kSparseShapes) {
     const SparseTensor<double> x = power_law(dims, 2000, 5);
     const auto d = mpi::read_sparse<double>(MPI_COMM_WORLD, save_sparse(x, "take.tns"));
-    for (CsfLayout layout : {CsfLayout::all, CsfLayout::one}) {
+    for (CsfLayout layout : {CsfLayout::all, CsfLayout::two, CsfLayout::one}) {
+      EXPECT_EQ(mpi::csf_layout_for(d, {layout}, true), layout);
       for (CpInit init : {CpInit::random, CpInit::nvecs}) {
         CpOptions o = sweeps(3, 15, init);
         o.seed = 6;
