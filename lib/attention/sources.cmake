@@ -1,4 +1,5 @@
 target_sources(tenfold_attention PRIVATE
+  attention/cache_attention.cpp
   attention/calibration_file.cpp
   attention/checkpoint.cpp
   attention/checkpoint_layers.cpp

@@ -27,3 +27,39 @@
 #else
 #define TENFOLD_DISJOINT_ROWS
 #endif
+
+namespace tenfold::detail {
+
+/// 64 bytes of T as one vector value (GCC's and clang's vector extension: one AVX-512
+/// register, two AVX2 ones or four SSE ones in the respective clones), for loops that keep
+/// partial results in registers where a plain array would go to memory. load and store
+/// read and write unaligned memory.
+template <class T>
+struct Vec64Of;
+template <>
+struct Vec64Of<float> {
+  typedef float type __attribute__((vector_size(64)));
+};
+template <>
+struct Vec64Of<double> {
+  typedef double type __attribute__((vector_size(64)));
+};
+// (not `using Vec64 = T __attribute__((vector_size(64)))`: GCC drops the attribute of a
+// dependent alias)
+template <class T>
+using Vec64 = typename Vec64Of<T>::type;
+
+template <class T>
+TENFOLD_INLINE_INTO_CLONE inline Vec64<T> load64(const T* p) {
+  static_assert(sizeof(Vec64<T>) == 64);
+  Vec64<T> v;
+  __builtin_memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+template <class T>
+TENFOLD_INLINE_INTO_CLONE inline void store64(T* p, Vec64<T> v) {
+  __builtin_memcpy(p, &v, sizeof(v));
+}
+
+}  // namespace tenfold::detail

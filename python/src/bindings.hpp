@@ -158,8 +158,9 @@ void register_decompositions(nb::module_& m);
 void register_attention(nb::module_& m);
 void register_sparse(nb::module_& m);
 void register_gcp(nb::module_& m);
-void register_parafac2(nb::module_& m);     // python/src/parafac2.cpp
-void register_cmtf(nb::module_& m);         // python/src/cmtf.cpp
-void register_tt_nntucker(nb::module_& m);  // python/src/tt_nntucker.cpp
+void register_parafac2(nb::module_& m);         // python/src/parafac2.cpp
+void register_cmtf(nb::module_& m);             // python/src/cmtf.cpp
+void register_tt_nntucker(nb::module_& m);      // python/src/tt_nntucker.cpp
+void register_cache_attention(nb::module_& m);  // python/src/cache_attention.cpp
 
 }  // namespace tenfold::python

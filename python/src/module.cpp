@@ -72,4 +72,5 @@ NB_MODULE(_tenfold, m) {
   tenfold::python::register_parafac2(m);
   tenfold::python::register_cmtf(m);
   tenfold::python::register_tt_nntucker(m);
+  tenfold::python::register_cache_attention(m);
 }

@@ -12,6 +12,9 @@ from ._attention import _apply_mask
 from ._cache import make_roomy
 
 
+#: The most queries per call that read the cache through the library's kernel (reads_cache).
+_CACHE_QUERIES = 8
+
 #: cos and sin tables of the cache indices per (inv_freq, attention_scaling, dtype, device),
 #: shared by the layers (RotarySharedKeyAttention.rotation).
 _ROTATIONS: dict = {}
@@ -218,7 +221,7 @@ class RotarySharedKeyAttention(nn.Module):
             queries = self.q_proj(hidden_states).view(b, n, self.heads, self.head_dim).transpose(1, 2)
             queries = queries * c[total - n:] + rotate_half(queries) * s[total - n:]
         rebuild = self.value_values is not None and not self.folded
-        if rebuild and self.sdpa(n):
+        if rebuild and self.sdpa(n) and not self.reads_cache(queries, keys, values):
             # Several queries: each value head's d values rebuilt from the latent first (G d C_v
             # per cached token), so that the fused attention runs at the original value width.
             total = values.shape[2]
@@ -241,6 +244,41 @@ class RotarySharedKeyAttention(nn.Module):
         impl = getattr(self.config, "_attn_implementation", None)
         return n > 1 and impl == "sdpa" and not (self.training and self.attention_dropout > 0)
 
+    def reads_cache(self, queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> bool:
+        """Whether a few queries (decoding: at most ``_CACHE_QUERIES``) read the cache through the
+        library's kernel (tenfold.cache_attention, docs/kv-cache.md): on the CPU, in float32 or
+        float64, with no gradient to record, no dropout and no probabilities asked for (the
+        'sdpa' implementation). One pass over the cached tokens for all the heads that share
+        them, where torch's products stream each operand through several passes."""
+        impl = getattr(self.config, "_attn_implementation", None)
+        return (queries.shape[2] <= _CACHE_QUERIES and impl == "sdpa" and queries.device.type == "cpu"
+                and queries.dtype in (torch.float32, torch.float64)
+                and keys.dtype == values.dtype == queries.dtype
+                and not any(t.requires_grad for t in (queries, keys, values))
+                and not (self.training and self.attention_dropout > 0))
+
+    def cache_attention(self, queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask) -> torch.Tensor:
+        """attend's context by the library's kernel (reads_cache): the mask as an additive
+        bias (B, 1, n, n_k) (False: the dtype's lowest number, as _apply_mask), or none,
+        then causal for several queries."""
+        b, h, n, _ = queries.shape
+        total = keys.shape[2]
+        bias = None
+        if mask is not None:
+            if not isinstance(mask, torch.Tensor):
+                raise TypeError(f"{self.family} attention: attention mask of type {type(mask).__name__} is not "
+                                "supported (use the 'eager' or 'sdpa' attention implementation)")
+            if mask.dtype == torch.bool:
+                bias = torch.zeros(mask.shape, dtype=queries.dtype).masked_fill_(~mask, torch.finfo(queries.dtype).min)
+            else:
+                bias = mask.to(queries.dtype)
+            bias = bias.expand(b, 1, n, total)
+            if bias.stride(-1) != 1:
+                bias = bias.contiguous()
+        out = queries.new_empty(b, h, n, values.shape[-1])
+        _tenfold.cache_attention(queries, keys, values, bias, mask is None and n > 1, self.scaling, out)
+        return out
+
     def attend(self, queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask):
         """(context (B, H, n, w), probabilities (B, H, n, n_k) or None): each head's
         softmax(q kᵀ scale + mask) v, the queries (B, H, n, k) against keys (B, K, n_k, k)
@@ -249,6 +287,8 @@ class RotarySharedKeyAttention(nn.Module):
         b, h, n, width = queries.shape
         total, value_width = keys.shape[2], values.shape[-1]
         where = f"{self.family} attention"
+        if self.reads_cache(queries, keys, values):
+            return self.cache_attention(queries, keys, values, mask), None
         if self.sdpa(n):
             # torch's fused CPU kernel needs one width: zeros appended to the narrower side
             # change no score and no output column kept.

@@ -1,0 +1,360 @@
+// Attention of a few queries over a KV cache whose heads groups of query heads share
+// (include/tenfold/cache_attention.hpp): each task streams a range of cached tokens once
+// for all the rows (heads of a group times queries) that read it, in blocks: the block's
+// scores, an online softmax (the running max, the sum of weights and the weighted values,
+// rescaled when the max grows), then the ranges of a group merged.
+#include "tenfold/cache_attention.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "core/exp_nonpositive.hpp"
+#include "core/instantiate.hpp"
+#include "core/simd.hpp"
+#include "core/thread_pool.hpp"
+#include "tenfold/error.hpp"
+
+namespace tenfold::attention {
+namespace {
+
+// Cached tokens whose scores a task holds at once (per row).
+constexpr index_t kBlock = 64;
+// Cached tokens a task covers at least, where the tokens are split between tasks.
+constexpr index_t kMinRange = 1024;
+
+// The sizes of one call, checked.
+template <class T>
+struct Shape {
+  index_t batch, heads, n, tokens, key_width, value_width;
+  index_t per_key, per_value;  // query heads per key head, per value head
+  index_t per_group;           // query heads that read the same key and value head
+  index_t groups() const { return heads / per_group; }
+  index_t rows() const { return per_group * n; }  // rows of a group: head j, query i at j n + i
+};
+
+// The rows of one (batch, group): each row's query, bias row (or null) and last token seen.
+template <class T>
+struct Rows {
+  std::vector<const T*> query, bias;
+  std::vector<index_t> last;
+  const T* keys;    // the group's key head: token t at keys + t key_stride
+  const T* values;  // its value head
+};
+
+// Values in one 64-byte vector (one AVX-512 register, two AVX2 ones): the kernels' loops
+// hold that many partial results in registers.
+template <class T>
+inline constexpr index_t kLanes = 64 / sizeof(T);
+
+// Independent sums a loop keeps (the latency of an add over its throughput), and the rows
+// whose sums the value loop keeps beside them (kRows kChains vectors in registers).
+constexpr index_t kChains = 4;
+constexpr index_t kRows = 3;
+
+// Per task: the block's scores (rows x kBlock), then its weights; the queries transposed
+// (C_k x padded rows, rows contiguous, the padding zero); the block's scores by token
+// (kBlock x padded rows).
+template <class T>
+struct Scratch {
+  std::vector<T> scores, queries, by_token;
+  index_t padded_rows;
+};
+
+// The rows rounded up to whole vectors.
+template <class T>
+index_t padded_rows(index_t rows) {
+  return (rows + kLanes<T> - 1) / kLanes<T> * kLanes<T>;
+}
+
+// The task's scratch, its queries transposed.
+template <class T>
+Scratch<T> make_scratch(const Rows<T>& rows_of, index_t rows, index_t ck) {
+  const index_t padded = padded_rows<T>(rows);
+  Scratch<T> s{std::vector<T>(static_cast<std::size_t>(rows * kBlock)),
+               std::vector<T>(static_cast<std::size_t>(ck * padded), T(0)),
+               std::vector<T>(static_cast<std::size_t>(kBlock * padded)), padded};
+  for (index_t r = 0; r < rows; ++r)
+    for (index_t c = 0; c < ck; ++c)
+      s.queries[static_cast<std::size_t>(c * padded + r)] =
+          rows_of.query[static_cast<std::size_t>(r)][c];
+  return s;
+}
+
+// s(r, t) for the block's tokens [u0, u0 + width): scale <q_r, k_t> + bias(i, t), -inf
+// past row i's last token. Each token's scores for a vector of rows sum in registers over
+// the key width (kChains tokens at once: independent sums), no horizontal sums; then
+// from token-major to row-major.
+template <class T>
+TENFOLD_INLINE_INTO_CLONE inline void block_scores(const Rows<T>& rows_of, index_t rows, index_t ck,
+                                                   index_t key_stride, T scale, index_t u0,
+                                                   index_t width, Scratch<T>& scratch) {
+  constexpr index_t lanes = kLanes<T>;
+  const index_t padded = scratch.padded_rows;
+  const T* qt = scratch.queries.data();
+  T* by_token = scratch.by_token.data();
+  for (index_t t0 = 0; t0 < width; t0 += kChains) {
+    const T* key[kChains];
+    for (index_t j = 0; j < kChains; ++j)
+      key[j] = rows_of.keys + (u0 + std::min(t0 + j, width - 1)) * key_stride;
+    for (index_t r0 = 0; r0 < padded; r0 += lanes) {
+      detail::Vec64<T> a[kChains] = {};
+      for (index_t c = 0; c < ck; ++c) {
+        const detail::Vec64<T> q = detail::load64(qt + c * padded + r0);
+        for (index_t j = 0; j < kChains; ++j) a[j] += key[j][c] * q;
+      }
+      for (index_t j = 0; j < kChains; ++j)
+        if (t0 + j < width) detail::store64(by_token + (t0 + j) * padded + r0, a[j]);
+    }
+  }
+  T* scores = scratch.scores.data();
+  for (index_t r = 0; r < rows; ++r) {
+    const auto rs = static_cast<std::size_t>(r);
+    T* s = scores + r * kBlock;
+    for (index_t t = 0; t < width; ++t) s[t] = scale * by_token[t * padded + r];
+    if (const T* bias = rows_of.bias[rs]; bias != nullptr)
+      for (index_t t = 0; t < width; ++t) s[t] += bias[u0 + t];
+    for (index_t t = std::max<index_t>(0, rows_of.last[rs] + 1 - u0); t < width; ++t)
+      s[t] = -std::numeric_limits<T>::infinity();
+  }
+}
+
+// acc(r) += w(r, t) v_t for `Rs` rows from r0 and `Cs` vectors of columns from c0, over
+// the block's tokens: Rs Cs sums held in registers, each value vector loaded once for the
+// rows.
+template <index_t Rs, index_t Cs, class T>
+TENFOLD_INLINE_INTO_CLONE inline void add_values(const T* values, index_t value_stride,
+                                                 index_t width, const T* weights, index_t r0,
+                                                 index_t c0, index_t cv, T* acc) {
+  constexpr index_t lanes = kLanes<T>;
+  detail::Vec64<T> a[Rs][Cs];
+  for (index_t i = 0; i < Rs; ++i)
+    for (index_t v = 0; v < Cs; ++v) a[i][v] = detail::load64(acc + (r0 + i) * cv + c0 + v * lanes);
+  for (index_t t = 0; t < width; ++t) {
+    const T* from = values + t * value_stride + c0;
+    detail::Vec64<T> x[Cs];
+    for (index_t v = 0; v < Cs; ++v) x[v] = detail::load64(from + v * lanes);
+    for (index_t i = 0; i < Rs; ++i) {
+      const T w = weights[(r0 + i) * kBlock + t];
+      for (index_t v = 0; v < Cs; ++v) a[i][v] += w * x[v];
+    }
+  }
+  for (index_t i = 0; i < Rs; ++i)
+    for (index_t v = 0; v < Cs; ++v) detail::store64(acc + (r0 + i) * cv + c0 + v * lanes, a[i][v]);
+}
+
+// acc(r) += w(r, t) v_t over the block's tokens: kRows rows and kChains vectors of columns
+// at once (independent sums, each value vector loaded once for the rows), then what is
+// left of the rows and the whole vectors, then the last columns one at a time.
+template <class T>
+TENFOLD_INLINE_INTO_CLONE inline void block_values(const Rows<T>& rows_of, index_t rows, index_t cv,
+                                                   index_t value_stride, index_t u0, index_t width,
+                                                   const T* weights, T* acc) {
+  constexpr index_t lanes = kLanes<T>;
+  const T* values = rows_of.values + u0 * value_stride;
+  index_t c0 = 0;
+  for (; c0 + kChains * lanes <= cv; c0 += kChains * lanes) {
+    index_t r = 0;
+    for (; r + kRows <= rows; r += kRows)
+      add_values<kRows, kChains>(values, value_stride, width, weights, r, c0, cv, acc);
+    for (; r < rows; ++r)
+      add_values<1, kChains>(values, value_stride, width, weights, r, c0, cv, acc);
+  }
+  for (; c0 + lanes <= cv; c0 += lanes)
+    for (index_t r = 0; r < rows; ++r)
+      add_values<1, 1>(values, value_stride, width, weights, r, c0, cv, acc);
+  for (index_t r = 0; r < rows && c0 < cv; ++r) {
+    const T* w = weights + r * kBlock;
+    T* a = acc + r * cv;
+    for (index_t t = 0; t < width; ++t) {
+      const T* v = values + t * value_stride;
+      for (index_t c = c0; c < cv; ++c) a[c] += w[t] * v[c];
+    }
+  }
+}
+
+// Requests the cache lines of w values from p.
+template <class T>
+TENFOLD_INLINE_INTO_CLONE inline void prefetch_row(const T* p, index_t w) {
+  const char* from = reinterpret_cast<const char*>(p);
+  for (index_t b = 0; b < w * static_cast<index_t>(sizeof(T)); b += 64)
+    __builtin_prefetch(from + b);
+}
+
+// The online softmax of the rows of one (batch, group) over tokens [t0, t1): per row r,
+// top[r] = the largest score, sum[r] = sum of exp(s - top), acc (rows x C_v) = sum of
+// exp(s - top) v.
+template <class T>
+TENFOLD_SIMD_CLONES void attend_range(const Shape<T>& p, const Rows<T>& rows_of, index_t key_stride,
+                                      index_t value_stride, T scale, index_t t0, index_t t1, T* top,
+                                      T* sum, T* acc, Scratch<T>& scratch) {
+  constexpr T minus_inf = -std::numeric_limits<T>::infinity();
+  const index_t rows = p.rows(), cv = p.value_width;
+  T* scores = scratch.scores.data();
+  std::fill(top, top + rows, minus_inf);
+  std::fill(sum, sum + rows, T(0));
+  std::fill(acc, acc + rows * cv, T(0));
+  for (index_t u0 = t0; u0 < t1; u0 += kBlock) {
+    const index_t width = std::min(t1, u0 + kBlock) - u0;
+    // the next block's keys and values requested while this one is computed
+    for (index_t t = u0 + width; t < std::min(t1, u0 + width + kBlock); ++t) {
+      prefetch_row(rows_of.keys + t * key_stride, p.key_width);
+      prefetch_row(rows_of.values + t * value_stride, cv);
+    }
+    block_scores(rows_of, rows, p.key_width, key_stride, scale, u0, width, scratch);
+    // weights w = exp(s - top) with top raised to the block's largest; the sums so far
+    // rescaled by exp(old top - new top)
+    for (index_t r = 0; r < rows; ++r) {
+      T* s = scores + r * kBlock;
+      T most = top[r];
+      for (index_t t = 0; t < width; ++t) most = std::max(most, s[t]);
+      if (most == minus_inf) {  // nothing seen yet: no weight
+        std::fill(s, s + width, T(0));
+        continue;
+      }
+      const T shrink = detail::exp_nonpositive(top[r] - most);
+      top[r] = most;
+      if (shrink != T(1)) {
+        sum[r] *= shrink;
+        T* a = acc + r * cv;
+        for (index_t c = 0; c < cv; ++c) a[c] *= shrink;
+      }
+      T added = 0;
+      for (index_t t = 0; t < width; ++t) {
+        s[t] = detail::exp_nonpositive(s[t] - most);
+        added += s[t];
+      }
+      sum[r] += added;
+    }
+    block_values(rows_of, rows, cv, value_stride, u0, width, scores, acc);
+  }
+}
+
+template <class T>
+void check_view(const HeadsView<const T>& a, const char* name) {
+  if (a.batch < 0 || a.heads < 0 || a.rows < 0 || a.width < 0) {
+    throw InvalidArgument(std::string("cache_attention: ") + name + " has a negative size");
+  }
+  if (a.data == nullptr && a.batch * a.heads * a.rows * a.width > 0) {
+    throw InvalidArgument(std::string("cache_attention: ") + name + " has no data");
+  }
+}
+
+template <class T>
+Shape<T> checked_shape(const HeadsView<const T>& q, const HeadsView<const T>& k,
+                       const HeadsView<const T>& v, const HeadsView<const T>& bias, bool causal,
+                       const HeadsView<T>& out) {
+  const HeadsView<const T> o{out.data,  out.batch,        out.heads,       out.rows,
+                             out.width, out.batch_stride, out.head_stride, out.row_stride};
+  for (const auto& [a, name] : {std::pair{&q, "queries"}, std::pair{&k, "keys"},
+                                std::pair{&v, "values"}, std::pair{&o, "out"}})
+    check_view(*a, name);
+  const auto shape = [](const HeadsView<const T>& a) {
+    return "(" + std::to_string(a.batch) + ", " + std::to_string(a.heads) + ", " +
+           std::to_string(a.rows) + ", " + std::to_string(a.width) + ")";
+  };
+  const auto fail = [&](const std::string& why) {
+    throw InvalidArgument("cache_attention: queries " + shape(q) + ", keys " + shape(k) +
+                          ", values " + shape(v) + ", out " + shape(o) + ": " + why);
+  };
+  if (k.batch != q.batch || v.batch != q.batch || o.batch != q.batch)
+    fail("the batch sizes differ");
+  if (k.heads < 1 || v.heads < 1 || q.heads % k.heads != 0 || q.heads % v.heads != 0)
+    fail("the key and value heads must divide the query heads");
+  if (k.width != q.width) fail("the keys' width differs from the queries'");
+  if (v.rows != k.rows) fail("the cached tokens of keys and values differ");
+  if (o.heads != q.heads || o.rows != q.rows || o.width != v.width)
+    fail("out must be (batch, query heads, queries, value width)");
+  if (causal && q.rows > k.rows) fail("causal queries must be among the cached tokens");
+  if (bias.data != nullptr) {
+    check_view(bias, "bias");
+    if (bias.batch != q.batch || bias.heads != 1 || bias.rows != q.rows || bias.width != k.rows) {
+      fail("the bias " + shape(bias) + " must be (batch, 1, queries, cached tokens)");
+    }
+  }
+  Shape<T> p{q.batch,           q.heads,           q.rows, k.rows, q.width, v.width,
+             q.heads / k.heads, q.heads / v.heads, 0};
+  p.per_group = std::gcd(p.per_key, p.per_value);
+  return p;
+}
+
+}  // namespace
+
+template <class T>
+void cache_attention(const HeadsView<const T>& queries, const HeadsView<const T>& keys,
+                     const HeadsView<const T>& values, const HeadsView<const T>& bias, bool causal,
+                     T scale, const HeadsView<T>& out) {
+  const Shape<T> p = checked_shape(queries, keys, values, bias, causal, out);
+  const index_t units = p.batch * p.groups(), rows = p.rows(), cv = p.value_width;
+  if (units * rows == 0) return;
+  // Each (batch, group) unit's tokens in `ranges` contiguous ranges, enough tasks for two
+  // per thread, each range at least kMinRange tokens.
+  const index_t wanted = (2 * detail::pool_threads() + units - 1) / units;
+  const index_t ranges =
+      std::max<index_t>(1, std::min(wanted, (p.tokens + kMinRange - 1) / kMinRange));
+  // state of task (unit, range): top and sum per row, then rows x C_v weighted values
+  const index_t state = rows * (cv + 2);
+  std::vector<T> states(static_cast<std::size_t>(units * ranges * state));
+  detail::parallel_for(units * ranges, [&](index_t task) {
+    const index_t unit = task / ranges, range = task % ranges;
+    const index_t t0 = range * p.tokens / ranges, t1 = (range + 1) * p.tokens / ranges;
+    const index_t b = unit / p.groups(), first_head = (unit % p.groups()) * p.per_group;
+    Rows<T> of{
+        {},
+        {},
+        {},
+        keys.data + b * keys.batch_stride + first_head / p.per_key * keys.head_stride,
+        values.data + b * values.batch_stride + first_head / p.per_value * values.head_stride};
+    for (index_t r = 0; r < rows; ++r) {
+      const index_t j = r / p.n, i = r % p.n;
+      of.query.push_back(queries.data + b * queries.batch_stride +
+                         (first_head + j) * queries.head_stride + i * queries.row_stride);
+      of.bias.push_back(
+          bias.data == nullptr ? nullptr : bias.data + b * bias.batch_stride + i * bias.row_stride);
+      of.last.push_back(causal ? p.tokens - p.n + i : p.tokens);
+    }
+    T* s = states.data() + task * state;
+    Scratch<T> scratch = make_scratch(of, rows, p.key_width);
+    attend_range(p, of, keys.row_stride, values.row_stride, scale, t0, t1, s, s + rows,
+                 s + 2 * rows, scratch);
+  });
+  // out(row) = sum over ranges of e^(top - most) acc / sum over ranges of e^(top - most) sum
+  detail::parallel_for(units, [&](index_t unit) {
+    const index_t b = unit / p.groups(), g = unit % p.groups();
+    const T* first = states.data() + unit * ranges * state;
+    std::vector<T> row(static_cast<std::size_t>(cv));
+    for (index_t r = 0; r < rows; ++r) {
+      T most = -std::numeric_limits<T>::infinity();
+      for (index_t range = 0; range < ranges; ++range)
+        most = std::max(most, first[range * state + r]);
+      std::fill(row.begin(), row.end(), T(0));
+      T total = 0;
+      for (index_t range = 0; range < ranges; ++range) {
+        const T* s = first + range * state;
+        // a range without weight (every score -inf) adds nothing
+        if (s[r] == -std::numeric_limits<T>::infinity()) continue;
+        const T w = detail::exp_nonpositive(s[r] - most);
+        total += w * s[rows + r];
+        const T* a = s + 2 * rows + r * cv;
+        for (index_t c = 0; c < cv; ++c) row[static_cast<std::size_t>(c)] += w * a[c];
+      }
+      // no weight at all: NaN, as softmax of -inf scores
+      const T inverse = total > T(0) ? T(1) / total : std::numeric_limits<T>::quiet_NaN();
+      const index_t j = r / p.n, i = r % p.n;
+      T* to = out.data + b * out.batch_stride + (g * p.per_group + j) * out.head_stride +
+              i * out.row_stride;
+      for (index_t c = 0; c < cv; ++c) to[c] = row[static_cast<std::size_t>(c)] * inverse;
+    }
+  });
+}
+
+#define TENFOLD_INSTANTIATE_CACHE_ATTENTION(T)                                                    \
+  template void cache_attention<T>(const HeadsView<const T>&, const HeadsView<const T>&,          \
+                                   const HeadsView<const T>&, const HeadsView<const T>&, bool, T, \
+                                   const HeadsView<T>&);
+TENFOLD_INSTANTIATE_FOR_EACH_VALUE_TYPE(TENFOLD_INSTANTIATE_CACHE_ATTENTION)
+
+}  // namespace tenfold::attention

@@ -1,0 +1,82 @@
+// tenfold._tenfold.cache_attention: the decode-time read of a KV cache
+// (include/tenfold/cache_attention.hpp) on 4-D CPU arrays, PyTorch tensors included
+// (through DLPack, not copied), the result written into `out`.
+#include "tenfold/cache_attention.hpp"
+
+#include <nanobind/stl/optional.h>
+
+#include <optional>
+#include <string>
+#include <type_traits>
+
+#include "bindings.hpp"
+#include "tenfold/error.hpp"
+
+namespace tenfold::python {
+
+namespace {
+
+using namespace tenfold::attention;
+
+using OutArray = nb::ndarray<nb::device::cpu>;
+
+// The (batch, heads, rows, width) view of a 4-D array of element type T whose last axis
+// is contiguous; throws InvalidArgument naming `what` otherwise.
+template <class T, class Array>
+HeadsView<T> heads_view(const Array& a, const char* what) {
+  if (a.ndim() != 4) {
+    throw InvalidArgument(std::string("cache_attention: ") + what +
+                          " must be 4-D (batch, heads, rows, width), got " +
+                          std::to_string(a.ndim()) + "-D");
+  }
+  if (a.dtype() != nb::dtype<std::remove_const_t<T>>()) {
+    throw InvalidArgument(std::string("cache_attention: ") + what + " must be " +
+                          (sizeof(T) == 4 ? "float32" : "float64") + " as the queries");
+  }
+  if (a.shape(3) > 1 && a.stride(3) != 1) {
+    throw InvalidArgument(std::string("cache_attention: ") + what +
+                          " must be contiguous along its last axis");
+  }
+  const auto size = [&](std::size_t k) { return static_cast<index_t>(a.shape(k)); };
+  const auto stride = [&](std::size_t k) { return static_cast<index_t>(a.stride(k)); };
+  return {static_cast<T*>(a.data()),
+          size(0),
+          size(1),
+          size(2),
+          size(3),
+          stride(0),
+          stride(1),
+          stride(2)};
+}
+
+template <class T>
+void attend(const InArray& queries, const InArray& keys, const InArray& values,
+            const std::optional<InArray>& bias, bool causal, double scale, const OutArray& out) {
+  const HeadsView<const T> q = heads_view<const T>(queries, "queries");
+  const HeadsView<const T> k = heads_view<const T>(keys, "keys");
+  const HeadsView<const T> v = heads_view<const T>(values, "values");
+  const HeadsView<const T> b = bias ? heads_view<const T>(*bias, "bias") : HeadsView<const T>{};
+  const HeadsView<T> o = heads_view<T>(out, "out");
+  const nb::gil_scoped_release released;
+  cache_attention<T>(q, k, v, b, causal, static_cast<T>(scale), o);
+}
+
+}  // namespace
+
+void register_cache_attention(nb::module_& m) {
+  m.def(
+      "cache_attention",
+      [](const InArray& queries, const InArray& keys, const InArray& values,
+         const std::optional<InArray>& bias, bool causal, double scale, const OutArray& out) {
+        if (float_kind(queries, "cache_attention: queries") == 'f') {
+          attend<float>(queries, keys, values, bias, causal, scale, out);
+        } else {
+          attend<double>(queries, keys, values, bias, causal, scale, out);
+        }
+      },
+      nb::arg("queries").noconvert(), nb::arg("keys").noconvert(), nb::arg("values").noconvert(),
+      nb::arg("bias").noconvert().none(), nb::arg("causal"), nb::arg("scale"),
+      nb::arg("out").noconvert());
+}
+
+}  // namespace tenfold::python
