@@ -19,6 +19,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/memory.hpp"
 #include "core/simd.hpp"
 #include "tenfold/sparse.hpp"
 
@@ -319,11 +320,12 @@ void csf_mttkrp(const Csf<T>& tree, std::type_identity_t<std::span<const T* cons
 /// factors of every other mode (the root's included): csf_mttkrp at level 0; below it, each
 /// node's ancestors' row product times its subtree sum, added by contiguous ranges of roots
 /// (one per thread) into private copies of the output (out_rows x R each), which are summed
-/// in range order: the same bits for the same thread count.
+/// in range order: the same bits for the same thread count. `copies`: those copies, kept
+/// by the caller from one call to the next (grown as needed), or null: made for the call.
 template <class T>
 void csf_mttkrp_level(const Csf<T>& tree, int level,
                       std::type_identity_t<std::span<const T* const>> rows, index_t rank,
-                      index_t out_rows, T* out);
+                      index_t out_rows, T* out, std::vector<HostArray<T>>* copies = nullptr);
 
 /// Phi (I_root x R, row-major) = (X_(n) ./ max(B Pi^T, eps)) Pi for the root mode n, B
 /// (I_n x R, row-major) and Pi the Khatri-Rao rows of the other factors rows[m] (row-major)
@@ -418,6 +420,31 @@ TENFOLD_INLINE_INTO_CLONE inline void prefetch_row(const LevelRead<W>& ids, cons
   for (index_t l = 0; l < lines; ++l) __builtin_prefetch(next + 64 * l);
 }
 
+// to = sum over the leaves [lo, hi) of value * U_leaf[id] (zero for none), the first leaf's
+// term set (not added to zeros: no zeroing pass, a call of memset per fibre with a
+// run-time rank).
+template <class T, IndexWidth W>
+TENFOLD_INLINE_INTO_CLONE inline void leaf_sum(const LevelRead<W>& leaf_id, const T* leaf_rows,
+                                               const T* values, index_t rank, index_t lo,
+                                               index_t hi, T* to) {
+  if (lo == hi) {
+    std::fill(to, to + rank, T(0));
+    return;
+  }
+  prefetch_row(leaf_id, leaf_rows, rank, lo);
+  const T* first = leaf_rows + leaf_id[lo] * rank;
+  const T x0 = values[lo];
+  TENFOLD_DISJOINT_ROWS
+  for (index_t r = 0; r < rank; ++r) to[r] = x0 * first[r];
+  for (index_t c = lo + 1; c < hi; ++c) {
+    prefetch_row(leaf_id, leaf_rows, rank, c);
+    const T* row = leaf_rows + leaf_id[c] * rank;
+    const T x = values[c];
+    TENFOLD_DISJOINT_ROWS
+    for (index_t r = 0; r < rank; ++r) to[r] += x * row[r];
+  }
+}
+
 // t = S(j) for node j of level k < last: S(node) = sum over its children c of
 // U_mode(c)[id(c)] .* S(c), S(leaf) = its value; bottom-up, with sums, pos and end
 // indexed by level (rank values per level in sums).
@@ -430,25 +457,8 @@ TENFOLD_INLINE_INTO_CLONE inline void subtree_sum(const Csf<T>& tree, const CsfI
   const T* values = tree.values();
   const LevelRead<W> leaf_id = ix.ids(last);
   const T* leaf_rows = rows[tree.mode(last)];
-  // to = sum over leaves [lo, hi) of value * U_leaf[id], the first leaf's term set (not
-  // added to zeros: no zeroing pass, a call of memset per node with a run-time rank)
   const auto sum_leaves = [&](index_t lo, index_t hi, T* to) TENFOLD_INLINE_INTO_CLONE {
-    if (lo == hi) {
-      std::fill(to, to + rank, T(0));
-      return;
-    }
-    prefetch_row(leaf_id, leaf_rows, rank, lo);
-    const T* first = leaf_rows + leaf_id[lo] * rank;
-    const T x0 = values[lo];
-    TENFOLD_DISJOINT_ROWS
-    for (index_t r = 0; r < rank; ++r) to[r] = x0 * first[r];
-    for (index_t c = lo + 1; c < hi; ++c) {
-      prefetch_row(leaf_id, leaf_rows, rank, c);
-      const T* row = leaf_rows + leaf_id[c] * rank;
-      const T x = values[c];
-      TENFOLD_DISJOINT_ROWS
-      for (index_t r = 0; r < rank; ++r) to[r] += x * row[r];
-    }
+    leaf_sum(leaf_id, leaf_rows, values, rank, lo, hi, to);
   };
   if (k == last - 1) {
     sum_leaves(ix.children(k)[j], ix.children(k)[j + 1], t);

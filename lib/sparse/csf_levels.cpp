@@ -62,12 +62,53 @@ TENFOLD_SIMD_CLONES void mttkrp_level_roots(const Csf<T>& tree, const CsfIndex<W
   }
 }
 
+// acc as mttkrp_level_roots for a 3-way tree (levels 0, 1 and the leaves), in the two
+// loops SPLATT writes for it: no stack of levels per fibre, whose bookkeeping cost as much
+// as the fibre's own work (NELL-2's fibres hold 1.4 leaves on average). k = 1: acc(id(f))
+// += U_root[id(s)] .* sum over f's leaves of value * U_leaf[id]; k = 2: acc(id(leaf)) +=
+// value * (U_root[id(s)] .* U_1[id(f)]).
+template <class T, IndexWidth W>
+TENFOLD_SIMD_CLONES void mttkrp_level_roots3(const Csf<T>& tree, const CsfIndex<W>& ix, int k,
+                                             const T* const* rows, index_t rank, index_t s0,
+                                             index_t s1, T* acc, T* here) {
+  const LevelRead<W> root_id = ix.ids(0), fibres = ix.children(0), fibre_id = ix.ids(1),
+                     leaves = ix.children(1), leaf_id = ix.ids(2);
+  const T* values = tree.values();
+  const T* root_rows = rows[tree.mode(0)];
+  const T* fibre_rows = rows[tree.mode(1)];
+  const T* leaf_rows = rows[tree.mode(2)];
+  for (index_t s = s0; s < s1; ++s) {
+    const T* above = root_rows + root_id[s] * rank;
+    for (index_t f = fibres[s]; f < fibres[s + 1]; ++f) {
+      if (k == 1) {
+        prefetch_row(fibre_id, acc, rank, f);
+        leaf_sum(leaf_id, leaf_rows, values, rank, leaves[f], leaves[f + 1], here);
+        T* to = acc + fibre_id[f] * rank;
+        TENFOLD_DISJOINT_ROWS
+        for (index_t r = 0; r < rank; ++r) to[r] += above[r] * here[r];
+        continue;
+      }
+      prefetch_row(fibre_id, fibre_rows, rank, f);
+      const T* row = fibre_rows + fibre_id[f] * rank;
+      TENFOLD_DISJOINT_ROWS
+      for (index_t r = 0; r < rank; ++r) here[r] = above[r] * row[r];
+      for (index_t c = leaves[f]; c < leaves[f + 1]; ++c) {
+        prefetch_row(leaf_id, acc, rank, c);
+        T* to = acc + leaf_id[c] * rank;
+        const T x = values[c];
+        TENFOLD_DISJOINT_ROWS
+        for (index_t r = 0; r < rank; ++r) to[r] += x * here[r];
+      }
+    }
+  }
+}
+
 }  // namespace
 
 template <class T>
 void csf_mttkrp_level(const Csf<T>& tree, int level,
                       std::type_identity_t<std::span<const T* const>> rows, index_t rank,
-                      index_t out_rows, T* out) {
+                      index_t out_rows, T* out, std::vector<HostArray<T>>* copies) {
   if (level == 0) {
     csf_mttkrp(tree, rows, rank, out);
     return;
@@ -76,10 +117,13 @@ void csf_mttkrp_level(const Csf<T>& tree, int level,
   const auto pieces = static_cast<index_t>(cuts.size()) - 1;
   // parts (one per thread, at least one): contiguous ranges of pieces, each into its own
   // row-major copy of the output, added to at random rows: on huge pages
-  // (random_rows_room)
+  // (random_rows_room), kept by the caller from one call to the next (memory mapped anew
+  // at every call is zeroed page by page by the system first)
   const index_t parts = std::max<index_t>(1, std::min<index_t>(pool_threads(), pieces));
   const auto size = static_cast<std::size_t>(out_rows * rank);
-  std::vector<HostArray<T>> acc(static_cast<std::size_t>(parts));
+  std::vector<HostArray<T>> own;
+  std::vector<HostArray<T>>& acc = copies != nullptr ? *copies : own;
+  if (acc.size() < static_cast<std::size_t>(parts)) acc.resize(static_cast<std::size_t>(parts));
   with_index(tree, [&](const auto& ix) {
     parallel_for(parts, [&](index_t part) {
       HostArray<T>& a = acc[static_cast<std::size_t>(part)];
@@ -91,9 +135,14 @@ void csf_mttkrp_level(const Csf<T>& tree, int level,
       std::vector<index_t> pos(levels), end(levels);
       const index_t first = part * pieces / parts, past = (part + 1) * pieces / parts;
       if (first == past) return;
-      mttkrp_level_roots(tree, ix, level, rows.data(), rank, cuts[static_cast<std::size_t>(first)],
-                         cuts[static_cast<std::size_t>(past)], a.data(), prefix.data(), sums.data(),
-                         pos.data(), end.data());
+      const index_t s0 = cuts[static_cast<std::size_t>(first)],
+                    s1 = cuts[static_cast<std::size_t>(past)];
+      if (levels == 3) {
+        mttkrp_level_roots3(tree, ix, level, rows.data(), rank, s0, s1, a.data(), sums.data());
+      } else {
+        mttkrp_level_roots(tree, ix, level, rows.data(), rank, s0, s1, a.data(), prefix.data(),
+                           sums.data(), pos.data(), end.data());
+      }
     });
   });
   // out(i, r) = sum over the parts, in order, of acc_part(i, r) (column-major out), in
@@ -104,16 +153,18 @@ void csf_mttkrp_level(const Csf<T>& tree, int level,
     for (index_t r = 0; r < rank; ++r) {
       for (index_t i = i0; i < i1; ++i) {
         T v = acc[0].data()[i * rank + r];
-        for (std::size_t p = 1; p < acc.size(); ++p) v += acc[p].data()[i * rank + r];
+        for (std::size_t p = 1; p < static_cast<std::size_t>(parts); ++p)
+          v += acc[p].data()[i * rank + r];
         out[i + r * out_rows] = v;
       }
     }
   });
 }
 
-#define TENFOLD_INSTANTIATE_CSF_LEVEL(T) \
-  template void csf_mttkrp_level<T>(     \
-      const Csf<T>&, int, std::type_identity_t<std::span<const T* const>>, index_t, index_t, T*);
+#define TENFOLD_INSTANTIATE_CSF_LEVEL(T)                                                      \
+  template void csf_mttkrp_level<T>(const Csf<T>&, int,                                       \
+                                    std::type_identity_t<std::span<const T* const>>, index_t, \
+                                    index_t, T*, std::vector<HostArray<T>>*);
 TENFOLD_INSTANTIATE_FOR_EACH_VALUE_TYPE(TENFOLD_INSTANTIATE_CSF_LEVEL)
 
 }  // namespace tenfold::detail

@@ -165,7 +165,7 @@ void SparseOperand<T>::mttkrp(int n, std::span<const T* const> factors, index_t 
   const std::vector<const T*> rows = factor_rows(factors, rank, n);
   const auto ns = static_cast<std::size_t>(n);
   csf_mttkrp_level(*trees_[static_cast<std::size_t>(tree_[ns])], level_[ns], rows, rank, dims_[ns],
-                   out);
+                   out, &copies_);
 }
 
 template <class T>

@@ -91,8 +91,9 @@ class SparseOperand final : public CpOperand<T> {
   double norm_squared_;
   CsfLayout layout_;
   std::vector<std::unique_ptr<Csf<T>>> trees_;
-  std::vector<int> tree_, level_;   // mode n's MTTKRP: level level_[n] of trees_[tree_[n]]
-  std::vector<HostArray<T>> rows_;  // rows_[m]: U_m row-major (I_m x R)
+  std::vector<int> tree_, level_;     // mode n's MTTKRP: level level_[n] of trees_[tree_[n]]
+  std::vector<HostArray<T>> rows_;    // rows_[m]: U_m row-major (I_m x R)
+  std::vector<HostArray<T>> copies_;  // csf_mttkrp_level's per-thread outputs, kept
   std::vector<bool> fresh_;
   index_t rows_rank_ = 0;
 };
