@@ -467,14 +467,14 @@ TENFOLD_INLINE_INTO_CLONE inline void subtree_sum(const Csf<T>& tree, const CsfI
   if (k == last - 2) {
     // j's children are fibres: t = sum over them of U_mode(k+1)[id] .* their leaves' sum,
     // one loop (a 3-way tree's root), the first fibre's term set
-    const LevelRead<W> fibre_id = ix.ids(k + 1);
+    const LevelRead<W> fibre_id = ix.ids(k + 1), leaves = ix.children(k + 1);
     const T* fibre_rows = rows[tree.mode(k + 1)];
     T* here = sums + (k + 1) * rank;
     const index_t lo = ix.children(k)[j], hi = ix.children(k)[j + 1];
     if (lo == hi) std::fill(t, t + rank, T(0));
     for (index_t f = lo; f < hi; ++f) {
       prefetch_row(fibre_id, fibre_rows, rank, f);
-      sum_leaves(ix.children(k + 1)[f], ix.children(k + 1)[f + 1], here);
+      sum_leaves(leaves[f], leaves[f + 1], here);
       const T* row = fibre_rows + fibre_id[f] * rank;
       if (f == lo) {
         TENFOLD_DISJOINT_ROWS
