@@ -45,8 +45,8 @@ peak_mb() {
 for rep in $(seq "$reps"); do
   for layout in $layouts; do
     echo "rep $rep layout $layout rank $rank threads $threads $(uptime | sed 's/.*load/load/')"
-    rss=$(peak_mb env OMP_NUM_THREADS="$threads" "$bench" --input "$file" --csf "$layout" \
-      --ranks "$rank" --iters "$iters")
+    rss=$(peak_mb "$bench" --input "$file" --csf "$layout" --ranks "$rank" --iters "$iters" \
+      --threads "$threads")
     echo "tenfold $layout s_per_iter $(field s_per_iter) peak_rss_mb $rss" \
       "csf_build_s $(field csf_build_s) nnz $(field nnz)"
     rss=$(peak_mb "$splatt" cpd "$file" -r "$rank" -i "$iters" --csf="$layout" --tol 0 \

@@ -3,6 +3,7 @@
 //   sparse_cp_bench [--nnz N] [--ranks 16,64] [--iters K] [--orders 3,4]
 //                   [--shape I,J,K | --preset bench3|bench4|nell2|enron]
 //                   [--csf auto|all|two|one] [--save DIR] [--write FILE] [--input FILE]
+//                   [--threads T]
 //
 // Draws FROSTT-like tensors: each index floor(I_n u^3) (u uniform, so a few slices hold
 // most entries, as in FROSTT's data), duplicates summed (fewer than N entries remain),
@@ -21,7 +22,8 @@
 // tensor drawn as DIR/power_law_<order>way.tns for other programs to read. The trees are
 // built once (timed), from the tensor taken as cp_als(std::move(x), ...) takes it (the
 // program does), and every rank runs cp_als's loop on them. A run that does not fit says
-// so in one line.
+// so in one line. --threads T: the library's thread count (tenfold::set_num_threads, as
+// SPLATT's -t), where the default is the environment's or the processor count.
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -124,6 +126,7 @@ int run(int argc, char** argv) {
     const std::string flag = argv[i];
     const char* value = argv[i + 1];
     if (flag == "--nnz") nnz = std::stoll(value);
+    if (flag == "--threads") tenfold::set_num_threads(std::stoi(value));
     if (flag == "--iters") iters = std::stoi(value);
     if (flag == "--save") save = value;
     if (flag == "--write") write = value;

@@ -37,7 +37,7 @@ for rep in $(seq "$reps"); do
   for o in $orders; do
     for r in $ranks; do
       echo "rep $rep order $o rank $r threads $threads $(uptime | sed 's/.*load/load/')"
-      OMP_NUM_THREADS=$threads "$bench" --ranks "$r" --orders "$o" --iters 6 | sed 's/^/tenfold /'
+      "$bench" --ranks "$r" --orders "$o" --iters 6 --threads "$threads" | sed 's/^/tenfold /'
       x=$data/power_law_${o}way.tns
       c1=$(cpu "$splatt" cpd "$x" -r "$r" -i 1 --csf=all --tol 0 --nowrite -t "$threads")
       c6=$(cpu "$splatt" cpd "$x" -r "$r" -i 6 --csf=all --tol 0 --nowrite -t "$threads")
