@@ -102,3 +102,20 @@ def test_kernel_refusals_name_the_argument():
         _tenfold.cache_attention(q[0], k, v, None, False, 1.0, out)
     _tenfold.cache_attention(q, k, v, None, False, 1.0, out)
     torch.testing.assert_close(out, torch.zeros(1, 4, 1, 6))
+
+
+def test_read_kernel_benchmark_runs_and_restores_the_layer():
+    # bench/kv_cache/read_kernel.py at a tiny size: the kernel agrees with torch's products,
+    # every figure is a time, and the layer's methods are its own again afterwards
+    import pathlib
+    import sys
+
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "bench" / "kv_cache"))
+    import read_kernel
+
+    alone = read_kernel.alone(300, 1)
+    assert alone["max_difference"] < 1e-5 and alone["torch"] > 0 and alone["kernel"] > 0
+    reads, attend = LAYER.reads_cache, LAYER.attend
+    steps = read_kernel.in_steps(64, 1)
+    assert all(v["step_ms"] > v["attend_ms"] > 0 for v in steps.values())
+    assert LAYER.reads_cache is reads and LAYER.attend is attend
