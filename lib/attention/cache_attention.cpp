@@ -103,7 +103,8 @@ TENFOLD_INLINE_INTO_CLONE inline void block_scores(const Rows<T>& rows_of, index
     for (index_t r0 = 0; r0 < padded; r0 += lanes) {
       detail::Vec64<T> a[kChains] = {};
       for (index_t c = 0; c < ck; ++c) {
-        const detail::Vec64<T> q = detail::load64(qt + c * padded + r0);
+        detail::Vec64<T> q;
+        detail::load64(q, qt + c * padded + r0);
         for (index_t j = 0; j < kChains; ++j) a[j] += key[j][c] * q;
       }
       for (index_t j = 0; j < kChains; ++j)
@@ -132,11 +133,11 @@ TENFOLD_INLINE_INTO_CLONE inline void add_values(const T* values, index_t value_
   constexpr index_t lanes = kLanes<T>;
   detail::Vec64<T> a[Rs][Cs];
   for (index_t i = 0; i < Rs; ++i)
-    for (index_t v = 0; v < Cs; ++v) a[i][v] = detail::load64(acc + (r0 + i) * cv + c0 + v * lanes);
+    for (index_t v = 0; v < Cs; ++v) detail::load64(a[i][v], acc + (r0 + i) * cv + c0 + v * lanes);
   for (index_t t = 0; t < width; ++t) {
     const T* from = values + t * value_stride + c0;
     detail::Vec64<T> x[Cs];
-    for (index_t v = 0; v < Cs; ++v) x[v] = detail::load64(from + v * lanes);
+    for (index_t v = 0; v < Cs; ++v) detail::load64(x[v], from + v * lanes);
     for (index_t i = 0; i < Rs; ++i) {
       const T w = weights[(r0 + i) * kBlock + t];
       for (index_t v = 0; v < Cs; ++v) a[i][v] += w * x[v];

@@ -49,16 +49,16 @@ struct Vec64Of<double> {
 template <class T>
 using Vec64 = typename Vec64Of<T>::type;
 
+// (by reference, not by value: a vector wider than the baseline's registers passed by
+// value changes the calling convention, which compilers warn of in every clone)
 template <class T>
-TENFOLD_INLINE_INTO_CLONE inline Vec64<T> load64(const T* p) {
+TENFOLD_INLINE_INTO_CLONE inline void load64(Vec64<T>& v, const T* p) {
   static_assert(sizeof(Vec64<T>) == 64);
-  Vec64<T> v;
   __builtin_memcpy(&v, p, sizeof(v));
-  return v;
 }
 
 template <class T>
-TENFOLD_INLINE_INTO_CLONE inline void store64(T* p, Vec64<T> v) {
+TENFOLD_INLINE_INTO_CLONE inline void store64(T* p, const Vec64<T>& v) {
   __builtin_memcpy(p, &v, sizeof(v));
 }
 
