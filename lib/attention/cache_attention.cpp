@@ -27,7 +27,6 @@ constexpr index_t kBlock = 64;
 constexpr index_t kMinRange = 1024;
 
 // The sizes of one call, checked.
-template <class T>
 struct Shape {
   index_t batch, heads, n, tokens, key_width, value_width;
   index_t per_key, per_value;  // query heads per key head, per value head
@@ -177,19 +176,11 @@ TENFOLD_INLINE_INTO_CLONE inline void block_values(const Rows<T>& rows_of, index
   }
 }
 
-// Requests the cache lines of w values from p.
-template <class T>
-TENFOLD_INLINE_INTO_CLONE inline void prefetch_row(const T* p, index_t w) {
-  const char* from = reinterpret_cast<const char*>(p);
-  for (index_t b = 0; b < w * static_cast<index_t>(sizeof(T)); b += 64)
-    __builtin_prefetch(from + b);
-}
-
 // The online softmax of the rows of one (batch, group) over tokens [t0, t1): per row r,
 // top[r] = the largest score, sum[r] = sum of exp(s - top), acc (rows x C_v) = sum of
 // exp(s - top) v.
 template <class T>
-TENFOLD_SIMD_CLONES void attend_range(const Shape<T>& p, const Rows<T>& rows_of, index_t key_stride,
+TENFOLD_SIMD_CLONES void attend_range(const Shape& p, const Rows<T>& rows_of, index_t key_stride,
                                       index_t value_stride, T scale, index_t t0, index_t t1, T* top,
                                       T* sum, T* acc, Scratch<T>& scratch) {
   constexpr T minus_inf = -std::numeric_limits<T>::infinity();
@@ -202,8 +193,8 @@ TENFOLD_SIMD_CLONES void attend_range(const Shape<T>& p, const Rows<T>& rows_of,
     const index_t width = std::min(t1, u0 + kBlock) - u0;
     // the next block's keys and values requested while this one is computed
     for (index_t t = u0 + width; t < std::min(t1, u0 + width + kBlock); ++t) {
-      prefetch_row(rows_of.keys + t * key_stride, p.key_width);
-      prefetch_row(rows_of.values + t * value_stride, cv);
+      detail::prefetch_bytes(rows_of.keys + t * key_stride, p.key_width * index_t{sizeof(T)});
+      detail::prefetch_bytes(rows_of.values + t * value_stride, cv * index_t{sizeof(T)});
     }
     block_scores(rows_of, rows, p.key_width, key_stride, scale, u0, width, scratch);
     // weights w = exp(s - top) with top raised to the block's largest; the sums so far
@@ -245,9 +236,9 @@ void check_view(const HeadsView<const T>& a, const char* name) {
 }
 
 template <class T>
-Shape<T> checked_shape(const HeadsView<const T>& q, const HeadsView<const T>& k,
-                       const HeadsView<const T>& v, const HeadsView<const T>& bias, bool causal,
-                       const HeadsView<T>& out) {
+Shape checked_shape(const HeadsView<const T>& q, const HeadsView<const T>& k,
+                    const HeadsView<const T>& v, const HeadsView<const T>& bias, bool causal,
+                    const HeadsView<T>& out) {
   const HeadsView<const T> o{out.data,  out.batch,        out.heads,       out.rows,
                              out.width, out.batch_stride, out.head_stride, out.row_stride};
   for (const auto& [a, name] : {std::pair{&q, "queries"}, std::pair{&k, "keys"},
@@ -276,8 +267,8 @@ Shape<T> checked_shape(const HeadsView<const T>& q, const HeadsView<const T>& k,
       fail("the bias " + shape(bias) + " must be (batch, 1, queries, cached tokens)");
     }
   }
-  Shape<T> p{q.batch,           q.heads,           q.rows, k.rows, q.width, v.width,
-             q.heads / k.heads, q.heads / v.heads, 0};
+  Shape p{q.batch,           q.heads,           q.rows, k.rows, q.width, v.width,
+          q.heads / k.heads, q.heads / v.heads, 0};
   p.per_group = std::gcd(p.per_key, p.per_value);
   return p;
 }
@@ -288,7 +279,7 @@ template <class T>
 void cache_attention(const HeadsView<const T>& queries, const HeadsView<const T>& keys,
                      const HeadsView<const T>& values, const HeadsView<const T>& bias, bool causal,
                      T scale, const HeadsView<T>& out) {
-  const Shape<T> p = checked_shape(queries, keys, values, bias, causal, out);
+  const Shape p = checked_shape(queries, keys, values, bias, causal, out);
   const index_t units = p.batch * p.groups(), rows = p.rows(), cv = p.value_width;
   if (units * rows == 0) return;
   // Each (batch, group) unit's tokens in `ranges` contiguous ranges, enough tasks for two

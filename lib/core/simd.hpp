@@ -5,6 +5,8 @@
 // and so never on AMD processors, which then ran the baseline clone.
 #pragma once
 
+#include <cstddef>
+
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define TENFOLD_SIMD_CLONES \
   __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
@@ -29,6 +31,12 @@
 #endif
 
 namespace tenfold::detail {
+
+/// Requests the cache lines of `bytes` bytes from p (a row read soon at a random place).
+TENFOLD_INLINE_INTO_CLONE inline void prefetch_bytes(const void* p, std::ptrdiff_t bytes) {
+  const char* from = static_cast<const char*>(p);
+  for (std::ptrdiff_t b = 0; b < bytes; b += 64) __builtin_prefetch(from + b);
+}
 
 /// 64 bytes of T as one vector value (GCC's and clang's vector extension: one AVX-512
 /// register, two AVX2 ones or four SSE ones in the respective clones), for loops that keep

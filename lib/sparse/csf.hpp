@@ -415,9 +415,7 @@ template <class T, IndexWidth W>
 TENFOLD_INLINE_INTO_CLONE inline void prefetch_row(const LevelRead<W>& ids, const T* factor,
                                                    index_t rank, index_t j) {
   if (j + kRowsAhead >= ids.size) return;
-  const char* next = reinterpret_cast<const char*>(factor + ids[j + kRowsAhead] * rank);
-  const index_t lines = (rank * static_cast<index_t>(sizeof(T)) + 63) / 64;
-  for (index_t l = 0; l < lines; ++l) __builtin_prefetch(next + 64 * l);
+  prefetch_bytes(factor + ids[j + kRowsAhead] * rank, rank * static_cast<index_t>(sizeof(T)));
 }
 
 // to = sum over the leaves [lo, hi) of value * U_leaf[id] (zero for none), the first leaf's

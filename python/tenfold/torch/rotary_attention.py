@@ -258,23 +258,12 @@ class RotarySharedKeyAttention(nn.Module):
                 and not (self.training and self.attention_dropout > 0))
 
     def cache_attention(self, queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask) -> torch.Tensor:
-        """attend's context by the library's kernel (reads_cache): the mask as an additive
-        bias (B, 1, n, n_k) (False: the dtype's lowest number, as _apply_mask), or none,
-        then causal for several queries."""
+        """attend's context by the library's kernel (reads_cache): a mask as the additive bias
+        (B, 1, n, n_k) that _apply_mask makes of it, or none and causal for several queries."""
         b, h, n, _ = queries.shape
-        total = keys.shape[2]
         bias = None
         if mask is not None:
-            if not isinstance(mask, torch.Tensor):
-                raise TypeError(f"{self.family} attention: attention mask of type {type(mask).__name__} is not "
-                                "supported (use the 'eager' or 'sdpa' attention implementation)")
-            if mask.dtype == torch.bool:
-                bias = torch.zeros(mask.shape, dtype=queries.dtype).masked_fill_(~mask, torch.finfo(queries.dtype).min)
-            else:
-                bias = mask.to(queries.dtype)
-            bias = bias.expand(b, 1, n, total)
-            if bias.stride(-1) != 1:
-                bias = bias.contiguous()
+            bias = _apply_mask(queries.new_zeros(b, 1, n, keys.shape[2]), mask, True, f"{self.family} attention")
         out = queries.new_empty(b, h, n, values.shape[-1])
         _tenfold.cache_attention(queries, keys, values, bias, mask is None and n > 1, self.scaling, out)
         return out
