@@ -14,7 +14,7 @@ Threads as the process has them (torch's and the library's defaults)."""
 from __future__ import annotations
 
 import argparse
-import copy
+import os
 import statistics
 import time
 
@@ -103,8 +103,6 @@ def main():
     ap.add_argument("--tokens", type=int, default=8192)
     ap.add_argument("--reps", type=int, default=5)
     args = ap.parse_args()
-    import os
-
     a = alone(args.tokens, args.reps)
     print(f"alone, {args.tokens} cached tokens: torch {a['torch']:.3f} ms per layer, kernel {a['kernel']:.3f} "
           f"({a['torch'] / a['kernel']:.2f}x), largest difference {a['max_difference']:.1e}; "
