@@ -33,8 +33,8 @@
 namespace {
 
 using tenfold::index_t;
+using tenfold::detail::Isa;
 using tenfold::detail::Op;
-using tenfold::detail::TallIsa;
 
 void blas_gemm(bool trans_a, index_t m, index_t n, index_t k, const double* a, index_t lda,
                const double* b, index_t ldb, double* c, index_t ldc) {
@@ -86,7 +86,7 @@ int run(index_t size, index_t rank, int reps) {
     std::string name;
     std::function<void()> call;
   };
-  const auto tall = [&](int mode, TallIsa isa) {
+  const auto tall = [&](int mode, Isa isa) {
     if (mode == 0) {
       tenfold::detail::tall_gemm<T>(slab, rank, n, T(1), Op::trans, xp, n, 0, Op::none, up, n, T(0),
                                     yp, slab, 0, 1, isa);
@@ -111,8 +111,8 @@ int run(index_t size, index_t rank, int reps) {
     }
   };
 
-  std::vector<TallIsa> isas;
-  for (TallIsa isa : {TallIsa::avx2, TallIsa::avx512})
+  std::vector<Isa> isas;
+  for (Isa isa : {Isa::avx2, Isa::avx512})
     if (tenfold::detail::tall_gemm_fits<T>(slab, rank, n, isa)) isas.push_back(isa);
   const double flops = 2.0 * double(numel) * double(rank);
   const double gemm = tenfold::bench::gemm_gflops<T>(3000, 3000, 3000);
@@ -125,9 +125,9 @@ int run(index_t size, index_t rank, int reps) {
       reps);
   for (int mode = 0; mode < 3; ++mode) {
     std::vector<Method> methods{{"OpenBLAS", [&, mode] { blas(mode); }}};
-    for (TallIsa isa : isas)
-      methods.push_back({isa == TallIsa::avx512 ? "tall AVX-512" : "tall AVX2",
-                         [&, mode, isa] { tall(mode, isa); }});
+    for (Isa isa : isas)
+      methods.push_back(
+          {isa == Isa::avx512 ? "tall AVX-512" : "tall AVX2", [&, mode, isa] { tall(mode, isa); }});
     std::vector<std::vector<double>> times(methods.size());
     for (auto& m : methods) m.call();  // warm: first touch of y, pool started
     for (int r = 0; r < reps; ++r)

@@ -1,8 +1,9 @@
 // cache_attention (include/tenfold/cache_attention.hpp) against softmax attention computed
 // directly in long double on random data: grouped and multi-query heads, one and several
 // queries, causal rows, a padding bias with -inf and large negative entries, caches inside
-// larger buffers (strides), token counts across blocks and ranges, float and double; the
-// exponential it uses against std::exp; the refusals.
+// larger buffers (strides), token counts across blocks and ranges, float and double, with
+// the kernel of every instruction set the processor runs; the exponential it uses against
+// std::exp; the refusals.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "attention/cache_attention_with.hpp"
 #include "core/exp_nonpositive.hpp"
 #include "expect_throw.hpp"
 #include "tenfold/cache_attention.hpp"
@@ -64,9 +66,18 @@ struct Case {
   bool causal, bias;
 };
 
+// The instruction sets whose kernels this processor runs.
+std::vector<detail::Isa> processor_isas() {
+  std::vector<detail::Isa> out;
+  for (detail::Isa isa : {detail::Isa::baseline, detail::Isa::avx2, detail::Isa::avx512})
+    if (isa <= detail::processor_isa()) out.push_back(isa);
+  return out;
+}
+
 template <class T>
-void expect_matches_reference(const Case& c, std::uint64_t seed) {
-  SCOPED_TRACE("batch " + std::to_string(c.batch) + ", heads " + std::to_string(c.heads) + "/" +
+void expect_matches_reference(const Case& c, std::uint64_t seed, detail::Isa isa) {
+  SCOPED_TRACE("kernel " + std::to_string(static_cast<int>(isa)) + ", " + "batch " +
+               std::to_string(c.batch) + ", heads " + std::to_string(c.heads) + "/" +
                std::to_string(c.key_heads) + "/" + std::to_string(c.value_heads) + ", n " +
                std::to_string(c.n) + ", tokens " + std::to_string(c.tokens) + ", widths " +
                std::to_string(c.key_width) + "/" + std::to_string(c.value_width) +
@@ -90,8 +101,8 @@ void expect_matches_reference(const Case& c, std::uint64_t seed) {
                                                              : std::numeric_limits<T>::lowest())
                                                    : static_cast<T>(u(rng));
   const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(c.key_width)));
-  cache_attention<T>(q.view(), k.view(), v.view(), c.bias ? bias.view() : HeadsView<const T>{},
-                     c.causal, scale, out.out());
+  cache_attention_with<T>(isa, q.view(), k.view(), v.view(),
+                          c.bias ? bias.view() : HeadsView<const T>{}, c.causal, scale, out.out());
   // tolerance: the scores' rounding (about the key width times the unit round-off) moves
   // the weights by as much, relative; the outputs are weighted means of N(0, 1) values
   const double eps = std::numeric_limits<T>::epsilon();
@@ -141,14 +152,19 @@ const std::vector<Case> kCases = {
     {3, 6, 2, 2, 3, 130, 7, 5, true, false},
     {3, 6, 3, 1, 4, 257, 33, 9, true, true},
     {2, 4, 4, 4, 2, 2, 16, 64, true, true},
+    // 11 rows (a whole register tile and a smaller one of every set), a value width that
+    // ends in a part of a vector
+    {1, 11, 1, 1, 1, 700, 20, 72, false, true},
     {1, 1, 1, 1, 1, 1, 1, 1, false, false},
 };
 
 TEST(CacheAttention, MatchesSoftmaxAttentionInFloatAndDouble) {
   std::uint64_t seed = 1;
-  for (const Case& c : kCases) {
-    expect_matches_reference<float>(c, seed++);
-    expect_matches_reference<double>(c, seed++);
+  for (detail::Isa isa : processor_isas()) {
+    for (const Case& c : kCases) {
+      expect_matches_reference<float>(c, seed++, isa);
+      expect_matches_reference<double>(c, seed++, isa);
+    }
   }
 }
 
@@ -156,7 +172,8 @@ TEST(CacheAttention, AnyThreadCount) {
   const int before = num_threads();
   for (int threads : {1, 3}) {
     set_num_threads(threads);
-    expect_matches_reference<double>({2, 9, 1, 1, 1, 5000, 64, 32, false, true}, 7);
+    expect_matches_reference<double>({2, 9, 1, 1, 1, 5000, 64, 32, false, true}, 7,
+                                     detail::processor_isa());
   }
   set_num_threads(before);
 }
@@ -165,8 +182,12 @@ TEST(CacheAttention, EveryTokenMaskedGivesNan) {
   Array<float> q(1, 2, 1, 4), k(1, 1, 3, 4), v(1, 1, 3, 2), bias(1, 1, 1, 3), out(1, 2, 1, 2);
   for (auto* a : {&q, &k, &v}) std::fill(a->data.begin(), a->data.end(), 1.0f);
   std::fill(bias.data.begin(), bias.data.end(), -std::numeric_limits<float>::infinity());
-  cache_attention<float>(q.view(), k.view(), v.view(), bias.view(), false, 1.0f, out.out());
-  for (float x : out.data) EXPECT_TRUE(std::isnan(x));
+  for (detail::Isa isa : processor_isas()) {
+    std::fill(out.data.begin(), out.data.end(), 0.0f);
+    cache_attention_with<float>(isa, q.view(), k.view(), v.view(), bias.view(), false, 1.0f,
+                                out.out());
+    for (float x : out.data) EXPECT_TRUE(std::isnan(x));
+  }
 }
 
 TEST(CacheAttention, RefusesSizesThatDoNotFit) {
@@ -207,6 +228,7 @@ void expect_exp_close() {
   }
   EXPECT_EQ(detail::exp_nonpositive(T(0)), T(1));
   EXPECT_EQ(detail::exp_nonpositive(static_cast<T>(lowest - 1.0)), T(0));
+  EXPECT_EQ(detail::exp_nonpositive(std::numeric_limits<T>::lowest()), T(0));
   EXPECT_EQ(detail::exp_nonpositive(-std::numeric_limits<T>::infinity()), T(0));
   EXPECT_TRUE(std::isnan(detail::exp_nonpositive(std::numeric_limits<T>::quiet_NaN())));
 }

@@ -137,11 +137,11 @@ TYPED_TEST(ColumnDots, BackendsAgainstTheDefinition) {
 
 TYPED_TEST(ColumnDots, EveryInstructionSetAgainstTheDefinition) {
   using T = TypeParam;
-  using detail::TallIsa;
-  if (detail::tall_gemm_isa() == TallIsa::none) GTEST_SKIP() << "no AVX2 with FMA";
+  using detail::Isa;
+  if (detail::processor_isa() == Isa::baseline) GTEST_SKIP() << "no AVX2 with FMA";
   const ThreeThreads threads;
   for (const auto& d : dots_cases<T>())
-    for (TallIsa isa : {TallIsa::avx2, TallIsa::avx512})
+    for (Isa isa : {Isa::avx2, Isa::avx512})
       for (const bool write : {true, false}) {
         if (!detail::tall_gemm_fits<T>(d.m, d.n, d.k, isa)) continue;
         std::vector<T> cm(static_cast<std::size_t>(d.ldc * d.n),

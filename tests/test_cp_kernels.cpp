@@ -276,8 +276,8 @@ TYPED_TEST_SUITE(TallKernel, TallTypes);
 
 TYPED_TEST(TallKernel, EveryInstructionSetAgainstTheDefinition) {
   using T = TypeParam;
-  using detail::TallIsa;
-  if (detail::tall_gemm_isa() == TallIsa::none) GTEST_SKIP() << "no AVX2 with FMA";
+  using detail::Isa;
+  if (detail::processor_isa() == Isa::baseline) GTEST_SKIP() << "no AVX2 with FMA";
   const ThreeThreads threads;
   struct Case {
     index_t m, n, k, batch;
@@ -298,7 +298,7 @@ TYPED_TEST(TallKernel, EveryInstructionSetAgainstTheDefinition) {
               static_cast<std::size_t>(ldb * (tb == Op::none ? s.n : s.k)), ++seed);
           const auto c0 = random_values<T>(static_cast<std::size_t>(ldc * s.n), ++seed);
           std::vector<T> by_avx2;
-          for (TallIsa isa : {TallIsa::avx2, TallIsa::avx512}) {
+          for (Isa isa : {Isa::avx2, Isa::avx512}) {
             if (!detail::tall_gemm_fits<T>(s.m, s.n, s.k, isa)) continue;
             auto cm = c0;
             if (beta == 0.0) std::fill(cm.begin(), cm.end(), std::numeric_limits<T>::quiet_NaN());
@@ -329,7 +329,7 @@ TYPED_TEST(TallKernel, EveryInstructionSetAgainstTheDefinition) {
             // Both sets make the same fused multiply-adds in the same order: the same
             // bits (compared as bits: with beta = 0 the rows between products keep the
             // NaN fill, checked above, which == would call different).
-            if (isa == TallIsa::avx2) {
+            if (isa == Isa::avx2) {
               by_avx2 = cm;
             } else if (!by_avx2.empty()) {
               EXPECT_TRUE(same_bits(cm, by_avx2))

@@ -2,9 +2,9 @@
 // (include/tenfold/cache_attention.hpp): each task streams a range of cached tokens once
 // for all the rows (heads of a group times queries) that read it, in blocks: the block's
 // scores, an online softmax (the running max, the sum of weights and the weighted values,
-// rescaled when the max grows), then the ranges of a group merged.
-#include "tenfold/cache_attention.hpp"
-
+// rescaled when the max grows), then the ranges of a group merged. The block loops are
+// written once on vectors and register tiles of an instruction set's size (Tiles) and
+// compiled per set; the call takes the processor's best.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "attention/cache_attention_with.hpp"
 #include "core/exp_nonpositive.hpp"
 #include "core/instantiate.hpp"
 #include "core/simd.hpp"
@@ -21,8 +22,11 @@
 namespace tenfold::attention {
 namespace {
 
-// Cached tokens whose scores a task holds at once (per row).
-constexpr index_t kBlock = 64;
+// Cached tokens whose scores a task holds at once (per row): a block's keys and values
+// stay in L2 (192 KB at 64 key and 128 value columns in float), and each block starts the
+// processor's stream prefetch on keys, then on values, again: with 64 tokens a block, a
+// layer's read from memory took 0.99 ms on one thread, with 256 0.79 (in L2: 0.63, 0.58).
+constexpr index_t kBlock = 256;
 // Cached tokens a task covers at least, where the tokens are split between tasks.
 constexpr index_t kMinRange = 1024;
 
@@ -44,15 +48,22 @@ struct Rows {
   const T* values;  // its value head
 };
 
-// Values in one 64-byte vector (one AVX-512 register, two AVX2 ones): the kernels' loops
-// hold that many partial results in registers.
-template <class T>
-inline constexpr index_t kLanes = 64 / sizeof(T);
+// An instruction set's vectors and register tiles: vectors of `Bytes` bytes; the value
+// loop keeps ValueRows x ValueVectors vectors of sums in registers beside ValueVectors
+// vectors of values and a broadcast weight; the score loop kChains vectors of sums.
+template <int Bytes, index_t ValueRows, index_t ValueVectors>
+struct Tiles {
+  static constexpr int bytes = Bytes;
+  static constexpr index_t value_rows = ValueRows, value_vectors = ValueVectors;
+  template <class T>
+  static constexpr index_t lanes = Bytes / static_cast<index_t>(sizeof(T));
+};
+using Avx512Tiles = Tiles<64, 6, 4>;    // 32 registers: 24 sums, 4 values, a weight
+using Avx2Tiles = Tiles<32, 5, 2>;      // 16 registers: 10 sums, 2 values, a weight
+using BaselineTiles = Tiles<16, 4, 2>;  // SSE2's 16 registers, as AVX2's
 
-// Independent sums a loop keeps (the latency of an add over its throughput), and the rows
-// whose sums the value loop keeps beside them (kRows kChains vectors in registers).
+// Independent sums of the score loop (the latency of an add over its throughput).
 constexpr index_t kChains = 4;
-constexpr index_t kRows = 3;
 
 // Per task: the block's scores (rows x kBlock), then its weights; the queries transposed
 // (C_k x padded rows, rows contiguous, the padding zero); the block's scores by token
@@ -63,16 +74,11 @@ struct Scratch {
   index_t padded_rows;
 };
 
-// The rows rounded up to whole vectors.
+// The task's scratch, its queries transposed, the rows rounded up to whole vectors of
+// `lanes`.
 template <class T>
-index_t padded_rows(index_t rows) {
-  return (rows + kLanes<T> - 1) / kLanes<T> * kLanes<T>;
-}
-
-// The task's scratch, its queries transposed.
-template <class T>
-Scratch<T> make_scratch(const Rows<T>& rows_of, index_t rows, index_t ck) {
-  const index_t padded = padded_rows<T>(rows);
+Scratch<T> make_scratch(const Rows<T>& rows_of, index_t rows, index_t ck, index_t lanes) {
+  const index_t padded = (rows + lanes - 1) / lanes * lanes;
   Scratch<T> s{std::vector<T>(static_cast<std::size_t>(rows * kBlock)),
                std::vector<T>(static_cast<std::size_t>(ck * padded), T(0)),
                std::vector<T>(static_cast<std::size_t>(kBlock * padded)), padded};
@@ -87,11 +93,12 @@ Scratch<T> make_scratch(const Rows<T>& rows_of, index_t rows, index_t ck) {
 // past row i's last token. Each token's scores for a vector of rows sum in registers over
 // the key width (kChains tokens at once: independent sums), no horizontal sums; then
 // from token-major to row-major.
-template <class T>
+template <class Tl, class T>
 TENFOLD_INLINE_INTO_CLONE inline void block_scores(const Rows<T>& rows_of, index_t rows, index_t ck,
                                                    index_t key_stride, T scale, index_t u0,
                                                    index_t width, Scratch<T>& scratch) {
-  constexpr index_t lanes = kLanes<T>;
+  constexpr int bytes = Tl::bytes;
+  constexpr index_t lanes = Tl::template lanes<T>;
   const index_t padded = scratch.padded_rows;
   const T* qt = scratch.queries.data();
   T* by_token = scratch.by_token.data();
@@ -100,14 +107,14 @@ TENFOLD_INLINE_INTO_CLONE inline void block_scores(const Rows<T>& rows_of, index
     for (index_t j = 0; j < kChains; ++j)
       key[j] = rows_of.keys + (u0 + std::min(t0 + j, width - 1)) * key_stride;
     for (index_t r0 = 0; r0 < padded; r0 += lanes) {
-      detail::Vec64<T> a[kChains] = {};
+      detail::Vec<T, bytes> a[kChains] = {};
       for (index_t c = 0; c < ck; ++c) {
-        detail::Vec64<T> q;
-        detail::load64(q, qt + c * padded + r0);
+        detail::Vec<T, bytes> q;
+        detail::vec_load<T, bytes>(q, qt + c * padded + r0);
         for (index_t j = 0; j < kChains; ++j) a[j] += key[j][c] * q;
       }
       for (index_t j = 0; j < kChains; ++j)
-        if (t0 + j < width) detail::store64(by_token + (t0 + j) * padded + r0, a[j]);
+        if (t0 + j < width) detail::vec_store<T, bytes>(by_token + (t0 + j) * padded + r0, a[j]);
     }
   }
   T* scores = scratch.scores.data();
@@ -125,47 +132,67 @@ TENFOLD_INLINE_INTO_CLONE inline void block_scores(const Rows<T>& rows_of, index
 // acc(r) += w(r, t) v_t for `Rs` rows from r0 and `Cs` vectors of columns from c0, over
 // the block's tokens: Rs Cs sums held in registers, each value vector loaded once for the
 // rows.
-template <index_t Rs, index_t Cs, class T>
+template <class Tl, index_t Rs, index_t Cs, class T>
 TENFOLD_INLINE_INTO_CLONE inline void add_values(const T* values, index_t value_stride,
                                                  index_t width, const T* weights, index_t r0,
                                                  index_t c0, index_t cv, T* acc) {
-  constexpr index_t lanes = kLanes<T>;
-  detail::Vec64<T> a[Rs][Cs];
+  constexpr int bytes = Tl::bytes;
+  constexpr index_t lanes = Tl::template lanes<T>;
+  detail::Vec<T, bytes> a[Rs][Cs];
   for (index_t i = 0; i < Rs; ++i)
-    for (index_t v = 0; v < Cs; ++v) detail::load64(a[i][v], acc + (r0 + i) * cv + c0 + v * lanes);
+    for (index_t v = 0; v < Cs; ++v)
+      detail::vec_load<T, bytes>(a[i][v], acc + (r0 + i) * cv + c0 + v * lanes);
   for (index_t t = 0; t < width; ++t) {
     const T* from = values + t * value_stride + c0;
-    detail::Vec64<T> x[Cs];
-    for (index_t v = 0; v < Cs; ++v) detail::load64(x[v], from + v * lanes);
+    detail::Vec<T, bytes> x[Cs];
+    for (index_t v = 0; v < Cs; ++v) detail::vec_load_once<T, bytes>(x[v], from + v * lanes);
     for (index_t i = 0; i < Rs; ++i) {
       const T w = weights[(r0 + i) * kBlock + t];
       for (index_t v = 0; v < Cs; ++v) a[i][v] += w * x[v];
     }
   }
   for (index_t i = 0; i < Rs; ++i)
-    for (index_t v = 0; v < Cs; ++v) detail::store64(acc + (r0 + i) * cv + c0 + v * lanes, a[i][v]);
+    for (index_t v = 0; v < Cs; ++v)
+      detail::vec_store<T, bytes>(acc + (r0 + i) * cv + c0 + v * lanes, a[i][v]);
 }
 
-// acc(r) += w(r, t) v_t over the block's tokens: kRows rows and kChains vectors of columns
-// at once (independent sums, each value vector loaded once for the rows), then what is
-// left of the rows and the whole vectors, then the last columns one at a time.
-template <class T>
+// add_values for the last `left` rows from r0 (fewer than a tile's), as one tile of that
+// many rows (Rs, Rs - 1, ... tried in turn).
+template <class Tl, index_t Rs, index_t Cs, class T>
+TENFOLD_INLINE_INTO_CLONE inline void add_last_values(index_t left, const T* values,
+                                                      index_t value_stride, index_t width,
+                                                      const T* weights, index_t r0, index_t c0,
+                                                      index_t cv, T* acc) {
+  if constexpr (Rs > 0) {
+    if (left == Rs) {
+      add_values<Tl, Rs, Cs>(values, value_stride, width, weights, r0, c0, cv, acc);
+    } else {
+      add_last_values<Tl, Rs - 1, Cs>(left, values, value_stride, width, weights, r0, c0, cv, acc);
+    }
+  }
+}
+
+// acc(r) += w(r, t) v_t over the block's tokens: tiles of the set's value rows and vectors
+// (each value vector loaded once for the rows), then what is left of the rows as one tile,
+// then the whole vectors left, then the last columns one at a time.
+template <class Tl, class T>
 TENFOLD_INLINE_INTO_CLONE inline void block_values(const Rows<T>& rows_of, index_t rows, index_t cv,
                                                    index_t value_stride, index_t u0, index_t width,
                                                    const T* weights, T* acc) {
-  constexpr index_t lanes = kLanes<T>;
+  constexpr index_t lanes = Tl::template lanes<T>;
+  constexpr index_t tile_rows = Tl::value_rows, tile_vectors = Tl::value_vectors;
   const T* values = rows_of.values + u0 * value_stride;
   index_t c0 = 0;
-  for (; c0 + kChains * lanes <= cv; c0 += kChains * lanes) {
+  for (; c0 + tile_vectors * lanes <= cv; c0 += tile_vectors * lanes) {
     index_t r = 0;
-    for (; r + kRows <= rows; r += kRows)
-      add_values<kRows, kChains>(values, value_stride, width, weights, r, c0, cv, acc);
-    for (; r < rows; ++r)
-      add_values<1, kChains>(values, value_stride, width, weights, r, c0, cv, acc);
+    for (; r + tile_rows <= rows; r += tile_rows)
+      add_values<Tl, tile_rows, tile_vectors>(values, value_stride, width, weights, r, c0, cv, acc);
+    add_last_values<Tl, tile_rows - 1, tile_vectors>(rows - r, values, value_stride, width, weights,
+                                                     r, c0, cv, acc);
   }
   for (; c0 + lanes <= cv; c0 += lanes)
     for (index_t r = 0; r < rows; ++r)
-      add_values<1, 1>(values, value_stride, width, weights, r, c0, cv, acc);
+      add_values<Tl, 1, 1>(values, value_stride, width, weights, r, c0, cv, acc);
   for (index_t r = 0; r < rows && c0 < cv; ++r) {
     const T* w = weights + r * kBlock;
     T* a = acc + r * cv;
@@ -176,33 +203,78 @@ TENFOLD_INLINE_INTO_CLONE inline void block_values(const Rows<T>& rows_of, index
   }
 }
 
-// The online softmax of the rows of one (batch, group) over tokens [t0, t1): per row r,
-// top[r] = the largest score, sum[r] = sum of exp(s - top), acc (rows x C_v) = sum of
-// exp(s - top) v.
+// The largest of s[0, width) (-inf for none), a vector of tokens at a time.
+template <class Tl, class T>
+TENFOLD_INLINE_INTO_CLONE inline T row_max(const T* s, index_t width) {
+  constexpr int bytes = Tl::bytes;
+  constexpr index_t lanes = Tl::template lanes<T>;
+  T most = -std::numeric_limits<T>::infinity();
+  index_t t = 0;
+  if (width >= lanes) {
+    detail::Vec<T, bytes> a;
+    detail::vec_load<T, bytes>(a, s);
+    for (t = lanes; t + lanes <= width; t += lanes) {
+      detail::Vec<T, bytes> x;
+      detail::vec_load<T, bytes>(x, s + t);
+      a = a > x ? a : x;
+    }
+    for (index_t l = 0; l < lanes; ++l) most = std::max(most, a[l]);
+  }
+  for (; t < width; ++t) most = std::max(most, s[t]);
+  return most;
+}
+
+// The sum of s[0, width), a vector of tokens at a time.
+template <class Tl, class T>
+TENFOLD_INLINE_INTO_CLONE inline T row_sum(const T* s, index_t width) {
+  constexpr int bytes = Tl::bytes;
+  constexpr index_t lanes = Tl::template lanes<T>;
+  detail::Vec<T, bytes> a = {};
+  index_t t = 0;
+  for (; t + lanes <= width; t += lanes) {
+    detail::Vec<T, bytes> x;
+    detail::vec_load<T, bytes>(x, s + t);
+    a += x;
+  }
+  T total = 0;
+  for (index_t l = 0; l < lanes; ++l) total += a[l];
+  for (; t < width; ++t) total += s[t];
+  return total;
+}
+
+// One task: the rows of one (batch, group) over its cached tokens [t0, t1).
 template <class T>
-TENFOLD_SIMD_CLONES void attend_range(const Shape& p, const Rows<T>& rows_of, index_t key_stride,
-                                      index_t value_stride, T scale, index_t t0, index_t t1, T* top,
-                                      T* sum, T* acc, Scratch<T>& scratch) {
+struct Range {
+  const Shape* shape;
+  const Rows<T>* rows_of;
+  index_t key_stride, value_stride;
+  T scale;
+  index_t t0, t1;
+  T* state;  // top and sum per row, then rows x C_v weighted values
+};
+
+// The online softmax of a range: per row r, top[r] = the largest score, sum[r] = sum of
+// exp(s - top), acc (rows x C_v) = sum of exp(s - top) v.
+template <class Tl, class T>
+TENFOLD_INLINE_INTO_CLONE inline void attend_range(const Range<T>& g) {
   constexpr T minus_inf = -std::numeric_limits<T>::infinity();
+  const Shape& p = *g.shape;
+  const Rows<T>& rows_of = *g.rows_of;
   const index_t rows = p.rows(), cv = p.value_width;
+  T *top = g.state, *sum = g.state + rows, *acc = g.state + 2 * rows;
+  Scratch<T> scratch = make_scratch(rows_of, rows, p.key_width, Tl::template lanes<T>);
   T* scores = scratch.scores.data();
   std::fill(top, top + rows, minus_inf);
   std::fill(sum, sum + rows, T(0));
   std::fill(acc, acc + rows * cv, T(0));
-  for (index_t u0 = t0; u0 < t1; u0 += kBlock) {
-    const index_t width = std::min(t1, u0 + kBlock) - u0;
-    // the next block's keys and values requested while this one is computed
-    for (index_t t = u0 + width; t < std::min(t1, u0 + width + kBlock); ++t) {
-      detail::prefetch_bytes(rows_of.keys + t * key_stride, p.key_width * index_t{sizeof(T)});
-      detail::prefetch_bytes(rows_of.values + t * value_stride, cv * index_t{sizeof(T)});
-    }
-    block_scores(rows_of, rows, p.key_width, key_stride, scale, u0, width, scratch);
+  for (index_t u0 = g.t0; u0 < g.t1; u0 += kBlock) {
+    const index_t width = std::min(g.t1, u0 + kBlock) - u0;
+    block_scores<Tl>(rows_of, rows, p.key_width, g.key_stride, g.scale, u0, width, scratch);
     // weights w = exp(s - top) with top raised to the block's largest; the sums so far
     // rescaled by exp(old top - new top)
     for (index_t r = 0; r < rows; ++r) {
       T* s = scores + r * kBlock;
-      T most = top[r];
-      for (index_t t = 0; t < width; ++t) most = std::max(most, s[t]);
+      const T most = std::max(top[r], row_max<Tl>(s, width));
       if (most == minus_inf) {  // nothing seen yet: no weight
         std::fill(s, s + width, T(0));
         continue;
@@ -214,15 +286,26 @@ TENFOLD_SIMD_CLONES void attend_range(const Shape& p, const Rows<T>& rows_of, in
         T* a = acc + r * cv;
         for (index_t c = 0; c < cv; ++c) a[c] *= shrink;
       }
-      T added = 0;
-      for (index_t t = 0; t < width; ++t) {
-        s[t] = detail::exp_nonpositive(s[t] - most);
-        added += s[t];
-      }
-      sum[r] += added;
+      for (index_t t = 0; t < width; ++t) s[t] = detail::exp_nonpositive(s[t] - most);
+      sum[r] += row_sum<Tl>(s, width);
     }
-    block_values(rows_of, rows, cv, value_stride, u0, width, scores, acc);
+    block_values<Tl>(rows_of, rows, cv, g.value_stride, u0, width, scores, acc);
   }
+}
+
+template <class T>
+TENFOLD_TARGET_AVX512 void attend_range_avx512(const Range<T>& g) {
+  attend_range<Avx512Tiles>(g);
+}
+
+template <class T>
+TENFOLD_TARGET_AVX2 void attend_range_avx2(const Range<T>& g) {
+  attend_range<Avx2Tiles>(g);
+}
+
+template <class T>
+void attend_range_baseline(const Range<T>& g) {
+  attend_range<BaselineTiles>(g);
 }
 
 template <class T>
@@ -276,9 +359,17 @@ Shape checked_shape(const HeadsView<const T>& q, const HeadsView<const T>& k,
 }  // namespace
 
 template <class T>
-void cache_attention(const HeadsView<const T>& queries, const HeadsView<const T>& keys,
-                     const HeadsView<const T>& values, const HeadsView<const T>& bias, bool causal,
-                     T scale, const HeadsView<T>& out) {
+void cache_attention_with(detail::Isa isa, const HeadsView<const T>& queries,
+                          const HeadsView<const T>& keys, const HeadsView<const T>& values,
+                          const HeadsView<const T>& bias, bool causal, T scale,
+                          const HeadsView<T>& out) {
+  using detail::Isa;
+  if (isa > detail::processor_isa()) {
+    throw InvalidArgument("cache_attention: this processor does not run the kernel asked for");
+  }
+  const auto attend_range = isa == Isa::avx512 ? &attend_range_avx512<T>
+                            : isa == Isa::avx2 ? &attend_range_avx2<T>
+                                               : &attend_range_baseline<T>;
   const Shape p = checked_shape(queries, keys, values, bias, causal, out);
   const index_t units = p.batch * p.groups(), rows = p.rows(), cv = p.value_width;
   if (units * rows == 0) return;
@@ -308,10 +399,8 @@ void cache_attention(const HeadsView<const T>& queries, const HeadsView<const T>
           bias.data == nullptr ? nullptr : bias.data + b * bias.batch_stride + i * bias.row_stride);
       of.last.push_back(causal ? p.tokens - p.n + i : p.tokens);
     }
-    T* s = states.data() + task * state;
-    Scratch<T> scratch = make_scratch(of, rows, p.key_width);
-    attend_range(p, of, keys.row_stride, values.row_stride, scale, t0, t1, s, s + rows,
-                 s + 2 * rows, scratch);
+    attend_range(
+        {&p, &of, keys.row_stride, values.row_stride, scale, t0, t1, states.data() + task * state});
   });
   // out(row) = sum over ranges of e^(top - most) acc / sum over ranges of e^(top - most) sum
   detail::parallel_for(units, [&](index_t unit) {
@@ -343,10 +432,20 @@ void cache_attention(const HeadsView<const T>& queries, const HeadsView<const T>
   });
 }
 
+template <class T>
+void cache_attention(const HeadsView<const T>& queries, const HeadsView<const T>& keys,
+                     const HeadsView<const T>& values, const HeadsView<const T>& bias, bool causal,
+                     T scale, const HeadsView<T>& out) {
+  cache_attention_with(detail::processor_isa(), queries, keys, values, bias, causal, scale, out);
+}
+
 #define TENFOLD_INSTANTIATE_CACHE_ATTENTION(T)                                                    \
   template void cache_attention<T>(const HeadsView<const T>&, const HeadsView<const T>&,          \
                                    const HeadsView<const T>&, const HeadsView<const T>&, bool, T, \
-                                   const HeadsView<T>&);
+                                   const HeadsView<T>&);                                          \
+  template void cache_attention_with<T>(detail::Isa, const HeadsView<const T>&,                   \
+                                        const HeadsView<const T>&, const HeadsView<const T>&,     \
+                                        const HeadsView<const T>&, bool, T, const HeadsView<T>&);
 TENFOLD_INSTANTIATE_FOR_EACH_VALUE_TYPE(TENFOLD_INSTANTIATE_CACHE_ATTENTION)
 
 }  // namespace tenfold::attention

@@ -30,11 +30,11 @@ TENFOLD_INLINE_INTO_CLONE inline T exp_nonpositive(T x) {
   constexpr T shifter = single ? T(12582912.0) : T(6755399441055744.0);
   constexpr int mantissa = single ? 23 : 52;
   constexpr Bits bias = single ? 127 : 1023;
-  const T y = x < lowest ? lowest : x;
-  // y = n ln 2 + r, n = round(y / ln 2), |r| <= ln 2 / 2
-  const T shifted = y * log2e + shifter;
+  // x = n ln 2 + r, n = round(x / ln 2), |r| <= ln 2 / 2 (for x below `lowest` any bits,
+  // cleared at the end)
+  const T shifted = x * log2e + shifter;
   const T n = shifted - shifter;
-  const T r = (y - n * ln2_hi) - n * ln2_lo;
+  const T r = (x - n * ln2_hi) - n * ln2_lo;
   // e^r: Taylor to degree 7 (float) or 13 (double), by Horner (truncation below half an
   // ulp at |r| <= 0.347)
   constexpr int degree = single ? 7 : 13;
@@ -52,7 +52,11 @@ TENFOLD_INLINE_INTO_CLONE inline T exp_nonpositive(T x) {
   // 2^n from n's bits: the integer below the shifter's is n (two's complement)
   const Bits n_bits = std::bit_cast<Bits>(shifted) - std::bit_cast<Bits>(shifter);
   const T scale = std::bit_cast<T>(static_cast<Bits>((n_bits + bias) << mantissa));
-  return x < lowest ? T(0) : p * scale;
+  // 0 below `lowest` by clearing the bits: no branch, so that the callers' loops
+  // vectorise on every processor (a choice of x or `lowest` before the steps above became
+  // branches that only AVX-512's masked lanes could vectorise)
+  const Bits keep = Bits(0) - static_cast<Bits>(!(x < lowest));
+  return std::bit_cast<T>(std::bit_cast<Bits>(p * scale) & keep);
 }
 
 }  // namespace tenfold::detail

@@ -221,7 +221,7 @@ void CpuCompute<T>::gemm(Op ta, Op tb, index_t m, index_t n, index_t k, T alpha,
       return;
     }
     if (ta == Op::trans && tb == Op::none && m <= 32 &&
-        tall_gemm_fits<T>(n, m, k, tall_gemm_isa(), true)) {
+        tall_gemm_fits<T>(n, m, k, processor_isa(), true)) {
       // Short and wide C = A^T B (a TTM on a tensor's first mode, B the tensor): C^T = B^T A
       // is tall and thin, formed by the tall kernel reading B in place (OpenBLAS would pack
       // all of B first), then transposed into C.

@@ -46,14 +46,14 @@ struct TileSteps {
 constexpr unsigned lanes_mask(index_t n) { return (1u << n) - 1u; }
 
 // The kernels below are compiled for AVX-512F and for AVX2 with FMA, each only called
-// where the processor has its set (tall_gemm_isa). A tile is MR = 3 W rows (W lanes per
+// where the processor has its set (processor_isa). A tile is MR = 3 W rows (W lanes per
 // vector): 3 x kPanel accumulators, which leaves registers for A's three vectors and a
 // broadcast of B (32 vector registers with AVX-512, 16 with AVX2).
 constexpr int kVectors = 3;
 
 namespace avx512 {
 
-#define TENFOLD_TARGET __attribute__((target("avx512f")))
+#define TENFOLD_TARGET TENFOLD_TARGET_AVX512
 
 // One 512-bit vector of T: W lanes, one cache line.
 template <class T>
@@ -162,7 +162,7 @@ constexpr index_t kUnroll = 1;
 
 namespace avx2 {
 
-#define TENFOLD_TARGET __attribute__((target("avx2,fma")))
+#define TENFOLD_TARGET TENFOLD_TARGET_AVX2
 
 // One 256-bit vector of T: W lanes, half a cache line. A mask of lanes (bit l for lane l)
 // becomes a vector of all-ones lanes for the masked loads and stores, which only run where
@@ -264,32 +264,20 @@ constexpr index_t kUnroll = 4;
 
 }  // namespace avx2
 
-}  // namespace
-
-TallIsa tall_gemm_isa() {
-  static const TallIsa best = __builtin_cpu_supports("avx512f") ? TallIsa::avx512
-                              : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")
-                                  ? TallIsa::avx2
-                                  : TallIsa::none;
-  return best;
-}
-
-namespace {
-
 // The tile's rows and the panel's columns of the kernel for `isa`.
 template <class T>
-std::pair<index_t, index_t> tile_shape(TallIsa isa) {
-  if (isa == TallIsa::avx512) return {avx512::tile_rows<T>(), avx512::kPanel};
+std::pair<index_t, index_t> tile_shape(Isa isa) {
+  if (isa == Isa::avx512) return {avx512::tile_rows<T>(), avx512::kPanel};
   return {avx2::tile_rows<T>(), avx2::kPanel};
 }
 
 // tall_gemm (w null) or tall_gemm_dots with the kernel for `isa`.
 template <class T>
-void tall_products(TallIsa isa, index_t m, index_t n, index_t k, T alpha, Op ta, const T* a,
+void tall_products(Isa isa, index_t m, index_t n, index_t k, T alpha, Op ta, const T* a,
                    index_t lda, index_t stride_a, Op tb, const T* b, index_t ldb, T beta, T* c,
                    index_t ldc, index_t stride_c, const T* w, index_t ldw, T* dots, index_t ldd,
                    index_t batch) {
-  const auto run = isa == TallIsa::avx512 ? &avx512::tall_products<T> : &avx2::tall_products<T>;
+  const auto run = isa == Isa::avx512 ? &avx512::tall_products<T> : &avx2::tall_products<T>;
   run(m, n, k, alpha, ta, a, lda, stride_a, tb, b, ldb, beta, c, ldc, stride_c, w, ldw, dots, ldd,
       batch);
 }
@@ -297,8 +285,8 @@ void tall_products(TallIsa isa, index_t m, index_t n, index_t k, T alpha, Op ta,
 }  // namespace
 
 template <class T>
-bool tall_gemm_fits(index_t m, index_t n, index_t k, TallIsa isa, bool any_padding) {
-  if (isa == TallIsa::none || isa > tall_gemm_isa()) return false;
+bool tall_gemm_fits(index_t m, index_t n, index_t k, Isa isa, bool any_padding) {
+  if (isa == Isa::baseline || isa > processor_isa()) return false;
   const auto [rows, panel] = tile_shape<T>(isa);
   const index_t padded = (n + panel - 1) / panel * panel;
   // A tile of op(A) (MR x k, at most 96 KB) and the next one being copied stay in the
@@ -309,13 +297,13 @@ bool tall_gemm_fits(index_t m, index_t n, index_t k, TallIsa isa, bool any_paddi
 
 template <class T>
 bool tall_gemm_suits(index_t m, index_t n, index_t k) {
-  return tall_gemm_fits<T>(m, n, k, tall_gemm_isa());
+  return tall_gemm_fits<T>(m, n, k, processor_isa());
 }
 
 template <class T>
 void tall_gemm(index_t m, index_t n, index_t k, T alpha, Op ta, const T* a, index_t lda,
                index_t stride_a, Op tb, const T* b, index_t ldb, T beta, T* c, index_t ldc,
-               index_t stride_c, index_t batch, TallIsa isa) {
+               index_t stride_c, index_t batch, Isa isa) {
   if (m == 0 || n == 0 || batch == 0) return;
   tall_products(isa, m, n, k, alpha, ta, a, lda, stride_a, tb, b, ldb, beta, c, ldc, stride_c,
                 static_cast<const T*>(nullptr), 0, static_cast<T*>(nullptr), 0, batch);
@@ -325,7 +313,7 @@ template <class T>
 void tall_gemm_dots(index_t m, index_t n, index_t k, T alpha, const T* a, index_t lda,
                     index_t stride_a, Op tb, const T* b, index_t ldb, const T* w, index_t ldw,
                     T* dots, index_t ldd, index_t batch, T* c, index_t ldc, index_t stride_c,
-                    TallIsa isa) {
+                    Isa isa) {
   if (n == 0 || batch == 0) return;
   for (index_t j = 0; j < n; ++j)
     for (index_t i = 0; i < batch; ++i) dots[i + j * ldd] = T(0);
@@ -334,21 +322,21 @@ void tall_gemm_dots(index_t m, index_t n, index_t k, T alpha, const T* a, index_
                 w, ldw, dots, ldd, batch);
 }
 
-template bool tall_gemm_fits<float>(index_t, index_t, index_t, TallIsa, bool);
-template bool tall_gemm_fits<double>(index_t, index_t, index_t, TallIsa, bool);
+template bool tall_gemm_fits<float>(index_t, index_t, index_t, Isa, bool);
+template bool tall_gemm_fits<double>(index_t, index_t, index_t, Isa, bool);
 template bool tall_gemm_suits<float>(index_t, index_t, index_t);
 template bool tall_gemm_suits<double>(index_t, index_t, index_t);
 template void tall_gemm<float>(index_t, index_t, index_t, float, Op, const float*, index_t, index_t,
                                Op, const float*, index_t, float, float*, index_t, index_t, index_t,
-                               TallIsa);
+                               Isa);
 template void tall_gemm<double>(index_t, index_t, index_t, double, Op, const double*, index_t,
                                 index_t, Op, const double*, index_t, double, double*, index_t,
-                                index_t, index_t, TallIsa);
+                                index_t, index_t, Isa);
 template void tall_gemm_dots<float>(index_t, index_t, index_t, float, const float*, index_t,
                                     index_t, Op, const float*, index_t, const float*, index_t,
-                                    float*, index_t, index_t, float*, index_t, index_t, TallIsa);
+                                    float*, index_t, index_t, float*, index_t, index_t, Isa);
 template void tall_gemm_dots<double>(index_t, index_t, index_t, double, const double*, index_t,
                                      index_t, Op, const double*, index_t, const double*, index_t,
-                                     double*, index_t, index_t, double*, index_t, index_t, TallIsa);
+                                     double*, index_t, index_t, double*, index_t, index_t, Isa);
 
 }  // namespace tenfold::detail

@@ -12,14 +12,9 @@
 #pragma once
 
 #include "core/compute.hpp"
+#include "core/simd.hpp"
 
 namespace tenfold::detail {
-
-/// The instruction sets the kernel is written for, in order.
-enum class TallIsa { none, avx2, avx512 };
-
-/// The best of them this processor runs: AVX-512F, else AVX2 with FMA, else none.
-TallIsa tall_gemm_isa();
 
 /// Whether tall_gemm<T> with the kernel for `isa` can take this shape on this processor:
 /// the processor runs `isa`, m at least one tile (3 vectors of rows), n small (columns of
@@ -27,9 +22,9 @@ TallIsa tall_gemm_isa();
 /// short enough that a tile of op(A) stays in the core's cache. With `any_padding`, any
 /// waste of the padded panel (for products whose alternative packs a tensor-sized operand).
 template <class T>
-bool tall_gemm_fits(index_t m, index_t n, index_t k, TallIsa isa, bool any_padding = false);
+bool tall_gemm_fits(index_t m, index_t n, index_t k, Isa isa, bool any_padding = false);
 
-/// Whether the backend should call tall_gemm<T> (with tall_gemm_isa()) rather than BLAS:
+/// Whether the backend should call tall_gemm<T> (with processor_isa()) rather than BLAS:
 /// wherever it fits (whole sweeps 1.1-1.3x faster than with OpenBLAS's products with
 /// AVX2 too, in float and in double; docs/performance.md).
 template <class T>
@@ -45,7 +40,7 @@ bool tall_gemm_suits(index_t m, index_t n, index_t k);
 template <class T>
 void tall_gemm(index_t m, index_t n, index_t k, T alpha, Op ta, const T* a, index_t lda,
                index_t stride_a, Op tb, const T* b, index_t ldb, T beta, T* c, index_t ldc,
-               index_t stride_c, index_t batch, TallIsa isa = tall_gemm_isa());
+               index_t stride_c, index_t batch, Isa isa = processor_isa());
 
 /// dots(i, j) = sum_r alpha (A_i op(B))(r, j) W(r, j) for i < batch, j < n (dots batch x
 /// n, leading dimension ldd; W m x n, leading dimension ldw, the same for every i): the
@@ -57,6 +52,6 @@ template <class T>
 void tall_gemm_dots(index_t m, index_t n, index_t k, T alpha, const T* a, index_t lda,
                     index_t stride_a, Op tb, const T* b, index_t ldb, const T* w, index_t ldw,
                     T* dots, index_t ldd, index_t batch, T* c = nullptr, index_t ldc = 0,
-                    index_t stride_c = 0, TallIsa isa = tall_gemm_isa());
+                    index_t stride_c = 0, Isa isa = processor_isa());
 
 }  // namespace tenfold::detail
