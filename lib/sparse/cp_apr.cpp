@@ -130,7 +130,7 @@ double log_likelihood(const Csf<T>& tree, const AprModel<T>& m) {
   std::vector<double> partial(cuts.size() - 1, 0.0);
   detail::with_index(tree, [&](const auto& ix) {
     detail::parallel_for(static_cast<index_t>(cuts.size()) - 1, [&](index_t piece) {
-      detail::LeafScratch<T> scratch(tree.levels(), r);
+      detail::TreeScratch<T> scratch(tree.levels(), r);
       double s = 0.0;
       for (index_t root = cuts[static_cast<std::size_t>(piece)];
            root < cuts[static_cast<std::size_t>(piece) + 1]; ++root) {

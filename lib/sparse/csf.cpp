@@ -359,7 +359,7 @@ template <class T, IndexWidth W>
 TENFOLD_SIMD_CLONES void poisson_phi_roots(const Csf<T>& tree, const CsfIndex<W>& ix,
                                            const T* const* rows, const T* b, index_t rank, T eps,
                                            index_t s0, index_t s1, T* phi,
-                                           LeafScratch<T>& scratch) {
+                                           TreeScratch<T>& scratch) {
   for (index_t s = s0; s < s1; ++s) {
     const index_t i = ix.ids(0)[s];
     const T* bi = b + i * rank;
@@ -403,7 +403,7 @@ void csf_khatri_rao_rows(const Csf<T>& tree, std::type_identity_t<std::span<cons
   const auto& cuts = tree.cuts();
   with_index(tree, [&](const auto& ix) {
     parallel_for(static_cast<index_t>(cuts.size()) - 1, [&](index_t piece) {
-      LeafScratch<T> scratch(tree.levels(), rank);
+      TreeScratch<T> scratch(tree.levels(), rank);
       for (index_t s = cuts[static_cast<std::size_t>(piece)];
            s < cuts[static_cast<std::size_t>(piece) + 1]; ++s) {
         T* to = pi + tree.first_leaf(s) * rank;
@@ -436,13 +436,11 @@ void csf_mttkrp(const Csf<T>& tree, std::type_identity_t<std::span<const T* cons
   const auto& cuts = tree.cuts();
   with_index(tree, [&](const auto& ix) {
     parallel_for(static_cast<index_t>(cuts.size()) - 1, [&](index_t piece) {
-      const auto levels = static_cast<std::size_t>(tree.levels());
-      std::vector<T> root_row(static_cast<std::size_t>(rank)),
-          sums(levels * static_cast<std::size_t>(rank));
-      std::vector<index_t> pos(levels), end(levels);
+      // the root's row in prefix (no prefix in a bottom-up walk)
+      TreeScratch<T> scratch(tree.levels(), rank);
       mttkrp_roots(tree, ix, rows.data(), rank, cuts[static_cast<std::size_t>(piece)],
-                   cuts[static_cast<std::size_t>(piece) + 1], out, root_row.data(), sums.data(),
-                   pos.data(), end.data());
+                   cuts[static_cast<std::size_t>(piece) + 1], out, scratch.prefix.data(),
+                   scratch.sums.data(), scratch.pos.data(), scratch.end.data());
     });
   });
 }
@@ -454,7 +452,7 @@ void csf_poisson_phi(const Csf<T>& tree, std::type_identity_t<std::span<const T*
   const auto& cuts = tree.cuts();
   with_index(tree, [&](const auto& ix) {
     parallel_for(static_cast<index_t>(cuts.size()) - 1, [&](index_t piece) {
-      LeafScratch<T> scratch(tree.levels(), rank);
+      TreeScratch<T> scratch(tree.levels(), rank);
       poisson_phi_roots(tree, ix, rows.data(), b, rank, eps, cuts[static_cast<std::size_t>(piece)],
                         cuts[static_cast<std::size_t>(piece) + 1], phi, scratch);
     });

@@ -129,19 +129,18 @@ void csf_mttkrp_level(const Csf<T>& tree, int level,
       HostArray<T>& a = acc[static_cast<std::size_t>(part)];
       a.resize(random_rows_room<T>(size));
       std::fill_n(a.data(), size, T(0));
-      const auto levels = static_cast<std::size_t>(tree.levels());
-      std::vector<T> prefix(levels * static_cast<std::size_t>(rank)),
-          sums(levels * static_cast<std::size_t>(rank));
-      std::vector<index_t> pos(levels), end(levels);
+      TreeScratch<T> scratch(tree.levels(), rank);
       const index_t first = part * pieces / parts, past = (part + 1) * pieces / parts;
       if (first == past) return;
       const index_t s0 = cuts[static_cast<std::size_t>(first)],
                     s1 = cuts[static_cast<std::size_t>(past)];
-      if (levels == 3) {
-        mttkrp_level_roots3(tree, ix, level, rows.data(), rank, s0, s1, a.data(), sums.data());
+      if (tree.levels() == 3) {
+        mttkrp_level_roots3(tree, ix, level, rows.data(), rank, s0, s1, a.data(),
+                            scratch.sums.data());
       } else {
-        mttkrp_level_roots(tree, ix, level, rows.data(), rank, s0, s1, a.data(), prefix.data(),
-                           sums.data(), pos.data(), end.data());
+        mttkrp_level_roots(tree, ix, level, rows.data(), rank, s0, s1, a.data(),
+                           scratch.prefix.data(), scratch.sums.data(), scratch.pos.data(),
+                           scratch.end.data());
       }
     });
   });
