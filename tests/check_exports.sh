@@ -16,7 +16,7 @@ if [ -n "$foreign" ]; then
 fi
 for api in 'tenfold::cp_als<double>(tenfold::TensorView<double const>' \
            'tenfold::cp_als<std::complex<float> >(tenfold::TensorView<std::complex<float> const>' \
-           'tenfold::tucker<float>(' 'tenfold::set_num_threads(int)' \
+           'tenfold::tucker<float>(' 'tenfold::set_num_threads(int)' 'tenfold::OnThisThread::OnThisThread()' \
            'tenfold::transpose<double>(tenfold::TensorView<double const>)' \
            'typeinfo for tenfold::InvalidArgument' 'typeinfo for tenfold::Cancelled'; do
   # (a here-string, not a pipe: grep -q stops at the first match, and under pipefail the

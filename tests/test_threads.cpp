@@ -116,6 +116,28 @@ TEST(Threads, NestedLoopsRunSerially) {
   EXPECT_EQ(total.load(), 40);
 }
 
+TEST(Threads, OnThisThreadRunsEveryTaskOnTheCaller) {
+  const ThreadCount two(2);
+  const std::thread::id caller = std::this_thread::get_id();
+  {
+    const OnThisThread serial;
+    EXPECT_EQ(detail::pool_threads(), 1);
+    std::vector<index_t> order;
+    parallel_for(8, [&](index_t i) {
+      EXPECT_EQ(std::this_thread::get_id(), caller);
+      order.push_back(i);
+    });
+    EXPECT_EQ(order, (std::vector<index_t>{0, 1, 2, 3, 4, 5, 6, 7}));
+    { const OnThisThread nested; }
+    EXPECT_EQ(detail::pool_threads(), 1);  // the inner scope restored the outer one's
+  }
+  EXPECT_EQ(detail::pool_threads(), 2);
+  // other threads are not affected by a scope on this one
+  const OnThisThread serial;
+  std::thread other([] { EXPECT_EQ(detail::pool_threads(), 2); });
+  other.join();
+}
+
 TEST(Threads, FirstErrorIsRethrownAndThePoolStaysUsable) {
   const ThreadCount two(2);
   EXPECT_THROW(parallel_for(100,

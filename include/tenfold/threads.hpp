@@ -23,4 +23,20 @@ TENFOLD_API int num_threads();
 /// running at that moment keep the count they started with.
 TENFOLD_API void set_num_threads(int threads);
 
+/// For its lifetime, the library's calls made on the constructing thread compute on that
+/// thread alone (other threads keep num_threads()). For calls made between the operations
+/// of another runtime whose threads hold the other cores, such as a PyTorch decode step
+/// (its OpenMP threads spin for milliseconds after each operation): waking the library's
+/// workers there only takes time from those threads.
+class TENFOLD_API OnThisThread {
+ public:
+  OnThisThread();
+  ~OnThisThread();
+  OnThisThread(const OnThisThread&) = delete;
+  OnThisThread& operator=(const OnThisThread&) = delete;
+
+ private:
+  bool saved_;
+};
+
 }  // namespace tenfold

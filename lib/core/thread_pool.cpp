@@ -222,4 +222,8 @@ SerialBlas::~SerialBlas() { omp_set_num_threads(saved_); }
 
 }  // namespace detail
 
+// (parallel_for on this thread then runs serially, as inside a task)
+OnThisThread::OnThisThread() : saved_(detail::inside_task) { detail::inside_task = true; }
+OnThisThread::~OnThisThread() { detail::inside_task = saved_; }
+
 }  // namespace tenfold

@@ -1,6 +1,7 @@
 // tenfold._tenfold.cache_attention: the decode-time read of a KV cache
 // (include/tenfold/cache_attention.hpp) on 4-D CPU arrays, PyTorch tensors included
-// (through DLPack, not copied), the result written into `out`.
+// (through DLPack, not copied), the result written into `out`; `one_thread` computes on the
+// calling thread alone (tenfold::OnThisThread).
 #include "tenfold/cache_attention.hpp"
 
 #include <nanobind/stl/optional.h>
@@ -11,6 +12,7 @@
 
 #include "bindings.hpp"
 #include "tenfold/error.hpp"
+#include "tenfold/threads.hpp"
 
 namespace tenfold::python {
 
@@ -51,13 +53,16 @@ HeadsView<T> heads_view(const Array& a, const char* what) {
 
 template <class T>
 void attend(const InArray& queries, const InArray& keys, const InArray& values,
-            const std::optional<InArray>& bias, bool causal, double scale, const OutArray& out) {
+            const std::optional<InArray>& bias, bool causal, double scale, const OutArray& out,
+            bool one_thread) {
   const HeadsView<const T> q = heads_view<const T>(queries, "queries");
   const HeadsView<const T> k = heads_view<const T>(keys, "keys");
   const HeadsView<const T> v = heads_view<const T>(values, "values");
   const HeadsView<const T> b = bias ? heads_view<const T>(*bias, "bias") : HeadsView<const T>{};
   const HeadsView<T> o = heads_view<T>(out, "out");
   const nb::gil_scoped_release released;
+  std::optional<OnThisThread> serial;
+  if (one_thread) serial.emplace();
   cache_attention<T>(q, k, v, b, causal, static_cast<T>(scale), o);
 }
 
@@ -67,16 +72,17 @@ void register_cache_attention(nb::module_& m) {
   m.def(
       "cache_attention",
       [](const InArray& queries, const InArray& keys, const InArray& values,
-         const std::optional<InArray>& bias, bool causal, double scale, const OutArray& out) {
+         const std::optional<InArray>& bias, bool causal, double scale, const OutArray& out,
+         bool one_thread) {
         if (float_kind(queries, "cache_attention: queries") == 'f') {
-          attend<float>(queries, keys, values, bias, causal, scale, out);
+          attend<float>(queries, keys, values, bias, causal, scale, out, one_thread);
         } else {
-          attend<double>(queries, keys, values, bias, causal, scale, out);
+          attend<double>(queries, keys, values, bias, causal, scale, out, one_thread);
         }
       },
       nb::arg("queries").noconvert(), nb::arg("keys").noconvert(), nb::arg("values").noconvert(),
       nb::arg("bias").noconvert().none(), nb::arg("causal"), nb::arg("scale"),
-      nb::arg("out").noconvert());
+      nb::arg("out").noconvert(), nb::arg("one_thread") = false);
 }
 
 }  // namespace tenfold::python

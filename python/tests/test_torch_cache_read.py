@@ -28,9 +28,11 @@ def kernel_calls(monkeypatch):
     calls = []
     real = _tenfold.cache_attention
 
-    def counted(*args):
+    def counted(*args, **kwargs):
         calls.append(args[0].shape)
-        return real(*args)
+        # the layer computes on the calling thread alone (torch's threads hold the others)
+        assert kwargs == {"one_thread": True}
+        return real(*args, **kwargs)
 
     monkeypatch.setattr(rotary_attention._tenfold, "cache_attention", counted)
     return calls
