@@ -42,7 +42,8 @@ TENFOLD_INLINE_INTO_CLONE inline void prefetch_bytes(const void* p, std::ptrdiff
 /// The vector instruction sets that hand-written kernels are compiled for, in order: each
 /// such kernel has a function per set (TENFOLD_TARGET_AVX2, TENFOLD_TARGET_AVX512) and is
 /// called for the best set the processor runs, so that its vectors and register tiles fit
-/// the set's registers (16 of 16 or 32 bytes; 32 of 64 bytes).
+/// the set's registers (SSE2 and AVX2: 16 registers of 16 or 32 bytes; AVX-512: 32 of 64
+/// bytes).
 enum class Isa { baseline, avx2, avx512 };
 
 /// The best of them this processor runs: AVX-512F, else AVX2 with FMA, else baseline (SSE2).

@@ -360,6 +360,7 @@ struct TreeScratch {
   HostArray<T> prefix, sums;
   HostArray<index_t> pos, end;
 };
+
 /// Calls visit(j, p) for every node j of level `depth` >= 1 under root node s, in order,
 /// where p (R) is prefix[0 .. R) (set by the caller) times the elementwise product of the
 /// rows rows[mode(d)][id] of j's ancestors at levels 1..depth-1 and of j itself.
