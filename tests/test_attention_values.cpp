@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -241,6 +242,66 @@ TEST(Values, JointErrorsAddUpToTheDroppedSingularValues) {
     EXPECT_NEAR(*r.key_error * *r.key_error + r.relative_error * r.relative_error, dropped, 1e-10);
     EXPECT_GT(*r.key_error, 0.0);
   }
+}
+
+// The keys' emphasis a trades the two sides: as a grows the keys' error of the optimum
+// cannot rise and the values' cannot fall; with query weights the latent changes, and the
+// full size stays exact (no weighting there).
+TEST(Values, JointKeyEmphasisTradesKeysForValues) {
+  ValueLayer<double> l = random_values<double>(4, 2, 8, 40, 24, false, 21);
+  std::mt19937_64 gen(22);
+  l.key_weight = gaussian<double>(40, 16, 1.0, gen);
+  ValueOptions o;
+  o.joint = true;
+  o.values = 12;
+  double keys = 2.0, values = -1.0;
+  for (double a : {0.25, 1.0, 2.5, 8.0}) {
+    o.key_emphasis = a;
+    const ValueLatent r = value_latent(l, o);
+    EXPECT_LE(*r.key_error, keys + 1e-12) << a;
+    EXPECT_GE(r.relative_error, values - 1e-12) << a;
+    keys = *r.key_error;
+    values = r.relative_error;
+  }
+  o.key_emphasis = 2.5;
+  const ValueLatent plain = value_latent(l, o);
+  l.query_weight = gaussian<double>(40, 32, 1.0, gen);
+  o.inv_freq = {1.0, 0.3, 0.05, 0.01};
+  o.context = 64;
+  const ValueLatent weighted = value_latent(l, o);
+  EXPECT_GT(std::abs(*weighted.key_error - *plain.key_error), 1e-6);
+  o.values = 0;
+  const ValueLatent full = value_latent(l, o);
+  EXPECT_LT(*full.key_error, 1e-10);
+  EXPECT_LT(full.relative_error, 1e-10);
+}
+
+TEST(Values, JointRefusesBadKeyWeighting) {
+  ValueLayer<double> l = random_values<double>(4, 2, 8, 10, 12, false, 3);
+  std::mt19937_64 gen(4);
+  l.key_weight = gaussian<double>(10, 16, 1.0, gen);
+  ValueOptions o;
+  o.joint = true;
+  o.values = 4;
+  for (double a : {0.0, -1.0, std::nan(""), std::numeric_limits<double>::infinity()}) {
+    o.key_emphasis = a;
+    EXPECT_THROW(value_latent(l, o), InvalidOption) << a;
+  }
+  o.key_emphasis = 1.0;
+  l.query_weight = gaussian<double>(10, 32, 1.0, gen);
+  EXPECT_THROW(value_latent(l, o), InvalidOption);  // no frequencies
+  o.inv_freq = {1.0, 0.1, 0.01};
+  EXPECT_THROW(value_latent(l, o), InvalidOption);  // d/2 = 4 expected
+  o.inv_freq = {1.0, 0.1, 0.01, 0.001};
+  o.context = 0;
+  EXPECT_THROW(value_latent(l, o), InvalidOption);
+  o.context = 16;
+  EXPECT_NO_THROW(value_latent(l, o));
+  l.query_bias = std::vector<double>(31, 0.0);
+  EXPECT_THROW(value_latent(l, o), DimensionMismatch);
+  l.query_bias.clear();
+  l.query_weight = gaussian<double>(10, 31, 1.0, gen);
+  EXPECT_THROW(value_latent(l, o), DimensionMismatch);
 }
 
 TEST(Values, JointRefusesMissingKeysAndBadSizes) {

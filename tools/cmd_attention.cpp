@@ -18,11 +18,12 @@ namespace {
 
 struct CompressArgs {
   std::string input, out, report;
-  std::string shared_dim;  // a positive integer, or "full" (rotary checkpoints)
-  std::string value_dim;   // rotary checkpoints only: a positive integer, or "full"
-  double kv_cache = 0.0;   // rotary checkpoints only: a fraction of the key and value cache
-  index_t bands = 0;       // rotary checkpoints only
-  bool joint = false;      // rotary checkpoints only: one latent for keys and values
+  std::string shared_dim;     // a positive integer, or "full" (rotary checkpoints)
+  std::string value_dim;      // rotary checkpoints only: a positive integer, or "full"
+  double kv_cache = 0.0;      // rotary checkpoints only: a fraction of the key and value cache
+  index_t bands = 0;          // rotary checkpoints only
+  bool joint = false;         // rotary checkpoints only: one latent for keys and values
+  double key_emphasis = 0.0;  // --joint only: keys weighted by the queries, this emphasis
   index_t context = attention::RotaryOptions{}.context;
   index_t heads = 0;
   int max_iters = 100;
@@ -91,6 +92,9 @@ int run_rotary(const CompressArgs& a) {
                               "key rebuilt from all of it)");
       }
     }
+  } else if (given(a, "--key-emphasis")) {
+    throw InvalidArgument(
+        "--key-emphasis applies to --joint (the joint latent's keys beside its values)");
   } else if (!given(a, "--bands")) {
     throw InvalidArgument(
         "a rotary checkpoint needs --bands: adjacent frequency pairs per band "
@@ -113,6 +117,7 @@ int run_rotary(const CompressArgs& a) {
   attention::RotaryCheckpointOptions o;
   o.rotary.bands = a.joint ? 1 : a.bands;
   o.joint = a.joint;
+  if (given(a, "--key-emphasis")) o.key_emphasis = a.key_emphasis;
   if (kv_cache) {
     o.kv_cache = a.kv_cache;
   } else {
@@ -239,7 +244,8 @@ int run_compress(const CompressArgs& a) {
   if (!a.calibration.empty()) inputs.push_back(a.calibration);
   check_outputs(outputs, inputs);
   if (attention::is_rotary_checkpoint(a.input)) return run_rotary(a);
-  for (const char* flag : {"--bands", "--context", "--kv-cache", "--value-dim", "--joint"}) {
+  for (const char* flag :
+       {"--bands", "--context", "--kv-cache", "--value-dim", "--joint", "--key-emphasis"}) {
     if (!given(a, flag)) continue;
     const std::filesystem::path config = attention::config_path(a.input);
     if (!std::filesystem::exists(config)) {
@@ -405,6 +411,11 @@ Command add_attention_command(CLI::App& app) {
                      "Rotary checkpoints: one latent for keys and values (--shared-dim or all of "
                      "--kv-cache's values per token and layer), the keys rebuilt from it and "
                      "rotated at read time (docs/kv-cache.md)");
+  compress->add_option("--key-emphasis", c->key_emphasis,
+                       "With --joint: weigh each key head by its queries' coherence and the keys "
+                       "against the values by this factor > 0 (tenfold.torch's key_weighting; "
+                       "2.5 at half the cache of SmolLM2-135M, docs/kv-cache.md); default: keys "
+                       "and values at equal energy");
   add_integer_option(*compress, "--bands", c->bands,
                      "Rotary checkpoints: adjacent frequency pairs per band (a divisor of d/2; "
                      "1: complex keys shared per frequency pair)",

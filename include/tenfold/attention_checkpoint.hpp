@@ -150,6 +150,10 @@ struct TENFOLD_API RotaryCheckpointOptions {
   /// `values` must be none and rotary.bands 1 (the keys are rebuilt from the whole latent,
   /// written as bands = d/2).
   bool joint = false;
+  /// Joint only: weigh each key head by its queries' coherence (the model's frequencies,
+  /// rotary.context) and the keys' side by this emphasis (ValueOptions::key_emphasis;
+  /// tenfold.torch's key_weighting = a); none: keys and values at equal energy.
+  std::optional<double> key_emphasis;
   /// Calibration statistics (as CheckpointOptions::calibration): P + "input_moment" of E[x' x'^T],
   /// with x' = [x; 1] ((D+1) x (D+1)) when the layers have query, key or value biases, else x
   /// (D x D). The keys and the values both see the layer's input x.

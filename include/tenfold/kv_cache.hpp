@@ -18,7 +18,11 @@
 // are read from the same token, so in the whitened space of x their rows share most
 // directions: X = L^T [W_K / n_K, W_V blockdiag(F_g) / n_V] (each side scaled to unit
 // whitened energy, n = its Frobenius norm), the same SVD, and the keys rebuilt as
-// B_K c = W_K^T L U_k c before the rotation, at read time.
+// B_K c = W_K^T L U_k c before the rotation, at read time. With the layer's query weight,
+// each key head's columns are weighted by the root of P_g, the queries' coherence averaged
+// over the offsets of a `context`-token sequence (the objective of rotary bands, one band
+// of all d/2 pairs: what a key error costs in the scores), and the keys' side by
+// key_emphasis: X = L^T [a W_K blockdiag(P_g^(1/2)) / n_K, W_V blockdiag(F_g) / n_V].
 #pragma once
 
 #include <cstdint>
@@ -45,6 +49,9 @@ struct TENFOLD_API ValueLayer {
   Matrix<T> output_weight;    ///< (H d) x E
   Matrix<T> key_weight;       ///< D x (G d), PyTorch's k_proj weight: read by the joint latent only
   std::vector<T> key_bias;    ///< G d entries, or empty (joint only)
+  /// D x (H d), PyTorch's q_proj weight, or empty (joint only: weights the keys by the queries)
+  Matrix<T> query_weight;
+  std::vector<T> query_bias;  ///< H d entries, or empty (read with query_weight)
 
   index_t input_dim() const { return value_weight.rows(); }  ///< D
   /// Throws InvalidArgument / DimensionMismatch unless the sizes above hold and every
@@ -62,6 +69,14 @@ struct TENFOLD_API ValueOptions {
   /// One latent for keys and values (the layer's key_weight and key_bias): the cache holds
   /// C_v values per token in all, the keys rebuilt from them (ValueLatent::key_expand).
   bool joint = false;
+  /// Joint: the weight a of the keys' side against the values' (each first scaled to unit
+  /// energy), finite and > 0. At half the cache of SmolLM2-135M, with query weights and
+  /// calibration moments, a = 2.5 kept the lowest calibration loss (docs/kv-cache.md).
+  double key_emphasis = 1.0;
+  /// Joint with query_weight: the RoPE frequencies theta_j (d/2 of them) and the sequence
+  /// length whose query-key offsets the coherence averages.
+  std::vector<double> inv_freq;
+  index_t context = 2048;
 };
 
 /// Whether a layer with C_v = `values` latent values folds the rebuild B into o_proj

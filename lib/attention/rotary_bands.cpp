@@ -31,6 +31,8 @@ cplx phase_average(double omega, index_t context) {
   return sum;
 }
 
+}  // namespace
+
 /// P_g = sum_{h in g} E[v_h v_h^T] (d x d each, G blocks), v_h = Rot(theta Delta) q_h(x):
 /// the query of head h turned by the offset. With M = E[q q^T] (S = E[x' x'^T], or I),
 /// z_j = e^{i theta_j Delta} q_j has E[z_j conj z_k] = A(theta_j - theta_k) E[q_j conj q_k]
@@ -38,8 +40,8 @@ cplx phase_average(double omega, index_t context) {
 std::vector<Matrix<double>> query_coherence(Compute<double>& c, const Matrix<double>& wq,
                                             const Matrix<double>* moment, index_t heads,
                                             index_t key_heads, index_t d,
-                                            const std::vector<cplx>& minus,
-                                            const std::vector<cplx>& plus) {
+                                            const OffsetPhases& phases) {
+  const std::vector<cplx>&minus = phases.minus, &plus = phases.plus;
   const index_t rows = wq.rows(), half = d / 2;
   Matrix<double> sw = wq;
   if (moment) {
@@ -70,6 +72,8 @@ std::vector<Matrix<double>> query_coherence(Compute<double>& c, const Matrix<dou
   }
   return p;
 }
+
+namespace {
 
 /// Per band, per key head: F with F F^T = P_g restricted to the band's 2 b coordinates.
 std::vector<std::vector<Matrix<double>>> band_roots(const std::vector<Matrix<double>>& p,
@@ -131,21 +135,23 @@ double weighted_energy(Compute<double>& c, const Matrix<double>& m,
 
 }  // namespace
 
+OffsetPhases offset_phases(const std::vector<double>& inv_freq, index_t context) {
+  const index_t half = static_cast<index_t>(inv_freq.size());
+  OffsetPhases p;
+  p.minus.resize(static_cast<std::size_t>(half * half));
+  p.plus.resize(p.minus.size());
+  for (index_t k = 0; k < half; ++k)
+    for (index_t j = 0; j < half; ++j) {
+      p.minus[j + k * half] = phase_average(inv_freq[j] - inv_freq[k], context);
+      p.plus[j + k * half] = phase_average(inv_freq[j] + inv_freq[k], context);
+    }
+  return p;
+}
+
 RotaryKeys band_keys(Compute<double>& c, const RotaryProblem& p, const RotaryOptions& o) {
   const index_t key_heads = p.key_heads, d = p.head_dim, half = d / 2, b = o.bands;
   const index_t dim = p.dim();
-  const Matrix<double>&wq = p.wq, &wk = p.wk;
-
-  // Phases of the offsets for theta_j - theta_k and theta_j + theta_k.
-  std::vector<cplx> minus(static_cast<std::size_t>(half * half)), plus(minus.size());
-  for (index_t k = 0; k < half; ++k)
-    for (index_t j = 0; j < half; ++j) {
-      minus[j + k * half] = phase_average(o.inv_freq[j] - o.inv_freq[k], o.context);
-      plus[j + k * half] = phase_average(o.inv_freq[j] + o.inv_freq[k], o.context);
-    }
-  const auto coherence = [&](const Matrix<double>* s) {
-    return query_coherence(c, wq, s, p.heads, key_heads, d, minus, plus);
-  };
+  const Matrix<double>& wk = p.wk;
 
   // Band B's key coordinates: pairs j in B, real parts (j) then imaginary (j + d/2),
   // of every key head in turn.
@@ -158,6 +164,10 @@ RotaryKeys band_keys(Compute<double>& c, const RotaryProblem& p, const RotaryOpt
     for (index_t g = 0; g < key_heads; ++g)
       for (index_t col : cb) rows[band].push_back(g * d + col);
   }
+  const OffsetPhases phases = offset_phases(o.inv_freq, o.context);
+  const auto coherence = [&](const Matrix<double>* s) {
+    return query_coherence(c, p.wq, s, p.heads, key_heads, d, phases);
+  };
   const std::vector<Matrix<double>> weights = coherence(p.query_moment);
   const auto roots = band_roots(weights, cols);
 

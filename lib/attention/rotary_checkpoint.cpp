@@ -297,6 +297,9 @@ std::optional<index_t> resolve_sizes(const RotaryCheckpointOptions& o, RotaryOpt
                                      RotaryCheckpointReport& rep) {
   const index_t gd = rep.original_key_values;
   std::optional<index_t> values = o.values;
+  if (o.key_emphasis && !o.joint) {
+    throw InvalidOption("key_emphasis", "applies to the joint latent only");
+  }
   if (o.joint) {
     // One latent: all of the budget's 2 f G d values, or key_values (0: full), up to 2 G d.
     if (o.values) throw InvalidOption("values", "does not apply to the joint latent");
@@ -375,19 +378,25 @@ std::vector<InputMoments> read_moments(const std::filesystem::path& path,
 /// relative_error and data_error).
 RotaryLayerReport joint_layer(const LayerWriter& w, const io::SafetensorsFile& file,
                               const RotaryNames& n, const RotaryConfig& c, index_t values,
-                              double damping, const InputMoments* moments) {
+                              const RotaryCheckpointOptions& o, const InputMoments* moments) {
   ValueLayer<double> layer = load_value_layer<double>(file, n, c);
   const RotaryLayer<double> keys = load_rotary_layer<double>(file, n, c);
   layer.key_weight = keys.key_weight;
   layer.key_bias = keys.key_bias;
+  ValueOptions vo{.values = values, .damping = o.rotary.damping, .joint = true};
+  if (o.key_emphasis) {
+    layer.query_weight = keys.query_weight;
+    layer.query_bias = keys.query_bias;
+    vo.key_emphasis = *o.key_emphasis;
+    vo.inv_freq = c.inv_freq;
+    vo.context = o.rotary.context;
+  }
   std::optional<Matrix<double>> s;
   if (moments) {
     const InputMoments m = side_moments(*moments, c.hidden_size, n.key_bias || n.value_bias);
     s = m.key.rows() > 0 ? m.key : m.query;
   }
-  const ValueLatent v = in_layer(n, [&] {
-    return value_latent(layer, ValueOptions{values, damping, true}, s ? &*s : nullptr);
-  });
+  const ValueLatent v = in_layer(n, [&] { return value_latent(layer, vo, s ? &*s : nullptr); });
   write_joint(w, v, c, n);
   RotaryLayerReport lr;
   lr.index = n.index;
@@ -451,7 +460,7 @@ RotaryCheckpointReport compress_rotary_checkpoint(
     const LayerWriter w{writer, n.prefix, o.float64};
     if (o.joint) {
       const RotaryLayerReport lr =
-          joint_layer(w, file, n, c, *values, ro.damping, moments.empty() ? nullptr : &moments[i]);
+          joint_layer(w, file, n, c, *values, o, moments.empty() ? nullptr : &moments[i]);
       sizes.push_back(lr.key_values);
       value_sizes.push_back(lr.value_values);
       errors.push_back(lr.relative_error);
@@ -492,7 +501,8 @@ RotaryCheckpointReport compress_rotary_checkpoint(
       }
       const ValueLayer<double> value_layer = load_value_layer<double>(file, n, c);
       const ValueLatent v = in_layer(n, [&] {
-        return value_latent(value_layer, ValueOptions{*values, ro.damping}, s ? &*s : nullptr);
+        return value_latent(value_layer, ValueOptions{.values = *values, .damping = ro.damping},
+                            s ? &*s : nullptr);
       });
       write_values(w, v, c, value_biased);
       lr.seconds += v.seconds;

@@ -4,6 +4,7 @@
 // rotary_bands.cpp). docs/rope.md derives both.
 #pragma once
 
+#include <complex>
 #include <vector>
 
 #include "core/compute.hpp"
@@ -48,6 +49,23 @@ std::vector<index_t> choose_ranks(const Matrix<double>& sigma, bool full,
 /// Hermitian eigensolver of the smaller Gram.
 template <class S>
 std::pair<Matrix<S>, std::vector<double>> left_singular(const Matrix<S>& x);
+
+/// A(theta_j - theta_k) and A(theta_j + theta_k) (d/2 x d/2 each, column-major) for the
+/// frequencies theta (d/2 of them): A(omega) the mean of e^{i omega Delta} over the offsets
+/// Delta of the causal pairs of a `context`-token sequence.
+struct OffsetPhases {
+  std::vector<std::complex<double>> minus, plus;
+};
+OffsetPhases offset_phases(const std::vector<double>& inv_freq, index_t context);
+
+/// P_g (d x d) for every key head g: sum over its query heads of E[v v^T], v the query
+/// (W_Q^h, columns of `wq` D' x H d, under `moment` or I) turned by the offset of a causal
+/// pair: what an error in key head g's coordinates costs in the scores, averaged over
+/// the offsets.
+std::vector<Matrix<double>> query_coherence(tenfold::detail::Compute<double>& c,
+                                            const Matrix<double>& wq, const Matrix<double>* moment,
+                                            index_t heads, index_t key_heads, index_t d,
+                                            const OffsetPhases& phases);
 
 /// bands = 1: R complex keys per token, kappa_r(y) = e_r^T [y; 1], each serving one
 /// frequency pair j(r); key head g's pair j is sum_r c_{g,r} kappa_r.

@@ -78,12 +78,14 @@ double relative(Compute<double>& c, const Matrix<double>& w, const Matrix<double
   return den > 0.0 ? std::sqrt(weighed(diff) / den) : 0.0;
 }
 
-/// Columns a and b side by side, each scaled to unit Frobenius norm (kept when zero).
-Matrix<double> side_by_side(Compute<double>& c, const Matrix<double>& a, const Matrix<double>& b) {
+/// Columns a and b side by side, each scaled to unit Frobenius norm (kept when zero), then a
+/// by `emphasis`.
+Matrix<double> side_by_side(Compute<double>& c, const Matrix<double>& a, const Matrix<double>& b,
+                            double emphasis) {
   Matrix<double> out(a.rows(), a.cols() + b.cols());
   const double na = std::sqrt(c.sum_squares(a.values().size(), a.data()));
   const double nb = std::sqrt(c.sum_squares(b.values().size(), b.data()));
-  const double sa = na > 0.0 ? 1.0 / na : 1.0, sb = nb > 0.0 ? 1.0 / nb : 1.0;
+  const double sa = emphasis / (na > 0.0 ? na : 1.0), sb = nb > 0.0 ? 1.0 / nb : 1.0;
   for (index_t j = 0; j < a.cols(); ++j)
     for (index_t i = 0; i < a.rows(); ++i) out(i, j) = sa * a(i, j);
   for (index_t j = 0; j < b.cols(); ++j)
@@ -152,6 +154,41 @@ void validate_keys(const ValueLayer<T>& layer) {
     check_finite(TensorView<const T>(layer.key_bias.data(), {gd}), "key_bias");
   }
   check_finite(TensorView<const T>(layer.key_weight.data(), {layer.input_dim(), gd}), "key_weight");
+  if (layer.query_weight.cols() == 0) return;
+  const index_t hd = layer.heads * layer.head_dim;
+  if (layer.query_weight.rows() != layer.input_dim() || layer.query_weight.cols() != hd) {
+    throw DimensionMismatch("query_weight is " + text(layer.query_weight.rows()) + "x" +
+                            text(layer.query_weight.cols()) +
+                            ", expected D x H d = " + text(layer.input_dim()) + "x" + text(hd));
+  }
+  if (!layer.query_bias.empty() && static_cast<index_t>(layer.query_bias.size()) != hd) {
+    throw DimensionMismatch("query_bias has " +
+                            text(static_cast<index_t>(layer.query_bias.size())) +
+                            " entries, expected H d = " + text(hd));
+  }
+  check_finite(TensorView<const T>(layer.query_weight.data(), {layer.input_dim(), hd}),
+               "query_weight");
+  if (!layer.query_bias.empty()) {
+    check_finite(TensorView<const T>(layer.query_bias.data(), {hd}), "query_bias");
+  }
+}
+
+/// Joint: the options the keys' weighting reads, checked.
+void validate_key_options(const ValueOptions& o, bool queries, index_t d) {
+  if (!(o.key_emphasis > 0.0) || !std::isfinite(o.key_emphasis)) {
+    throw InvalidOption("key_emphasis",
+                        "must be finite and > 0, got " + std::to_string(o.key_emphasis));
+  }
+  if (!queries) return;
+  if (d % 2 || static_cast<index_t>(o.inv_freq.size()) != d / 2) {
+    throw InvalidOption("inv_freq", "has " + text(static_cast<index_t>(o.inv_freq.size())) +
+                                        " frequencies, expected d/2 = " + text(d / 2) +
+                                        " (the keys weighted by the queries)");
+  }
+  for (double f : o.inv_freq) {
+    if (!std::isfinite(f)) throw InvalidOption("inv_freq", "must be finite");
+  }
+  if (o.context < 1) throw InvalidOption("context", "must be at least 1, got " + text(o.context));
 }
 
 }  // namespace
@@ -161,7 +198,10 @@ ValueLatent value_latent(const ValueLayer<T>& layer, const ValueOptions& o,
                          const Matrix<double>* moment) {
   const auto start = std::chrono::steady_clock::now();
   layer.validate();
-  if (o.joint) validate_keys(layer);
+  if (o.joint) {
+    validate_keys(layer);
+    validate_key_options(o, layer.query_weight.cols() > 0, layer.head_dim);
+  }
   const index_t heads = layer.heads, groups = layer.key_heads, d = layer.head_dim;
   const index_t gd = groups * d, e = layer.output_weight.cols(), most = o.joint ? 2 * gd : gd;
   if (o.values < 0 || o.values > most) {
@@ -188,11 +228,25 @@ ValueLatent value_latent(const ValueLayer<T>& layer, const ValueOptions& o,
   const std::vector<Matrix<double>> roots = output_roots(c, wo, heads, groups, d);
 
   // X = L^T W_V blockdiag(F) (no L without whitening, and for "full"); joint:
-  // X = [L^T W_K / n_K, L^T W_V blockdiag(F) / n_V], each side of unit energy. Its SVD.
+  // X = [a L^T W_K blockdiag(P^(1/2)) / n_K, L^T W_V blockdiag(F) / n_V], each side of unit
+  // energy, then the keys' times a; P_g the queries' coherence (none without query weights
+  // and for "full", where a weight could drop rank). Its SVD.
   Matrix<double> chol;
   if (moment && !full) chol = detail::damped_cholesky(*moment, o.damping, "the value input moment");
   Matrix<double> x = weigh(c, whitened(c, chol, wv), roots);
-  if (o.joint) x = side_by_side(c, whitened(c, chol, wk), x);
+  if (o.joint) {
+    Matrix<double> xk = whitened(c, chol, wk);
+    if (layer.query_weight.cols() > 0 && !full) {
+      const Matrix<double> wq = detail::augmented(
+          layer.query_weight, biased ? layer.query_bias : std::vector<T>{}, biased);
+      std::vector<Matrix<double>> key_roots;
+      for (const Matrix<double>& p : detail::query_coherence(
+               c, wq, moment, heads, groups, d, detail::offset_phases(o.inv_freq, o.context)))
+        key_roots.push_back(detail::psd_factor(p));
+      xk = weigh(c, xk, key_roots);
+    }
+    x = side_by_side(c, xk, x, o.key_emphasis);
+  }
   auto [u, sigma] = detail::left_singular(x);
   Matrix<double> sv(1, static_cast<index_t>(sigma.size()));
   std::copy(sigma.begin(), sigma.end(), sv.values().begin());

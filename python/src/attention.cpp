@@ -233,7 +233,9 @@ void register_attention(nb::module_& m) {
       [](const InArray& value_weight, const std::optional<InArray>& value_bias,
          const InArray& output_weight, index_t heads, index_t key_heads, index_t values,
          double damping, const std::optional<InArray>& moment,
-         const std::optional<InArray>& key_weight, const std::optional<InArray>& key_bias) {
+         const std::optional<InArray>& key_weight, const std::optional<InArray>& key_bias,
+         const std::optional<InArray>& query_weight, const std::optional<InArray>& query_bias,
+         double key_emphasis, std::vector<double> inv_freq, index_t context) {
         ValueLayer<double> layer;
         layer.heads = heads;
         layer.key_heads = key_heads;
@@ -248,10 +250,17 @@ void register_attention(nb::module_& m) {
         layer.head_dim = layer.value_weight.cols() / key_heads;
         if (key_weight) layer.key_weight = weight_from<double>(*key_weight, "key_weight");
         layer.key_bias = bias_from<double>(key_bias, "key_bias");
+        if (query_weight) layer.query_weight = weight_from<double>(*query_weight, "query_weight");
+        layer.query_bias = bias_from<double>(query_bias, "query_bias");
         Matrix<double> s;
         if (moment) s = matrix_from<double>(*moment, "moment");
-        ValueLatent r = value_latent(layer, ValueOptions{values, damping, key_weight.has_value()},
-                                     moment ? &s : nullptr);
+        const ValueOptions o{.values = values,
+                             .damping = damping,
+                             .joint = key_weight.has_value(),
+                             .key_emphasis = key_emphasis,
+                             .inv_freq = std::move(inv_freq),
+                             .context = context};
+        ValueLatent r = value_latent(layer, o, moment ? &s : nullptr);
         nb::dict d;
         d["latent"] = as_rows(std::move(r.latent));
         d["expand"] = owned_matrix(std::move(r.expand));
@@ -272,7 +281,9 @@ void register_attention(nb::module_& m) {
       nb::arg("value_weight").noconvert(), nb::arg("value_bias").noconvert().none(),
       nb::arg("output_weight").noconvert(), nb::arg("heads"), nb::arg("key_heads"),
       nb::arg("values"), nb::arg("damping"), nb::arg("moment").noconvert().none(),
-      nb::arg("key_weight").noconvert().none(), nb::arg("key_bias").noconvert().none());
+      nb::arg("key_weight").noconvert().none(), nb::arg("key_bias").noconvert().none(),
+      nb::arg("query_weight").noconvert().none(), nb::arg("query_bias").noconvert().none(),
+      nb::arg("key_emphasis"), nb::arg("inv_freq"), nb::arg("context"));
   // kv_cache_split: (key values, latent values) per token and layer.
   m.def(
       "kv_cache_split",

@@ -242,7 +242,8 @@ def analyze_file(input, *, heads=0):
 
 
 def value_latent(value_weight, output_weight, value_bias=None, *, heads, key_heads, values=None,
-                 moment=None, damping=0.01, key_weight=None, key_bias=None):
+                 moment=None, damping=0.01, key_weight=None, key_bias=None, query_weight=None, query_bias=None,
+                 key_emphasis=1.0, inv_freq=None, context=2048):
     """The latent value cache of one layer (docs/kv-cache.md): `values` latent values per
     token (None: the smallest exact size) shared by the ``key_heads`` value heads, with each
     head's up-projection folded into o_proj. Weights in PyTorch's (out, in) layout:
@@ -253,7 +254,13 @@ def value_latent(value_weight, output_weight, value_bias=None, *, heads, key_hea
     With `key_weight` (G d, D) (and `key_bias`, G d), the joint latent: one latent of
     `values` (at most 2 G d) for keys and values, D' = D + 1 with either bias; the result
     adds ``key_expand`` (G d, C): the keys (before the rotation) rebuilt from c, and
-    ``key_error`` / ``key_data_error``, the keys' relative errors.
+    ``key_error`` / ``key_data_error``, the keys' relative errors. `key_emphasis` a > 0
+    weighs the keys' side against the values' (each first scaled to unit energy); with
+    `query_weight` (H d, D) (and `query_bias`) and `inv_freq` (the d/2 RoPE frequencies),
+    each key head's coordinates are also weighted by its queries' coherence averaged over
+    the offsets of a `context`-token sequence (the rotary bands objective): at half the
+    cache of SmolLM2-135M, data-aware, a = 2.5 with the queries kept the lowest
+    calibration loss (docs/kv-cache.md).
 
     Returns a dict, float64: ``latent`` (C_v, D'): the cached values c = latent [x; 1] (its
     last column the bias when D' = D + 1); ``expand`` (G d, C_v): the values rebuilt from
@@ -271,12 +278,24 @@ def value_latent(value_weight, output_weight, value_bias=None, *, heads, key_hea
     kb = None if key_bias is None else np.asarray(key_bias, dtype=np.float64)
     if kb is not None and kw is None:
         raise ValueError("key_bias without key_weight: the joint latent needs both key tensors")
+    qw = None if query_weight is None else np.ascontiguousarray(np.asarray(query_weight, dtype=np.float64))
+    qb = None if query_bias is None else np.asarray(query_bias, dtype=np.float64)
+    if (qw is not None or qb is not None) and kw is None:
+        raise ValueError("query_weight weighs the joint latent's keys: give key_weight too")
+    if qb is not None and qw is None:
+        raise ValueError("query_bias without query_weight")
+    if qw is not None and inv_freq is None:
+        raise ValueError("query_weight needs inv_freq, the d/2 RoPE frequencies the keys are turned by")
+    if isinstance(key_emphasis, bool) or not isinstance(key_emphasis, (int, float)):
+        raise ValueError(f"key_emphasis must be a number > 0, got {key_emphasis!r}")
+    freq = [] if inv_freq is None else [float(f) for f in np.asarray(inv_freq, dtype=np.float64).ravel()]
     count = 0 if values is None else _validate.integer(values, "values", 1)
     return _tenfold.value_latent(np.ascontiguousarray(vw), vb, np.ascontiguousarray(ow),
                                  _validate.integer(heads, "heads", 1),
                                  _validate.integer(key_heads, "key_heads", 1), count,
                                  _validate.nonnegative(damping, "damping"),
-                                 None if s is None else np.ascontiguousarray(s), kw, kb)
+                                 None if s is None else np.ascontiguousarray(s), kw, kb, qw, qb,
+                                 float(key_emphasis), freq, _validate.integer(context, "context", 1))
 
 
 def value_expansion_folded(values, head_dim, hidden) -> bool:

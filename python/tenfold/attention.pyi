@@ -100,5 +100,12 @@ def value_latent(
     values: Optional[int] = None,
     moment: Optional[npt.ArrayLike] = None,
     damping: float = 0.01,
+    key_weight: Optional[npt.ArrayLike] = None,
+    key_bias: Optional[npt.ArrayLike] = None,
+    query_weight: Optional[npt.ArrayLike] = None,
+    query_bias: Optional[npt.ArrayLike] = None,
+    key_emphasis: float = 1.0,
+    inv_freq: Optional[npt.ArrayLike] = None,
+    context: int = 2048,
 ) -> dict: ...
 def value_expansion_folded(values: int, head_dim: int, hidden: int) -> bool: ...

@@ -202,12 +202,16 @@ def test_kv_cache_matches_tenfold_torch(cli, tmp_path, family, data, bands):
 
 @pytest.mark.parametrize("family", ["llama", "qwen2"])
 @pytest.mark.parametrize("data", [False, True])
-def test_joint_matches_tenfold_torch(cli, tmp_path, family, data):
+@pytest.mark.parametrize("emphasis", [None, 2.5])
+def test_joint_matches_tenfold_torch(cli, tmp_path, family, data, emphasis):
     """--kv-cache 0.25 --joint writes what compress_model(kv_cache=0.25, joint=True) makes: one
     latent of 16 values per token and layer for keys and values (Qwen2 with random value
-    biases; 32 would be exact: the width D), loaded, saved and loaded again."""
+    biases; 32 would be exact: the width D), loaded, saved and loaded again; without
+    --key-emphasis as key_weighting="none", with it as that number."""
+    extra = [] if emphasis is None else ["--key-emphasis", emphasis]
     original, model, stdout, reference, rows, report = program_and_python(
-        cli, tmp_path, family, data, ["--kv-cache", 0.25, "--joint"], kv_cache=0.25, joint=True)
+        cli, tmp_path, family, data, ["--kv-cache", 0.25, "--joint", *extra], kv_cache=0.25, joint=True,
+        key_weighting="none" if emphasis is None else emphasis)
     assert "joint latent 16 values per token and layer for keys and values (of 64): KV cache 25.0 %" in stdout
     assert report["shared_dim"] == report["value_dim"] == 16 and report["joint"] is True
     for row, layer, mine, theirs in zip(rows, report["layers"], model.model.layers, reference.model.layers):
@@ -303,6 +307,8 @@ def test_calibration_for_biases_needs_the_augmented_moment(cli, tmp_path):
     ("llama", ["--shared-dim", 65, "--joint"], "joint latent of 65 values exceeds the original key and value cache "
                                                "of 64"),
     ("llama", ["--kv-cache", 0.5, "--shared-dim", 8, "--joint"], "give it without --shared-dim"),
+    ("llama", ["--shared-dim", 8, "--bands", 2, "--key-emphasis", 2], "--key-emphasis applies to --joint"),
+    ("llama", ["--shared-dim", 8, "--joint", "--key-emphasis", 0], "--key-emphasis must be finite and > 0"),
 ])
 def test_refusals(cli, tmp_path, case, args, words):
     if case == "qwen3":
@@ -331,6 +337,7 @@ def test_rotary_options_refused_for_other_models(cli, tmp_path):
                         (["--shared-dim", "full"], "--shared-dim full applies to rotary checkpoints"),
                         (["--shared-dim", 8, "--kv-cache", 0.5], "--kv-cache applies to rotary checkpoints"),
                         (["--shared-dim", 8, "--value-dim", 8], "--value-dim applies to rotary checkpoints"),
+                        (["--shared-dim", 8, "--key-emphasis", 2], "--key-emphasis applies to rotary checkpoints"),
                         ([], "--shared-dim is required")):
         r = run(cli, tmp_path / "b" / "model.safetensors", "-o", tmp_path / "o.safetensors", *args)
         assert r.returncode != 0 and words in r.stderr, r.stderr

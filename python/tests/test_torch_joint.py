@@ -119,6 +119,100 @@ def test_library_objective_is_the_dropped_singular_values(moment):
     np.testing.assert_allclose(r["singular_values"][:c], sigma[:c], rtol=1e-9)
 
 
+def _coherence(wq, s, heads, key_heads, d, inv_freq, context):
+    """P_g = sum_{h in g} sum_Delta w_Delta R_Delta M_h R_Delta^T, summed directly: M_h = W_h^T S W_h,
+    R_Delta turning pair j (coordinates j, j + d/2) by theta_j Delta, w_Delta the share of the
+    causal pairs of a `context`-token sequence at offset Delta."""
+    half, per = d // 2, heads // key_heads
+    weights = [(context - delta) / (context * (context + 1) / 2) for delta in range(context)]
+    p = [np.zeros((d, d)) for _ in range(key_heads)]
+    for h in range(heads):
+        w = wq[h * d:(h + 1) * d].T
+        m = w.T @ s @ w
+        for delta, share in enumerate(weights):
+            rot = np.zeros((d, d))
+            for j in range(half):
+                c, sn = np.cos(inv_freq[j] * delta), np.sin(inv_freq[j] * delta)
+                rot[j, j], rot[j, j + half], rot[j + half, j], rot[j + half, j + half] = c, -sn, sn, c
+            p[h // per] += share * rot @ m @ rot.T
+    return p
+
+
+@pytest.mark.parametrize("emphasis", [0.5, 2.5])
+def test_keys_weighted_by_the_queries_drop_the_smallest_singular_values(emphasis):
+    # With query_weight: X = L^T [a W_K^T blockdiag(P^(1/2)) / n_K, W_V^T blockdiag(F) / n_V],
+    # P_g the queries' coherence summed here over every offset: the weighted errors of the
+    # returned maps add up to the dropped sigma^2 of that X.
+    rng = np.random.default_rng(3)
+    dim, heads, key_heads, d, e, c, context = 14, 4, 2, 4, 10, 6, 9
+    wq = rng.standard_normal((heads * d, dim))
+    wk, wv = rng.standard_normal((key_heads * d, dim)), rng.standard_normal((key_heads * d, dim))
+    wo = rng.standard_normal((e, heads * d))
+    x = rng.standard_normal((300, dim)) @ rng.standard_normal((dim, dim))
+    s = x.T @ x / 300
+    inv_freq = np.array([0.9, 0.05])
+    r = ta.value_latent(wv, wo, heads=heads, key_heads=key_heads, values=c, moment=s, damping=0.0,
+                        key_weight=wk, query_weight=wq, key_emphasis=emphasis, inv_freq=inv_freq,
+                        context=context)
+    chol = np.linalg.cholesky(s)
+    keys = [np.linalg.cholesky(pg + 1e-300 * np.eye(d)) for pg in _coherence(wq, s, heads, key_heads, d,
+                                                                              inv_freq, context)]
+    values = _root(wo, heads, key_heads, d)
+
+    def side(w, roots):  # L^T W^T blockdiag(roots)
+        return np.concatenate([chol.T @ w[g * d:(g + 1) * d].T @ roots[g] for g in range(key_heads)], axis=1)
+
+    xk, xv = side(wk, keys), side(wv, values)
+    nk, nv = np.linalg.norm(xk), np.linalg.norm(xv)
+    sigma = np.linalg.svd(np.concatenate([emphasis * xk / nk, xv / nv], axis=1), compute_uv=False)
+    np.testing.assert_allclose(r["singular_values"][:c], sigma[:c], rtol=1e-9)
+    a = r["latent"]
+    dropped = (emphasis * np.linalg.norm(side(wk - r["key_expand"] @ a, keys)) / nk) ** 2 + \
+        (np.linalg.norm(side(wv - r["expand"] @ a, values)) / nv) ** 2
+    assert dropped == pytest.approx(float(np.sum(sigma[c:] ** 2)), rel=1e-9)
+
+
+def test_library_refuses_bad_key_weighting():
+    rng = np.random.default_rng(1)
+    wv, wo, wk = rng.standard_normal((8, 6)), rng.standard_normal((10, 16)), rng.standard_normal((8, 6))
+    wq = rng.standard_normal((16, 6))
+    common = dict(heads=4, key_heads=2, values=3, key_weight=wk)
+    with pytest.raises(ValueError, match="key_emphasis"):
+        ta.value_latent(wv, wo, key_emphasis=0.0, **common)
+    with pytest.raises(ValueError, match="key_emphasis"):
+        ta.value_latent(wv, wo, key_emphasis=float("nan"), **common)
+    with pytest.raises(ValueError, match="inv_freq"):
+        ta.value_latent(wv, wo, query_weight=wq, **common)
+    with pytest.raises(ValueError, match="inv_freq"):
+        ta.value_latent(wv, wo, query_weight=wq, inv_freq=[1.0, 0.5, 0.1], **common)
+    with pytest.raises(ValueError, match="query_weight is"):
+        ta.value_latent(wv, wo, query_weight=wq[:, :5], inv_freq=[1.0, 0.5], **common)
+    with pytest.raises(ValueError, match="key_weight too"):
+        ta.value_latent(wv, wo, heads=4, key_heads=2, values=3, query_weight=wq, inv_freq=[1.0, 0.5])
+
+
+def test_key_weighting_choices(tmp_path):
+    # "none" is the objective without queries; a number weighs the keys by them (another
+    # latent); "auto" with calibration keeps one of the candidates and says which; the
+    # chosen model saves and loads as any joint model.
+    ids, mask = inputs()
+    calibration = [{"input_ids": ids, "attention_mask": mask}]
+    errors = {}
+    for weighting in ("none", 2.5, "auto"):
+        model = make_rotary("qwen2", seed=4)
+        report = tt.compress_model(model, kv_cache=0.5, joint=True, calibration=calibration, key_weighting=weighting)
+        chosen = {r["key_weighting"] for r in report}
+        assert len(chosen) == 1
+        errors[weighting] = (chosen.pop(), report[0]["relative_error"])
+    assert errors["none"][0] == "none" and errors[2.5][0] == 2.5
+    assert errors["none"][1] != pytest.approx(errors[2.5][1], rel=1e-6)
+    assert errors["auto"][0] in tt.rotary.KEY_WEIGHTINGS
+    assert errors["auto"][1] == pytest.approx(errors[errors["auto"][0]][1], rel=1e-9)
+    assert_round_trip(model, tmp_path)
+    weight_only = make_rotary("qwen2", seed=4)
+    assert tt.compress_model(weight_only, kv_cache=0.5, joint=True)[0]["key_weighting"] == "none"
+
+
 @pytest.mark.parametrize("options,message", [
     (dict(kv_cache=0.5, joint=True, shared_dim=8), "kv_cache alone"),
     (dict(shared_dim=8, joint=True, value_dim=8), "value_dim does not apply to joint"),
@@ -127,6 +221,10 @@ def test_library_objective_is_the_dropped_singular_values(moment):
     (dict(shared_dim=0, joint=True), "shared_dim"),
     (dict(shared_dim=8, joint=1), "joint must be True or False"),
     (dict(joint=True), "shared_dim .* or kv_cache"),
+    (dict(kv_cache=0.5, key_weighting=2.5), "key_weighting applies to joint"),
+    (dict(kv_cache=0.5, joint=True, key_weighting=0), "key_weighting must be"),
+    (dict(kv_cache=0.5, joint=True, key_weighting="best"), "key_weighting must be"),
+    (dict(kv_cache=0.5, joint=True, key_weighting=True), "key_weighting must be"),
 ])
 def test_bad_joint_options_are_refused_before_any_change(options, message):
     model = make_rotary("llama")

@@ -90,3 +90,46 @@ def moment_sums(model: nn.Module, layers: list, calibration: Iterable, append_on
             raise ValueError(f"{name}: the calibration batches reached no token of this layer")
         out[name] = (sums[name].cpu() / counts[name], counts[name])
     return out
+
+
+def _logits(model: nn.Module, batch) -> torch.Tensor:
+    if isinstance(batch, Mapping):
+        return model(**batch, **_no_cache(model, batch)).logits
+    return (model(*batch) if isinstance(batch, (tuple, list)) else model(batch)).logits
+
+
+def leading_batches(calibration: list, tokens: int) -> list:
+    """The first calibration batches that hold `tokens` tokens (at least one batch)."""
+    out, seen = [], 0
+    for batch in calibration:
+        if seen >= tokens:
+            break
+        ids = batch.get("input_ids") if isinstance(batch, Mapping) else batch
+        out.append(batch)
+        seen += int(ids.numel()) if isinstance(ids, torch.Tensor) else tokens
+    return out
+
+
+def log_probs(model: nn.Module, batches: list) -> list:
+    """The model's next-token log-probabilities (float64) on each batch, padding zeroed."""
+    out = []
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            for batch in batches:
+                lp = torch.log_softmax(_logits(model, batch).to(torch.float64), dim=-1)
+                mask = batch.get("attention_mask") if isinstance(batch, Mapping) else None
+                out.append(lp if mask is None else lp * mask[..., None].to(lp.dtype))
+    finally:
+        model.train(was_training)
+    return out
+
+
+def divergence(model: nn.Module, batches: list, reference: list) -> float:
+    """KL(reference || model) summed over the batches' tokens: how far the model's
+    next-token distributions moved from the reference's (log_probs of the original)."""
+    total = 0.0
+    for ref, lp in zip(reference, log_probs(model, batches)):
+        total += float((ref.exp() * (ref - lp)).sum())
+    return total

@@ -3,19 +3,35 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from contextlib import contextmanager
 
 from torch import nn
+
+
+def _put(model: nn.Module, old: Mapping, new: Mapping) -> None:
+    by_id = {id(old[name]): module for name, module in new.items()}
+    for parent in list(model.modules()):
+        for child_name, child in list(parent.named_children()):
+            if id(child) in by_id:
+                setattr(parent, child_name, by_id[id(child)])
 
 
 def swap(model: nn.Module, old: Mapping, new: Mapping) -> None:
     """Puts every new module where its old one was (shared modules, as ALBERT's, in
     every place); called only once all of them were built."""
     _capture_outputs(model, old, new)
-    by_id = {id(old[name]): module for name, module in new.items()}
-    for parent in list(model.modules()):
-        for child_name, child in list(parent.named_children()):
-            if id(child) in by_id:
-                setattr(parent, child_name, by_id[id(child)])
+    _put(model, old, new)
+
+
+@contextmanager
+def swapped(model: nn.Module, old: Mapping, new: Mapping):
+    """The new modules in place of the old ones while the block runs (to measure a
+    candidate), the old ones back after it, also on error."""
+    _put(model, old, new)
+    try:
+        yield model
+    finally:
+        _put(model, new, old)
 
 
 def _capture_outputs(model: nn.Module, old: Mapping, new: Mapping) -> None:

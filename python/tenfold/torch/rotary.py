@@ -39,9 +39,9 @@ import torch
 from torch import nn
 
 from .. import _tenfold, _validate, attention
-from ._calibration import moment_sums
+from ._calibration import divergence, leading_batches, log_probs, moment_sums
 from ._checkpoint import read_checkpoint
-from ._swap import swap
+from ._swap import swap, swapped
 from .rotary_attention import RotarySharedKeyAttention
 
 _FAMILIES = _tenfold.rotary_families()  # the library's list, shared with the program
@@ -54,6 +54,11 @@ QK_NORM_FAMILIES: tuple = tuple(_FAMILIES["qk_norm"])
 KV_KEY_SHARE = _tenfold.KV_KEY_SHARE
 #: The config attribute that marks a model converted to shared rotary keys.
 ROTARY_CONFIG_KEY = "tenfold_rotary"
+#: joint=True, key_weighting="auto" with calibration: the candidates tried ("none": keys
+#: and values at equal energy; a number: keys weighted by the queries, that emphasis) and
+#: the calibration tokens their losses are measured on (docs/kv-cache.md).
+KEY_WEIGHTINGS = ("none", 2.5)
+KEY_WEIGHTING_TOKENS = 1024
 #: RoPE types whose frequencies do not change with the sequence length: bands of
 #: several frequencies rotate the rebuilt keys with the model's inv_freq.
 STATIC_ROPE_TYPES = ("default", "linear", "llama3", "yarn")
@@ -287,13 +292,21 @@ def compress_rotary(model: nn.Module, shared_dim=None, calibration: Iterable | N
     d = layers[0][1].head_dim
     original = key_heads * d
     where = f"{type(model).__name__} ({family})"
-    unknown = sorted(set(options) - {"damping", "allocation", "bands", "context", "value_dim", "kv_cache", "joint"})
+    unknown = sorted(set(options) - {"damping", "allocation", "bands", "context", "value_dim", "kv_cache", "joint",
+                                     "key_weighting"})
     if unknown:
         raise ValueError(f"option {unknown[0]!r} does not apply to rotary models (their options are bands, context, "
-                         "damping, allocation, value_dim, kv_cache and joint)")
+                         "damping, allocation, value_dim, kv_cache, joint and key_weighting)")
     joint = options.get("joint", False)
     if not isinstance(joint, bool):
         raise ValueError(f"joint must be True or False, got {joint!r}")
+    weighting = options.pop("key_weighting", "auto")
+    if not joint and weighting != "auto":
+        raise ValueError("key_weighting applies to joint=True only (the joint latent's keys beside its values)")
+    if weighting not in ("auto", "none") and (isinstance(weighting, bool) or not isinstance(weighting, (int, float))
+                                               or not (0 < weighting < float("inf"))):
+        raise ValueError(f"key_weighting must be 'auto', 'none' or a number > 0 (the keys' emphasis), got "
+                         f"{weighting!r}")
     if joint and any(options.get(k) is not None for k in ("value_dim", "bands", "context", "allocation")):
         given = next(k for k in ("value_dim", "bands", "context", "allocation") if options.get(k) is not None)
         raise ValueError(f"{given} does not apply to joint=True (one latent for keys and values: every key rebuilt "
@@ -308,7 +321,7 @@ def compress_rotary(model: nn.Module, shared_dim=None, calibration: Iterable | N
         value_dim = _validate.integer(value_dim, "value_dim", 1, original)
     if joint:
         return compress_joint(model, layers, shared_dim, calibration,
-                              _validate.nonnegative(options.get("damping", 0.01), "damping"))
+                              _validate.nonnegative(options.get("damping", 0.01), "damping"), weighting)
     bands = _validate.integer(options.get("bands", 1), "bands")
     if bands < 1 or (d // 2) % bands:
         raise ValueError(f"bands must be a positive divisor of the {d // 2} frequency pairs of a head, got {bands!r}")
@@ -426,11 +439,17 @@ def compress_rotary(model: nn.Module, shared_dim=None, calibration: Iterable | N
     return report
 
 
-def compress_joint(model: nn.Module, layers: list, values, calibration: Iterable | None, damping: float) -> list:
+def compress_joint(model: nn.Module, layers: list, values, calibration: Iterable | None, damping: float,
+                   weighting="auto") -> list:
     """compress_rotary with joint=True: per layer one latent of `values` ("full" or 1 ... 2 G d)
     values per token for keys and values (the library's value_latent with the key weight,
     docs/kv-cache.md), whitened by the calibration moments when given; the keys are rebuilt
-    from it and rotated at read time, the values read from it as latent values."""
+    from it and rotated at read time, the values read from it as latent values.
+    `weighting` ("key_weighting"): "none" puts keys and values at equal energy; a number a
+    weights each key head by its queries' coherence (the rotary bands objective) and the
+    keys' side by a; "auto" takes, with calibration, whichever of KEY_WEIGHTINGS leaves the
+    lower KL divergence from the original on the first KEY_WEIGHTING_TOKENS calibration
+    tokens, "none" without calibration."""
     config = model.config
     family = config.model_type
     heads, key_heads = config.num_attention_heads, config.num_key_value_heads
@@ -443,40 +462,68 @@ def compress_joint(model: nn.Module, layers: list, values, calibration: Iterable
         values = _validate.integer(values, "shared_dim", 1, 2 * key_heads * d)
     inv_freq, scaling = _rope_frequencies(model, f"{type(model).__name__} ({family})")
     biased = first.k_proj.bias is not None or first.v_proj.bias is not None
-    moments = rotary_moments(model, layers, calibration, biased) if calibration is not None else {}
-    built, report = {}, []
-    for name, module in layers:
+    batches = None if calibration is None else list(calibration)
+    moments = rotary_moments(model, layers, batches, biased) if batches is not None else {}
+
+    def build(emphasis) -> tuple[dict, list]:
+        built, report = {}, []
+        for name, module in layers:
+            start = time.perf_counter()
+            moment, tokens = moments.get(name, (None, None))
+            queries = {} if emphasis == "none" else {
+                "query_weight": _array(module.q_proj.weight), "query_bias": _array(module.q_proj.bias),
+                "key_emphasis": emphasis, "inv_freq": inv_freq.double().numpy()}
+            try:
+                v = attention.value_latent(_array(module.v_proj.weight), _array(module.o_proj.weight),
+                                           _array(module.v_proj.bias), heads=heads, key_heads=key_heads,
+                                           values=None if values == "full" else values, moment=moment,
+                                           damping=damping, key_weight=_array(module.k_proj.weight),
+                                           key_bias=_array(module.k_proj.bias), **queries)
+            except (ValueError, ArithmeticError) as e:
+                raise ValueError(f"{name} ({family}) joint latent: {e}") from None
+            latent = torch.from_numpy(v["latent"])
+            new = RotarySharedKeyAttention(module, latent.shape[0], heads, key_heads, d, biased, family, joint=True)
+            with torch.no_grad():
+                new.key.weight.copy_(latent[:, :dim])
+                if biased:
+                    new.key.bias.copy_(latent[:, dim])
+                new.expand.copy_(torch.from_numpy(v["key_expand"]))
+                new.inv_freq.copy_(inv_freq)
+                new.attention_scaling.fill_(scaling)
+                _copy_value_rebuild(new, v, module)
+            new.train(module.training)
+            built[name] = new
+            row = {"name": name, "key_values": new.key_values, "value_values": new.value_values, "joint": True,
+                   "key_weighting": emphasis, "original_key_values": key_heads * d,
+                   "original_value_values": key_heads * d, "relative_error": v["key_error"],
+                   "data_error": v["key_data_error"], "value_error": v["relative_error"],
+                   "value_data_error": v["data_error"],
+                   "decode_flops": _tenfold.rotary_decode_flops(heads, key_heads, d, new.key_values, d // 2),
+                   "seconds": time.perf_counter() - start, "params_before": v["params_before"],
+                   "params_after": v["params_after"]}
+            if tokens is not None:
+                row["calibration_tokens"] = tokens
+            report.append(row)
+        return built, report
+
+    if weighting != "auto":
+        built, report = build(weighting)
+    elif batches is None or values == "full":
+        built, report = build("none")
+    else:
+        # Each candidate in place in turn; the one whose next-token distributions stay
+        # closest to the original's on the leading calibration tokens is kept.
         start = time.perf_counter()
-        moment, tokens = moments.get(name, (None, None))
-        try:
-            v = attention.value_latent(_array(module.v_proj.weight), _array(module.o_proj.weight),
-                                       _array(module.v_proj.bias), heads=heads, key_heads=key_heads,
-                                       values=None if values == "full" else values, moment=moment, damping=damping,
-                                       key_weight=_array(module.k_proj.weight), key_bias=_array(module.k_proj.bias))
-        except (ValueError, ArithmeticError) as e:
-            raise ValueError(f"{name} ({family}) joint latent: {e}") from None
-        latent = torch.from_numpy(v["latent"])
-        new = RotarySharedKeyAttention(module, latent.shape[0], heads, key_heads, d, biased, family, joint=True)
-        with torch.no_grad():
-            new.key.weight.copy_(latent[:, :dim])
-            if biased:
-                new.key.bias.copy_(latent[:, dim])
-            new.expand.copy_(torch.from_numpy(v["key_expand"]))
-            new.inv_freq.copy_(inv_freq)
-            new.attention_scaling.fill_(scaling)
-            _copy_value_rebuild(new, v, module)
-        new.train(module.training)
-        built[name] = new
-        row = {"name": name, "key_values": new.key_values, "value_values": new.value_values, "joint": True,
-               "original_key_values": key_heads * d, "original_value_values": key_heads * d,
-               "relative_error": v["key_error"], "data_error": v["key_data_error"],
-               "value_error": v["relative_error"], "value_data_error": v["data_error"],
-               "decode_flops": _tenfold.rotary_decode_flops(heads, key_heads, d, new.key_values, d // 2),
-               "seconds": time.perf_counter() - start, "params_before": v["params_before"],
-               "params_after": v["params_after"]}
-        if tokens is not None:
-            row["calibration_tokens"] = tokens
-        report.append(row)
+        sample = leading_batches(batches, KEY_WEIGHTING_TOKENS)
+        reference = log_probs(model, sample)
+        tried = []
+        for emphasis in KEY_WEIGHTINGS:
+            candidate = build(emphasis)
+            with swapped(model, dict(layers), candidate[0]):
+                tried.append((divergence(model, sample, reference), candidate))
+        built, report = min(tried, key=lambda t: t[0])[1]
+        for row in report:
+            row["seconds"] += (time.perf_counter() - start) / len(report)
     swap(model, dict(layers), built)
     sizes = sorted({m.key_values for m in built.values()})
     size = sizes[0] if len(sizes) == 1 else [m.key_values for m in built.values()]
