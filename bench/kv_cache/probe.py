@@ -13,7 +13,8 @@ Forms: `kv_cache` (compress_model(kv_cache=f, bands=8)), `kv_joint` (compress_mo
 joint=True): the library's joint latent, values weighted by o_proj), `separate` (low_rank.separate at
 kv_cache's keys and values), `separate_even` (the same with keys and values halved
 evenly), `joint` (low_rank.joint: one latent of 2 f G d values for keys and values).
-`--sizes K+V ...` adds compress_model(shared_dim=K, value_dim=V, bands=8) rows (K "full":
+`--key-weightings W ...` adds kv_joint rows with key_weighting=W (the default row: "auto",
+and the weighting it chose). `--sizes K+V ...` adds compress_model(shared_dim=K, value_dim=V, bands=8) rows (K "full":
 the exact keys; V "whole": the original values). `--reading-keys K ...` adds, for each K,
 shared rotary keys of K values (bands = 1) alone, the same keys with values read from their
 unrotated latent plus 2 f G d - K latent values (low_rank.reading_keys), and the library's
@@ -44,6 +45,8 @@ def main():
     forms = ["kv_cache", "kv_joint", "separate", "separate_even", "joint"]
     ap.add_argument("--forms", nargs="*", choices=forms, default=forms)
     ap.add_argument("--sizes", nargs="*", default=[], help="K+V: key and latent value sizes per layer")
+    ap.add_argument("--key-weightings", nargs="*", default=[], metavar="W",
+                    help="kv_joint rows with key_weighting W each ('none', 'auto' or a number) instead of the default")
     ap.add_argument("--reading-keys", nargs="*", type=int, default=[], metavar="K",
                     help="key values per layer of the bands = 1 keys the values also read")
     args = ap.parse_args()
@@ -66,7 +69,8 @@ def main():
     for name in args.calibration:
         calib = texts[name]
         for form in args.forms + [f"sizes {x}" for x in args.sizes] + [f"{how} {k}" for k in args.reading_keys
-                                                                         for how in ("alone", "reading", "beside")]:
+                                                                         for how in ("alone", "reading", "beside")] \
+                + [f"weighting {w}" for w in args.key_weightings]:
             m = copy.deepcopy(model)
             t = time.process_time()
             if form.startswith("sizes "):
@@ -88,9 +92,11 @@ def main():
             elif form == "kv_cache":
                 tt.compress_model(m, kv_cache=args.fraction, bands=8, calibration=calib)
                 label = f"kv_cache={args.fraction} ({keys}+{rest['value_dim']})"
-            elif form == "kv_joint":
-                tt.compress_model(m, kv_cache=args.fraction, joint=True, calibration=calib)
-                label = f"kv_cache={args.fraction}, joint ({total})"
+            elif form == "kv_joint" or form.startswith("weighting "):
+                w = form.split()[1] if form != "kv_joint" else "auto"
+                rows = tt.compress_model(m, kv_cache=args.fraction, joint=True, calibration=calib,
+                                         key_weighting=w if w in ("auto", "none") else float(w))
+                label = f"kv_cache={args.fraction}, joint ({total}), key_weighting {w} -> {rows[0]['key_weighting']}"
             elif form == "joint":
                 low_rank.joint(m, total, calibration=calib)
                 label = f"joint latent {total}"

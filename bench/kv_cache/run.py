@@ -3,8 +3,9 @@ held-out text, greedy agreement with the original, cache bytes measured from the
 object after prefill, prefill and decode tokens per second, for the original and the
 shared-key / latent-value conversions of tenfold.torch at fractions of the KV cache.
 
-    python bench/kv_cache/run.py --out DIR [--quick] [--speed-only [--joint] [--device cuda] [--random-weights]
-                                                  [--dtype bfloat16] [--lengths N ...]]    # the environment of bench/rope
+    python bench/kv_cache/run.py --out DIR [--quick] [--rows TEXT ...]
+        [--speed-only [--joint] [--device cuda] [--random-weights] [--dtype bfloat16] [--lengths N ...]]
+                                                                    # the environment of bench/rope
 
 Held-out text (none of it in the calibration text):
   - the licence texts Debian ships in every installation (/usr/share/common-licenses:
@@ -258,6 +259,8 @@ def main():
                          "(dynamic and static cache) at 2,048, 4,096 and 8,192 tokens (--quick: 2,048 and 4,096); "
                          "weight-only conversion")
     ap.add_argument("--joint", action="store_true", help="with --speed-only: the joint latent (joint=True)")
+    ap.add_argument("--rows", nargs="+", metavar="TEXT",
+                    help="only the converted rows whose label holds one of these (the original is always measured)")
     ap.add_argument("--device", default="cpu", help="with --speed-only: where the models run (cpu, cuda)")
     ap.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"),
                     help="with --speed-only: the models' dtype")
@@ -302,6 +305,8 @@ def main():
     rows = [measure(model, "original", 1.0, False, {})]
     base = rows[0]["tokens"]
     for label, fraction, method, options, data in configurations(args.quick, per_head):
+        if args.rows and not any(t in label for t in args.rows):
+            continue
         m = copy.deepcopy(model)
         t = time.process_time()
         if method == "low-rank":

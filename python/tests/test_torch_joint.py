@@ -191,6 +191,22 @@ def test_library_refuses_bad_key_weighting():
         ta.value_latent(wv, wo, heads=4, key_heads=2, values=3, query_weight=wq, inv_freq=[1.0, 0.5])
 
 
+def test_leading_prefixes_cut_rows_and_positions():
+    # Rows of a batch in turn, each cut to its first `piece` positions, the mask and the
+    # (1, n) position ids with it; until the tokens asked for are held.
+    from tenfold.torch._calibration import leading_prefixes
+
+    ids = torch.arange(30).view(3, 10)
+    batch = {"input_ids": ids, "attention_mask": torch.ones(3, 10, dtype=torch.long),
+             "position_ids": torch.arange(10).view(1, 10)}
+    pieces = leading_prefixes([batch, batch], 12, piece=6)
+    assert len(pieces) == 2
+    for row, piece in enumerate(pieces):
+        assert torch.equal(piece["input_ids"], ids[row : row + 1, :6])
+        assert piece["attention_mask"].shape == (1, 6) and torch.equal(piece["position_ids"], torch.arange(6).view(1, 6))
+    assert len(leading_prefixes([ids], 100, piece=4)) == 3  # a bare tensor batch: all its rows
+
+
 def test_key_weighting_choices(tmp_path):
     # "none" is the objective without queries; a number weighs the keys by them (another
     # latent); "auto" with calibration keeps one of the candidates and says which; the

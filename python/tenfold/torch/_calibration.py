@@ -92,44 +92,60 @@ def moment_sums(model: nn.Module, layers: list, calibration: Iterable, append_on
     return out
 
 
+
 def _logits(model: nn.Module, batch) -> torch.Tensor:
     if isinstance(batch, Mapping):
         return model(**batch, **_no_cache(model, batch)).logits
     return (model(*batch) if isinstance(batch, (tuple, list)) else model(batch)).logits
 
 
-def leading_batches(calibration: list, tokens: int) -> list:
-    """The first calibration batches that hold `tokens` tokens (at least one batch)."""
+def _prefix(value, rows: int, length: int, row: int, take: int):
+    """Of a batch tensor: its first `take` positions when its second axis is the sequence,
+    and row `row` when its first axis is the batch's rows; anything else as it is."""
+    if not isinstance(value, torch.Tensor) or value.dim() == 0:
+        return value
+    if value.dim() >= 2 and value.shape[1] == length:
+        value = value[:, :take]
+    return value[row : row + 1] if value.shape[0] == rows else value
+
+
+def leading_prefixes(calibration: list, tokens: int, piece: int = 512) -> list:
+    """The first rows of the calibration batches, each cut to its first `piece` tokens (a
+    causal model's prefix sees what it saw in the batch), until they hold `tokens` tokens."""
     out, seen = [], 0
     for batch in calibration:
+        parts = batch if isinstance(batch, Mapping) else {"": batch} if isinstance(batch, torch.Tensor) else None
+        if parts is None:  # positional tuples: taken whole
+            out.append(batch)
+            seen += piece
+        else:
+            ids = parts.get("input_ids", parts.get("inputs_embeds", parts.get("")))
+            rows, length = ids.shape[0], ids.shape[1]
+            for row in range(rows):
+                if seen >= tokens:
+                    break
+                cut = {k: _prefix(v, rows, length, row, min(piece, length)) for k, v in parts.items()}
+                out.append(cut if isinstance(batch, Mapping) else cut[""])
+                seen += min(piece, length)
         if seen >= tokens:
             break
-        ids = batch.get("input_ids") if isinstance(batch, Mapping) else batch
-        out.append(batch)
-        seen += int(ids.numel()) if isinstance(ids, torch.Tensor) else tokens
     return out
 
 
-def log_probs(model: nn.Module, batches: list) -> list:
-    """The model's next-token log-probabilities (float64) on each batch, padding zeroed."""
-    out = []
+def log_probs(model: nn.Module, batch) -> torch.Tensor:
+    """The model's next-token log-probabilities on a batch, padding zeroed."""
     was_training = model.training
     model.eval()
     try:
         with torch.no_grad():
-            for batch in batches:
-                lp = torch.log_softmax(_logits(model, batch).to(torch.float64), dim=-1)
-                mask = batch.get("attention_mask") if isinstance(batch, Mapping) else None
-                out.append(lp if mask is None else lp * mask[..., None].to(lp.dtype))
+            lp = torch.log_softmax(_logits(model, batch).float(), dim=-1)
     finally:
         model.train(was_training)
-    return out
+    mask = batch.get("attention_mask") if isinstance(batch, Mapping) else None
+    return lp if mask is None else lp * mask[..., None].to(lp.dtype)
 
 
-def divergence(model: nn.Module, batches: list, reference: list) -> float:
-    """KL(reference || model) summed over the batches' tokens: how far the model's
+def divergence(model: nn.Module, batch, reference: torch.Tensor) -> float:
+    """KL(reference || model) summed over the batch's tokens, in double: how far the model's
     next-token distributions moved from the reference's (log_probs of the original)."""
-    total = 0.0
-    for ref, lp in zip(reference, log_probs(model, batches)):
-        total += float((ref.exp() * (ref - lp)).sum())
-    return total
+    return float((reference.exp() * (reference - log_probs(model, batch))).sum(dtype=torch.float64))

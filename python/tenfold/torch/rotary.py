@@ -39,7 +39,7 @@ import torch
 from torch import nn
 
 from .. import _tenfold, _validate, attention
-from ._calibration import divergence, leading_batches, log_probs, moment_sums
+from ._calibration import divergence, leading_prefixes, log_probs, moment_sums
 from ._checkpoint import read_checkpoint
 from ._swap import swap, swapped
 from .rotary_attention import RotarySharedKeyAttention
@@ -284,7 +284,8 @@ def compress_rotary(model: nn.Module, shared_dim=None, calibration: Iterable | N
     value_dim): the fraction of the original key and value cache bytes per token, split
     between keys and values by kv_cache_split. `joint=True` (with kv_cache or shared_dim,
     then at most 2 G d): one latent for keys and values instead (compress_joint,
-    docs/kv-cache.md). Returns one dict per layer; the model is unchanged on error."""
+    docs/kv-cache.md), `key_weighting` ("auto", "none" or a number; joint only) how its keys
+    are weighed against its values. Returns one dict per layer; the model is unchanged on error."""
     config = model.config
     family = config.model_type
     layers = rotary_layers(model)
@@ -512,18 +513,19 @@ def compress_joint(model: nn.Module, layers: list, values, calibration: Iterable
         built, report = build("none")
     else:
         # Each candidate in place in turn; the one whose next-token distributions stay
-        # closest to the original's on the leading calibration tokens is kept.
+        # closest to the original's on the leading calibration tokens is kept (one
+        # prefix at a time: the log-probabilities of a long vocabulary are large).
         start = time.perf_counter()
-        sample = leading_batches(batches, KEY_WEIGHTING_TOKENS)
-        reference = log_probs(model, sample)
-        tried = []
-        for emphasis in KEY_WEIGHTINGS:
-            candidate = build(emphasis)
-            with swapped(model, dict(layers), candidate[0]):
-                tried.append((divergence(model, sample, reference), candidate))
-        built, report = min(tried, key=lambda t: t[0])[1]
-        for row in report:
-            row["seconds"] += (time.perf_counter() - start) / len(report)
+        candidates = [build(emphasis) for emphasis in KEY_WEIGHTINGS]
+        losses = [0.0] * len(candidates)
+        for prefix in leading_prefixes(batches, KEY_WEIGHTING_TOKENS):
+            reference = log_probs(model, prefix)
+            for i, (candidate, _) in enumerate(candidates):
+                with swapped(model, dict(layers), candidate):
+                    losses[i] += divergence(model, prefix, reference)
+        built, report = candidates[losses.index(min(losses))]
+        for row in report:  # the layer's share of the search
+            row["seconds"] = (time.perf_counter() - start) / len(report)
     swap(model, dict(layers), built)
     sizes = sorted({m.key_values for m in built.values()})
     size = sizes[0] if len(sizes) == 1 else [m.key_values for m in built.values()]
