@@ -5,10 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <complex>
 #include <limits>
 #include <random>
 #include <vector>
 
+#include "attention/rotary_solver.hpp"
 #include "expect_throw.hpp"
 #include "random_matrix.hpp"
 #include "relative_difference.hpp"
@@ -274,6 +276,32 @@ TEST(Values, JointKeyEmphasisTradesKeysForValues) {
   const ValueLatent full = value_latent(l, o);
   EXPECT_LT(*full.key_error, 1e-10);
   EXPECT_LT(full.relative_error, 1e-10);
+}
+
+// The phase averages A(theta_j -/+ theta_k) the keys' weighting reads, in O(1), against the
+// direct sum over the offsets: frequencies far apart, equal, a hair apart (the series side
+// of the switch), beyond 2 pi, and contexts from 1 to 5,000; |A| <= 1 at a billion tokens.
+TEST(Values, OffsetPhasesEqualTheSumOverEveryOffset) {
+  const std::vector<double> freq = {1.0, 0.3, 0.3 + 1e-9, 2e-7, 7.5, 1e-4};
+  const index_t half = static_cast<index_t>(freq.size());
+  for (index_t n : {1, 2, 9, 2048, 5000}) {
+    const attention::detail::OffsetPhases p = attention::detail::offset_phases(freq, n);
+    const double total = static_cast<double>(n) * static_cast<double>(n + 1) / 2.0;
+    for (index_t k = 0; k < half; ++k)
+      for (index_t j = 0; j < half; ++j) {
+        std::complex<double> minus = 0.0, plus = 0.0;
+        for (index_t delta = 0; delta < n; ++delta) {
+          const double w = static_cast<double>(n - delta) / total, t = static_cast<double>(delta);
+          minus += w * std::polar(1.0, (freq[j] - freq[k]) * t);
+          plus += w * std::polar(1.0, (freq[j] + freq[k]) * t);
+        }
+        EXPECT_LT(std::abs(p.minus[j + k * half] - minus), 1e-12) << n << " " << j << " " << k;
+        EXPECT_LT(std::abs(p.plus[j + k * half] - plus), 1e-12) << n << " " << j << " " << k;
+      }
+  }
+  const attention::detail::OffsetPhases big = attention::detail::offset_phases(freq, 1000000000);
+  for (const std::complex<double>& a : big.minus) EXPECT_LE(std::abs(a), 1.0 + 1e-12);
+  EXPECT_NEAR(big.minus[0].real(), 1.0, 1e-15);
 }
 
 TEST(Values, JointRefusesBadKeyWeighting) {

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <complex>
+#include <numbers>
 #include <numeric>
 #include <vector>
 
@@ -20,15 +21,32 @@ using cplx = std::complex<double>;
 
 /// A(omega) = E[e^{i omega Delta}] over the offsets Delta = m - n of the causal pairs
 /// (m >= n) of a `context`-token sequence: weight (context - Delta) / (context (context + 1) / 2).
+/// In O(1) for any context: with z = e^{i w} (w = omega reduced to (-pi, pi], the same phases),
+/// sum_{Delta < n} (n - Delta) z^Delta = (n - z (1 - z^n) / (1 - z)) / (1 - z), each 1 - e^{ix}
+/// as 2 sin^2(x/2) - i sin x (no cancellation); where n |w| < 1e-3, where that quotient
+/// loses digits, the Taylor series sum_k (i w)^k / k! E[Delta^k] to k = 4 (error below
+/// (n w)^5 / 120), the moments from the power sums S_k = sum_{Delta < n} Delta^k.
 cplx phase_average(double omega, index_t context) {
-  const double total = static_cast<double>(context) * static_cast<double>(context + 1) / 2.0;
-  cplx sum = 0.0;
-  for (index_t delta = 0; delta < context; ++delta) {
-    const double w = static_cast<double>(context - delta) / total;
-    sum += w * cplx(std::cos(omega * static_cast<double>(delta)),
-                    std::sin(omega * static_cast<double>(delta)));
+  const double n = static_cast<double>(context), total = n * (n + 1.0) / 2.0;
+  const double w = std::remainder(omega, 2.0 * std::numbers::pi);
+  if (std::abs(n * w) < 1e-3) {
+    const double m = n - 1.0;
+    const double s1 = m * (m + 1.0) / 2.0, s2 = m * (m + 1.0) * (2.0 * m + 1.0) / 6.0;
+    const double s3 = s1 * s1;
+    const double s4 = m * (m + 1.0) * (2.0 * m + 1.0) * (3.0 * m * m + 3.0 * m - 1.0) / 30.0;
+    const double s5 = m * m * (m + 1.0) * (m + 1.0) * (2.0 * m * m + 2.0 * m - 1.0) / 12.0;
+    // E[Delta^k] = sum (n - Delta) Delta^k / total = (n S_k - S_{k+1}) / total.
+    const double e1 = (n * s1 - s2) / total, e2 = (n * s2 - s3) / total;
+    const double e3 = (n * s3 - s4) / total, e4 = (n * s4 - s5) / total;
+    const double w2 = w * w;
+    return {1.0 - w2 * e2 / 2.0 + w2 * w2 * e4 / 24.0, w * e1 - w2 * w * e3 / 6.0};
   }
-  return sum;
+  const auto one_minus = [](double x) {  // 1 - e^{ix}
+    const double h = std::sin(x / 2.0);
+    return cplx(2.0 * h * h, -std::sin(x));
+  };
+  const cplx z(std::cos(w), std::sin(w)), u = one_minus(w);
+  return (n - z * one_minus(n * w) / u) / u / total;
 }
 
 }  // namespace
