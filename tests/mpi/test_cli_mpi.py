@@ -34,7 +34,7 @@ def run(args, processes=None, expect_ok=True):
     cmd = [TENFOLD] + args + ["-q"]
     if processes is not None:
         cmd = [MPIEXEC, "--oversubscribe", "-np", str(processes)] + cmd
-    p = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=240)
+    p = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=60)
     if expect_ok and p.returncode != 0:
         sys.exit(f"{' '.join(cmd)} failed ({p.returncode}):\n{p.stderr}")
     return p
@@ -84,7 +84,7 @@ def per_process(args, folders, tmp, message):
         cmd += ([":"] if i else []) + ["-np", "1", "-wdir", folder, os.path.abspath(TENFOLD)]
         cmd += own
         cmd += ["--out", out, "-q"]
-    p = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=240)
+    p = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=60)
     assert p.returncode != 0, (cmd, p.stderr)
     assert not os.path.exists(out), cmd
     errors = [line for line in p.stderr.splitlines() if "error:" in line]
