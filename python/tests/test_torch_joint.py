@@ -191,6 +191,20 @@ def test_library_refuses_bad_key_weighting():
         ta.value_latent(wv, wo, heads=4, key_heads=2, values=3, query_weight=wq, inv_freq=[1.0, 0.5])
 
 
+def test_auto_key_weighting_on_a_classifier():
+    # A task head's logits (one score per class and sequence) serve "auto" as a language
+    # model's next-token logits do.
+    base = make_rotary("llama", seed=5)
+    config = copy.deepcopy(base.config)
+    config.num_labels, config.pad_token_id = 3, 0
+    model = transformers.LlamaForSequenceClassification(config).eval()
+    model.model.load_state_dict(base.model.state_dict())
+    ids, mask = inputs()
+    report = tt.compress_model(model, kv_cache=0.5, joint=True, key_weighting="auto",
+                               calibration=[{"input_ids": ids, "attention_mask": mask}])
+    assert report[0]["key_weighting"] in tt.rotary.KEY_WEIGHTINGS
+
+
 def test_leading_prefixes_cut_rows_and_positions():
     # Rows of a batch in turn, each cut to its first `piece` positions, the mask and the
     # (1, n) position ids with it; until the tokens asked for are held.

@@ -92,11 +92,13 @@ def moment_sums(model: nn.Module, layers: list, calibration: Iterable, append_on
     return out
 
 
-
 def _logits(model: nn.Module, batch) -> torch.Tensor:
+    """The model's logits on a batch (a task head's too: a classifier's class scores)."""
     if isinstance(batch, Mapping):
-        return model(**batch, **_no_cache(model, batch)).logits
-    return (model(*batch) if isinstance(batch, (tuple, list)) else model(batch)).logits
+        out = model(**batch, **_no_cache(model, batch))
+    else:
+        out = model(*batch) if isinstance(batch, (tuple, list)) else model(batch)
+    return out.logits if hasattr(out, "logits") else out[0]  # return_dict=False: a tuple
 
 
 def _prefix(value, rows: int, length: int, row: int, take: int):
@@ -115,11 +117,11 @@ def leading_prefixes(calibration: list, tokens: int, piece: int = 512) -> list:
     out, seen = [], 0
     for batch in calibration:
         parts = batch if isinstance(batch, Mapping) else {"": batch} if isinstance(batch, torch.Tensor) else None
-        if parts is None:  # positional tuples: taken whole
+        ids = None if parts is None else parts.get("input_ids", parts.get("inputs_embeds", parts.get("")))
+        if not isinstance(ids, torch.Tensor) or ids.dim() < 2:  # positional tuples and the like: whole
             out.append(batch)
             seen += piece
         else:
-            ids = parts.get("input_ids", parts.get("inputs_embeds", parts.get("")))
             rows, length = ids.shape[0], ids.shape[1]
             for row in range(rows):
                 if seen >= tokens:
@@ -133,7 +135,8 @@ def leading_prefixes(calibration: list, tokens: int, piece: int = 512) -> list:
 
 
 def log_probs(model: nn.Module, batch) -> torch.Tensor:
-    """The model's next-token log-probabilities on a batch, padding zeroed."""
+    """The model's log-probabilities on a batch (of the next token per position, padding
+    zeroed; of a task head's classes)."""
     was_training = model.training
     model.eval()
     try:
@@ -142,7 +145,9 @@ def log_probs(model: nn.Module, batch) -> torch.Tensor:
     finally:
         model.train(was_training)
     mask = batch.get("attention_mask") if isinstance(batch, Mapping) else None
-    return lp if mask is None else lp * mask[..., None].to(lp.dtype)
+    if mask is None or lp.shape[:-1] != mask.shape:  # no mask, or one score per sequence
+        return lp
+    return lp * mask[..., None].to(lp.dtype)
 
 
 def divergence(model: nn.Module, batch, reference: torch.Tensor) -> float:
