@@ -37,6 +37,15 @@ ValueLayer<T> random_values(index_t heads, index_t groups, index_t d, index_t in
   return l;
 }
 
+// The joint latent's layer: random_values (4 heads, 2 key heads, d = 8, no bias) with a random
+// key weight (from seed + 1).
+ValueLayer<double> keyed_values(index_t input, index_t out, std::uint64_t seed) {
+  ValueLayer<double> l = random_values<double>(4, 2, 8, input, out, false, seed);
+  std::mt19937_64 gen(seed + 1);
+  l.key_weight = gaussian<double>(input, 16, 1.0, gen);
+  return l;
+}
+
 // y = sum_h W_O^h (sum_n a_{h,n} v_g(h)(x_n)) for tokens xs with attention weights a
 // (heads x tokens), the original layer.
 template <class T>
@@ -230,9 +239,7 @@ TYPED_TEST(ValueExact, JointFullSizeRebuildsKeysAndValues) {
 // Each side scaled to unit energy: the keys' and the values' squared relative errors add up
 // to the dropped sigma^2 of X = [W_K / n_K, W_V F / n_V].
 TEST(Values, JointErrorsAddUpToTheDroppedSingularValues) {
-  ValueLayer<double> l = random_values<double>(4, 2, 8, 40, 24, false, 13);
-  std::mt19937_64 gen(14);
-  l.key_weight = gaussian<double>(40, 16, 1.0, gen);
+  const ValueLayer<double> l = keyed_values(40, 24, 13);
   for (index_t budget : {3, 10, 20}) {
     ValueOptions o;
     o.joint = true;
@@ -250,9 +257,7 @@ TEST(Values, JointErrorsAddUpToTheDroppedSingularValues) {
 // cannot rise and the values' cannot fall; with query weights the latent changes, and the
 // full size stays exact (no weighting there).
 TEST(Values, JointKeyEmphasisTradesKeysForValues) {
-  ValueLayer<double> l = random_values<double>(4, 2, 8, 40, 24, false, 21);
-  std::mt19937_64 gen(22);
-  l.key_weight = gaussian<double>(40, 16, 1.0, gen);
+  ValueLayer<double> l = keyed_values(40, 24, 21);
   ValueOptions o;
   o.joint = true;
   o.values = 12;
@@ -267,6 +272,7 @@ TEST(Values, JointKeyEmphasisTradesKeysForValues) {
   }
   o.key_emphasis = 2.5;
   const ValueLatent plain = value_latent(l, o);
+  std::mt19937_64 gen(23);
   l.query_weight = gaussian<double>(40, 32, 1.0, gen);
   o.inv_freq = {1.0, 0.3, 0.05, 0.01};
   o.context = 64;
@@ -305,9 +311,8 @@ TEST(Values, OffsetPhasesEqualTheSumOverEveryOffset) {
 }
 
 TEST(Values, JointRefusesBadKeyWeighting) {
-  ValueLayer<double> l = random_values<double>(4, 2, 8, 10, 12, false, 3);
-  std::mt19937_64 gen(4);
-  l.key_weight = gaussian<double>(10, 16, 1.0, gen);
+  ValueLayer<double> l = keyed_values(10, 12, 3);
+  std::mt19937_64 gen(5);
   ValueOptions o;
   o.joint = true;
   o.values = 4;
@@ -317,9 +322,11 @@ TEST(Values, JointRefusesBadKeyWeighting) {
   }
   o.key_emphasis = 1.0;
   l.query_weight = gaussian<double>(10, 32, 1.0, gen);
-  EXPECT_THROW(value_latent(l, o), InvalidOption);  // no frequencies
+  EXPECT_THROW(value_latent(l, o), DimensionMismatch);  // no frequencies
   o.inv_freq = {1.0, 0.1, 0.01};
-  EXPECT_THROW(value_latent(l, o), InvalidOption);  // d/2 = 4 expected
+  EXPECT_THROW(value_latent(l, o), DimensionMismatch);  // d/2 = 4 expected
+  o.inv_freq = {1.0, 0.1, 0.01, std::nan("")};
+  EXPECT_THROW(value_latent(l, o), InvalidArgument);
   o.inv_freq = {1.0, 0.1, 0.01, 0.001};
   o.context = 0;
   EXPECT_THROW(value_latent(l, o), InvalidOption);

@@ -32,13 +32,7 @@ void check_options(const RotaryOptions& o, index_t key_heads, index_t d) {
     throw InvalidOption("bands", "must be a positive divisor of the " + text(half) +
                                      " frequency pairs of a head, got " + text(b));
   }
-  if (b > 1 && static_cast<index_t>(o.inv_freq.size()) != half) {
-    throw DimensionMismatch("inv_freq has " + text(static_cast<index_t>(o.inv_freq.size())) +
-                            " frequencies, expected d/2 = " + text(half));
-  }
-  for (double f : o.inv_freq)
-    if (!std::isfinite(f)) throw InvalidArgument("inv_freq has a non-finite entry");
-  if (o.context < 1) throw InvalidOption("context", "must be at least 1, got " + text(o.context));
+  detail::check_offsets(o.inv_freq, o.context, half, b > 1);
   if (!(o.damping >= 0.0) || !std::isfinite(o.damping)) {
     throw InvalidOption(
         "damping", "must be finite and >= 0, got " + tenfold::detail::number_string(o.damping));

@@ -6,11 +6,13 @@
 #include <complex>
 #include <numbers>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include "attention/heads.hpp"
 #include "attention/moments.hpp"
 #include "attention/rotary_solver.hpp"
+#include "tenfold/error.hpp"
 
 namespace tenfold::attention::detail {
 namespace {
@@ -164,6 +166,20 @@ OffsetPhases offset_phases(const std::vector<double>& inv_freq, index_t context)
       p.plus[j + k * half] = phase_average(inv_freq[j] + inv_freq[k], context);
     }
   return p;
+}
+
+void check_offsets(const std::vector<double>& inv_freq, index_t context, index_t half,
+                   bool counted) {
+  const index_t n = static_cast<index_t>(inv_freq.size());
+  if (counted && n != half) {
+    throw DimensionMismatch("inv_freq has " + std::to_string(n) +
+                            " frequencies, expected d/2 = " + std::to_string(half));
+  }
+  for (double f : inv_freq)
+    if (!std::isfinite(f)) throw InvalidArgument("inv_freq has a non-finite entry");
+  if (context < 1) {
+    throw InvalidOption("context", "must be at least 1, got " + std::to_string(context));
+  }
 }
 
 RotaryKeys band_keys(Compute<double>& c, const RotaryProblem& p, const RotaryOptions& o) {

@@ -58,6 +58,11 @@ struct OffsetPhases {
 };
 OffsetPhases offset_phases(const std::vector<double>& inv_freq, index_t context);
 
+/// Throws unless every frequency is finite, there are `half` of them when `counted`, and
+/// context >= 1: what offset_phases reads.
+void check_offsets(const std::vector<double>& inv_freq, index_t context, index_t half,
+                   bool counted);
+
 /// P_g (d x d) for every key head g: sum over its query heads of E[v v^T], v the query
 /// (W_Q^h, columns of `wq` D' x H d, under `moment` or I) turned by the offset of a causal
 /// pair: what an error in key head g's coordinates costs in the scores, averaged over

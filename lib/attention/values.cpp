@@ -180,15 +180,11 @@ void validate_key_options(const ValueOptions& o, bool queries, index_t d) {
                         "must be finite and > 0, got " + std::to_string(o.key_emphasis));
   }
   if (!queries) return;
-  if (d % 2 || static_cast<index_t>(o.inv_freq.size()) != d / 2) {
-    throw InvalidOption("inv_freq", "has " + text(static_cast<index_t>(o.inv_freq.size())) +
-                                        " frequencies, expected d/2 = " + text(d / 2) +
-                                        " (the keys weighted by the queries)");
+  if (d % 2) {
+    throw InvalidArgument("head_dim " + text(d) +
+                          " is odd: keys weighted by the queries need RoPE's frequency pairs");
   }
-  for (double f : o.inv_freq) {
-    if (!std::isfinite(f)) throw InvalidOption("inv_freq", "must be finite");
-  }
-  if (o.context < 1) throw InvalidOption("context", "must be at least 1, got " + text(o.context));
+  detail::check_offsets(o.inv_freq, o.context, d / 2, true);
 }
 
 }  // namespace

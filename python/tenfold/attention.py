@@ -286,8 +286,6 @@ def value_latent(value_weight, output_weight, value_bias=None, *, heads, key_hea
         raise ValueError("query_bias without query_weight")
     if qw is not None and inv_freq is None:
         raise ValueError("query_weight needs inv_freq, the d/2 RoPE frequencies the keys are turned by")
-    if isinstance(key_emphasis, bool) or not isinstance(key_emphasis, (int, float)):
-        raise ValueError(f"key_emphasis must be a number > 0, got {key_emphasis!r}")
     freq = [] if inv_freq is None else [float(f) for f in np.asarray(inv_freq, dtype=np.float64).ravel()]
     count = 0 if values is None else _validate.integer(values, "values", 1)
     return _tenfold.value_latent(np.ascontiguousarray(vw), vb, np.ascontiguousarray(ow),
@@ -295,7 +293,7 @@ def value_latent(value_weight, output_weight, value_bias=None, *, heads, key_hea
                                  _validate.integer(key_heads, "key_heads", 1), count,
                                  _validate.nonnegative(damping, "damping"),
                                  None if s is None else np.ascontiguousarray(s), kw, kb, qw, qb,
-                                 float(key_emphasis), freq, _validate.integer(context, "context", 1))
+                                 _validate.number(key_emphasis, "key_emphasis"), freq, _validate.integer(context, "context", 1))
 
 
 def value_expansion_folded(values, head_dim, hidden) -> bool:

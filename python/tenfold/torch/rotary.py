@@ -465,6 +465,7 @@ def compress_joint(model: nn.Module, layers: list, values, calibration: Iterable
     biased = first.k_proj.bias is not None or first.v_proj.bias is not None
     batches = None if calibration is None else list(calibration)
     moments = rotary_moments(model, layers, batches, biased) if batches is not None else {}
+    frequencies = inv_freq.double().numpy()
 
     def build(emphasis) -> tuple[dict, list]:
         built, report = {}, []
@@ -473,7 +474,7 @@ def compress_joint(model: nn.Module, layers: list, values, calibration: Iterable
             moment, tokens = moments.get(name, (None, None))
             queries = {} if emphasis == "none" else {
                 "query_weight": _array(module.q_proj.weight), "query_bias": _array(module.q_proj.bias),
-                "key_emphasis": emphasis, "inv_freq": inv_freq.double().numpy()}
+                "key_emphasis": emphasis, "inv_freq": frequencies}
             try:
                 v = attention.value_latent(_array(module.v_proj.weight), _array(module.o_proj.weight),
                                            _array(module.v_proj.bias), heads=heads, key_heads=key_heads,
