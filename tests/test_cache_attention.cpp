@@ -2,14 +2,17 @@
 // directly in long double on random data: grouped and multi-query heads, one and several
 // queries, causal rows, a padding bias with -inf and large negative entries, caches inside
 // larger buffers (strides), token counts across blocks and ranges, float and double, with
-// the kernel of every instruction set the processor runs; the exponential it uses against
-// std::exp; the refusals.
+// the kernel of every instruction set the processor runs, keys and values also stored in
+// bfloat16 for float queries; the exponential it uses against std::exp; the refusals.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "attention/cache_attention_with.hpp"
@@ -61,6 +64,22 @@ struct Array {
   }
 };
 
+// x rounded to the nearest bfloat16 (ties to even).
+BFloat16 to_bfloat16(float x) {
+  const auto bits = std::bit_cast<std::uint32_t>(x);
+  return {static_cast<std::uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16)};
+}
+
+// a's elements rounded to bfloat16, in place, and the bfloat16 array of the same layout.
+Array<BFloat16> stored_in_bfloat16(Array<float>& a) {
+  Array<BFloat16> out(a.batch, a.heads, a.rows, a.width, a.pad, a.spare);
+  for (std::size_t i = 0; i < a.data.size(); ++i) {
+    out.data[i] = to_bfloat16(a.data[i]);
+    a.data[i] = std::bit_cast<float>(static_cast<std::uint32_t>(out.data[i].bits) << 16);
+  }
+  return out;
+}
+
 struct Case {
   index_t batch, heads, key_heads, value_heads, n, tokens, key_width, value_width;
   bool causal, bias;
@@ -74,9 +93,12 @@ std::vector<detail::Isa> processor_isas() {
   return out;
 }
 
-template <class T>
+// S: how the keys and values are stored (T, or BFloat16 for float: the reference then
+// reads the same rounded numbers).
+template <class T, class S = T>
 void expect_matches_reference(const Case& c, std::uint64_t seed, detail::Isa isa) {
-  SCOPED_TRACE("kernel " + std::to_string(static_cast<int>(isa)) + ", " + "batch " +
+  SCOPED_TRACE(std::string(std::is_same_v<S, BFloat16> ? "bfloat16 cache, " : "") + "kernel " +
+               std::to_string(static_cast<int>(isa)) + ", " + "batch " +
                std::to_string(c.batch) + ", heads " + std::to_string(c.heads) + "/" +
                std::to_string(c.key_heads) + "/" + std::to_string(c.value_heads) + ", n " +
                std::to_string(c.n) + ", tokens " + std::to_string(c.tokens) + ", widths " +
@@ -101,8 +123,14 @@ void expect_matches_reference(const Case& c, std::uint64_t seed, detail::Isa isa
                                                              : std::numeric_limits<T>::lowest())
                                                    : static_cast<T>(u(rng));
   const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(c.key_width)));
-  cache_attention_with<T>(isa, q.view(), k.view(), v.view(),
-                          c.bias ? bias.view() : HeadsView<const T>{}, c.causal, scale, out.out());
+  const HeadsView<const T> b_view = c.bias ? bias.view() : HeadsView<const T>{};
+  if constexpr (std::is_same_v<S, BFloat16>) {
+    const Array<BFloat16> k16 = stored_in_bfloat16(k), v16 = stored_in_bfloat16(v);
+    cache_attention_with<T, S>(isa, q.view(), k16.view(), v16.view(), b_view, c.causal, scale,
+                               out.out());
+  } else {
+    cache_attention_with<T>(isa, q.view(), k.view(), v.view(), b_view, c.causal, scale, out.out());
+  }
   // tolerance: the scores' rounding (about the key width times the unit round-off) moves
   // the weights by as much, relative; the outputs are weighted means of N(0, 1) values
   const double eps = std::numeric_limits<T>::epsilon();
@@ -166,6 +194,12 @@ TEST(CacheAttention, MatchesSoftmaxAttentionInFloatAndDouble) {
       expect_matches_reference<double>(c, seed++, isa);
     }
   }
+}
+
+TEST(CacheAttention, KeysAndValuesStoredInBfloat16) {
+  std::uint64_t seed = 100;
+  for (detail::Isa isa : processor_isas())
+    for (const Case& c : kCases) expect_matches_reference<float, BFloat16>(c, seed++, isa);
 }
 
 TEST(CacheAttention, AnyThreadCount) {

@@ -5,6 +5,8 @@
 // each cached token's key and value read once for all the query heads that share them.
 #pragma once
 
+#include <cstdint>
+
 #include "tenfold/export.hpp"
 #include "tenfold/tensor.hpp"
 
@@ -20,6 +22,12 @@ struct HeadsView {
   index_t batch_stride = 0, head_stride = 0, row_stride = 0;
 };
 
+/// A bfloat16 number: the high 16 bits of a float's (PyTorch's torch.bfloat16). The element
+/// type of a cache stored in 16 bits for a model that computes in float.
+struct TENFOLD_API BFloat16 {
+  std::uint16_t bits;
+};
+
 /// out(b, h, i, :) = sum over cached tokens t of softmax_t(s_t) values(b, h / (H / V), t, :),
 /// s_t = scale <queries(b, h, i, :), keys(b, h / (H / K), t, :)> + bias(b, 0, i, t), for
 ///  - queries (B, H, n, C_k), keys (B, K, T, C_k), values (B, V, T, C_v), K and V dividing H;
@@ -27,14 +35,16 @@ struct HeadsView {
 ///    mask: a large negative number at the tokens a row must not see);
 ///  - causal: row i also sees only the tokens t <= T - n + i (the queries are the last n
 ///    cached tokens);
-///  - out (B, H, n, C_v).
+///  - out (B, H, n, C_v);
+///  - keys and values stored as T, or as BFloat16 when T is float (each element widened to
+///    float as it is read; the arithmetic in float).
 /// A row whose every score is -inf gives NaN, as softmax does. Parallel over the batch,
 /// the groups of heads that read the same key and value head, and ranges of cached tokens
 /// (online softmax within a range, ranges merged in order: the same bits for the same
 /// thread count). Throws InvalidArgument naming the argument whose sizes do not fit.
-template <class T>
-TENFOLD_API void cache_attention(const HeadsView<const T>& queries, const HeadsView<const T>& keys,
-                                 const HeadsView<const T>& values, const HeadsView<const T>& bias,
+template <class T, class S = T>
+TENFOLD_API void cache_attention(const HeadsView<const T>& queries, const HeadsView<const S>& keys,
+                                 const HeadsView<const S>& values, const HeadsView<const T>& bias,
                                  bool causal, T scale, const HeadsView<T>& out);
 
 }  // namespace tenfold::attention

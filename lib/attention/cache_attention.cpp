@@ -4,12 +4,16 @@
 // scores, an online softmax (the running max, the sum of weights and the weighted values,
 // rescaled when the max grows), then the ranges of a group merged. The block loops are
 // written once on vectors and register tiles of an instruction set's size (Tiles) and
-// compiled per set; the call takes the processor's best.
+// compiled per set; the call takes the processor's best. Keys and values stored in bfloat16
+// are widened to float as they are loaded.
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <numeric>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "attention/cache_attention_with.hpp"
@@ -39,13 +43,14 @@ struct Shape {
   index_t rows() const { return per_group * n; }  // rows of a group: head j, query i at j n + i
 };
 
-// The rows of one (batch, group): each row's query, bias row (or null) and last token seen.
-template <class T>
+// The rows of one (batch, group): each row's query, bias row (or null) and last token seen;
+// the keys and values stored as S.
+template <class T, class S>
 struct Rows {
   std::vector<const T*> query, bias;
   std::vector<index_t> last;
-  const T* keys;    // the group's key head: token t at keys + t key_stride
-  const T* values;  // its value head
+  const S* keys;    // the group's key head: token t at keys + t key_stride
+  const S* values;  // its value head
 };
 
 // An instruction set's vectors and register tiles: vectors of `Bytes` bytes; the value
@@ -62,6 +67,32 @@ using Avx512Tiles = Tiles<64, 6, 4>;    // 32 registers: 24 sums, 4 values, a we
 using Avx2Tiles = Tiles<32, 5, 2>;      // 16 registers: 10 sums, 2 values, a weight
 using BaselineTiles = Tiles<16, 4, 2>;  // SSE2's 16 registers, as AVX2's
 
+// A stored element as T: itself, or a bfloat16's bits as the high half of a float's.
+template <class T, class S>
+TENFOLD_INLINE_INTO_CLONE inline T widen(S x) {
+  if constexpr (std::is_same_v<S, BFloat16>) {
+    return std::bit_cast<float>(static_cast<std::uint32_t>(x.bits) << 16);
+  } else {
+    return x;
+  }
+}
+
+// A vector of T from stored elements, loaded once (vec_load_once): bfloat16 lanes widened
+// to float by a shift into the high half.
+template <class T, int Bytes, class S>
+TENFOLD_INLINE_INTO_CLONE inline void load_widened(detail::Vec<T, Bytes>& v, const S* p) {
+  if constexpr (std::is_same_v<S, BFloat16>) {
+    static_assert(std::is_same_v<T, float>, "bfloat16 elements are read as float");
+    using Wide = detail::Vec<std::uint32_t, Bytes>;
+    detail::Vec<std::uint16_t, Bytes / 2> h;
+    detail::vec_load_once<std::uint16_t, Bytes / 2>(h, reinterpret_cast<const std::uint16_t*>(p));
+    const Wide w = __builtin_convertvector(h, Wide) << 16;
+    __builtin_memcpy(&v, &w, sizeof(v));
+  } else {
+    detail::vec_load_once<T, Bytes>(v, p);
+  }
+}
+
 // Independent sums of the score loop (the latency of an add over its throughput).
 constexpr index_t kChains = 4;
 
@@ -76,8 +107,8 @@ struct Scratch {
 
 // The task's scratch, its queries transposed, the rows rounded up to whole vectors of
 // `lanes`.
-template <class T>
-Scratch<T> make_scratch(const Rows<T>& rows_of, index_t rows, index_t ck, index_t lanes) {
+template <class T, class S>
+Scratch<T> make_scratch(const Rows<T, S>& rows_of, index_t rows, index_t ck, index_t lanes) {
   const index_t padded = (rows + lanes - 1) / lanes * lanes;
   Scratch<T> s{std::vector<T>(static_cast<std::size_t>(rows * kBlock)),
                std::vector<T>(static_cast<std::size_t>(ck * padded), T(0)),
@@ -93,8 +124,8 @@ Scratch<T> make_scratch(const Rows<T>& rows_of, index_t rows, index_t ck, index_
 // past row i's last token. Each token's scores for a vector of rows sum in registers over
 // the key width (kChains tokens at once: independent sums), no horizontal sums; then
 // from token-major to row-major.
-template <class Tl, class T>
-TENFOLD_INLINE_INTO_CLONE inline void block_scores(const Rows<T>& rows_of, index_t rows, index_t ck,
+template <class Tl, class T, class S>
+TENFOLD_INLINE_INTO_CLONE inline void block_scores(const Rows<T, S>& rows_of, index_t rows, index_t ck,
                                                    index_t key_stride, T scale, index_t u0,
                                                    index_t width, Scratch<T>& scratch) {
   constexpr int bytes = Tl::bytes;
@@ -103,7 +134,7 @@ TENFOLD_INLINE_INTO_CLONE inline void block_scores(const Rows<T>& rows_of, index
   const T* qt = scratch.queries.data();
   T* by_token = scratch.by_token.data();
   for (index_t t0 = 0; t0 < width; t0 += kChains) {
-    const T* key[kChains];
+    const S* key[kChains];
     for (index_t j = 0; j < kChains; ++j)
       key[j] = rows_of.keys + (u0 + std::min(t0 + j, width - 1)) * key_stride;
     for (index_t r0 = 0; r0 < padded; r0 += lanes) {
@@ -111,7 +142,7 @@ TENFOLD_INLINE_INTO_CLONE inline void block_scores(const Rows<T>& rows_of, index
       for (index_t c = 0; c < ck; ++c) {
         detail::Vec<T, bytes> q;
         detail::vec_load<T, bytes>(q, qt + c * padded + r0);
-        for (index_t j = 0; j < kChains; ++j) a[j] += key[j][c] * q;
+        for (index_t j = 0; j < kChains; ++j) a[j] += widen<T>(key[j][c]) * q;
       }
       for (index_t j = 0; j < kChains; ++j)
         if (t0 + j < width) detail::vec_store<T, bytes>(by_token + (t0 + j) * padded + r0, a[j]);
@@ -132,8 +163,8 @@ TENFOLD_INLINE_INTO_CLONE inline void block_scores(const Rows<T>& rows_of, index
 // acc(r) += w(r, t) v_t for `Rs` rows from r0 and `Cs` vectors of columns from c0, over
 // the block's tokens: Rs Cs sums held in registers, each value vector loaded once for the
 // rows.
-template <class Tl, index_t Rs, index_t Cs, class T>
-TENFOLD_INLINE_INTO_CLONE inline void add_values(const T* values, index_t value_stride,
+template <class Tl, index_t Rs, index_t Cs, class T, class S>
+TENFOLD_INLINE_INTO_CLONE inline void add_values(const S* values, index_t value_stride,
                                                  index_t width, const T* weights, index_t r0,
                                                  index_t c0, index_t cv, T* acc) {
   constexpr int bytes = Tl::bytes;
@@ -143,9 +174,9 @@ TENFOLD_INLINE_INTO_CLONE inline void add_values(const T* values, index_t value_
     for (index_t v = 0; v < Cs; ++v)
       detail::vec_load<T, bytes>(a[i][v], acc + (r0 + i) * cv + c0 + v * lanes);
   for (index_t t = 0; t < width; ++t) {
-    const T* from = values + t * value_stride + c0;
+    const S* from = values + t * value_stride + c0;
     detail::Vec<T, bytes> x[Cs];
-    for (index_t v = 0; v < Cs; ++v) detail::vec_load_once<T, bytes>(x[v], from + v * lanes);
+    for (index_t v = 0; v < Cs; ++v) load_widened<T, bytes>(x[v], from + v * lanes);
     for (index_t i = 0; i < Rs; ++i) {
       const T w = weights[(r0 + i) * kBlock + t];
       for (index_t v = 0; v < Cs; ++v) a[i][v] += w * x[v];
@@ -158,8 +189,8 @@ TENFOLD_INLINE_INTO_CLONE inline void add_values(const T* values, index_t value_
 
 // add_values for the last `left` rows from r0 (fewer than a tile's), as one tile of that
 // many rows (Rs, Rs - 1, ... tried in turn).
-template <class Tl, index_t Rs, index_t Cs, class T>
-TENFOLD_INLINE_INTO_CLONE inline void add_last_values(index_t left, const T* values,
+template <class Tl, index_t Rs, index_t Cs, class T, class S>
+TENFOLD_INLINE_INTO_CLONE inline void add_last_values(index_t left, const S* values,
                                                       index_t value_stride, index_t width,
                                                       const T* weights, index_t r0, index_t c0,
                                                       index_t cv, T* acc) {
@@ -175,13 +206,13 @@ TENFOLD_INLINE_INTO_CLONE inline void add_last_values(index_t left, const T* val
 // acc(r) += w(r, t) v_t over the block's tokens: tiles of the set's value rows and vectors
 // (each value vector loaded once for the rows), then what is left of the rows as one tile,
 // then the whole vectors left, then the last columns one at a time.
-template <class Tl, class T>
-TENFOLD_INLINE_INTO_CLONE inline void block_values(const Rows<T>& rows_of, index_t rows, index_t cv,
+template <class Tl, class T, class S>
+TENFOLD_INLINE_INTO_CLONE inline void block_values(const Rows<T, S>& rows_of, index_t rows, index_t cv,
                                                    index_t value_stride, index_t u0, index_t width,
                                                    const T* weights, T* acc) {
   constexpr index_t lanes = Tl::template lanes<T>;
   constexpr index_t tile_rows = Tl::value_rows, tile_vectors = Tl::value_vectors;
-  const T* values = rows_of.values + u0 * value_stride;
+  const S* values = rows_of.values + u0 * value_stride;
   index_t c0 = 0;
   for (; c0 + tile_vectors * lanes <= cv; c0 += tile_vectors * lanes) {
     index_t r = 0;
@@ -197,8 +228,8 @@ TENFOLD_INLINE_INTO_CLONE inline void block_values(const Rows<T>& rows_of, index
     const T* w = weights + r * kBlock;
     T* a = acc + r * cv;
     for (index_t t = 0; t < width; ++t) {
-      const T* v = values + t * value_stride;
-      for (index_t c = c0; c < cv; ++c) a[c] += w[t] * v[c];
+      const S* v = values + t * value_stride;
+      for (index_t c = c0; c < cv; ++c) a[c] += w[t] * widen<T>(v[c]);
     }
   }
 }
@@ -243,10 +274,10 @@ TENFOLD_INLINE_INTO_CLONE inline T row_sum(const T* s, index_t width) {
 }
 
 // One task: the rows of one (batch, group) over its cached tokens [t0, t1).
-template <class T>
+template <class T, class S>
 struct Range {
   const Shape* shape;
-  const Rows<T>* rows_of;
+  const Rows<T, S>* rows_of;
   index_t key_stride, value_stride;
   T scale;
   index_t t0, t1;
@@ -255,11 +286,11 @@ struct Range {
 
 // The online softmax of a range: per row r, top[r] = the largest score, sum[r] = sum of
 // exp(s - top), acc (rows x C_v) = sum of exp(s - top) v.
-template <class Tl, class T>
-TENFOLD_INLINE_INTO_CLONE inline void attend_range(const Range<T>& g) {
+template <class Tl, class T, class S>
+TENFOLD_INLINE_INTO_CLONE inline void attend_range(const Range<T, S>& g) {
   constexpr T minus_inf = -std::numeric_limits<T>::infinity();
   const Shape& p = *g.shape;
-  const Rows<T>& rows_of = *g.rows_of;
+  const Rows<T, S>& rows_of = *g.rows_of;
   const index_t rows = p.rows(), cv = p.value_width;
   T *top = g.state, *sum = g.state + rows, *acc = g.state + 2 * rows;
   Scratch<T> scratch = make_scratch(rows_of, rows, p.key_width, Tl::template lanes<T>);
@@ -293,18 +324,18 @@ TENFOLD_INLINE_INTO_CLONE inline void attend_range(const Range<T>& g) {
   }
 }
 
-template <class T>
-TENFOLD_TARGET_AVX512 void attend_range_avx512(const Range<T>& g) {
+template <class T, class S>
+TENFOLD_TARGET_AVX512 void attend_range_avx512(const Range<T, S>& g) {
   attend_range<Avx512Tiles>(g);
 }
 
-template <class T>
-TENFOLD_TARGET_AVX2 void attend_range_avx2(const Range<T>& g) {
+template <class T, class S>
+TENFOLD_TARGET_AVX2 void attend_range_avx2(const Range<T, S>& g) {
   attend_range<Avx2Tiles>(g);
 }
 
-template <class T>
-void attend_range_baseline(const Range<T>& g) {
+template <class T, class S>
+void attend_range_baseline(const Range<T, S>& g) {
   attend_range<BaselineTiles>(g);
 }
 
@@ -318,16 +349,17 @@ void check_view(const HeadsView<const T>& a, const char* name) {
   }
 }
 
-template <class T>
-Shape checked_shape(const HeadsView<const T>& q, const HeadsView<const T>& k,
-                    const HeadsView<const T>& v, const HeadsView<const T>& bias, bool causal,
+template <class T, class S>
+Shape checked_shape(const HeadsView<const T>& q, const HeadsView<const S>& k,
+                    const HeadsView<const S>& v, const HeadsView<const T>& bias, bool causal,
                     const HeadsView<T>& out) {
   const HeadsView<const T> o{out.data,  out.batch,        out.heads,       out.rows,
                              out.width, out.batch_stride, out.head_stride, out.row_stride};
-  for (const auto& [a, name] : {std::pair{&q, "queries"}, std::pair{&k, "keys"},
-                                std::pair{&v, "values"}, std::pair{&o, "out"}})
-    check_view(*a, name);
-  const auto shape = [](const HeadsView<const T>& a) {
+  check_view(q, "queries");
+  check_view(k, "keys");
+  check_view(v, "values");
+  check_view(o, "out");
+  const auto shape = [](const auto& a) {
     return "(" + std::to_string(a.batch) + ", " + std::to_string(a.heads) + ", " +
            std::to_string(a.rows) + ", " + std::to_string(a.width) + ")";
   };
@@ -358,18 +390,18 @@ Shape checked_shape(const HeadsView<const T>& q, const HeadsView<const T>& k,
 
 }  // namespace
 
-template <class T>
+template <class T, class S>
 void cache_attention_with(detail::Isa isa, const HeadsView<const T>& queries,
-                          const HeadsView<const T>& keys, const HeadsView<const T>& values,
+                          const HeadsView<const S>& keys, const HeadsView<const S>& values,
                           const HeadsView<const T>& bias, bool causal, T scale,
                           const HeadsView<T>& out) {
   using detail::Isa;
   if (isa > detail::processor_isa()) {
     throw InvalidArgument("cache_attention: this processor does not run the kernel asked for");
   }
-  const auto attend_range = isa == Isa::avx512 ? &attend_range_avx512<T>
-                            : isa == Isa::avx2 ? &attend_range_avx2<T>
-                                               : &attend_range_baseline<T>;
+  const auto attend_range = isa == Isa::avx512 ? &attend_range_avx512<T, S>
+                            : isa == Isa::avx2 ? &attend_range_avx2<T, S>
+                                               : &attend_range_baseline<T, S>;
   const Shape p = checked_shape(queries, keys, values, bias, causal, out);
   const index_t units = p.batch * p.groups(), rows = p.rows(), cv = p.value_width;
   if (units * rows == 0) return;
@@ -385,7 +417,7 @@ void cache_attention_with(detail::Isa isa, const HeadsView<const T>& queries,
     const index_t unit = task / ranges, range = task % ranges;
     const index_t t0 = range * p.tokens / ranges, t1 = (range + 1) * p.tokens / ranges;
     const index_t b = unit / p.groups(), first_head = (unit % p.groups()) * p.per_group;
-    Rows<T> of{
+    Rows<T, S> of{
         {},
         {},
         {},
@@ -432,20 +464,22 @@ void cache_attention_with(detail::Isa isa, const HeadsView<const T>& queries,
   });
 }
 
-template <class T>
-void cache_attention(const HeadsView<const T>& queries, const HeadsView<const T>& keys,
-                     const HeadsView<const T>& values, const HeadsView<const T>& bias, bool causal,
+template <class T, class S>
+void cache_attention(const HeadsView<const T>& queries, const HeadsView<const S>& keys,
+                     const HeadsView<const S>& values, const HeadsView<const T>& bias, bool causal,
                      T scale, const HeadsView<T>& out) {
   cache_attention_with(detail::processor_isa(), queries, keys, values, bias, causal, scale, out);
 }
 
-#define TENFOLD_INSTANTIATE_CACHE_ATTENTION(T)                                                    \
-  template void cache_attention<T>(const HeadsView<const T>&, const HeadsView<const T>&,          \
-                                   const HeadsView<const T>&, const HeadsView<const T>&, bool, T, \
-                                   const HeadsView<T>&);                                          \
-  template void cache_attention_with<T>(detail::Isa, const HeadsView<const T>&,                   \
-                                        const HeadsView<const T>&, const HeadsView<const T>&,     \
-                                        const HeadsView<const T>&, bool, T, const HeadsView<T>&);
+#define TENFOLD_INSTANTIATE_CACHE_ATTENTION_STORED(T, S)                                         \
+  template void cache_attention<T, S>(const HeadsView<const T>&, const HeadsView<const S>&,      \
+                                      const HeadsView<const S>&, const HeadsView<const T>&, bool, \
+                                      T, const HeadsView<T>&);                                   \
+  template void cache_attention_with<T, S>(detail::Isa, const HeadsView<const T>&,               \
+                                           const HeadsView<const S>&, const HeadsView<const S>&, \
+                                           const HeadsView<const T>&, bool, T, const HeadsView<T>&);
+#define TENFOLD_INSTANTIATE_CACHE_ATTENTION(T) TENFOLD_INSTANTIATE_CACHE_ATTENTION_STORED(T, T)
 TENFOLD_INSTANTIATE_FOR_EACH_VALUE_TYPE(TENFOLD_INSTANTIATE_CACHE_ATTENTION)
+TENFOLD_INSTANTIATE_CACHE_ATTENTION_STORED(float, BFloat16)
 
 }  // namespace tenfold::attention

@@ -9,9 +9,9 @@ namespace tenfold::attention {
 
 /// cache_attention with the kernel written for `isa`; throws InvalidArgument where the
 /// processor does not run it (above detail::processor_isa()).
-template <class T>
+template <class T, class S = T>
 void cache_attention_with(detail::Isa isa, const HeadsView<const T>& queries,
-                          const HeadsView<const T>& keys, const HeadsView<const T>& values,
+                          const HeadsView<const S>& keys, const HeadsView<const S>& values,
                           const HeadsView<const T>& bias, bool causal, T scale,
                           const HeadsView<T>& out);
 

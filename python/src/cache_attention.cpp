@@ -1,11 +1,13 @@
 // tenfold._tenfold.cache_attention: the decode-time read of a KV cache
 // (include/tenfold/cache_attention.hpp) on 4-D CPU arrays, PyTorch tensors included
 // (through DLPack, not copied), the result written into `out`; `one_thread` computes on the
-// calling thread alone (tenfold::OnThisThread).
+// calling thread alone (tenfold::OnThisThread). Float32 queries read keys and values
+// stored in float32 or bfloat16.
 #include "tenfold/cache_attention.hpp"
 
 #include <nanobind/stl/optional.h>
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -22,6 +24,16 @@ using namespace tenfold::attention;
 
 using OutArray = nb::ndarray<nb::device::cpu>;
 
+// The DLPack type of elements E (bfloat16's for BFloat16).
+template <class E>
+nb::dlpack::dtype dtype_of() {
+  if constexpr (std::is_same_v<E, BFloat16>) {
+    return {static_cast<std::uint8_t>(nb::dlpack::dtype_code::Bfloat), 16, 1};
+  } else {
+    return nb::dtype<E>();
+  }
+}
+
 // The (batch, heads, rows, width) view of a 4-D array of element type T whose last axis
 // is contiguous; throws InvalidArgument naming `what` otherwise.
 template <class T, class Array>
@@ -31,9 +43,16 @@ HeadsView<T> heads_view(const Array& a, const char* what) {
                           " must be 4-D (batch, heads, rows, width), got " +
                           std::to_string(a.ndim()) + "-D");
   }
-  if (a.dtype() != nb::dtype<std::remove_const_t<T>>()) {
+  using E = std::remove_const_t<T>;
+  if (a.dtype() != dtype_of<E>()) {
     throw InvalidArgument(std::string("cache_attention: ") + what + " must be " +
-                          (sizeof(T) == 4 ? "float32" : "float64") + " as the queries");
+                          (std::is_same_v<E, double>
+                               ? "float64 as the queries"
+                               : std::is_same_v<E, BFloat16> ? "bfloat16 as the keys"
+                                                             : "float32 as the queries") +
+                          (std::is_same_v<E, float> && std::string(what) == "keys"
+                               ? " (or bfloat16, with the values)"
+                               : ""));
   }
   if (a.shape(3) > 1 && a.stride(3) != 1) {
     throw InvalidArgument(std::string("cache_attention: ") + what +
@@ -51,19 +70,20 @@ HeadsView<T> heads_view(const Array& a, const char* what) {
           stride(2)};
 }
 
-template <class T>
+// T: the queries' type; S: the keys' and values' (T, or BFloat16 for float queries).
+template <class T, class S = T>
 void attend(const InArray& queries, const InArray& keys, const InArray& values,
             const std::optional<InArray>& bias, bool causal, double scale, const OutArray& out,
             bool one_thread) {
   const HeadsView<const T> q = heads_view<const T>(queries, "queries");
-  const HeadsView<const T> k = heads_view<const T>(keys, "keys");
-  const HeadsView<const T> v = heads_view<const T>(values, "values");
+  const HeadsView<const S> k = heads_view<const S>(keys, "keys");
+  const HeadsView<const S> v = heads_view<const S>(values, "values");
   const HeadsView<const T> b = bias ? heads_view<const T>(*bias, "bias") : HeadsView<const T>{};
   const HeadsView<T> o = heads_view<T>(out, "out");
   const nb::gil_scoped_release released;
   std::optional<OnThisThread> serial;
   if (one_thread) serial.emplace();
-  cache_attention<T>(q, k, v, b, causal, static_cast<T>(scale), o);
+  cache_attention<T, S>(q, k, v, b, causal, static_cast<T>(scale), o);
 }
 
 }  // namespace
@@ -75,7 +95,11 @@ void register_cache_attention(nb::module_& m) {
          const std::optional<InArray>& bias, bool causal, double scale, const OutArray& out,
          bool one_thread) {
         if (float_kind(queries, "cache_attention: queries") == 'f') {
-          attend<float>(queries, keys, values, bias, causal, scale, out, one_thread);
+          if (keys.dtype() == dtype_of<BFloat16>()) {
+            attend<float, BFloat16>(queries, keys, values, bias, causal, scale, out, one_thread);
+          } else {
+            attend<float>(queries, keys, values, bias, causal, scale, out, one_thread);
+          }
         } else {
           attend<double>(queries, keys, values, bias, causal, scale, out, one_thread);
         }

@@ -3,7 +3,7 @@ of Hugging Face transformers models (docs/torch.md). Importing this module impor
 torch; ``import tenfold`` alone does not."""
 
 from ._attention import CollaborativeAttention, CollaborativeScores
-from .rotary import compress_rotary, rotary_keys
+from .rotary import compress_rotary, rotary_keys, store_cache
 from .rotary_attention import RotarySharedKeyAttention
 from .distill import collaborative_parameters, distill, mean_pool
 from ._convert import (
@@ -30,6 +30,7 @@ __all__ = [
     "compress_model",
     "compress_rotary",
     "rotary_keys",
+    "store_cache",
     "RotarySharedKeyAttention",
     "convert",
     "from_pretrained",

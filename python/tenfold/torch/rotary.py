@@ -535,6 +535,40 @@ def compress_joint(model: nn.Module, layers: list, values, calibration: Iterable
     return report
 
 
+#: store_cache's dtypes by the name the config records.
+CACHE_DTYPES = {"bfloat16": torch.bfloat16}
+
+
+def _check_store(dtype, computes: torch.dtype) -> None:
+    if dtype is not None and computes not in (torch.float32, torch.bfloat16):
+        raise ValueError(f"store_cache: a bfloat16 cache is for float32 models (read as float32 by the kernel); "
+                         f"this model computes in {computes}")
+
+
+def store_cache(model: nn.Module, dtype) -> nn.Module:
+    """Stores what the layers that compress_model converted (shared rotary keys, latent
+    values, the joint latent) cache in `dtype`: torch.bfloat16 (half the cache bytes of a
+    float32 model: each cached number rounded to 8 significant bits; decoding on the CPU
+    reads them through the library's kernel) or None (the model's own precision). The
+    config records it, so save_pretrained / from_pretrained keep it. Returns the model."""
+    layers = [m for m in model.modules() if isinstance(m, RotarySharedKeyAttention)]
+    if not layers:
+        raise ValueError("store_cache: the model has no layers converted by compress_model (shared rotary keys or "
+                         "a joint latent)")
+    names = {v: k for k, v in CACHE_DTYPES.items()}
+    if dtype is not None and dtype not in names:
+        raise ValueError(f"store_cache: dtype must be torch.bfloat16 or None (the model's own precision), got {dtype!r}")
+    _check_store(dtype, layers[0].q_proj.weight.dtype)
+    for m in layers:
+        m.cache_dtype = dtype
+    info = dict(getattr(model.config, ROTARY_CONFIG_KEY, None) or {})
+    info.pop("cache_dtype", None)
+    if dtype is not None:
+        info["cache_dtype"] = names[dtype]
+    setattr(model.config, ROTARY_CONFIG_KEY, info)
+    return model
+
+
 def load_rotary(model: nn.Module, path) -> nn.Module:
     """Loads what ``save_pretrained`` wrote for a model converted by compress_rotary
     (a directory or a safetensors file) into `model`, built from the same config with
@@ -581,6 +615,13 @@ def load_rotary(model: nn.Module, path) -> nn.Module:
     for key in target:
         if key not in tensors and not (key in params and params[key].data_ptr() in loaded):
             raise ValueError(f"'{where}' has no tensor for '{key}'")
+    stored = info.get("cache_dtype")
+    if stored is not None and stored not in CACHE_DTYPES:
+        raise ValueError(f"'{where}': cache_dtype {stored!r} is not one of {sorted(CACHE_DTYPES)}")
+    if stored is not None:
+        _check_store(CACHE_DTYPES[stored], layers[0][1].q_proj.weight.dtype)
     swap(model, dict(layers), built)
     model.load_state_dict(tensors, strict=False)
+    if stored is not None:
+        store_cache(model, CACHE_DTYPES[stored])
     return model

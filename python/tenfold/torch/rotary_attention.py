@@ -53,7 +53,12 @@ class RotarySharedKeyAttention(nn.Module):
     ``joint``: one latent for keys and values (docs/kv-cache.md): ``key`` makes it (C values
     per token, the only thing cached: the value side of the cache is empty, (B, 1, n, 0)),
     ``expand`` (G d, C) rebuilds the keys from it as for bands > 1 (one band of all d/2
-    pairs), and the values are read from it as the latent values above (C_v = C)."""
+    pairs), and the values are read from it as the latent values above (C_v = C).
+
+    ``cache_dtype`` (None: the model's own; set by tenfold.torch.store_cache): torch.bfloat16
+    stores what the layer caches in 16 bits for a float32 model (half the bytes); decoding
+    on the CPU reads them so through the library's kernel, elsewhere they are widened to
+    the model's precision when read."""
 
     def __init__(self, attention: nn.Module, key_values: int, heads: int, key_heads: int, head_dim: int,
                  key_bias: bool, family: str, bands: int = 1, value_values: int | None = None,
@@ -66,6 +71,7 @@ class RotarySharedKeyAttention(nn.Module):
         self.heads, self.key_heads, self.head_dim = heads, key_heads, head_dim
         self.key_values, self.bands, self.value_values, self.joint = key_values, bands, value_values, joint
         self.folded = False
+        self.cache_dtype = None
         if value_values is not None:
             out = attention.o_proj
             del self.v_proj
@@ -203,12 +209,16 @@ class RotarySharedKeyAttention(nn.Module):
             values = self.v_proj(hidden_states).view(b, n, self.key_heads, self.head_dim).transpose(1, 2)
         else:  # one latent per token for all value heads: (B, 1, n, C_v)
             values = self.value(hidden_states).unsqueeze(1)
+        if self.cache_dtype is not None:  # as stored, with or without a cache (the same logits)
+            keys, values = keys.to(self.cache_dtype), values.to(self.cache_dtype)
         if cache is not None:
             self._check_cache(cache)
             make_roomy(cache, self.layer_idx)
             keys, values = cache.update(keys, values, self.layer_idx)
         if self.joint:
             values = keys
+        if self.bands > 1 and keys.dtype != hidden_states.dtype:  # rebuilt in the model's precision
+            keys, values = keys.to(hidden_states.dtype), values.to(hidden_states.dtype)
         if self.bands == 1:
             queries = self.mixed_queries(hidden_states, cos, sin)
         else:
@@ -220,6 +230,8 @@ class RotarySharedKeyAttention(nn.Module):
             keys = keys * c + rotate_half(keys) * s
             queries = self.q_proj(hidden_states).view(b, n, self.heads, self.head_dim).transpose(1, 2)
             queries = queries * c[total - n:] + rotate_half(queries) * s[total - n:]
+        if keys.dtype != queries.dtype and not self.reads_cache(queries, keys, values):
+            keys, values = keys.to(queries.dtype), values.to(queries.dtype)
         rebuild = self.value_values is not None and not self.folded
         if rebuild and self.sdpa(n) and not self.reads_cache(queries, keys, values):
             # Several queries: each value head's d values rebuilt from the latent first (G d C_v
@@ -248,12 +260,13 @@ class RotarySharedKeyAttention(nn.Module):
         """Whether a few queries (decoding: at most ``_CACHE_QUERIES``) read the cache through the
         library's kernel (tenfold.cache_attention, docs/kv-cache.md): on the CPU, in float32 or
         float64, with no gradient to record, no dropout and no probabilities asked for (the
-        'sdpa' implementation). One pass over the cached tokens for all the heads that share
+        'sdpa' implementation); keys and values in the queries' precision or, for float32
+        queries, in bfloat16. One pass over the cached tokens for all the heads that share
         them, where torch's products stream each operand through several passes."""
         impl = getattr(self.config, "_attn_implementation", None)
         return (queries.shape[2] <= _CACHE_QUERIES and impl == "sdpa" and queries.device.type == "cpu"
-                and queries.dtype in (torch.float32, torch.float64)
-                and keys.dtype == values.dtype == queries.dtype
+                and queries.dtype in (torch.float32, torch.float64) and keys.dtype == values.dtype
+                and (keys.dtype == queries.dtype or (queries.dtype, keys.dtype) == (torch.float32, torch.bfloat16))
                 and not any(t.requires_grad for t in (queries, keys, values))
                 and not (self.training and self.attention_dropout > 0))
 
