@@ -14,7 +14,8 @@ pytest.importorskip("tenfold")
 
 import tenfold.torch as tt  # noqa: E402
 from test_torch_cache_read import LAYER, decode_logits  # noqa: E402
-from test_torch_rotary import assert_round_trip, cache_bytes, generate_four, inputs, logits, make_rotary  # noqa: E402
+from test_torch_rotary import (  # noqa: E402
+    assert_round_trip, cache_bytes, generate_four, inputs, logits, make_rotary, relative)
 
 FORMS = [dict(kv_cache=0.5), dict(kv_cache=0.5, joint=True), dict(kv_cache=0.5, bands=2), dict(shared_dim=8)]
 
@@ -93,3 +94,40 @@ def test_store_cache_refusals():
     with pytest.raises(ValueError, match="for float32 models.*float64"):
         tt.store_cache(model.double(), torch.bfloat16)
     assert "cache_dtype" not in model.config.tenfold_rotary
+
+
+@pytest.mark.parametrize("joint", [False, True])
+def test_kv_cache_counts_bfloat16_bytes(joint):
+    # kv_cache=0.25 with a bfloat16 cache: the sizes of kv_cache=0.5, stored in half the
+    # bytes, so a quarter of the original's cache bytes measured; 0.5 is the exact
+    # conversion (the logits of the original up to bfloat16's rounding of the cache).
+    original = make_rotary("llama", key_heads=2)
+    _, base = generate_four(original)
+    ids, mask = inputs()
+    sized = copy.deepcopy(original)
+    tt.compress_model(sized, kv_cache=0.5, joint=joint)
+    model = copy.deepcopy(original)
+    report = tt.compress_model(model, kv_cache=0.25, joint=joint, cache_dtype=torch.bfloat16)
+    assert [r["key_values"] for r in report] == [m.key_values for m in sized.modules() if isinstance(m, LAYER)]
+    assert model.config.tenfold_rotary == dict(sized.config.tenfold_rotary, cache_dtype="bfloat16")
+    _, cache = generate_four(model)
+    assert cache_bytes(cache) / cache_bytes(base) == pytest.approx(0.25)
+    exact = copy.deepcopy(original)
+    tt.compress_model(exact, kv_cache=0.5, joint=joint, cache_dtype=torch.bfloat16)
+    assert relative(logits(exact, ids, mask), logits(original, ids, mask), mask) < 1e-2
+
+
+def test_kv_cache_with_bfloat16_refusals():
+    model = make_rotary("llama")
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    with pytest.raises(ValueError, match=r"kv_cache 0.75 with cache_dtype=torch.bfloat16.*kv_cache <= 0.5"):
+        tt.compress_model(model, kv_cache=0.75, cache_dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="cache_dtype must be torch.bfloat16 or None"):
+        tt.compress_model(model, kv_cache=0.5, cache_dtype=torch.float16)
+    with pytest.raises(ValueError, match="for float32 models.*float64"):
+        tt.compress_model(copy.deepcopy(model).double(), kv_cache=0.25, cache_dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match=r"kv_cache must be a fraction in \(0, 1\].*1.5"):
+        tt.compress_model(model, kv_cache=1.5, cache_dtype=torch.bfloat16)
+    assert not hasattr(model.config, "tenfold_rotary")
+    for k, v in model.state_dict().items():
+        assert torch.equal(v, before[k])

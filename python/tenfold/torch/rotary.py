@@ -59,6 +59,8 @@ ROTARY_CONFIG_KEY = "tenfold_rotary"
 #: the calibration tokens their losses are measured on (docs/kv-cache.md).
 KEY_WEIGHTINGS = ("none", 2.5)
 KEY_WEIGHTING_TOKENS = 1024
+#: store_cache's dtypes by the name the config records.
+CACHE_DTYPES = {"bfloat16": torch.bfloat16}
 #: RoPE types whose frequencies do not change with the sequence length: bands of
 #: several frequencies rotate the rebuilt keys with the model's inv_freq.
 STATIC_ROPE_TYPES = ("default", "linear", "llama3", "yarn")
@@ -285,7 +287,10 @@ def compress_rotary(model: nn.Module, shared_dim=None, calibration: Iterable | N
     between keys and values by kv_cache_split. `joint=True` (with kv_cache or shared_dim,
     then at most 2 G d): one latent for keys and values instead (compress_joint,
     docs/kv-cache.md), `key_weighting` ("auto", "none" or a number; joint only) how its keys
-    are weighed against its values. Returns one dict per layer; the model is unchanged on error."""
+    are weighed against its values. `cache_dtype=torch.bfloat16` (float32 models) stores the
+    cache in 16 bits (store_cache), and kv_cache then counts those bytes: kv_cache=0.5 is
+    the exact conversion in bfloat16, 0.25 half the values per token in bfloat16. Returns
+    one dict per layer; the model is unchanged on error."""
     config = model.config
     family = config.model_type
     layers = rotary_layers(model)
@@ -294,10 +299,20 @@ def compress_rotary(model: nn.Module, shared_dim=None, calibration: Iterable | N
     original = key_heads * d
     where = f"{type(model).__name__} ({family})"
     unknown = sorted(set(options) - {"damping", "allocation", "bands", "context", "value_dim", "kv_cache", "joint",
-                                     "key_weighting"})
+                                     "key_weighting", "cache_dtype"})
     if unknown:
         raise ValueError(f"option {unknown[0]!r} does not apply to rotary models (their options are bands, context, "
-                         "damping, allocation, value_dim, kv_cache, joint and key_weighting)")
+                         "damping, allocation, value_dim, kv_cache, joint, key_weighting and cache_dtype)")
+    cache_dtype = options.pop("cache_dtype", None)
+    widening = _cache_widening(cache_dtype, layers[0][1].q_proj.weight.dtype)
+    f = options.get("kv_cache")
+    if widening > 1 and not isinstance(f, bool) and isinstance(f, (int, float)) and 0 < f <= 1:
+        # the values per token of f of the cache bytes, each value stored in fewer bytes
+        if f * widening > 1:
+            raise ValueError(f"kv_cache {f} with cache_dtype=torch.bfloat16: a bfloat16 cache holds at most 1/"
+                             f"{widening:g} of this model's cache bytes (that fraction is the exact conversion); give "
+                             f"kv_cache <= {1 / widening:g}, or no cache_dtype")
+        options["kv_cache"] = f * widening
     joint = options.get("joint", False)
     if not isinstance(joint, bool):
         raise ValueError(f"joint must be True or False, got {joint!r}")
@@ -321,8 +336,11 @@ def compress_rotary(model: nn.Module, shared_dim=None, calibration: Iterable | N
     if value_dim is not None and value_dim != "full":
         value_dim = _validate.integer(value_dim, "value_dim", 1, original)
     if joint:
-        return compress_joint(model, layers, shared_dim, calibration,
-                              _validate.nonnegative(options.get("damping", 0.01), "damping"), weighting)
+        report = compress_joint(model, layers, shared_dim, calibration,
+                                _validate.nonnegative(options.get("damping", 0.01), "damping"), weighting)
+        if cache_dtype is not None:
+            store_cache(model, cache_dtype)
+        return report
     bands = _validate.integer(options.get("bands", 1), "bands")
     if bands < 1 or (d // 2) % bands:
         raise ValueError(f"bands must be a positive divisor of the {d // 2} frequency pairs of a head, got {bands!r}")
@@ -437,6 +455,8 @@ def compress_rotary(model: nn.Module, shared_dim=None, calibration: Iterable | N
     if value_dim is not None:
         entry["value_values"] = one_or_all([m.value_values for m in built.values()])
     setattr(config, ROTARY_CONFIG_KEY, entry)
+    if cache_dtype is not None:
+        store_cache(model, cache_dtype)
     return report
 
 
@@ -535,14 +555,17 @@ def compress_joint(model: nn.Module, layers: list, values, calibration: Iterable
     return report
 
 
-#: store_cache's dtypes by the name the config records.
-CACHE_DTYPES = {"bfloat16": torch.bfloat16}
-
-
-def _check_store(dtype, computes: torch.dtype) -> None:
-    if dtype is not None and computes not in (torch.float32, torch.bfloat16):
-        raise ValueError(f"store_cache: a bfloat16 cache is for float32 models (read as float32 by the kernel); "
+def _cache_widening(dtype, computes: torch.dtype) -> int:
+    """How many cached numbers in `dtype` fit the bytes of one in the model's precision
+    `computes` (1 for None); refuses what store_cache refuses."""
+    if dtype is None:
+        return 1
+    if dtype not in CACHE_DTYPES.values():
+        raise ValueError(f"cache_dtype must be torch.bfloat16 or None (the model's own precision), got {dtype!r}")
+    if computes not in (torch.float32, torch.bfloat16):
+        raise ValueError(f"cache_dtype: a bfloat16 cache is for float32 models (read as float32 by the kernel); "
                          f"this model computes in {computes}")
+    return torch.finfo(computes).bits // torch.finfo(dtype).bits
 
 
 def store_cache(model: nn.Module, dtype) -> nn.Module:
@@ -556,9 +579,7 @@ def store_cache(model: nn.Module, dtype) -> nn.Module:
         raise ValueError("store_cache: the model has no layers converted by compress_model (shared rotary keys or "
                          "a joint latent)")
     names = {v: k for k, v in CACHE_DTYPES.items()}
-    if dtype is not None and dtype not in names:
-        raise ValueError(f"store_cache: dtype must be torch.bfloat16 or None (the model's own precision), got {dtype!r}")
-    _check_store(dtype, layers[0].q_proj.weight.dtype)
+    _cache_widening(dtype, layers[0].q_proj.weight.dtype)
     for m in layers:
         m.cache_dtype = dtype
     info = dict(getattr(model.config, ROTARY_CONFIG_KEY, None) or {})
@@ -619,7 +640,7 @@ def load_rotary(model: nn.Module, path) -> nn.Module:
     if stored is not None and stored not in CACHE_DTYPES:
         raise ValueError(f"'{where}': cache_dtype {stored!r} is not one of {sorted(CACHE_DTYPES)}")
     if stored is not None:
-        _check_store(CACHE_DTYPES[stored], layers[0][1].q_proj.weight.dtype)
+        _cache_widening(CACHE_DTYPES[stored], layers[0][1].q_proj.weight.dtype)
     swap(model, dict(layers), built)
     model.load_state_dict(tensors, strict=False)
     if stored is not None:
