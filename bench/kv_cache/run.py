@@ -4,7 +4,8 @@ object after prefill, prefill and decode tokens per second, for the original and
 shared-key / latent-value conversions of tenfold.torch at fractions of the KV cache.
 
     python bench/kv_cache/run.py --out DIR [--quick] [--rows TEXT ...]
-        [--speed-only [--joint] [--device cuda] [--random-weights] [--dtype bfloat16] [--lengths N ...]]
+        [--speed-only [--joint] [--kv-cache F] [--cache-dtype bfloat16] [--device cuda] [--random-weights]
+                      [--dtype bfloat16] [--lengths N ...]]
                                                                     # the environment of bench/rope
 
 Held-out text (none of it in the calibration text):
@@ -191,8 +192,8 @@ def random_model(tokens: int):
 
 
 def speed_only(args) -> None:
-    """--speed-only: kv_cache=0.5 with the default bands (or joint=True; the speed does not
-    depend on the calibration) against the original with transformers' dynamic cache and its
+    """--speed-only: kv_cache=--kv-cache (0.5) with the default bands (or joint=True; with
+    --cache-dtype, the cache stored in that dtype; the speed does not depend on the calibration) against the original with transformers' dynamic cache and its
     static cache, alternating, 32 decode steps, median of 5 at 2,048, 4,096 and 8,192 tokens
     (--quick: of 3, at 2,048 and 4,096; --lengths: those), on --device in --dtype (converted
     in float32 on the CPU, then moved). --random-weights: SmolLM2-135M's shape with random
@@ -206,7 +207,8 @@ def speed_only(args) -> None:
         tok, model = rope.load()
         text = torch.cat([w for ws in held_out(tok, max(lengths), max(lengths)).values() for w in ws], dim=1)
     m = copy.deepcopy(model)
-    tt.compress_model(m, kv_cache=0.5, joint=args.joint)
+    options = {"cache_dtype": args.cache_dtype} if args.cache_dtype else {}
+    tt.compress_model(m, kv_cache=args.kv_cache, joint=args.joint, **dtyped(options))
     device, dtype = torch.device(args.device), getattr(torch, args.dtype)
     model, m, text = model.to(device=device, dtype=dtype), m.to(device=device, dtype=dtype), text.to(device)
     rows = []
@@ -222,11 +224,14 @@ def speed_only(args) -> None:
               f"{compressed['prefill_tokens_per_s'] / original['prefill_tokens_per_s']:.2f}x; cache bytes "
               f"{compressed['cache_bytes'] / original['cache_bytes']:.4f} of the original's; load "
               f"{os.getloadavg()[0]:.1f}", flush=True)
-    name = "speed" + ("_joint" if args.joint else "") + ("" if args.device == "cpu" else f"_{args.device}_{args.dtype}")
+    name = ("speed" + ("_joint" if args.joint else "") + (f"_{args.kv_cache:g}" if args.kv_cache != 0.5 else "")
+            + (f"_{args.cache_dtype}_cache" if args.cache_dtype else "")
+            + ("" if args.device == "cpu" else f"_{args.device}_{args.dtype}"))
     with open(os.path.join(args.out, name + ".json"), "w") as f:
         json.dump({"model": "random weights, SmolLM2-135M's shape" if args.random_weights else rope.GGUF,
                    "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
-                   "dtype": args.dtype, "threads": torch.get_num_threads(), "joint": args.joint, "rows": rows},
+                   "dtype": args.dtype, "threads": torch.get_num_threads(), "joint": args.joint,
+                   "kv_cache": args.kv_cache, "cache_dtype": args.cache_dtype, "rows": rows},
                   f, indent=1)
 
 
@@ -235,8 +240,12 @@ def configurations(quick: bool, per_head: int) -> list:
     tenfold.torch's compress_model with kv_cache=f (its split between keys and values, and
     joint=True: one latent for both), keys alone at half the key cache (the conversion of
     docs/rope.md), and the whitened-SVD baseline (low_rank.separate) with the same keys and
-    values per token as kv_cache=f."""
+    values per token as kv_cache=f; and with a bfloat16 cache (the model computes in float32):
+    the exact conversion at half the cache bytes, the joint latent at a quarter."""
     rows = [("keys only, bands 8", 0.75, "tenfold", dict(shared_dim=per_head // 2, bands=8), True)]
+    rows.append(("kv_cache, bfloat16 cache", 0.5, "tenfold", dict(kv_cache=0.5, cache_dtype="bfloat16"), True))
+    rows.append(("kv_cache, joint, bfloat16 cache", 0.25, "tenfold",
+                 dict(kv_cache=0.25, joint=True, cache_dtype="bfloat16"), True))
     for f in ((0.5, 0.25) if quick else (0.75, 0.5, 0.25)):
         for data in ((True,) if quick else (False, True)):
             rows.append(("kv_cache, bands 8", f, "tenfold", dict(kv_cache=f, bands=8), data))
@@ -250,6 +259,13 @@ def configurations(quick: bool, per_head: int) -> list:
     return rows
 
 
+def dtyped(options: dict) -> dict:
+    """The options with cache_dtype's name (as results.json records it) as a torch dtype."""
+    if "cache_dtype" not in options:
+        return options
+    return dict(options, cache_dtype=getattr(torch, options["cache_dtype"]))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, help="folder for results.json (created)")
@@ -259,6 +275,10 @@ def main():
                          "(dynamic and static cache) at 2,048, 4,096 and 8,192 tokens (--quick: 2,048 and 4,096); "
                          "weight-only conversion")
     ap.add_argument("--joint", action="store_true", help="with --speed-only: the joint latent (joint=True)")
+    ap.add_argument("--cache-dtype", choices=("bfloat16",),
+                    help="with --speed-only: the cache stored in this dtype (cache_dtype=, float32 models)")
+    ap.add_argument("--kv-cache", type=float, default=0.5,
+                    help="with --speed-only: the fraction of the original's cache bytes (default 0.5)")
     ap.add_argument("--rows", nargs="+", metavar="TEXT",
                     help="only the converted rows whose label holds one of these (the original is always measured)")
     ap.add_argument("--device", default="cpu", help="with --speed-only: where the models run (cpu, cuda)")
@@ -312,7 +332,7 @@ def main():
         if method == "low-rank":
             low_rank.separate(m, calibration=calib if data else None, **options)
         else:
-            tt.compress_model(m, calibration=calib if data else None, **options)
+            tt.compress_model(m, calibration=calib if data else None, **dtyped(options))
         cpu = time.process_time() - t
         rows.append(measure(m, label, fraction, data, {"method": method, "options": options,
                                                        "conversion_cpu_s": cpu}))

@@ -99,8 +99,9 @@ def test_store_cache_refusals():
 @pytest.mark.parametrize("joint", [False, True])
 def test_kv_cache_counts_bfloat16_bytes(joint):
     # kv_cache=0.25 with a bfloat16 cache: the sizes of kv_cache=0.5, stored in half the
-    # bytes, so a quarter of the original's cache bytes measured; 0.5 is the exact
-    # conversion (the logits of the original up to bfloat16's rounding of the cache).
+    # bytes, so a quarter of the original's cache bytes measured; 0.5 is exact (the logits
+    # of the original up to bfloat16's rounding of the cache): the keys and values whole,
+    # or the joint latent at full size.
     original = make_rotary("llama", key_heads=2)
     _, base = generate_four(original)
     ids, mask = inputs()
@@ -114,7 +115,37 @@ def test_kv_cache_counts_bfloat16_bytes(joint):
     assert cache_bytes(cache) / cache_bytes(base) == pytest.approx(0.25)
     exact = copy.deepcopy(original)
     tt.compress_model(exact, kv_cache=0.5, joint=joint, cache_dtype=torch.bfloat16)
+    assert all(m.whole != joint for m in exact.modules() if isinstance(m, LAYER))
     assert relative(logits(exact, ids, mask), logits(original, ids, mask), mask) < 1e-2
+
+
+@pytest.mark.parametrize("family,key_heads", [("llama", 2), ("qwen2", 2), ("mistral", 1)])
+def test_half_the_bytes_in_bfloat16_keeps_keys_and_values_whole(family, key_heads, tmp_path, monkeypatch):
+    # kv_cache=0.5 with a bfloat16 cache: nothing dropped, the original's keys and values
+    # (rotated keys, G heads each) stored in bfloat16; the original's logits up to that
+    # rounding, half its cache bytes, the kernel's decode equal to torch's products.
+    original = make_rotary(family, key_heads=key_heads)
+    ids, mask = inputs()
+    _, base = generate_four(original)
+    model = copy.deepcopy(original)
+    report = tt.compress_model(model, kv_cache=0.5, cache_dtype=torch.bfloat16)
+    assert all(r["whole"] and r["key_values"] == key_heads * 8 for r in report)
+    assert model.config.tenfold_rotary == {"family": family, "key_values": key_heads * 8, "bands": 1, "whole": True,
+                                           "cache_dtype": "bfloat16"}
+    assert relative(logits(model, ids, mask), logits(original, ids, mask), mask) < 1e-2
+    _, cache = generate_four(model)
+    for layer in cache.layers:
+        assert layer.keys.dtype == layer.values.dtype == torch.bfloat16
+        assert layer.keys.shape[1] == layer.values.shape[1] == key_heads
+    assert cache_bytes(cache) / cache_bytes(base) == pytest.approx(0.5)
+    assert_round_trip(model, tmp_path)
+    long_ids = torch.randint(0, 64, (2, 30), generator=torch.Generator().manual_seed(4))
+    long_mask = torch.ones_like(long_ids)
+    long_mask[1, :5] = 0
+    fast = decode_logits(model, long_ids, long_mask, [1, 1, 3])
+    monkeypatch.setattr(LAYER, "reads_cache", lambda *args: False)
+    slow = decode_logits(model, long_ids, long_mask, [1, 1, 3])
+    assert float((fast - slow).norm() / slow.norm()) < 1e-5
 
 
 def test_kv_cache_with_bfloat16_refusals():
@@ -128,6 +159,10 @@ def test_kv_cache_with_bfloat16_refusals():
         tt.compress_model(copy.deepcopy(model).double(), kv_cache=0.25, cache_dtype=torch.bfloat16)
     with pytest.raises(ValueError, match=r"kv_cache must be a fraction in \(0, 1\].*1.5"):
         tt.compress_model(model, kv_cache=1.5, cache_dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="bands does not apply to kv_cache=0.5 with cache_dtype=torch.bfloat16"):
+        tt.compress_model(model, kv_cache=0.5, bands=2, cache_dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="give kv_cache alone"):
+        tt.compress_model(model, 8, kv_cache=0.5, cache_dtype=torch.bfloat16)
     assert not hasattr(model.config, "tenfold_rotary")
     for k, v in model.state_dict().items():
         assert torch.equal(v, before[k])

@@ -303,16 +303,6 @@ def compress_rotary(model: nn.Module, shared_dim=None, calibration: Iterable | N
     if unknown:
         raise ValueError(f"option {unknown[0]!r} does not apply to rotary models (their options are bands, context, "
                          "damping, allocation, value_dim, kv_cache, joint, key_weighting and cache_dtype)")
-    cache_dtype = options.pop("cache_dtype", None)
-    widening = _cache_widening(cache_dtype, layers[0][1].q_proj.weight.dtype)
-    f = options.get("kv_cache")
-    if widening > 1 and not isinstance(f, bool) and isinstance(f, (int, float)) and 0 < f <= 1:
-        # the values per token of f of the cache bytes, each value stored in fewer bytes
-        if f * widening > 1:
-            raise ValueError(f"kv_cache {f} with cache_dtype=torch.bfloat16: a bfloat16 cache holds at most 1/"
-                             f"{widening:g} of this model's cache bytes (that fraction is the exact conversion); give "
-                             f"kv_cache <= {1 / widening:g}, or no cache_dtype")
-        options["kv_cache"] = f * widening
     joint = options.get("joint", False)
     if not isinstance(joint, bool):
         raise ValueError(f"joint must be True or False, got {joint!r}")
@@ -327,6 +317,25 @@ def compress_rotary(model: nn.Module, shared_dim=None, calibration: Iterable | N
         given = next(k for k in ("value_dim", "bands", "context", "allocation") if options.get(k) is not None)
         raise ValueError(f"{given} does not apply to joint=True (one latent for keys and values: every key rebuilt "
                          "from it, the layer's budget its own)")
+    cache_dtype = options.pop("cache_dtype", None)
+    widening = _cache_widening(cache_dtype, layers[0][1].q_proj.weight.dtype)
+    f = options.get("kv_cache")
+    if widening > 1 and not isinstance(f, bool) and isinstance(f, (int, float)) and 0 < f <= 1:
+        # the values per token of f of the cache bytes, each value stored in fewer bytes
+        if f * widening > 1:
+            raise ValueError(f"kv_cache {f} with cache_dtype=torch.bfloat16: a bfloat16 cache holds at most 1/"
+                             f"{widening:g} of this model's cache bytes (that fraction is the exact conversion); give "
+                             f"kv_cache <= {1 / widening:g}, or no cache_dtype")
+        options["kv_cache"] = f * widening
+        if f * widening == 1 and not joint:  # nothing to drop: the original keys and values, stored in fewer bytes
+            kv_cache_split(options, shared_dim, original)  # (its refusals: kv_cache alone)
+            given = [k for k in ("bands", "context", "allocation") if options.get(k) is not None]
+            if given:
+                raise ValueError(f"{given[0]} does not apply to kv_cache={f} with cache_dtype=torch.bfloat16: every "
+                                 "key and value is kept whole")
+            report = keep_whole(model, layers)
+            store_cache(model, cache_dtype)
+            return report
     if options.get("kv_cache") is not None:
         shared_dim, options = kv_cache_split(options, shared_dim, original)
     elif shared_dim is None:
@@ -457,6 +466,33 @@ def compress_rotary(model: nn.Module, shared_dim=None, calibration: Iterable | N
     setattr(config, ROTARY_CONFIG_KEY, entry)
     if cache_dtype is not None:
         store_cache(model, cache_dtype)
+    return report
+
+
+def keep_whole(model: nn.Module, layers: list) -> list:
+    """Every attention layer as RotarySharedKeyAttention with its original keys and values
+    (`whole`: k_proj as the key, the G rotated key heads and the G value heads cached), for
+    a cache stored in fewer bytes than the model computes in (compress_rotary's kv_cache
+    with cache_dtype). One row per layer, its errors zero."""
+    config = model.config
+    heads, key_heads = config.num_attention_heads, config.num_key_value_heads
+    built, report = {}, []
+    for name, module in layers:
+        start, d = time.perf_counter(), module.head_dim
+        new = RotarySharedKeyAttention(module, key_heads * d, heads, key_heads, d, module.k_proj.bias is not None,
+                                       config.model_type, whole=True)
+        with torch.no_grad():
+            new.key.weight.copy_(module.k_proj.weight)
+            if module.k_proj.bias is not None:
+                new.key.bias.copy_(module.k_proj.bias)
+        new.train(module.training)
+        built[name] = new
+        report.append({"name": name, "key_values": key_heads * d, "original_key_values": key_heads * d,
+                       "whole": True, "relative_error": 0.0, "data_error": 0.0,
+                       "decode_flops": 2 * heads * d, "seconds": time.perf_counter() - start})
+    swap(model, dict(layers), built)
+    setattr(config, ROTARY_CONFIG_KEY, {"family": config.model_type, "key_values": key_heads * layers[0][1].head_dim,
+                                        "bands": 1, "whole": True})
     return report
 
 
@@ -611,12 +647,14 @@ def load_rotary(model: nn.Module, path) -> nn.Module:
 
     config = model.config
     joint = info.get("joint", False) is True
-    key_bias = lambda m: m.k_proj.bias is not None or (m.v_proj if joint else m.q_proj).bias is not None  # noqa: E731
+    whole = info.get("whole", False) is True
+    key_bias = lambda m: m.k_proj.bias is not None or (  # noqa: E731
+        not whole and (m.v_proj if joint else m.q_proj).bias is not None)
     built = {name: RotarySharedKeyAttention(module, int(size), config.num_attention_heads,
                                             config.num_key_value_heads, module.head_dim, key_bias(module),
                                             config.model_type, int(info.get("bands", 1)),
                                             None if values is None else int(values), module.v_proj.bias is not None,
-                                            joint)
+                                            joint, whole)
              for (name, module), size, values in zip(layers, per_layer("key_values", "key"),
                                                      per_layer("value_values", "value"))}
     tensors, _ = read_checkpoint(path)

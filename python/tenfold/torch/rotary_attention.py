@@ -55,6 +55,10 @@ class RotarySharedKeyAttention(nn.Module):
     ``expand`` (G d, C) rebuilds the keys from it as for bands > 1 (one band of all d/2
     pairs), and the values are read from it as the latent values above (C_v = C).
 
+    ``whole``: the original keys and values (``key`` is k_proj, D -> G d; the cache holds the
+    G rotated key heads and the G value heads, (B, G, n, d)): the exact form of a cache
+    stored in fewer bytes (``cache_dtype``), read by the library's kernel.
+
     ``cache_dtype`` (None: the model's own; set by tenfold.torch.store_cache): torch.bfloat16
     stores what the layer caches in 16 bits for a float32 model (half the bytes); decoding
     on the CPU reads them so through the library's kernel, elsewhere they are widened to
@@ -62,7 +66,7 @@ class RotarySharedKeyAttention(nn.Module):
 
     def __init__(self, attention: nn.Module, key_values: int, heads: int, key_heads: int, head_dim: int,
                  key_bias: bool, family: str, bands: int = 1, value_values: int | None = None,
-                 value_bias: bool = False, joint: bool = False):
+                 value_bias: bool = False, joint: bool = False, whole: bool = False):
         super().__init__()
         ref = attention.q_proj.weight
         self.q_proj, self.v_proj, self.o_proj = attention.q_proj, attention.v_proj, attention.o_proj
@@ -70,6 +74,7 @@ class RotarySharedKeyAttention(nn.Module):
             bands, value_values = head_dim // 2, key_values
         self.heads, self.key_heads, self.head_dim = heads, key_heads, head_dim
         self.key_values, self.bands, self.value_values, self.joint = key_values, bands, value_values, joint
+        self.whole = whole
         self.folded = False
         self.cache_dtype = None
         if value_values is not None:
@@ -92,7 +97,9 @@ class RotarySharedKeyAttention(nn.Module):
         self.is_causal = True
         self.family = family
         self.key = nn.Linear(ref.shape[1], key_values, bias=key_bias, dtype=ref.dtype, device=ref.device)
-        if bands == 1:
+        if whole:
+            pass  # the rotated queries meet the rotated keys as in the original layer
+        elif bands == 1:
             self.mixing = nn.Parameter(torch.zeros(key_heads, key_values // 2, 2, dtype=ref.dtype, device=ref.device))
             self.register_buffer("frequency", torch.zeros(key_values // 2, dtype=torch.long, device=ref.device))
         else:
@@ -105,6 +112,7 @@ class RotarySharedKeyAttention(nn.Module):
         return (f"family={self.family!r}, heads={self.heads}, key_heads={self.key_heads}, "
                 f"head_dim={self.head_dim}, key_values={self.key_values}, bands={self.bands}"
                 + ("" if self.value_values is None else f", value_values={self.value_values}, folded={self.folded}")
+                + (", whole=True" if self.whole else "")
                 + (", joint=True" if self.joint else ""))
 
     def shared_keys(self, hidden_states: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -202,7 +210,13 @@ class RotarySharedKeyAttention(nn.Module):
             raise ValueError(f"{self.family} attention: rotary embedding of width {cos.shape[-1]}, expected the "
                              f"head width {self.head_dim} (partial rotary embeddings are not supported)")
         b, n, _ = hidden_states.shape
-        keys = self.shared_keys(hidden_states, cos, sin) if self.bands == 1 else self.key(hidden_states).unsqueeze(1)
+        if self.whole:
+            keys = self.key(hidden_states).view(b, n, self.key_heads, self.head_dim).transpose(1, 2)
+            keys = keys * cos.unsqueeze(1) + rotate_half(keys) * sin.unsqueeze(1)
+        elif self.bands == 1:
+            keys = self.shared_keys(hidden_states, cos, sin)
+        else:
+            keys = self.key(hidden_states).unsqueeze(1)
         if self.joint:  # the latent, cached once on the key side
             values = keys[..., :0]
         elif self.value_values is None:
@@ -219,7 +233,10 @@ class RotarySharedKeyAttention(nn.Module):
             values = keys
         if self.bands > 1 and keys.dtype != hidden_states.dtype:  # rebuilt in the model's precision
             keys, values = keys.to(hidden_states.dtype), values.to(hidden_states.dtype)
-        if self.bands == 1:
+        if self.whole:
+            queries = self.q_proj(hidden_states).view(b, n, self.heads, self.head_dim).transpose(1, 2)
+            queries = queries * cos.unsqueeze(1) + rotate_half(queries) * sin.unsqueeze(1)
+        elif self.bands == 1:
             queries = self.mixed_queries(hidden_states, cos, sin)
         else:
             # Keys rebuilt from the latent, then every token rotated by its cache index:
