@@ -98,12 +98,12 @@ std::vector<detail::Isa> processor_isas() {
 template <class T, class S = T>
 void expect_matches_reference(const Case& c, std::uint64_t seed, detail::Isa isa) {
   SCOPED_TRACE(std::string(std::is_same_v<S, BFloat16> ? "bfloat16 cache, " : "") + "kernel " +
-               std::to_string(static_cast<int>(isa)) + ", " + "batch " +
-               std::to_string(c.batch) + ", heads " + std::to_string(c.heads) + "/" +
-               std::to_string(c.key_heads) + "/" + std::to_string(c.value_heads) + ", n " +
-               std::to_string(c.n) + ", tokens " + std::to_string(c.tokens) + ", widths " +
-               std::to_string(c.key_width) + "/" + std::to_string(c.value_width) +
-               (c.causal ? ", causal" : "") + (c.bias ? ", bias" : ""));
+               std::to_string(static_cast<int>(isa)) + ", " + "batch " + std::to_string(c.batch) +
+               ", heads " + std::to_string(c.heads) + "/" + std::to_string(c.key_heads) + "/" +
+               std::to_string(c.value_heads) + ", n " + std::to_string(c.n) + ", tokens " +
+               std::to_string(c.tokens) + ", widths " + std::to_string(c.key_width) + "/" +
+               std::to_string(c.value_width) + (c.causal ? ", causal" : "") +
+               (c.bias ? ", bias" : ""));
   std::mt19937_64 rng(seed);
   Array<T> q(c.batch, c.heads, c.n, c.key_width, 3);
   Array<T> k(c.batch, c.key_heads, c.tokens, c.key_width, 0, 5);

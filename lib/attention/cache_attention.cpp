@@ -125,9 +125,9 @@ Scratch<T> make_scratch(const Rows<T, S>& rows_of, index_t rows, index_t ck, ind
 // the key width (kChains tokens at once: independent sums), no horizontal sums; then
 // from token-major to row-major.
 template <class Tl, class T, class S>
-TENFOLD_INLINE_INTO_CLONE inline void block_scores(const Rows<T, S>& rows_of, index_t rows, index_t ck,
-                                                   index_t key_stride, T scale, index_t u0,
-                                                   index_t width, Scratch<T>& scratch) {
+TENFOLD_INLINE_INTO_CLONE inline void block_scores(const Rows<T, S>& rows_of, index_t rows,
+                                                   index_t ck, index_t key_stride, T scale,
+                                                   index_t u0, index_t width, Scratch<T>& scratch) {
   constexpr int bytes = Tl::bytes;
   constexpr index_t lanes = Tl::template lanes<T>;
   const index_t padded = scratch.padded_rows;
@@ -207,9 +207,9 @@ TENFOLD_INLINE_INTO_CLONE inline void add_last_values(index_t left, const S* val
 // (each value vector loaded once for the rows), then what is left of the rows as one tile,
 // then the whole vectors left, then the last columns one at a time.
 template <class Tl, class T, class S>
-TENFOLD_INLINE_INTO_CLONE inline void block_values(const Rows<T, S>& rows_of, index_t rows, index_t cv,
-                                                   index_t value_stride, index_t u0, index_t width,
-                                                   const T* weights, T* acc) {
+TENFOLD_INLINE_INTO_CLONE inline void block_values(const Rows<T, S>& rows_of, index_t rows,
+                                                   index_t cv, index_t value_stride, index_t u0,
+                                                   index_t width, const T* weights, T* acc) {
   constexpr index_t lanes = Tl::template lanes<T>;
   constexpr index_t tile_rows = Tl::value_rows, tile_vectors = Tl::value_vectors;
   const S* values = rows_of.values + u0 * value_stride;
@@ -471,13 +471,13 @@ void cache_attention(const HeadsView<const T>& queries, const HeadsView<const S>
   cache_attention_with(detail::processor_isa(), queries, keys, values, bias, causal, scale, out);
 }
 
-#define TENFOLD_INSTANTIATE_CACHE_ATTENTION_STORED(T, S)                                         \
-  template void cache_attention<T, S>(const HeadsView<const T>&, const HeadsView<const S>&,      \
+#define TENFOLD_INSTANTIATE_CACHE_ATTENTION_STORED(T, S)                                          \
+  template void cache_attention<T, S>(const HeadsView<const T>&, const HeadsView<const S>&,       \
                                       const HeadsView<const S>&, const HeadsView<const T>&, bool, \
-                                      T, const HeadsView<T>&);                                   \
-  template void cache_attention_with<T, S>(detail::Isa, const HeadsView<const T>&,               \
-                                           const HeadsView<const S>&, const HeadsView<const S>&, \
-                                           const HeadsView<const T>&, bool, T, const HeadsView<T>&);
+                                      T, const HeadsView<T>&);                                    \
+  template void cache_attention_with<T, S>(                                                       \
+      detail::Isa, const HeadsView<const T>&, const HeadsView<const S>&,                          \
+      const HeadsView<const S>&, const HeadsView<const T>&, bool, T, const HeadsView<T>&);
 #define TENFOLD_INSTANTIATE_CACHE_ATTENTION(T) TENFOLD_INSTANTIATE_CACHE_ATTENTION_STORED(T, T)
 TENFOLD_INSTANTIATE_FOR_EACH_VALUE_TYPE(TENFOLD_INSTANTIATE_CACHE_ATTENTION)
 TENFOLD_INSTANTIATE_CACHE_ATTENTION_STORED(float, BFloat16)

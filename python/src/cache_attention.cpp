@@ -46,10 +46,9 @@ HeadsView<T> heads_view(const Array& a, const char* what) {
   using E = std::remove_const_t<T>;
   if (a.dtype() != dtype_of<E>()) {
     throw InvalidArgument(std::string("cache_attention: ") + what + " must be " +
-                          (std::is_same_v<E, double>
-                               ? "float64 as the queries"
-                               : std::is_same_v<E, BFloat16> ? "bfloat16 as the keys"
-                                                             : "float32 as the queries") +
+                          (std::is_same_v<E, double>     ? "float64 as the queries"
+                           : std::is_same_v<E, BFloat16> ? "bfloat16 as the keys"
+                                                         : "float32 as the queries") +
                           (std::is_same_v<E, float> && std::string(what) == "keys"
                                ? " (or bfloat16, with the values)"
                                : ""));
