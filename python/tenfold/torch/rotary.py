@@ -288,8 +288,9 @@ def compress_rotary(model: nn.Module, shared_dim=None, calibration: Iterable | N
     then at most 2 G d): one latent for keys and values instead (compress_joint,
     docs/kv-cache.md), `key_weighting` ("auto", "none" or a number; joint only) how its keys
     are weighed against its values. `cache_dtype=torch.bfloat16` (float32 models) stores the
-    cache in 16 bits (store_cache), and kv_cache then counts those bytes: kv_cache=0.5 is
-    the exact conversion in bfloat16, 0.25 half the values per token in bfloat16. Returns
+    cache in 16 bits (store_cache), and kv_cache then counts those bytes: kv_cache=0.5 keeps
+    every key and value whole (keep_whole; with joint, the latent at full size), 0.25 the
+    sizes of 0.5. Returns
     one dict per layer; the model is unchanged on error."""
     config = model.config
     family = config.model_type
@@ -606,7 +607,7 @@ def _cache_widening(dtype, computes: torch.dtype) -> int:
 
 def store_cache(model: nn.Module, dtype) -> nn.Module:
     """Stores what the layers that compress_model converted (shared rotary keys, latent
-    values, the joint latent) cache in `dtype`: torch.bfloat16 (half the cache bytes of a
+    values, the joint latent, whole keys and values) cache in `dtype`: torch.bfloat16 (half the cache bytes of a
     float32 model: each cached number rounded to 8 significant bits; decoding on the CPU
     reads them through the library's kernel) or None (the model's own precision). The
     config records it, so save_pretrained / from_pretrained keep it. Returns the model."""
