@@ -41,6 +41,19 @@ def rounded(model):
     return copied
 
 
+def assert_kernel_reads_as_torch(model, monkeypatch):
+    """Decoding one and a few tokens (left padding in one row) through the library's kernel
+    gives the logits of torch's products on the same stored numbers."""
+    ids = torch.randint(0, 64, (2, 30), generator=torch.Generator().manual_seed(4))
+    mask = torch.ones_like(ids)
+    mask[1, :5] = 0
+    fast = decode_logits(model, ids, mask, [1, 1, 3])
+    monkeypatch.setattr(LAYER, "reads_cache", lambda *args: False)
+    slow = decode_logits(model, ids, mask, [1, 1, 3])
+    monkeypatch.undo()
+    assert float((fast - slow).norm() / slow.norm()) < 1e-5
+
+
 @pytest.mark.parametrize("form", FORMS)
 def test_bfloat16_cache_halves_the_bytes_and_rounds_only_the_cache(form, monkeypatch):
     model = make_rotary("llama")
@@ -57,15 +70,7 @@ def test_bfloat16_cache_halves_the_bytes_and_rounds_only_the_cache(form, monkeyp
     out, cache = generate_four(model)
     assert all(t.dtype == torch.bfloat16 for layer in cache.layers for t in (layer.keys, layer.values))
     assert cache_bytes(cache) * 2 == cache_bytes(before)
-    # decoding through the kernel gives torch's products on the same stored numbers
-    g = torch.Generator().manual_seed(4)
-    ids = torch.randint(0, 64, (2, 30), generator=g)
-    mask = torch.ones_like(ids)
-    mask[1, :5] = 0
-    fast = decode_logits(model, ids, mask, [1, 1, 3])
-    monkeypatch.setattr(LAYER, "reads_cache", lambda *args: False)
-    slow = decode_logits(model, ids, mask, [1, 1, 3])
-    assert float((fast - slow).norm() / slow.norm()) < 1e-5
+    assert_kernel_reads_as_torch(model, monkeypatch)
 
 
 def test_bfloat16_cache_round_trips_and_none_restores(tmp_path):
@@ -139,13 +144,7 @@ def test_half_the_bytes_in_bfloat16_keeps_keys_and_values_whole(family, key_head
         assert layer.keys.shape[1] == layer.values.shape[1] == key_heads
     assert cache_bytes(cache) / cache_bytes(base) == pytest.approx(0.5)
     assert_round_trip(model, tmp_path)
-    long_ids = torch.randint(0, 64, (2, 30), generator=torch.Generator().manual_seed(4))
-    long_mask = torch.ones_like(long_ids)
-    long_mask[1, :5] = 0
-    fast = decode_logits(model, long_ids, long_mask, [1, 1, 3])
-    monkeypatch.setattr(LAYER, "reads_cache", lambda *args: False)
-    slow = decode_logits(model, long_ids, long_mask, [1, 1, 3])
-    assert float((fast - slow).norm() / slow.norm()) < 1e-5
+    assert_kernel_reads_as_torch(model, monkeypatch)
 
 
 def test_kv_cache_with_bfloat16_refusals():

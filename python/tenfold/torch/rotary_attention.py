@@ -127,11 +127,18 @@ class RotarySharedKeyAttention(nn.Module):
         conj(c_{g(h),r}) for every shared key r of frequency j (real parts, then imaginary),
         one product of each group's rotated queries with its map (_query_map)."""
         b, n, _ = hidden_states.shape
-        q = self.q_proj(hidden_states).view(b, n, self.heads, self.head_dim).transpose(1, 2)
-        q = q * cos.unsqueeze(1) + rotate_half(q) * sin.unsqueeze(1)
+        q = self.rotated_heads(self.q_proj, hidden_states, self.heads, cos, sin)
         mixing, _ = self._query_map()
         # The heads of a group are adjacent: (B, H, n, d) is (B, G, H/G n, d).
         return torch.matmul(q.reshape(b, self.key_heads, -1, self.head_dim), mixing).view(b, self.heads, n, -1)
+
+    def rotated_heads(self, projection: nn.Module, hidden_states: torch.Tensor, count: int, cos: torch.Tensor,
+                      sin: torch.Tensor) -> torch.Tensor:
+        """(B, n, D) -> the projection's `count` heads of d values, (B, count, n, d), each
+        pair j turned by its position's angle: x e^{i theta_j n}."""
+        b, n, _ = hidden_states.shape
+        x = projection(hidden_states).view(b, n, count, self.head_dim).transpose(1, 2)
+        return x * cos.unsqueeze(1) + rotate_half(x) * sin.unsqueeze(1)
 
     def _query_map(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(M (G, d, 2R), pairs (2R,)): M maps group g's rotated query (real parts of the d/2
@@ -211,8 +218,7 @@ class RotarySharedKeyAttention(nn.Module):
                              f"head width {self.head_dim} (partial rotary embeddings are not supported)")
         b, n, _ = hidden_states.shape
         if self.whole:
-            keys = self.key(hidden_states).view(b, n, self.key_heads, self.head_dim).transpose(1, 2)
-            keys = keys * cos.unsqueeze(1) + rotate_half(keys) * sin.unsqueeze(1)
+            keys = self.rotated_heads(self.key, hidden_states, self.key_heads, cos, sin)
         elif self.bands == 1:
             keys = self.shared_keys(hidden_states, cos, sin)
         else:
@@ -234,8 +240,7 @@ class RotarySharedKeyAttention(nn.Module):
         if self.bands > 1 and keys.dtype != hidden_states.dtype:  # rebuilt in the model's precision
             keys, values = keys.to(hidden_states.dtype), values.to(hidden_states.dtype)
         if self.whole:
-            queries = self.q_proj(hidden_states).view(b, n, self.heads, self.head_dim).transpose(1, 2)
-            queries = queries * cos.unsqueeze(1) + rotate_half(queries) * sin.unsqueeze(1)
+            queries = self.rotated_heads(self.q_proj, hidden_states, self.heads, cos, sin)
         elif self.bands == 1:
             queries = self.mixed_queries(hidden_states, cos, sin)
         else:
