@@ -193,8 +193,9 @@ def random_model(tokens: int):
 
 def speed_only(args) -> None:
     """--speed-only: kv_cache=--kv-cache (0.5) with the default bands (or joint=True; with
-    --cache-dtype, the cache stored in that dtype; the speed does not depend on the calibration) against the original with transformers' dynamic cache and its
-    static cache, alternating, 32 decode steps, median of 5 at 2,048, 4,096 and 8,192 tokens
+    --cache-dtype, the cache stored in that dtype; the speed does not depend on the
+    calibration) against the original with transformers' dynamic cache and its static cache,
+    alternating, 32 decode steps, median of 5 at 2,048, 4,096 and 8,192 tokens
     (--quick: of 3, at 2,048 and 4,096; --lengths: those), on --device in --dtype (converted
     in float32 on the CPU, then moved). --random-weights: SmolLM2-135M's shape with random
     weights and random tokens instead of the model file and the held-out text."""

@@ -314,10 +314,9 @@ def compress_rotary(model: nn.Module, shared_dim=None, calibration: Iterable | N
                                                or not (0 < weighting < float("inf"))):
         raise ValueError(f"key_weighting must be 'auto', 'none' or a number > 0 (the keys' emphasis), got "
                          f"{weighting!r}")
-    if joint and any(options.get(k) is not None for k in ("value_dim", "bands", "context", "allocation")):
-        given = next(k for k in ("value_dim", "bands", "context", "allocation") if options.get(k) is not None)
-        raise ValueError(f"{given} does not apply to joint=True (one latent for keys and values: every key rebuilt "
-                         "from it, the layer's budget its own)")
+    if joint:
+        _refuse_given(options, ("value_dim", "bands", "context", "allocation"), "joint=True (one latent for keys and "
+                      "values: every key rebuilt from it, the layer's budget its own)")
     cache_dtype = options.pop("cache_dtype", None)
     widening = _cache_widening(cache_dtype, layers[0][1].q_proj.weight.dtype)
     f = options.get("kv_cache")
@@ -330,10 +329,8 @@ def compress_rotary(model: nn.Module, shared_dim=None, calibration: Iterable | N
         options["kv_cache"] = f * widening
         if f * widening == 1 and not joint:  # nothing to drop: the original keys and values, stored in fewer bytes
             kv_cache_split(options, shared_dim, original)  # (its refusals: kv_cache alone)
-            given = [k for k in ("bands", "context", "allocation") if options.get(k) is not None]
-            if given:
-                raise ValueError(f"{given[0]} does not apply to kv_cache={f} with cache_dtype=torch.bfloat16: every "
-                                 "key and value is kept whole")
+            _refuse_given(options, ("bands", "context", "allocation"),
+                          f"kv_cache={f} with cache_dtype=torch.bfloat16: every key and value is kept whole")
             report = keep_whole(model, layers)
             store_cache(model, cache_dtype)
             return report
@@ -468,6 +465,13 @@ def compress_rotary(model: nn.Module, shared_dim=None, calibration: Iterable | N
     if cache_dtype is not None:
         store_cache(model, cache_dtype)
     return report
+
+
+def _refuse_given(options: dict, names: tuple, form: str) -> None:
+    """Refuses the first of the options `names` that is given, which `form` does not use."""
+    given = [k for k in names if options.get(k) is not None]
+    if given:
+        raise ValueError(f"{given[0]} does not apply to {form}")
 
 
 def keep_whole(model: nn.Module, layers: list) -> list:
@@ -676,9 +680,9 @@ def load_rotary(model: nn.Module, path) -> nn.Module:
         if key not in tensors and not (key in params and params[key].data_ptr() in loaded):
             raise ValueError(f"'{where}' has no tensor for '{key}'")
     stored = info.get("cache_dtype")
-    if stored is not None and stored not in CACHE_DTYPES:
-        raise ValueError(f"'{where}': cache_dtype {stored!r} is not one of {sorted(CACHE_DTYPES)}")
     if stored is not None:
+        if stored not in CACHE_DTYPES:
+            raise ValueError(f"'{where}': cache_dtype {stored!r} is not one of {sorted(CACHE_DTYPES)}")
         _cache_widening(CACHE_DTYPES[stored], layers[0][1].q_proj.weight.dtype)
     swap(model, dict(layers), built)
     model.load_state_dict(tensors, strict=False)
