@@ -3,7 +3,8 @@
 // queries, causal rows, a padding bias with -inf and large negative entries, caches inside
 // larger buffers (strides), token counts across blocks and ranges, float and double, with
 // the kernel of every instruction set the processor runs, keys and values also stored in
-// bfloat16 for float queries; the exponential it uses against std::exp; the refusals.
+// bfloat16 or float8 for float queries, every float8 code read exactly; the exponential it
+// uses against std::exp; the refusals.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -70,12 +71,40 @@ BFloat16 to_bfloat16(float x) {
   return {static_cast<std::uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16)};
 }
 
-// a's elements rounded to bfloat16, in place, and the bfloat16 array of the same layout.
-Array<BFloat16> stored_in_bfloat16(Array<float>& a) {
-  Array<BFloat16> out(a.batch, a.heads, a.rows, a.width, a.pad, a.spare);
+// The value of a float8 e4m3 code, decoded on its own: NaN for 0x7f and 0xff,
+// (-1)^s m 2^-9 without exponent, (-1)^s (8 + m) 2^(e - 10) otherwise.
+double float8_value(unsigned code) {
+  const unsigned e = (code >> 3) & 15u, m = code & 7u;
+  if ((code & 0x7fu) == 0x7fu) return std::numeric_limits<double>::quiet_NaN();
+  const double x = e == 0 ? std::ldexp(m, -9) : std::ldexp(8 + m, static_cast<int>(e) - 10);
+  return (code & 0x80u) != 0 ? -x : x;
+}
+
+// x (|x| <= 448) rounded to the nearest float8 e4m3 (ties to the even code), by search.
+Float8E4M3 to_float8(float x) {
+  unsigned best = 0;
+  for (unsigned code = 1; code < 0x7f; ++code) {
+    const double d = std::abs(float8_value(code) - std::abs(x)),
+                 b = std::abs(float8_value(best) - std::abs(x));
+    if (d < b || (d == b && code % 2 == 0)) best = code;
+  }
+  return {static_cast<std::uint8_t>(best | (std::signbit(x) ? 0x80u : 0u))};
+}
+
+// a's elements rounded to S (BFloat16 or Float8E4M3), in place, and the array of S of the
+// same layout.
+template <class S>
+Array<S> stored_as(Array<float>& a) {
+  Array<S> out(a.batch, a.heads, a.rows, a.width, a.pad, a.spare);
   for (std::size_t i = 0; i < a.data.size(); ++i) {
-    out.data[i] = to_bfloat16(a.data[i]);
-    a.data[i] = std::bit_cast<float>(static_cast<std::uint32_t>(out.data[i].bits) << 16);
+    if constexpr (std::is_same_v<S, BFloat16>) {
+      out.data[i] = to_bfloat16(a.data[i]);
+      a.data[i] = std::bit_cast<float>(static_cast<std::uint32_t>(out.data[i].bits) << 16);
+    } else {
+      // (NaN, the padding, stays NaN: code 0x7f)
+      out.data[i] = std::isnan(a.data[i]) ? Float8E4M3{0x7f} : to_float8(a.data[i]);
+      a.data[i] = static_cast<float>(float8_value(out.data[i].bits));
+    }
   }
   return out;
 }
@@ -93,17 +122,19 @@ std::vector<detail::Isa> processor_isas() {
   return out;
 }
 
-// S: how the keys and values are stored (T, or BFloat16 for float: the reference then
-// reads the same rounded numbers).
+// S: how the keys and values are stored (T, or BFloat16 or Float8E4M3 for float: the
+// reference then reads the same rounded numbers).
 template <class T, class S = T>
 void expect_matches_reference(const Case& c, std::uint64_t seed, detail::Isa isa) {
-  SCOPED_TRACE(std::string(std::is_same_v<S, BFloat16> ? "bfloat16 cache, " : "") + "kernel " +
-               std::to_string(static_cast<int>(isa)) + ", " + "batch " + std::to_string(c.batch) +
-               ", heads " + std::to_string(c.heads) + "/" + std::to_string(c.key_heads) + "/" +
-               std::to_string(c.value_heads) + ", n " + std::to_string(c.n) + ", tokens " +
-               std::to_string(c.tokens) + ", widths " + std::to_string(c.key_width) + "/" +
-               std::to_string(c.value_width) + (c.causal ? ", causal" : "") +
-               (c.bias ? ", bias" : ""));
+  SCOPED_TRACE(std::string(std::is_same_v<S, BFloat16>     ? "bfloat16 cache, "
+                           : std::is_same_v<S, Float8E4M3> ? "float8 cache, "
+                                                           : "") +
+               "kernel " + std::to_string(static_cast<int>(isa)) + ", " + "batch " +
+               std::to_string(c.batch) + ", heads " + std::to_string(c.heads) + "/" +
+               std::to_string(c.key_heads) + "/" + std::to_string(c.value_heads) + ", n " +
+               std::to_string(c.n) + ", tokens " + std::to_string(c.tokens) + ", widths " +
+               std::to_string(c.key_width) + "/" + std::to_string(c.value_width) +
+               (c.causal ? ", causal" : "") + (c.bias ? ", bias" : ""));
   std::mt19937_64 rng(seed);
   Array<T> q(c.batch, c.heads, c.n, c.key_width, 3);
   Array<T> k(c.batch, c.key_heads, c.tokens, c.key_width, 0, 5);
@@ -124,9 +155,9 @@ void expect_matches_reference(const Case& c, std::uint64_t seed, detail::Isa isa
                                                    : static_cast<T>(u(rng));
   const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(c.key_width)));
   const HeadsView<const T> b_view = c.bias ? bias.view() : HeadsView<const T>{};
-  if constexpr (std::is_same_v<S, BFloat16>) {
-    const Array<BFloat16> k16 = stored_in_bfloat16(k), v16 = stored_in_bfloat16(v);
-    cache_attention_with<T, S>(isa, q.view(), k16.view(), v16.view(), b_view, c.causal, scale,
+  if constexpr (!std::is_same_v<S, T>) {
+    const Array<S> ks = stored_as<S>(k), vs = stored_as<S>(v);
+    cache_attention_with<T, S>(isa, q.view(), ks.view(), vs.view(), b_view, c.causal, scale,
                                out.out());
   } else {
     cache_attention_with<T>(isa, q.view(), k.view(), v.view(), b_view, c.causal, scale, out.out());
@@ -200,6 +231,41 @@ TEST(CacheAttention, KeysAndValuesStoredInBfloat16) {
   std::uint64_t seed = 100;
   for (detail::Isa isa : processor_isas())
     for (const Case& c : kCases) expect_matches_reference<float, BFloat16>(c, seed++, isa);
+}
+
+TEST(CacheAttention, KeysAndValuesStoredInFloat8) {
+  std::uint64_t seed = 200;
+  for (detail::Isa isa : processor_isas())
+    for (const Case& c : kCases) expect_matches_reference<float, Float8E4M3>(c, seed++, isa);
+}
+
+// One cached token (weight 1): out is the token's values, each of the 256 float8 codes (a
+// width past whole vectors) widened exactly, NaN for the two NaN codes, on every kernel.
+TEST(CacheAttention, EveryFloat8CodeReadExactly) {
+  const index_t width = 259;
+  Array<float> q(1, 3, 1, 4), out(1, 3, 1, width);
+  Array<Float8E4M3> k(1, 1, 1, 4), v(1, 1, 1, width);
+  for (index_t c = 0; c < 4; ++c) {
+    q.at(0, 0, 0, c) = q.at(0, 1, 0, c) = q.at(0, 2, 0, c) = 1.0f;
+    k.at(0, 0, 0, c) = {0x38};  // 1
+  }
+  for (index_t c = 0; c < width; ++c) v.at(0, 0, 0, c) = {static_cast<std::uint8_t>(c % 256)};
+  for (detail::Isa isa : processor_isas()) {
+    cache_attention_with<float, Float8E4M3>(isa, q.view(), k.view(), v.view(), {}, false, 0.5f,
+                                            out.out());
+    for (index_t h = 0; h < 3; ++h) {
+      for (index_t c = 0; c < width; ++c) {
+        const double want = float8_value(static_cast<unsigned>(c % 256));
+        const float got = out.at(0, h, 0, c);
+        if (std::isnan(want)) {
+          EXPECT_TRUE(std::isnan(got)) << "kernel " << static_cast<int>(isa) << " code " << c;
+        } else {
+          EXPECT_EQ(static_cast<double>(got), want)
+              << "kernel " << static_cast<int>(isa) << " code " << c % 256;
+        }
+      }
+    }
+  }
 }
 
 TEST(CacheAttention, AnyThreadCount) {

@@ -23,6 +23,7 @@ struct CompressArgs {
   double kv_cache = 0.0;      // rotary checkpoints only: a fraction of the key and value cache
   index_t bands = 0;          // rotary checkpoints only
   bool joint = false;         // rotary checkpoints only: one latent for keys and values
+  std::string cache_dtype;    // rotary checkpoints only: "", bfloat16 or float8_e4m3fn
   double key_emphasis = 0.0;  // --joint only: keys weighted by the queries, this emphasis
   index_t context = attention::RotaryOptions{}.context;
   index_t heads = 0;
@@ -84,7 +85,25 @@ int run_rotary(const CompressArgs& a) {
                             "per band, on the cpu)");
     }
   }
-  if (a.joint) {
+  attention::RotaryCheckpointOptions o;
+  o.joint = a.joint;
+  o.cache_dtype = a.cache_dtype;
+  const bool kv_cache = given(a, "--kv-cache");
+  if (kv_cache) o.kv_cache = a.kv_cache;
+  // --kv-cache 1/w with a cache of w numbers in the bytes of one of the model's: no solver
+  const bool whole = given(a, "--cache-dtype") && attention::keeps_whole(a.input, o);
+  if (whole) {
+    char fraction[32];  // as typed: the shortest text that reads back as the number
+    const auto [end, ec] = std::to_chars(fraction, fraction + sizeof fraction, a.kv_cache);
+    for (const char* flag : {"--bands", "--context", "--value-dim", "--shared-dim"}) {
+      if (given(a, flag)) {
+        throw InvalidArgument(std::string(flag) + " does not apply to --kv-cache " +
+                              std::string(fraction, ec == std::errc() ? end : fraction) +
+                              " with --cache-dtype " + a.cache_dtype +
+                              ": every key and value is kept whole");
+      }
+    }
+  } else if (a.joint) {
     for (const char* flag : {"--bands", "--context", "--value-dim"}) {
       if (given(a, flag)) {
         throw InvalidArgument(std::string(flag) +
@@ -101,7 +120,6 @@ int run_rotary(const CompressArgs& a) {
         "(a divisor of d/2; 1: complex keys shared per pair; docs/rope.md compares them) "
         "or --joint");
   }
-  const bool kv_cache = given(a, "--kv-cache");
   for (const char* flag : {"--shared-dim", "--value-dim"}) {
     if (kv_cache && given(a, flag)) {
       throw InvalidArgument(std::string("--kv-cache sets both the key and the value cache: give it "
@@ -114,15 +132,9 @@ int run_rotary(const CompressArgs& a) {
         "a rotary checkpoint needs --shared-dim (key values per token and layer) or --kv-cache "
         "(a fraction of the key and value cache)");
   }
-  attention::RotaryCheckpointOptions o;
-  o.rotary.bands = a.joint ? 1 : a.bands;
-  o.joint = a.joint;
+  o.rotary.bands = a.joint || whole ? 1 : a.bands;
   if (given(a, "--key-emphasis")) o.key_emphasis = a.key_emphasis;
-  if (kv_cache) {
-    o.kv_cache = a.kv_cache;
-  } else {
-    o.rotary.key_values = parse_size(a.shared_dim, true);
-  }
+  if (!kv_cache) o.rotary.key_values = parse_size(a.shared_dim, true);
   if (given(a, "--value-dim")) o.values = parse_size(a.value_dim, true, "--value-dim");
   o.rotary.context = a.context;
   o.rotary.damping = given(a, "--damping") ? a.damping : attention::RotaryOptions{}.damping;
@@ -201,6 +213,16 @@ int run_rotary(const CompressArgs& a) {
                 static_cast<long long>((o.joint ? 2 : 1) * rep.original_key_values),
                 rep.value_values == 0 ? " (full)" : "", 100.0 * share);
   }
+  if (rep.whole) {
+    std::printf(
+        "keys and values whole (%lld each per token and layer), stored in %s: KV cache "
+        "%.1f %% of the original's bytes\n",
+        static_cast<long long>(rep.original_key_values), a.cache_dtype.c_str(),
+        100.0 / static_cast<double>(rep.cache_widening));
+  } else if (!a.cache_dtype.empty()) {
+    std::printf("cache stored in %s: 1/%lld of the bytes of the sizes above\n",
+                a.cache_dtype.c_str(), static_cast<long long>(rep.cache_widening));
+  }
   print_calibration(calibration);
   if (!a.report.empty()) {
     nlohmann::json report =
@@ -213,6 +235,9 @@ int run_rotary(const CompressArgs& a) {
                    {"kv_cache", kv_cache ? nlohmann::json(a.kv_cache) : nlohmann::json(nullptr)},
                    {"bands", rep.bands},
                    {"joint", a.joint},
+                   {"whole", rep.whole},
+                   {"cache_dtype", a.cache_dtype.empty() ? nlohmann::json(nullptr)
+                                                         : nlohmann::json(a.cache_dtype)},
                    {"context", o.rotary.context},
                    {"heads", c.heads},
                    {"key_heads", c.key_heads},
@@ -244,8 +269,8 @@ int run_compress(const CompressArgs& a) {
   if (!a.calibration.empty()) inputs.push_back(a.calibration);
   check_outputs(outputs, inputs);
   if (attention::is_rotary_checkpoint(a.input)) return run_rotary(a);
-  for (const char* flag :
-       {"--bands", "--context", "--kv-cache", "--value-dim", "--joint", "--key-emphasis"}) {
+  for (const char* flag : {"--bands", "--context", "--kv-cache", "--value-dim", "--joint",
+                           "--key-emphasis", "--cache-dtype"}) {
     if (!given(a, flag)) continue;
     const std::filesystem::path config = attention::config_path(a.input);
     if (!std::filesystem::exists(config)) {
@@ -411,6 +436,14 @@ Command add_attention_command(CLI::App& app) {
                      "Rotary checkpoints: one latent for keys and values (--shared-dim or all of "
                      "--kv-cache's values per token and layer), the keys rebuilt from it and "
                      "rotated at read time (docs/kv-cache.md)");
+  compress
+      ->add_option("--cache-dtype", c->cache_dtype,
+                   "Rotary checkpoints: the converted model stores its cache in bfloat16 (float32 "
+                   "checkpoints) or float8_e4m3fn (float32, bfloat16, float16), and --kv-cache "
+                   "counts those bytes: 1/w (w numbers in the bytes of one of the model's) keeps "
+                   "every key and value whole, less is the conversion of w times it "
+                   "(tenfold.torch's cache_dtype, docs/kv-cache.md)")
+      ->check(CLI::IsMember({"bfloat16", "float8_e4m3fn"}));
   compress->add_option("--key-emphasis", c->key_emphasis,
                        "With --joint: weigh each key head by its queries' coherence and the keys "
                        "against the values by this factor > 0 (tenfold.torch's key_weighting; "

@@ -4,8 +4,8 @@ object after prefill, prefill and decode tokens per second, for the original and
 shared-key / latent-value conversions of tenfold.torch at fractions of the KV cache.
 
     python bench/kv_cache/run.py --out DIR [--quick] [--rows TEXT ...]
-        [--speed-only [--joint] [--kv-cache F] [--cache-dtype bfloat16] [--device cuda] [--random-weights]
-                      [--dtype bfloat16] [--lengths N ...]]
+        [--speed-only [--joint] [--kv-cache F] [--cache-dtype bfloat16|float8_e4m3fn] [--device cuda]
+                      [--random-weights] [--dtype bfloat16] [--lengths N ...]]
                                                                     # the environment of bench/rope
 
 Held-out text (none of it in the calibration text):
@@ -242,11 +242,13 @@ def configurations(quick: bool, per_head: int) -> list:
     joint=True: one latent for both), keys alone at half the key cache (the conversion of
     docs/rope.md), and the whitened-SVD baseline (low_rank.separate) with the same keys and
     values per token as kv_cache=f; and with a bfloat16 cache (the model computes in float32):
-    the exact conversion at half the cache bytes, the joint latent at a quarter."""
+    the exact conversion at half the cache bytes, the joint latent at a quarter; with a float8
+    cache the exact conversion at a quarter."""
     rows = [("keys only, bands 8", 0.75, "tenfold", dict(shared_dim=per_head // 2, bands=8), True)]
     rows.append(("kv_cache, bfloat16 cache", 0.5, "tenfold", dict(kv_cache=0.5, cache_dtype="bfloat16"), True))
     rows.append(("kv_cache, joint, bfloat16 cache", 0.25, "tenfold",
                  dict(kv_cache=0.25, joint=True, cache_dtype="bfloat16"), True))
+    rows.append(("kv_cache, float8 cache", 0.25, "tenfold", dict(kv_cache=0.25, cache_dtype="float8_e4m3fn"), True))
     for f in ((0.5, 0.25) if quick else (0.75, 0.5, 0.25)):
         for data in ((True,) if quick else (False, True)):
             rows.append(("kv_cache, bands 8", f, "tenfold", dict(kv_cache=f, bands=8), data))
@@ -276,8 +278,9 @@ def main():
                          "(dynamic and static cache) at 2,048, 4,096 and 8,192 tokens (--quick: 2,048 and 4,096); "
                          "weight-only conversion")
     ap.add_argument("--joint", action="store_true", help="with --speed-only: the joint latent (joint=True)")
-    ap.add_argument("--cache-dtype", choices=("bfloat16",),
-                    help="with --speed-only: the cache stored in this dtype (cache_dtype=, float32 models)")
+    ap.add_argument("--cache-dtype", choices=("bfloat16", "float8_e4m3fn"),
+                    help="with --speed-only: the cache stored in this dtype (cache_dtype=; the model converted in "
+                         "float32)")
     ap.add_argument("--kv-cache", type=float, default=0.5,
                     help="with --speed-only: the fraction of the original's cache bytes (default 0.5)")
     ap.add_argument("--rows", nargs="+", metavar="TEXT",

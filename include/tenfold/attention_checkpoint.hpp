@@ -154,6 +154,14 @@ struct TENFOLD_API RotaryCheckpointOptions {
   /// rotary.context) and the keys' side by this emphasis (ValueOptions::key_emphasis;
   /// tenfold.torch's key_weighting = a); none: keys and values at equal energy.
   std::optional<double> key_emphasis;
+  /// How the converted model stores its cache (tenfold.torch.store_cache), recorded in
+  /// tenfold.rotary: "" (the model's own precision), "bfloat16" (float32 checkpoints) or
+  /// "float8_e4m3fn" (float32, bfloat16 and float16 checkpoints; the precision is q_proj's
+  /// dtype). kv_cache then counts the stored bytes: with w stored numbers in the bytes of one
+  /// of the model's, kv_cache = 1/w keeps every key and value whole (k_proj written as key.*,
+  /// nothing solved, rotary options unused; with joint, the latent at full size), f < 1/w is
+  /// the conversion of w f, f > 1/w is refused.
+  std::string cache_dtype;
   /// Calibration statistics (as CheckpointOptions::calibration): P + "input_moment" of E[x' x'^T],
   /// with x' = [x; 1] ((D+1) x (D+1)) when the layers have query, key or value biases, else x
   /// (D x D). The keys and the values both see the layer's input x.
@@ -187,12 +195,22 @@ struct TENFOLD_API RotaryCheckpointReport {
   /// The sizes asked for (kv_cache split, or as given): key values (0: full) and, with
   /// values, latent values (0: full).
   index_t key_values = 0, value_values = 0;
+  /// cache_dtype's stored numbers per number of the model's precision (1: none), and
+  /// whether every key and value was kept whole (then bands 1, key_values G d).
+  index_t cache_widening = 1;
+  bool whole = false;
   std::vector<RotaryLayerReport> layers;
   double seconds = 0.0;
   index_t total_params_before = 0, total_params_after = 0;
   std::int64_t calibration_tokens = 0;
   std::string calibration_source;
 };
+
+/// Whether compress_rotary_checkpoint(input, ..., options) keeps every key and value whole
+/// (options.kv_cache = 1/w with a cache_dtype, not joint). Throws as the conversion does for
+/// the checkpoint, its config and cache_dtype.
+TENFOLD_API bool keeps_whole(const std::filesystem::path& input,
+                             const RotaryCheckpointOptions& options);
 
 /// Converts every layer "<M>layers.<n>.self_attn." of a rotary checkpoint and writes
 /// `output` atomically. For each layer with prefix P, k_proj.weight and k_proj.bias are
@@ -202,15 +220,17 @@ struct TENFOLD_API RotaryCheckpointReport {
 /// 2) and P + "frequency" (C/2, I64) instead of expand and the rotation); with values,
 /// v_proj.weight and v_proj.bias by P + "value.weight" (C_v, D) and P + "value.bias" (C_v,
 /// when v_proj has a bias), and o_proj.weight by the folded P + "o_proj.weight" (E, H C_v):
-/// the tensors of tenfold.torch's RotarySharedKeyAttention. Everything else is copied bit
+/// the tensors of tenfold.torch's RotarySharedKeyAttention (kept whole: k_proj as P +
+/// "key.weight" and "key.bias"). Everything else is copied bit
 /// for bit. Metadata: tenfold.rotary (JSON: family, key_values, bands and, with values,
-/// value_values, as tenfold.torch's config entry), tenfold.rotary.context, tenfold.heads,
+/// value_values, joint, whole and cache_dtype, as tenfold.torch's config entry),
+/// tenfold.rotary.context, tenfold.heads,
 /// tenfold.key_heads, tenfold.head_dim, tenfold.objective, tenfold.relative_errors (the
 /// keys'), with values tenfold.value_relative_errors, and, data-aware,
 /// tenfold.calibration.* as compress_checkpoint (with values also
 /// tenfold.calibration.value_relative_errors). Inputs are never modified; everything is
 /// validated before anything is written. Throws IoError / InvalidArgument naming the
-/// problem (InvalidOption naming bands, values or kv_cache).
+/// problem (InvalidOption naming bands, values, kv_cache or cache_dtype).
 TENFOLD_API RotaryCheckpointReport
 compress_rotary_checkpoint(const std::filesystem::path& input, const std::filesystem::path& output,
                            const RotaryCheckpointOptions& options,

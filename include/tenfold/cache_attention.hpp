@@ -28,6 +28,13 @@ struct TENFOLD_API BFloat16 {
   std::uint16_t bits;
 };
 
+/// A float8 e4m3 number as PyTorch's torch.float8_e4m3fn: a sign bit, 4 exponent bits
+/// (bias 7) and 3 mantissa bits; no infinities, 0x7f and 0xff NaN, the largest 448. The
+/// element type of a cache stored in 8 bits for a model that computes in float.
+struct TENFOLD_API Float8E4M3 {
+  std::uint8_t bits;
+};
+
 /// out(b, h, i, :) = sum over cached tokens t of softmax_t(s_t) values(b, h / (H / V), t, :),
 /// s_t = scale <queries(b, h, i, :), keys(b, h / (H / K), t, :)> + bias(b, 0, i, t), for
 ///  - queries (B, H, n, C_k), keys (B, K, T, C_k), values (B, V, T, C_v), K and V dividing H;
@@ -36,8 +43,8 @@ struct TENFOLD_API BFloat16 {
 ///  - causal: row i also sees only the tokens t <= T - n + i (the queries are the last n
 ///    cached tokens);
 ///  - out (B, H, n, C_v);
-///  - keys and values stored as T, or as BFloat16 when T is float (each element widened to
-///    float as it is read; the arithmetic in float).
+///  - keys and values stored as T, or as BFloat16 or Float8E4M3 when T is float (each
+///    element widened to float as it is read, exactly; the arithmetic in float).
 /// A row whose every score is -inf gives NaN, as softmax does. Parallel over the batch,
 /// the groups of heads that read the same key and value head, and ranges of cached tokens
 /// (online softmax within a range, ranges merged in order: the same bits for the same

@@ -5,8 +5,9 @@
 // rescaled when the max grows), then the ranges of a group merged. The block loops are
 // written once on vectors and register tiles of an instruction set's size (Tiles) and
 // compiled per set; the call takes the processor's best. Keys and values stored in bfloat16
-// are widened to float as they are loaded.
+// or float8 are widened to float as they are loaded.
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -67,27 +68,62 @@ using Avx512Tiles = Tiles<64, 6, 4>;    // 32 registers: 24 sums, 4 values, a we
 using Avx2Tiles = Tiles<32, 5, 2>;      // 16 registers: 10 sums, 2 values, a weight
 using BaselineTiles = Tiles<16, 4, 2>;  // SSE2's 16 registers, as AVX2's
 
-// A stored element as T: itself, or a bfloat16's bits as the high half of a float's.
+// The float of each float8 e4m3 code: (-1)^s 2^(e - 7) (1 + m / 8) for an exponent e > 0,
+// (-1)^s 2^-6 m / 8 for e = 0, NaN for 0x7f and 0xff.
+constexpr std::array<float, 256> kFloat8Values = [] {
+  std::array<float, 256> out{};
+  for (unsigned code = 0; code < 256; ++code) {
+    const unsigned e = (code >> 3) & 15u, m = code & 7u;
+    float x = e == 0 ? static_cast<float>(m) / 512 : static_cast<float>(8 + m) / 1024;
+    for (unsigned k = 0; k < e; ++k) x *= 2;
+    out[code] = (code & 0x7fu) == 0x7fu ? std::numeric_limits<float>::quiet_NaN()
+                : (code & 0x80u) != 0   ? -x
+                                        : x;
+  }
+  return out;
+}();
+
+// A stored element as T: itself, a bfloat16's bits as the high half of a float's, a float8's
+// value from the table (one load from L1).
 template <class T, class S>
 TENFOLD_INLINE_INTO_CLONE inline T widen(S x) {
   if constexpr (std::is_same_v<S, BFloat16>) {
     return std::bit_cast<float>(static_cast<std::uint32_t>(x.bits) << 16);
+  } else if constexpr (std::is_same_v<S, Float8E4M3>) {
+    return kFloat8Values[x.bits];
   } else {
     return x;
   }
 }
 
 // A vector of T from stored elements, loaded once (vec_load_once): bfloat16 lanes widened
-// to float by a shift into the high half.
+// to float by a shift into the high half; float8 lanes (t = the code without its sign) by
+// moving the exponent and mantissa into a float's fields and adding 120 to the exponent's
+// bias, for t < 8 (no exponent: t 2^-9) the float 2^-6 (1 + t / 8) less 2^-6 (no subnormal
+// float in the arithmetic), then the sign, NaN where t = 0x7f.
 template <class T, int Bytes, class S>
 TENFOLD_INLINE_INTO_CLONE inline void load_widened(detail::Vec<T, Bytes>& v, const S* p) {
+  using Wide = detail::Vec<std::uint32_t, Bytes>;
   if constexpr (std::is_same_v<S, BFloat16>) {
     static_assert(std::is_same_v<T, float>, "bfloat16 elements are read as float");
-    using Wide = detail::Vec<std::uint32_t, Bytes>;
     detail::Vec<std::uint16_t, Bytes / 2> h;
     detail::vec_load_once<std::uint16_t, Bytes / 2>(h, reinterpret_cast<const std::uint16_t*>(p));
     const Wide w = __builtin_convertvector(h, Wide) << 16;
     __builtin_memcpy(&v, &w, sizeof(v));
+  } else if constexpr (std::is_same_v<S, Float8E4M3>) {
+    static_assert(std::is_same_v<T, float>, "float8 elements are read as float");
+    detail::Vec<std::uint8_t, Bytes / 4> b;
+    detail::vec_load_once<std::uint8_t, Bytes / 4>(b, reinterpret_cast<const std::uint8_t*>(p));
+    const Wide w = __builtin_convertvector(b, Wide);
+    const Wide t = w & 0x7fu;
+    const Wide small = reinterpret_cast<Wide>(t < 8u);
+    const Wide bits = (t << 20) + (120u << 23) + (small & (1u << 23));
+    const Wide minus = small & std::bit_cast<std::uint32_t>(0x1p-6f);
+    v = reinterpret_cast<detail::Vec<T, Bytes>>(bits) -
+        reinterpret_cast<detail::Vec<T, Bytes>>(minus);
+    const Wide out =
+        reinterpret_cast<Wide>(v) | ((w & 0x80u) << 24) | reinterpret_cast<Wide>(t == 0x7fu);
+    __builtin_memcpy(&v, &out, sizeof(v));
   } else {
     detail::vec_load_once<T, Bytes>(v, p);
   }
@@ -481,5 +517,6 @@ void cache_attention(const HeadsView<const T>& queries, const HeadsView<const S>
 #define TENFOLD_INSTANTIATE_CACHE_ATTENTION(T) TENFOLD_INSTANTIATE_CACHE_ATTENTION_STORED(T, T)
 TENFOLD_INSTANTIATE_FOR_EACH_VALUE_TYPE(TENFOLD_INSTANTIATE_CACHE_ATTENTION)
 TENFOLD_INSTANTIATE_CACHE_ATTENTION_STORED(float, BFloat16)
+TENFOLD_INSTANTIATE_CACHE_ATTENTION_STORED(float, Float8E4M3)
 
 }  // namespace tenfold::attention

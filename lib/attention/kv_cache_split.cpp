@@ -2,10 +2,10 @@
 // fraction of the original key and value cache split between shared rotary keys and
 // latent values, for tenfold.torch's kv_cache= and the program's --kv-cache.
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <string>
 
+#include "core/format.hpp"
 #include "tenfold/error.hpp"
 #include "tenfold/kv_cache.hpp"
 
@@ -19,20 +19,13 @@ index_t round_even(double x) {
   return static_cast<index_t>(tie ? 2.0 * std::round(x / 2.0) : r);
 }
 
-/// The shortest text that reads back as `x` ("0.5", "1", "1e-05").
-std::string shortest(double x) {
-  char buf[32];
-  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, x);
-  return std::string(buf, ec == std::errc() ? end : buf);
-}
-
 }  // namespace
 
 KvCacheSplit kv_cache_split(double fraction, index_t cache_values, index_t bands) {
   if (!(fraction > 0.0 && fraction <= 1.0)) {
     throw InvalidOption("kv_cache",
                         "must be a fraction in (0, 1] of the original key and value cache, got " +
-                            shortest(fraction));
+                            detail::number_string(fraction));
   }
   if (bands < 1) throw InvalidOption("bands", "must be at least 1, got " + std::to_string(bands));
   if (cache_values < 1) {
@@ -50,7 +43,7 @@ KvCacheSplit kv_cache_split(double fraction, index_t cache_values, index_t bands
     values = cache_values;
   }
   if (keys < step || values < 1) {
-    throw InvalidOption("kv_cache", shortest(fraction) + " keeps " +
+    throw InvalidOption("kv_cache", detail::number_string(fraction) + " keeps " +
                                         std::to_string(round_even(total)) + " of the " +
                                         std::to_string(2 * cache_values) +
                                         " key and value values per token and layer: too few for " +

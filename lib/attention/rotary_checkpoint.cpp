@@ -17,6 +17,7 @@
 
 #include "attention/checkpoint_parts.hpp"
 #include "attention/checkpoint_writer.hpp"
+#include "core/format.hpp"
 #include "tenfold/attention_checkpoint.hpp"
 #include "tenfold/error.hpp"
 #include "tenfold/kv_cache.hpp"
@@ -414,16 +415,93 @@ RotaryLayerReport joint_layer(const LayerWriter& w, const io::SafetensorsFile& f
   return lr;
 }
 
+/// The original keys kept whole, for a cache stored in fewer bytes: k_proj as key.* (the
+/// weight (G d, D) and its bias), its report row (no error, 2 H d flops per cached token).
+RotaryLayerReport whole_layer(const LayerWriter& w, const io::SafetensorsFile& file,
+                              const RotaryNames& n, const RotaryConfig& c) {
+  const RotaryLayer<double> l = load_rotary_layer<double>(file, n, c);
+  const index_t dim = c.hidden_size, gd = c.key_heads * c.head_dim;
+  // the latent D' x G d: k_proj's weight transposed, its bias as row D
+  Matrix<double> latent(dim + (n.key_bias ? 1 : 0), gd);
+  for (index_t j = 0; j < gd; ++j) {
+    for (index_t i = 0; i < dim; ++i) latent(i, j) = l.key_weight(i, j);
+    if (n.key_bias) latent(dim, j) = l.key_bias[static_cast<std::size_t>(j)];
+  }
+  w.add_latent("k_proj.weight", "key", latent, dim, n.key_bias);
+  w.replace("k_proj.weight");
+  if (n.key_bias) w.replace("k_proj.bias");
+  RotaryLayerReport lr;
+  lr.index = n.index;
+  lr.prefix = n.prefix;
+  lr.key_values = gd;
+  lr.decode_flops = 2 * c.heads * c.head_dim;
+  lr.params_before = lr.params_after = gd * (dim + (n.key_bias ? 1 : 0));
+  return lr;
+}
+
+/// cache_dtype's stored numbers per number of the model's precision `stored` (a safetensors
+/// dtype); 1 for none. Refuses other dtypes and one that does not serve the model.
+index_t cache_widening(const std::string& cache_dtype, const std::string& stored) {
+  if (cache_dtype.empty()) return 1;
+  const index_t bytes = stored == "F32" ? 4 : stored == "BF16" || stored == "F16" ? 2 : 0;
+  if (cache_dtype == "bfloat16" && bytes == 4) return 2;
+  if (cache_dtype == "float8_e4m3fn" && bytes > 0) return bytes;
+  if (cache_dtype != "bfloat16" && cache_dtype != "float8_e4m3fn") {
+    throw InvalidOption("cache_dtype",
+                        "must be bfloat16 or float8_e4m3fn, got '" + cache_dtype + "'");
+  }
+  throw InvalidOption("cache_dtype",
+                      cache_dtype + " is for " +
+                          (cache_dtype == "bfloat16" ? "float32 checkpoints"
+                                                     : "float32, bfloat16 and float16 "
+                                                       "checkpoints") +
+                          "; this one stores its weights in " + stored);
+}
+
+/// The options with kv_cache counting the stored bytes of `cache_widening` numbers per
+/// number of the model's: w f for f < 1/w; whole (returned true) at f = 1/w (not joint);
+/// f > 1/w refused.
+bool storage_sizes(RotaryCheckpointOptions& o, index_t widening) {
+  if (widening == 1 || !o.kv_cache || !(*o.kv_cache > 0 && *o.kv_cache <= 1)) return false;
+  const double f = *o.kv_cache, w = static_cast<double>(widening);
+  if (f * w > 1) {
+    throw InvalidOption("kv_cache", tenfold::detail::number_string(f) + " with a " + o.cache_dtype +
+                                        " cache: that cache holds at most 1/" +
+                                        std::to_string(widening) +
+                                        " of this model's cache bytes (that fraction keeps "
+                                        "every key and value); give at most " +
+                                        tenfold::detail::number_string(1 / w));
+  }
+  o.kv_cache = f * w;
+  return f * w == 1 && !o.joint;
+}
+
+/// The checkpoint's cache_widening (its first q_proj's dtype the model's precision).
+index_t checkpoint_widening(const io::SafetensorsFile& file, const std::vector<RotaryNames>& layers,
+                            const std::string& cache_dtype) {
+  return cache_widening(cache_dtype, file.at(layers.front().prefix + "q_proj.weight").dtype);
+}
+
 }  // namespace
+
+bool keeps_whole(const std::filesystem::path& input, const RotaryCheckpointOptions& options) {
+  if (!is_rotary_checkpoint(input)) {
+    throw IoError("'" + config_path(input).string() +
+                  "' does not name a rotary model_type (llama, qwen2, mistral)");
+  }
+  const io::SafetensorsFile file(input);
+  RotaryCheckpointOptions o = options;
+  return storage_sizes(o, checkpoint_widening(file, find_rotary_layers(file), o.cache_dtype));
+}
 
 RotaryCheckpointReport compress_rotary_checkpoint(
     const std::filesystem::path& input, const std::filesystem::path& output,
-    const RotaryCheckpointOptions& o,
+    const RotaryCheckpointOptions& options,
     const std::function<void(const RotaryLayerReport&)>& on_layer) {
   const auto start = std::chrono::steady_clock::now();
   detail::CheckpointWriter writer(output, {{input, "the input checkpoint"},
                                            {config_path(input), "the config.json beside the input"},
-                                           {o.calibration, "the calibration file"}});
+                                           {options.calibration, "the calibration file"}});
   if (!is_rotary_checkpoint(input)) {
     throw IoError("'" + config_path(input).string() +
                   "' does not name a rotary model_type (llama, qwen2, mistral)");
@@ -433,16 +511,25 @@ RotaryCheckpointReport compress_rotary_checkpoint(
   const RotaryConfig& c = rep.config;
   const io::SafetensorsFile file(input);
   const std::vector<RotaryNames> layers = find_rotary_layers(file);
+  rep.cache_widening = checkpoint_widening(file, layers, options.cache_dtype);
+  RotaryCheckpointOptions o = options;
+  rep.whole = storage_sizes(o, rep.cache_widening);
+  if (rep.whole && (o.values || o.rotary.key_values != 0)) {
+    throw InvalidOption("kv_cache", "sets both the key and the value size: give it alone");
+  }
   RotaryOptions ro = o.rotary;
   ro.inv_freq = c.inv_freq;
   rep.bands = ro.bands;  // joint: d/2 (resolve_sizes)
   rep.original_key_values = c.key_heads * c.head_dim;
   const index_t half = c.head_dim / 2;
-  if (ro.bands < 1 || half % ro.bands) {
+  if (rep.whole) {
+    ro.bands = rep.bands = 1;
+    ro.key_values = rep.key_values = rep.original_key_values;
+  } else if (ro.bands < 1 || half % ro.bands) {
     throw InvalidOption("bands", "must be a positive divisor of the " + std::to_string(half) +
                                      " frequency pairs of a head, got " + std::to_string(ro.bands));
   }
-  const std::optional<index_t> values = resolve_sizes(o, ro, rep);
+  const std::optional<index_t> values = rep.whole ? std::nullopt : resolve_sizes(o, ro, rep);
   const RotaryNames& first = layers.front();
   const bool biased = first.query_bias || first.key_bias, value_biased = first.value_bias;
   // One moment per layer, of [x; 1] when any side has a bias; each side takes its block.
@@ -458,6 +545,14 @@ RotaryCheckpointReport compress_rotary_checkpoint(
                     std::to_string(first.index) + " in having query/key or value biases");
     }
     const LayerWriter w{writer, n.prefix, o.float64};
+    if (rep.whole) {
+      const RotaryLayerReport lr = whole_layer(w, file, n, c);
+      sizes.push_back(lr.key_values);
+      errors.push_back(0.0);
+      rep.layers.push_back(lr);
+      if (on_layer) on_layer(lr);
+      continue;
+    }
     if (o.joint) {
       const RotaryLayerReport lr =
           joint_layer(w, file, n, c, *values, o, moments.empty() ? nullptr : &moments[i]);
@@ -523,6 +618,8 @@ RotaryCheckpointReport compress_rotary_checkpoint(
   nlohmann::json entry = {
       {"family", c.family}, {"key_values", one_or_all(sizes)}, {"bands", rep.bands}};
   if (o.joint) entry["joint"] = true;
+  if (rep.whole) entry["whole"] = true;
+  if (!o.cache_dtype.empty()) entry["cache_dtype"] = o.cache_dtype;
   if (values) {
     entry["value_values"] = one_or_all(value_sizes);
     meta["tenfold.value_relative_errors"] = nlohmann::json(value_errors).dump();

@@ -2,7 +2,7 @@
 // (include/tenfold/cache_attention.hpp) on 4-D CPU arrays, PyTorch tensors included
 // (through DLPack, not copied), the result written into `out`; `one_thread` computes on the
 // calling thread alone (tenfold::OnThisThread). Float32 queries read keys and values
-// stored in float32 or bfloat16.
+// stored in float32, bfloat16 or float8 e4m3 (torch.float8_e4m3fn).
 #include "tenfold/cache_attention.hpp"
 
 #include <nanobind/stl/optional.h>
@@ -24,11 +24,16 @@ using namespace tenfold::attention;
 
 using OutArray = nb::ndarray<nb::device::cpu>;
 
-// The DLPack type of elements E (bfloat16's for BFloat16).
+// DLPack's code of float8 e4m3 without infinities (kDLFloat8_e4m3fn, as PyTorch exports it).
+constexpr std::uint8_t kFloat8E4M3Code = 10;
+
+// The DLPack type of elements E (bfloat16's for BFloat16, float8 e4m3's for Float8E4M3).
 template <class E>
 nb::dlpack::dtype dtype_of() {
   if constexpr (std::is_same_v<E, BFloat16>) {
     return {static_cast<std::uint8_t>(nb::dlpack::dtype_code::Bfloat), 16, 1};
+  } else if constexpr (std::is_same_v<E, Float8E4M3>) {
+    return {kFloat8E4M3Code, 8, 1};
   } else {
     return nb::dtype<E>();
   }
@@ -46,11 +51,12 @@ HeadsView<T> heads_view(const Array& a, const char* what) {
   using E = std::remove_const_t<T>;
   if (a.dtype() != dtype_of<E>()) {
     throw InvalidArgument(std::string("cache_attention: ") + what + " must be " +
-                          (std::is_same_v<E, double>     ? "float64 as the queries"
-                           : std::is_same_v<E, BFloat16> ? "bfloat16 as the keys"
-                                                         : "float32 as the queries") +
+                          (std::is_same_v<E, double>       ? "float64 as the queries"
+                           : std::is_same_v<E, BFloat16>   ? "bfloat16 as the keys"
+                           : std::is_same_v<E, Float8E4M3> ? "float8_e4m3fn as the keys"
+                                                           : "float32 as the queries") +
                           (std::is_same_v<E, float> && std::string(what) == "keys"
-                               ? " (or bfloat16, with the values)"
+                               ? " (or bfloat16 or float8_e4m3fn, with the values)"
                                : ""));
   }
   if (a.shape(3) > 1 && a.stride(3) != 1) {
@@ -69,7 +75,8 @@ HeadsView<T> heads_view(const Array& a, const char* what) {
           stride(2)};
 }
 
-// T: the queries' type; S: the keys' and values' (T, or BFloat16 for float queries).
+// T: the queries' type; S: the keys' and values' (T, or BFloat16 or Float8E4M3 for float
+// queries).
 template <class T, class S = T>
 void attend(const InArray& queries, const InArray& keys, const InArray& values,
             const std::optional<InArray>& bias, bool causal, double scale, const OutArray& out,
@@ -96,6 +103,8 @@ void register_cache_attention(nb::module_& m) {
         if (float_kind(queries, "cache_attention: queries") == 'f') {
           if (keys.dtype() == dtype_of<BFloat16>()) {
             attend<float, BFloat16>(queries, keys, values, bias, causal, scale, out, one_thread);
+          } else if (keys.dtype() == dtype_of<Float8E4M3>()) {
+            attend<float, Float8E4M3>(queries, keys, values, bias, causal, scale, out, one_thread);
           } else {
             attend<float>(queries, keys, values, bias, causal, scale, out, one_thread);
           }

@@ -163,6 +163,9 @@ def assert_same_model_round_trip(tmp_path, original, model, reference):
     assert relative(got, first) > 1e-3  # the budget does change the model
     model.save_pretrained(tmp_path / "saved")
     again = tt.from_pretrained(tmp_path / "saved")
+    # (the same attention implementation: a cache stored in 8 bits turns the last-bit
+    # differences between implementations into different stored numbers in later layers)
+    again.config._attn_implementation = model.config._attn_implementation
     with torch.no_grad():
         assert relative(again(x).logits, got) < 1e-6
     return again
@@ -251,6 +254,56 @@ def test_whole_kv_cache_is_exact(cli, tmp_path, family, bands):
         assert relative(model(x).logits, original(x).logits) < 1e-4
     assert model.model.layers[0].self_attn.value_values == 32
     assert "value cache 32 latent values per token and layer (of 32): KV cache 100.0 %" in stdout
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen2"])
+@pytest.mark.parametrize("cache_dtype,fraction,args", [("float8_e4m3fn", 0.25, []),
+                                                       ("bfloat16", 0.5, []),
+                                                       ("float8_e4m3fn", 0.125, ["--bands", 1]),
+                                                       ("bfloat16", 0.25, ["--joint"])])
+def test_cache_dtype_matches_tenfold_torch(cli, tmp_path, family, cache_dtype, fraction, args):
+    """--cache-dtype: --kv-cache counts the stored bytes, as compress_model(cache_dtype=...):
+    at 1/w every key and value whole (k_proj as the key, no solver), below it the conversion
+    of w times the fraction; the same metadata and logits (the cache rounded as stored),
+    loaded, saved and loaded again with the storage."""
+    dtype = getattr(torch, cache_dtype)
+    options = dict(kv_cache=fraction, cache_dtype=dtype)
+    if args == ["--joint"]:
+        options.update(joint=True, key_weighting="none")
+    elif args:
+        options.update(bands=1)
+    original, model, stdout, reference, rows, report = program_and_python(
+        cli, tmp_path, family, False, ["--kv-cache", fraction, "--cache-dtype", cache_dtype, *args], **options)
+    whole = not args
+    assert report["whole"] is whole and report["cache_dtype"] == cache_dtype
+    for row, layer, mine, theirs in zip(rows, report["layers"], model.model.layers, reference.model.layers):
+        same_attention(mine.self_attn, theirs.self_attn)
+        assert mine.self_attn.cache_dtype == dtype and mine.self_attn.whole is whole
+        assert layer["key_values"] == row["key_values"]
+    if whole:
+        assert f"stored in {cache_dtype}: KV cache {100 * fraction:.1f} % of the original's bytes" in stdout
+    again = assert_same_model_round_trip(tmp_path, original, model, reference)
+    assert all(m.cache_dtype == dtype for m in again.modules() if isinstance(m, tt.RotarySharedKeyAttention))
+
+
+def test_cache_dtype_refusals(cli, tmp_path):
+    """--cache-dtype: a fraction above what the cache holds, options the whole form does not
+    use, a bfloat16 cache for a bfloat16 checkpoint; one line, nothing written."""
+    save_model(tmp_path / "m")
+    bf16 = save_model(tmp_path / "b").to(torch.bfloat16)
+    bf16.save_pretrained(tmp_path / "b")
+    for model, args, words in (
+            ("m", ["--kv-cache", 0.3, "--cache-dtype", "float8_e4m3fn"],
+             "--kv-cache 0.3 with a float8_e4m3fn cache: that cache holds at most 1/4 of this model's cache bytes"),
+            ("m", ["--kv-cache", 0.5, "--cache-dtype", "bfloat16", "--bands", 2],
+             "--bands does not apply to --kv-cache 0.5 with --cache-dtype bfloat16: every key and value is kept whole"),
+            ("m", ["--kv-cache", 0.5, "--cache-dtype", "float16"], "--cache-dtype: float16 not in {bfloat16,"),
+            ("b", ["--kv-cache", 0.25, "--cache-dtype", "bfloat16", "--bands", 1],
+             "--cache-dtype bfloat16 is for float32 checkpoints; this one stores its weights in BF16")):
+        r = run(cli, tmp_path / model / "model.safetensors", "-o", tmp_path / "o.safetensors", *args)
+        assert r.returncode != 0
+        assert words in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+        assert not (tmp_path / "o.safetensors").exists()
 
 
 @pytest.mark.parametrize("family", ["llama", "qwen2"])

@@ -486,7 +486,8 @@ def from_pretrained(path, model_class=None, **config_overrides) -> nn.Module:
     """Loads a converted model saved with ``model.save_pretrained(path)``: builds the
     model from its config (whose ``tenfold_collaborative`` entry marks it) and loads
     the collaborative checkpoint. `model_class` defaults to the config's first
-    architecture (for example transformers.BertModel)."""
+    architecture (for example transformers.BertModel). The model computes in the precision
+    its config records (as transformers' from_pretrained)."""
     import transformers
 
     config = transformers.AutoConfig.from_pretrained(path, **config_overrides)
@@ -499,5 +500,9 @@ def from_pretrained(path, model_class=None, **config_overrides) -> nn.Module:
             raise ValueError(f"'{os.fspath(path)}': config names no known architecture; pass model_class")
         model_class = getattr(transformers, archs[0])
     model = model_class(config)
+    dtype = getattr(config, "dtype", None)
+    dtype = getattr(torch, dtype, None) if isinstance(dtype, str) else dtype
+    if isinstance(dtype, torch.dtype) and dtype.is_floating_point:
+        model.to(dtype)
     model.eval()
     return load_rotary(model, path) if rotary else load_compressed(model, path)

@@ -39,6 +39,7 @@ import torch
 from torch import nn
 
 from .. import _tenfold, _validate, attention
+from ._cache_dtype import CACHE_DTYPES, cache_widening
 from ._calibration import divergence, leading_prefixes, log_probs, moment_sums
 from ._checkpoint import read_checkpoint
 from ._swap import swap, swapped
@@ -59,8 +60,6 @@ ROTARY_CONFIG_KEY = "tenfold_rotary"
 #: the calibration tokens their losses are measured on (docs/kv-cache.md).
 KEY_WEIGHTINGS = ("none", 2.5)
 KEY_WEIGHTING_TOKENS = 1024
-#: store_cache's dtypes by the name the config records.
-CACHE_DTYPES = {"bfloat16": torch.bfloat16}
 #: RoPE types whose frequencies do not change with the sequence length: bands of
 #: several frequencies rotate the rebuilt keys with the model's inv_freq.
 STATIC_ROPE_TYPES = ("default", "linear", "llama3", "yarn")
@@ -287,10 +286,11 @@ def compress_rotary(model: nn.Module, shared_dim=None, calibration: Iterable | N
     between keys and values by kv_cache_split. `joint=True` (with kv_cache or shared_dim,
     then at most 2 G d): one latent for keys and values instead (compress_joint,
     docs/kv-cache.md), `key_weighting` ("auto", "none" or a number; joint only) how its keys
-    are weighed against its values. `cache_dtype=torch.bfloat16` (float32 models) stores the
-    cache in 16 bits (store_cache), and kv_cache then counts those bytes: kv_cache=0.5 keeps
-    every key and value whole (keep_whole; with joint, the latent at full size), 0.25 the
-    sizes of 0.5. Returns
+    are weighed against its values. `cache_dtype` (torch.bfloat16 for float32 models,
+    torch.float8_e4m3fn for float32, bfloat16 and float16 ones) stores the cache in fewer
+    bytes (store_cache), and kv_cache then counts those bytes: with a cache of 1/w of the
+    model's bytes per number, kv_cache=1/w keeps every key and value whole (keep_whole;
+    with joint, the latent at full size), smaller fractions f the sizes of w f. Returns
     one dict per layer; the model is unchanged on error."""
     config = model.config
     family = config.model_type
@@ -318,19 +318,19 @@ def compress_rotary(model: nn.Module, shared_dim=None, calibration: Iterable | N
         _refuse_given(options, ("value_dim", "bands", "context", "allocation"), "joint=True (one latent for keys and "
                       "values: every key rebuilt from it, the layer's budget its own)")
     cache_dtype = options.pop("cache_dtype", None)
-    widening = _cache_widening(cache_dtype, layers[0][1].q_proj.weight.dtype)
+    widening = cache_widening(cache_dtype, layers[0][1].q_proj.weight.dtype)
     f = options.get("kv_cache")
     if widening > 1 and not isinstance(f, bool) and isinstance(f, (int, float)) and 0 < f <= 1:
         # the values per token of f of the cache bytes, each value stored in fewer bytes
         if f * widening > 1:
-            raise ValueError(f"kv_cache {f} with cache_dtype=torch.bfloat16: a bfloat16 cache holds at most 1/"
-                             f"{widening:g} of this model's cache bytes (that fraction is the exact conversion); give "
+            raise ValueError(f"kv_cache {f} with cache_dtype={cache_dtype}: that cache holds at most 1/{widening:g} "
+                             f"of this model's cache bytes (that fraction is the exact conversion); give "
                              f"kv_cache <= {1 / widening:g}, or no cache_dtype")
         options["kv_cache"] = f * widening
         if f * widening == 1 and not joint:  # nothing to drop: the original keys and values, stored in fewer bytes
             kv_cache_split(options, shared_dim, original)  # (its refusals: kv_cache alone)
             _refuse_given(options, ("bands", "context", "allocation"),
-                          f"kv_cache={f} with cache_dtype=torch.bfloat16: every key and value is kept whole")
+                          f"kv_cache={f} with cache_dtype={cache_dtype}: every key and value is kept whole")
             report = keep_whole(model, layers)
             store_cache(model, cache_dtype)
             return report
@@ -596,31 +596,20 @@ def compress_joint(model: nn.Module, layers: list, values, calibration: Iterable
     return report
 
 
-def _cache_widening(dtype, computes: torch.dtype) -> int:
-    """How many cached numbers in `dtype` fit the bytes of one in the model's precision
-    `computes` (1 for None); refuses what store_cache refuses."""
-    if dtype is None:
-        return 1
-    if dtype not in CACHE_DTYPES.values():
-        raise ValueError(f"cache_dtype must be torch.bfloat16 or None (the model's own precision), got {dtype!r}")
-    if computes not in (torch.float32, torch.bfloat16):
-        raise ValueError(f"cache_dtype: a bfloat16 cache is for float32 models (read as float32 by the kernel); "
-                         f"this model computes in {computes}")
-    return torch.finfo(computes).bits // torch.finfo(dtype).bits
-
-
 def store_cache(model: nn.Module, dtype) -> nn.Module:
     """Stores what the layers that compress_model converted (shared rotary keys, latent
-    values, the joint latent, whole keys and values) cache in `dtype`: torch.bfloat16 (half the cache bytes of a
-    float32 model: each cached number rounded to 8 significant bits; decoding on the CPU
-    reads them through the library's kernel) or None (the model's own precision). The
-    config records it, so save_pretrained / from_pretrained keep it. Returns the model."""
+    values, the joint latent, whole keys and values) cache in `dtype`: torch.bfloat16 (half
+    the cache bytes of a float32 model: each cached number rounded to 8 significant bits),
+    torch.float8_e4m3fn (a quarter of a float32 model's, half of a 16-bit one's: 4
+    significant bits, saturating at 448) or None (the model's own precision). Decoding a
+    float32 model on the CPU reads them through the library's kernel. The config records
+    it, so save_pretrained / from_pretrained keep it. Returns the model."""
     layers = [m for m in model.modules() if isinstance(m, RotarySharedKeyAttention)]
     if not layers:
         raise ValueError("store_cache: the model has no layers converted by compress_model (shared rotary keys or "
                          "a joint latent)")
     names = {v: k for k, v in CACHE_DTYPES.items()}
-    _cache_widening(dtype, layers[0].q_proj.weight.dtype)
+    cache_widening(dtype, layers[0].q_proj.weight.dtype)
     for m in layers:
         m.cache_dtype = dtype
     info = dict(getattr(model.config, ROTARY_CONFIG_KEY, None) or {})
@@ -683,7 +672,7 @@ def load_rotary(model: nn.Module, path) -> nn.Module:
     if stored is not None:
         if stored not in CACHE_DTYPES:
             raise ValueError(f"'{where}': cache_dtype {stored!r} is not one of {sorted(CACHE_DTYPES)}")
-        _cache_widening(CACHE_DTYPES[stored], layers[0][1].q_proj.weight.dtype)
+        cache_widening(CACHE_DTYPES[stored], layers[0][1].q_proj.weight.dtype)
     swap(model, dict(layers), built)
     model.load_state_dict(tensors, strict=False)
     if stored is not None:

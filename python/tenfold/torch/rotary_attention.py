@@ -9,6 +9,7 @@ from torch import nn
 
 from .. import _tenfold
 from ._attention import _apply_mask
+from ._cache_dtype import as_stored
 from ._cache import make_roomy
 
 
@@ -60,9 +61,9 @@ class RotarySharedKeyAttention(nn.Module):
     stored in fewer bytes (``cache_dtype``), read by the library's kernel.
 
     ``cache_dtype`` (None: the model's own; set by tenfold.torch.store_cache): torch.bfloat16
-    stores what the layer caches in 16 bits for a float32 model (half the bytes); decoding
-    on the CPU reads them so through the library's kernel, elsewhere they are widened to
-    the model's precision when read."""
+    or torch.float8_e4m3fn stores what the layer caches in 16 or 8 bits; decoding a float32
+    model on the CPU reads them so through the library's kernel, elsewhere they are widened
+    to the model's precision when read."""
 
     def __init__(self, attention: nn.Module, key_values: int, heads: int, key_heads: int, head_dim: int,
                  key_bias: bool, family: str, bands: int = 1, value_values: int | None = None,
@@ -230,7 +231,7 @@ class RotarySharedKeyAttention(nn.Module):
         else:  # one latent per token for all value heads: (B, 1, n, C_v)
             values = self.value(hidden_states).unsqueeze(1)
         if self.cache_dtype is not None:  # as stored, with or without a cache (the same logits)
-            keys, values = keys.to(self.cache_dtype), values.to(self.cache_dtype)
+            keys, values = as_stored(keys, self.cache_dtype), as_stored(values, self.cache_dtype)
         if cache is not None:
             self._check_cache(cache)
             make_roomy(cache, self.layer_idx)
@@ -283,12 +284,13 @@ class RotarySharedKeyAttention(nn.Module):
         library's kernel (tenfold.cache_attention, docs/kv-cache.md): on the CPU, in float32 or
         float64, with no gradient to record, no dropout and no probabilities asked for (the
         'sdpa' implementation); keys and values in the queries' precision or, for float32
-        queries, in bfloat16. One pass over the cached tokens for all the heads that share
+        queries, in bfloat16 or float8_e4m3fn. One pass over the cached tokens for all the heads that share
         them, where torch's products stream each operand through several passes."""
         impl = getattr(self.config, "_attn_implementation", None)
         return (queries.shape[2] <= _CACHE_QUERIES and impl == "sdpa" and queries.device.type == "cpu"
                 and queries.dtype in (torch.float32, torch.float64) and keys.dtype == values.dtype
-                and (keys.dtype == queries.dtype or (queries.dtype, keys.dtype) == (torch.float32, torch.bfloat16))
+                and (keys.dtype == queries.dtype
+                     or (queries.dtype == torch.float32 and keys.dtype in (torch.bfloat16, torch.float8_e4m3fn)))
                 and not any(t.requires_grad for t in (queries, keys, values))
                 and not (self.training and self.attention_dropout > 0))
 
