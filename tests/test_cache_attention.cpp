@@ -1,7 +1,8 @@
 // cache_attention (include/tenfold/cache_attention.hpp) against softmax attention computed
 // directly in long double on random data: grouped and multi-query heads, one and several
 // queries, causal rows, a padding bias with -inf and large negative entries, caches inside
-// larger buffers (strides), token counts across blocks and ranges, float and double, with
+// larger buffers (strides), token counts across blocks and ranges, scores summed along the
+// rows and along the key width (few rows), float and double, with
 // the kernel of every instruction set the processor runs, keys and values also stored in
 // bfloat16 or float8 for float queries, every float8 code read exactly; the exponential it
 // uses against std::exp; the refusals.
@@ -215,6 +216,12 @@ const std::vector<Case> kCases = {
     // ends in a part of a vector
     {1, 11, 1, 1, 1, 700, 20, 72, false, true},
     {1, 1, 1, 1, 1, 1, 1, 1, false, false},
+    // few rows, the scores summed along the key width (scores_along_keys): the original's
+    // 3 key and value heads (3 rows each), 2 causal rows, 4 rows, one row of 8
+    {1, 9, 3, 3, 1, 600, 64, 64, false, false},
+    {2, 4, 4, 4, 2, 700, 32, 16, true, true},
+    {1, 8, 2, 2, 1, 1000, 48, 8, false, true},
+    {1, 2, 2, 2, 1, 37, 8, 3, false, false},
 };
 
 TEST(CacheAttention, MatchesSoftmaxAttentionInFloatAndDouble) {

@@ -2,10 +2,12 @@
 // (include/tenfold/cache_attention.hpp): each task streams a range of cached tokens once
 // for all the rows (heads of a group times queries) that read it, in blocks: the block's
 // scores, an online softmax (the running max, the sum of weights and the weighted values,
-// rescaled when the max grows), then the ranges of a group merged. The block loops are
-// written once on vectors and register tiles of an instruction set's size (Tiles) and
-// compiled per set; the call takes the processor's best. Keys and values stored in bfloat16
-// or float8 are widened to float as they are loaded.
+// rescaled when the max grows), then the ranges of a group merged. A block's scores sum
+// along the rows (a vector of rows per key element) or, for a group of few rows, along the
+// key width (a vector of key elements per row and token, reduced across lanes). The block
+// loops are written once on vectors and register tiles of an instruction set's size (Tiles)
+// and compiled per set; the call takes the processor's best. Keys and values stored in
+// bfloat16 or float8 are widened to float as they are loaded.
 #include <algorithm>
 #include <array>
 #include <bit>
@@ -15,6 +17,7 @@
 #include <numeric>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "attention/cache_attention_with.hpp"
@@ -132,38 +135,138 @@ TENFOLD_INLINE_INTO_CLONE inline void load_widened(detail::Vec<T, Bytes>& v, con
 // Independent sums of the score loop (the latency of an add over its throughput).
 constexpr index_t kChains = 4;
 
-// Per task: the block's scores (rows x kBlock), then its weights; the queries transposed
-// (C_k x padded rows, rows contiguous, the padding zero); the block's scores by token
-// (kBlock x padded rows).
+// Whether dots_along_keys widens a group's stored keys once into scratch for all the rows:
+// float8's widening (about 14 operations a vector) is dearer than the trip through L1;
+// bfloat16's shift is not.
+template <class S>
+constexpr bool kWidenKeysOnce = std::is_same_v<S, Float8E4M3>;
+
+// Per task: the block's scores (rows x kBlock), then its weights; for scores along the
+// rows, the queries transposed (C_k x padded rows, rows contiguous, the padding zero) and
+// the block's scores by token (kBlock x padded rows); along the keys, float8 keys widened
+// (lanes x C_k).
 template <class T>
 struct Scratch {
-  std::vector<T> scores, queries, by_token;
+  std::vector<T> scores, queries, by_token, wide_keys;
   index_t padded_rows;
+  bool along_keys;  // scores_along_keys: the queries read in place
 };
 
-// The task's scratch, its queries transposed, the rows rounded up to whole vectors of
-// `lanes`.
-template <class T, class S>
-Scratch<T> make_scratch(const Rows<T, S>& rows_of, index_t rows, index_t ck, index_t lanes) {
-  const index_t padded = (rows + lanes - 1) / lanes * lanes;
+// Whether the block's scores sum each row's products along the key width (a vector of one
+// token's key elements per load, `lanes` tokens' sums reduced together: about
+// rows (2 C_k / lanes + 3) instructions per token) rather than along the rows (a vector of
+// rows per key element, which fills rows / lanes of it: C_k ceil(rows / lanes)), for the
+// few rows of a group that reads several key heads' caches (3 query heads per key head:
+// 33 against 64 instructions per token at C_k = 64 and 16 lanes).
+template <class Tl, class T>
+bool scores_along_keys(index_t rows, index_t ck) {
+  constexpr index_t lanes = Tl::template lanes<T>;
+  return ck % lanes == 0 && rows * (2 * ck / lanes + 3) < ck * ((rows + lanes - 1) / lanes);
+}
+
+// The task's scratch; along the rows, its queries transposed, the rows rounded up to whole
+// vectors of `lanes`.
+template <class Tl, class T, class S>
+Scratch<T> make_scratch(const Rows<T, S>& rows_of, index_t rows, index_t ck) {
+  constexpr index_t lanes = Tl::template lanes<T>;
   Scratch<T> s{std::vector<T>(static_cast<std::size_t>(rows * kBlock)),
-               std::vector<T>(static_cast<std::size_t>(ck * padded), T(0)),
-               std::vector<T>(static_cast<std::size_t>(kBlock * padded)), padded};
+               {},
+               {},
+               {},
+               (rows + lanes - 1) / lanes * lanes,
+               scores_along_keys<Tl, T>(rows, ck)};
+  if (s.along_keys) {
+    if (kWidenKeysOnce<S>) s.wide_keys.resize(static_cast<std::size_t>(lanes * ck));
+    return s;
+  }
+  s.queries.assign(static_cast<std::size_t>(ck * s.padded_rows), T(0));
+  s.by_token.resize(static_cast<std::size_t>(kBlock * s.padded_rows));
   for (index_t r = 0; r < rows; ++r)
     for (index_t c = 0; c < ck; ++c)
-      s.queries[static_cast<std::size_t>(c * padded + r)] =
+      s.queries[static_cast<std::size_t>(c * s.padded_rows + r)] =
           rows_of.query[static_cast<std::size_t>(r)][c];
   return s;
 }
 
-// s(r, t) for the block's tokens [u0, u0 + width): scale <q_r, k_t> + bias(i, t), -inf
-// past row i's last token. Each token's scores for a vector of rows sum in registers over
-// the key width (kChains tokens at once: independent sums), no horizontal sums; then
-// from token-major to row-major.
+// out := the vector whose lanes are the sums of adjacent lane pairs of a, then of b.
+template <class V, std::size_t... I>
+TENFOLD_INLINE_INTO_CLONE inline void pair_sums(V& out, const V& a, const V& b,
+                                                std::index_sequence<I...>) {
+  out = __builtin_shufflevector(a, b, (2 * I)...) + __builtin_shufflevector(a, b, (2 * I + 1)...);
+}
+
+// a[0] := the vector whose lane j is the sum of a[j]'s lanes, for as many vectors as lanes
+// (a power of two): pairs of vectors to pair sums, halving the count at each level (level k
+// holds each of 2^k vectors' partial sums in lanes / 2^k adjacent lanes, in order).
+template <class T, int Bytes>
+TENFOLD_INLINE_INTO_CLONE inline void lane_sums(detail::Vec<T, Bytes>* a) {
+  constexpr std::size_t lanes = Bytes / sizeof(T);
+  for (std::size_t n = lanes; n > 1; n /= 2)
+    for (std::size_t i = 0; i < n / 2; ++i)
+      pair_sums(a[i], a[2 * i], a[2 * i + 1], std::make_index_sequence<lanes>{});
+}
+
+// s(r, t) = scale <q_r, k_t> along the key width (scores_along_keys): `lanes` tokens at a
+// time (their keys stay in L1 for the rows; float8 keys widened once into `wide`, lanes x
+// C_k), each row's products with a token summed in one vector, the tokens' vectors then
+// reduced together.
 template <class Tl, class T, class S>
-TENFOLD_INLINE_INTO_CLONE inline void block_scores(const Rows<T, S>& rows_of, index_t rows,
-                                                   index_t ck, index_t key_stride, T scale,
-                                                   index_t u0, index_t width, Scratch<T>& scratch) {
+TENFOLD_INLINE_INTO_CLONE inline void dots_along_keys(const Rows<T, S>& rows_of, index_t rows,
+                                                      index_t ck, index_t key_stride, T scale,
+                                                      index_t u0, index_t width, T* wide,
+                                                      T* scores) {
+  constexpr int bytes = Tl::bytes;
+  constexpr index_t lanes = Tl::template lanes<T>;
+  using Key = std::conditional_t<kWidenKeysOnce<S>, T, S>;
+  for (index_t t0 = 0; t0 < width; t0 += lanes) {
+    const Key* key[lanes];
+    for (index_t j = 0; j < lanes; ++j) {  // past the block's end: its last token again
+      const S* k = rows_of.keys + (u0 + std::min(t0 + j, width - 1)) * key_stride;
+      if constexpr (kWidenKeysOnce<S>) {
+        T* w = wide + j * ck;
+        for (index_t c = 0; c < ck; c += lanes) {
+          detail::Vec<T, bytes> x;
+          load_widened<T, bytes>(x, k + c);
+          detail::vec_store<T, bytes>(w + c, x);
+        }
+        key[j] = w;
+      } else {
+        key[j] = k;
+      }
+    }
+    for (index_t r = 0; r < rows; ++r) {
+      const T* q = rows_of.query[static_cast<std::size_t>(r)];
+      detail::Vec<T, bytes> a[lanes];
+      for (index_t j = 0; j < lanes; ++j) {
+        detail::Vec<T, bytes> sum = {};
+        for (index_t c = 0; c < ck; c += lanes) {
+          detail::Vec<T, bytes> x, y;
+          load_widened<T, bytes>(x, key[j] + c);
+          detail::vec_load<T, bytes>(y, q + c);
+          sum += x * y;
+        }
+        a[j] = sum;
+      }
+      lane_sums<T, bytes>(a);
+      a[0] *= scale;
+      T* s = scores + r * kBlock + t0;
+      if (t0 + lanes <= width) {
+        detail::vec_store<T, bytes>(s, a[0]);
+      } else {
+        for (index_t j = 0; t0 + j < width; ++j) s[j] = a[0][j];
+      }
+    }
+  }
+}
+
+// s(r, t) = scale <q_r, k_t> along the rows: each token's scores for a vector of rows sum
+// in registers over the key width (kChains tokens at once: independent sums), no
+// horizontal sums; then from token-major to row-major.
+template <class Tl, class T, class S>
+TENFOLD_INLINE_INTO_CLONE inline void dots_along_rows(const Rows<T, S>& rows_of, index_t rows,
+                                                      index_t ck, index_t key_stride, T scale,
+                                                      index_t u0, index_t width,
+                                                      Scratch<T>& scratch) {
   constexpr int bytes = Tl::bytes;
   constexpr index_t lanes = Tl::template lanes<T>;
   const index_t padded = scratch.padded_rows;
@@ -184,11 +287,28 @@ TENFOLD_INLINE_INTO_CLONE inline void block_scores(const Rows<T, S>& rows_of, in
         if (t0 + j < width) detail::vec_store<T, bytes>(by_token + (t0 + j) * padded + r0, a[j]);
     }
   }
+  for (index_t r = 0; r < rows; ++r) {
+    T* s = scratch.scores.data() + r * kBlock;
+    for (index_t t = 0; t < width; ++t) s[t] = scale * by_token[t * padded + r];
+  }
+}
+
+// s(r, t) for the block's tokens [u0, u0 + width): scale <q_r, k_t> + bias(i, t), -inf
+// past row i's last token.
+template <class Tl, class T, class S>
+TENFOLD_INLINE_INTO_CLONE inline void block_scores(const Rows<T, S>& rows_of, index_t rows,
+                                                   index_t ck, index_t key_stride, T scale,
+                                                   index_t u0, index_t width, Scratch<T>& scratch) {
   T* scores = scratch.scores.data();
+  if (scratch.along_keys) {
+    dots_along_keys<Tl>(rows_of, rows, ck, key_stride, scale, u0, width, scratch.wide_keys.data(),
+                        scores);
+  } else {
+    dots_along_rows<Tl>(rows_of, rows, ck, key_stride, scale, u0, width, scratch);
+  }
   for (index_t r = 0; r < rows; ++r) {
     const auto rs = static_cast<std::size_t>(r);
     T* s = scores + r * kBlock;
-    for (index_t t = 0; t < width; ++t) s[t] = scale * by_token[t * padded + r];
     if (const T* bias = rows_of.bias[rs]; bias != nullptr)
       for (index_t t = 0; t < width; ++t) s[t] += bias[u0 + t];
     for (index_t t = std::max<index_t>(0, rows_of.last[rs] + 1 - u0); t < width; ++t)
@@ -329,7 +449,7 @@ TENFOLD_INLINE_INTO_CLONE inline void attend_range(const Range<T, S>& g) {
   const Rows<T, S>& rows_of = *g.rows_of;
   const index_t rows = p.rows(), cv = p.value_width;
   T *top = g.state, *sum = g.state + rows, *acc = g.state + 2 * rows;
-  Scratch<T> scratch = make_scratch(rows_of, rows, p.key_width, Tl::template lanes<T>);
+  Scratch<T> scratch = make_scratch<Tl>(rows_of, rows, p.key_width);
   T* scores = scratch.scores.data();
   std::fill(top, top + rows, minus_inf);
   std::fill(sum, sum + rows, T(0));
