@@ -1,6 +1,7 @@
 // kv_cache_split (include/tenfold/kv_cache.hpp): the split of one budget between shared
 // rotary keys and latent values, worked out by hand; ties rounded to even; values above
-// their whole size moved to the keys; the refusals.
+// their whole size moved to the keys; the refusals; cache_widening, the stored numbers per
+// model number of a cache_dtype.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -68,6 +69,24 @@ TEST(KvCacheSplit, Refusals) {
   } catch (const InvalidOption& e) {
     EXPECT_EQ(e.option(), "kv_cache");  // the program names --kv-cache, Python kv_cache
   }
+}
+
+// Stored numbers per model number: bfloat16 under float32, float8 under float32 and 16-bit
+// models; the model's own precision 1; the rest refused naming cache_dtype.
+TEST(CacheWidening, StoredNumbersPerModelNumber) {
+  EXPECT_EQ(cache_widening("", "float64"), 1);
+  EXPECT_EQ(cache_widening("bfloat16", "float32"), 2);
+  EXPECT_EQ(cache_widening("float8_e4m3fn", "float32"), 4);
+  EXPECT_EQ(cache_widening("float8_e4m3fn", "bfloat16"), 2);
+  EXPECT_EQ(cache_widening("float8_e4m3fn", "float16"), 2);
+  expect_throw_with<InvalidOption>(
+      [] { cache_widening("bfloat16", "bfloat16"); },
+      "cache_dtype bfloat16 is for float32 models; this model computes in bfloat16");
+  expect_throw_with<InvalidOption>([] { cache_widening("float8_e4m3fn", "float64"); },
+                                   "float32, bfloat16 and float16 models; this model computes in "
+                                   "float64");
+  expect_throw_with<InvalidOption>([] { cache_widening("float16", "float32"); },
+                                   "cache_dtype must be bfloat16 or float8_e4m3fn, got 'float16'");
 }
 
 }  // namespace

@@ -27,6 +27,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "tenfold/attention.hpp"
@@ -147,5 +148,13 @@ struct TENFOLD_API KvCacheSplit {
 /// InvalidOption "kv_cache" for f outside (0, 1] and for a budget that leaves fewer than
 /// one key step or one latent value; "bands" below 1; InvalidArgument for G d < 1.
 TENFOLD_API KvCacheSplit kv_cache_split(double fraction, index_t cache_values, index_t bands);
+
+/// How many numbers of a cache stored in `cache_dtype` fit the bytes of one number of a
+/// model that computes in `model_dtype` (PyTorch's names: "float32", "bfloat16", ...), so
+/// that a kv_cache fraction counts stored bytes: 1 for "" (the model's own precision);
+/// "bfloat16" serves float32 models (2), "float8_e4m3fn" float32 (4), bfloat16 and float16
+/// ones (2). Throws InvalidOption "cache_dtype" for another dtype or a model it does not
+/// serve. One rule for tenfold.torch's cache_dtype and the program's --cache-dtype.
+TENFOLD_API index_t cache_widening(const std::string& cache_dtype, const std::string& model_dtype);
 
 }  // namespace tenfold::attention

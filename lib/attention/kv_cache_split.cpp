@@ -1,6 +1,7 @@
 // One budget for keys and values (include/tenfold/kv_cache.hpp, docs/kv-cache.md): a
 // fraction of the original key and value cache split between shared rotary keys and
-// latent values, for tenfold.torch's kv_cache= and the program's --kv-cache.
+// latent values, for tenfold.torch's kv_cache= and the program's --kv-cache; and how many
+// stored numbers a cache_dtype fits in the bytes of one of the model's.
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -51,6 +52,26 @@ KvCacheSplit kv_cache_split(double fraction, index_t cache_values, index_t bands
                                         (step > 1 ? "s" : "") + " and one latent value");
   }
   return {std::min(keys, cache_values), values};
+}
+
+index_t cache_widening(const std::string& cache_dtype, const std::string& model_dtype) {
+  if (cache_dtype.empty()) return 1;
+  // model bytes per number over stored bytes per number, where the dtype serves the model
+  if (cache_dtype == "bfloat16") {
+    if (model_dtype == "float32") return 2;
+    throw InvalidOption("cache_dtype",
+                        "bfloat16 is for float32 models; this model computes in " + model_dtype);
+  }
+  if (cache_dtype == "float8_e4m3fn") {
+    if (model_dtype == "float32") return 4;
+    if (model_dtype == "bfloat16" || model_dtype == "float16") return 2;
+    throw InvalidOption("cache_dtype",
+                        "float8_e4m3fn is for float32, bfloat16 and float16 models; this model "
+                        "computes in " +
+                            model_dtype);
+  }
+  throw InvalidOption("cache_dtype",
+                      "must be bfloat16 or float8_e4m3fn, got '" + cache_dtype + "'");
 }
 
 }  // namespace tenfold::attention

@@ -439,25 +439,6 @@ RotaryLayerReport whole_layer(const LayerWriter& w, const io::SafetensorsFile& f
   return lr;
 }
 
-/// cache_dtype's stored numbers per number of the model's precision `stored` (a safetensors
-/// dtype); 1 for none. Refuses other dtypes and one that does not serve the model.
-index_t cache_widening(const std::string& cache_dtype, const std::string& stored) {
-  if (cache_dtype.empty()) return 1;
-  const index_t bytes = stored == "F32" ? 4 : stored == "BF16" || stored == "F16" ? 2 : 0;
-  if (cache_dtype == "bfloat16" && bytes == 4) return 2;
-  if (cache_dtype == "float8_e4m3fn" && bytes > 0) return bytes;
-  if (cache_dtype != "bfloat16" && cache_dtype != "float8_e4m3fn") {
-    throw InvalidOption("cache_dtype",
-                        "must be bfloat16 or float8_e4m3fn, got '" + cache_dtype + "'");
-  }
-  throw InvalidOption("cache_dtype",
-                      cache_dtype + " is for " +
-                          (cache_dtype == "bfloat16" ? "float32 checkpoints"
-                                                     : "float32, bfloat16 and float16 "
-                                                       "checkpoints") +
-                          "; this one stores its weights in " + stored);
-}
-
 /// The options with kv_cache counting the stored bytes of `cache_widening` numbers per
 /// number of the model's: w f for f < 1/w; whole (returned true) at f = 1/w (not joint);
 /// f > 1/w refused.
@@ -476,10 +457,14 @@ bool storage_sizes(RotaryCheckpointOptions& o, index_t widening) {
   return f * w == 1 && !o.joint;
 }
 
-/// The checkpoint's cache_widening (its first q_proj's dtype the model's precision).
+/// The checkpoint's cache_widening: its first q_proj's dtype is the model's precision.
 index_t checkpoint_widening(const io::SafetensorsFile& file, const std::vector<RotaryNames>& layers,
                             const std::string& cache_dtype) {
-  return cache_widening(cache_dtype, file.at(layers.front().prefix + "q_proj.weight").dtype);
+  const std::string stored = file.at(layers.front().prefix + "q_proj.weight").dtype;
+  const std::map<std::string, std::string> names = {
+      {"F64", "float64"}, {"F32", "float32"}, {"BF16", "bfloat16"}, {"F16", "float16"}};
+  const auto name = names.find(stored);
+  return cache_widening(cache_dtype, name == names.end() ? stored : name->second);
 }
 
 }  // namespace

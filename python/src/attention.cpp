@@ -293,6 +293,7 @@ void register_attention(nb::module_& m) {
       },
       nb::arg("fraction"), nb::arg("cache_values"), nb::arg("bands"));
   m.attr("KV_KEY_SHARE") = kKvKeyShare;
+  m.def("cache_widening", &cache_widening, nb::arg("cache_dtype"), nb::arg("model_dtype"));
   m.def("value_expansion_folded", &value_expansion_folded, nb::arg("values"), nb::arg("head_dim"),
         nb::arg("hidden"));
   m.def("rotary_families", [] {

@@ -299,7 +299,7 @@ def test_cache_dtype_refusals(cli, tmp_path):
              "--bands does not apply to --kv-cache 0.5 with --cache-dtype bfloat16: every key and value is kept whole"),
             ("m", ["--kv-cache", 0.5, "--cache-dtype", "float16"], "--cache-dtype: float16 not in {bfloat16,"),
             ("b", ["--kv-cache", 0.25, "--cache-dtype", "bfloat16", "--bands", 1],
-             "--cache-dtype bfloat16 is for float32 checkpoints; this one stores its weights in BF16")):
+             "--cache-dtype bfloat16 is for float32 models; this model computes in bfloat16")):
         r = run(cli, tmp_path / model / "model.safetensors", "-o", tmp_path / "o.safetensors", *args)
         assert r.returncode != 0
         assert words in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr

@@ -108,11 +108,12 @@ def test_store_cache_refusals():
     for bad in (torch.float16, torch.float32, torch.float8_e5m2, "bfloat16"):
         with pytest.raises(ValueError, match="dtype must be torch.bfloat16, torch.float8_e4m3fn or None"):
             tt.store_cache(model, bad)
-    with pytest.raises(ValueError, match="bfloat16 cache is for float32 models.*float64"):
+    with pytest.raises(ValueError, match="cache_dtype bfloat16 is for float32 models; this model computes in "
+                                         "float64"):
         tt.store_cache(model.double(), torch.bfloat16)
-    with pytest.raises(ValueError, match="bfloat16 cache is for float32 models.*torch.bfloat16"):
+    with pytest.raises(ValueError, match="cache_dtype bfloat16 is for float32 models.*computes in bfloat16"):
         tt.store_cache(model.to(torch.bfloat16), torch.bfloat16)
-    with pytest.raises(ValueError, match="float8_e4m3fn cache is for float32, bfloat16, float16 models.*float64"):
+    with pytest.raises(ValueError, match="float8_e4m3fn is for float32, bfloat16 and float16 models.*float64"):
         tt.store_cache(model.double(), torch.float8_e4m3fn)
     assert "cache_dtype" not in model.config.tenfold_rotary
 
@@ -181,7 +182,7 @@ def test_kv_cache_with_bfloat16_refusals():
         tt.compress_model(model, kv_cache=0.3, cache_dtype=torch.float8_e4m3fn)
     with pytest.raises(ValueError, match="cache_dtype must be torch.bfloat16, torch.float8_e4m3fn or None"):
         tt.compress_model(model, kv_cache=0.5, cache_dtype=torch.float16)
-    with pytest.raises(ValueError, match="for float32 models.*float64"):
+    with pytest.raises(ValueError, match="bfloat16 is for float32 models.*float64"):
         tt.compress_model(copy.deepcopy(model).double(), kv_cache=0.25, cache_dtype=torch.bfloat16)
     with pytest.raises(ValueError, match=r"kv_cache must be a fraction in \(0, 1\].*1.5"):
         tt.compress_model(model, kv_cache=1.5, cache_dtype=torch.bfloat16)

@@ -1,31 +1,28 @@
 """The precisions a converted model's cache can be stored in (tenfold.torch.store_cache,
-docs/kv-cache.md): which a model may use, how many stored numbers fit the bytes of one of
-its own, and the rounding of what is cached."""
+docs/kv-cache.md): the torch dtypes offered, how many stored numbers fit the bytes of one
+of the model's (the library's rule, shared with the program's --cache-dtype), and the
+rounding of what is cached."""
 
 from __future__ import annotations
 
 import torch
 
-#: store_cache's dtypes by the name the config records, each with the model precisions
-#: it serves (fewer bytes than theirs; the library's kernel reads both for float32).
+from .. import _tenfold
+
+#: store_cache's dtypes by the name the config records.
 CACHE_DTYPES = {"bfloat16": torch.bfloat16, "float8_e4m3fn": torch.float8_e4m3fn}
-_SERVES = {torch.bfloat16: (torch.float32,), torch.float8_e4m3fn: (torch.float32, torch.bfloat16, torch.float16)}
 
 
 def cache_widening(dtype, computes: torch.dtype) -> int:
     """How many cached numbers in `dtype` fit the bytes of one in the model's precision
-    `computes` (1 for None); refuses a dtype that is not one of CACHE_DTYPES or does not
-    serve the model."""
+    `computes` (1 for None): tenfold.attention's cache_widening, which refuses a dtype that
+    does not serve the model; other dtypes refused here."""
     if dtype is None:
         return 1
-    if dtype not in _SERVES:
+    if dtype not in CACHE_DTYPES.values():
         raise ValueError(f"cache_dtype must be torch.bfloat16, torch.float8_e4m3fn or None (the model's own "
                          f"precision), got {dtype!r}")
-    if computes not in _SERVES[dtype]:
-        names = ", ".join(str(t).removeprefix("torch.") for t in _SERVES[dtype])
-        raise ValueError(f"cache_dtype: a {str(dtype).removeprefix('torch.')} cache is for {names} models; this "
-                         f"model computes in {computes}")
-    return torch.finfo(computes).bits // torch.finfo(dtype).bits
+    return _tenfold.cache_widening(str(dtype).removeprefix("torch."), str(computes).removeprefix("torch."))
 
 
 def as_stored(x: torch.Tensor, dtype) -> torch.Tensor:
